@@ -1,0 +1,22 @@
+# The two commands for a fresh machine (see README.md):
+#   make run    install everything, start JupyterLab with the extension on the local backend
+#   make test   install everything, run the whole test suite
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+
+.PHONY: install run test
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install --quiet ".[test,examples]"
+
+run: install
+	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples
+
+test: install
+	$(BIN)/pytest

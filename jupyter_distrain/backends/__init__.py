@@ -1,0 +1,1 @@
+"""Backends run jobs: `local` (processes on this machine) and, later, `kubernetes`."""

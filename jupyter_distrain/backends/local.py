@@ -1,0 +1,270 @@
+"""The local backend: every replica a real process on this machine, supervised by a detached process.
+
+State lives in SQLite under the storage root, so any process (CLI, Jupyter server) sees every job:
+
+    <root>/jobs.sqlite
+    <root>/jobs/<name>/logs/<replica>.log     kept until the job is deleted
+    <root>/jobs/<name>/workspace/              the code; exists only while the job runs
+    <root>/outputs/<name>/                     default output directory, kept after the job is deleted
+    <root>/volumes/<volume>/                   named volumes for data and output
+    <root>/secrets/<name>.json                 git credentials (mode 0600)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+
+from .. import logs
+from ..errors import DistrainError, JobConflict, JobNotFound
+from ..policy import FINISHED, Phase
+from ..spec import FieldError, SpecError, replicas
+from ..store import Store
+from . import procs
+
+STOP_GRACE_SECONDS = 10.0
+
+
+def default_root() -> Path:
+    if os.environ.get("DISTRAIN_HOME"):
+        return Path(os.environ["DISTRAIN_HOME"])
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "distrain"
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, root: Path | None = None):
+        self.root = Path(root or default_root()).resolve()
+        self.store = Store(self.root / "jobs.sqlite")
+
+    # where things are
+    def job_dir(self, name: str) -> Path:
+        return self.root / "jobs" / name
+
+    def log_dir(self, name: str) -> Path:
+        return self.job_dir(name) / "logs"
+
+    def workspace(self, name: str) -> Path:
+        return self.job_dir(name) / "workspace"
+
+    def volume_dir(self, volume: dict, default_sub: str) -> Path:
+        if "host_path" in volume:
+            return Path(volume["host_path"])
+        return self.root / "volumes" / volume["volume"] / volume.get("path", default_sub)
+
+    def output_dir(self, spec: dict) -> Path:
+        if "output" not in spec:
+            return self.root / "outputs" / spec["name"]
+        return self.volume_dir(spec["output"], spec["name"])
+
+    def input_dir(self, spec: dict) -> Path:
+        if "data" not in spec:
+            return self.job_dir(spec["name"]) / "input"
+        return self.volume_dir(spec["data"], "")
+
+    def credentials(self, secret: str) -> dict:
+        path = self.root / "secrets" / f"{secret}.json"
+        if not path.exists():
+            raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} (create it with 'distrain secret set {secret}')")])
+        return json.loads(path.read_text())
+
+    def set_credentials(self, secret: str, username: str, password: str) -> None:
+        directory = self.root / "secrets"
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = directory / f"{secret}.json"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump({"username": username, "password": password}, f)
+
+    # lifecycle
+    def submit(self, spec: dict) -> dict:
+        self.check(spec)
+        output = self.output_dir(spec)
+        try:
+            self.store.insert_job(spec["name"], self.name, spec, str(output), replicas(spec))
+        except sqlite3.IntegrityError:
+            raise JobConflict(f"a job named {spec['name']!r} exists; delete it or choose another name") from None
+        self.store.add_event(spec["name"], "Submitted", "job accepted")
+        self._launch(spec["name"])
+        return self.get(spec["name"])
+
+    def check(self, spec: dict) -> None:
+        """Refuse, before anything is created, what this machine cannot run."""
+        errors = []
+        wanted = sum(r["count"] * r.get("resources", {}).get("gpus", 0) for r in spec["replicas"].values())
+        have = len(procs.gpus())
+        if wanted > have:
+            per_role = ", ".join(
+                f"{r['count']} {role} x {r['resources']['gpus']}"
+                for role, r in spec["replicas"].items() if r.get("resources", {}).get("gpus")
+            )
+            errors.append(FieldError("replicas", f"{wanted} GPUs requested ({per_role}); this machine has {have}"))
+        if "data" in spec and not self.input_dir(spec).is_dir():
+            field = "data.host_path" if "host_path" in spec["data"] else "data.volume"
+            errors.append(FieldError(field, f"no such directory: {self.input_dir(spec)}"))
+        resume = spec.get("resume_from")
+        if resume and not self.resume_path(resume).exists():
+            errors.append(FieldError("resume_from", f"nothing to resume from at {self.resume_path(resume)}"))
+        if errors:
+            raise SpecError(errors)
+
+    def resume_path(self, resume_from: str) -> Path:
+        if resume_from.startswith("job:"):
+            earlier = self.store.job(resume_from[4:])
+            return Path(earlier["output_dir"]) if earlier else self.root / "outputs" / resume_from[4:]
+        return Path(resume_from)
+
+    def _launch(self, name: str) -> None:
+        """Start the detached supervisor; it keeps running after this process exits."""
+        self.job_dir(name).mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "jupyter_distrain.backends.supervisor", "--root", str(self.root), name]
+        result = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        if result.returncode:
+            message = result.stderr.strip()[-2000:] or f"exit code {result.returncode}"
+            self.store.update_job(name, phase=str(Phase.FAILED), reason="SupervisorFailed", message=message,
+                                  finished=time.time())
+            raise DistrainError(f"could not start the job's supervisor: {message}")
+
+    def get(self, name: str, events: int = 20) -> dict:
+        job = self.store.job(name)
+        if job is None:
+            raise JobNotFound(name)
+        job = self._reconcile(job)
+        if events:
+            job["events"] = self.store.events(name, limit=events)
+        return job
+
+    def list(self) -> list[dict]:
+        return [self._reconcile(job) for job in self.store.jobs()]
+
+    def _reconcile(self, job: dict) -> dict:
+        """A job whose supervisor vanished is never reported as running: its replicas are Lost."""
+        if job["phase"] in FINISHED or not job["supervisor_pid"]:
+            return job
+        if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
+            return job
+        job = self.store.job(job["name"])  # the supervisor may have finished just now
+        if job["phase"] in FINISHED:
+            return job
+        for r in job["replicas"]:
+            if r["phase"] in FINISHED:
+                continue
+            if procs.alive(r["pid"], r["pid_started"]):
+                procs.signal_group(r["pid"], signal.SIGKILL)
+                reason = "SupervisorVanished"
+            else:
+                reason = "ProcessVanished"
+            self.store.update_replica(job["name"], r["name"], phase=str(Phase.LOST), reason=reason, finished=time.time())
+        shutil.rmtree(self.workspace(job["name"]), ignore_errors=True)
+        if job["stop_requested"]:
+            phase, reason, message = Phase.STOPPED, "Stopped", "stopped by request"
+        else:
+            phase, reason, message = Phase.FAILED, "SupervisorVanished", "the job's supervisor process exited unexpectedly"
+        self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
+        self.store.add_event(job["name"], reason, message, type="Warning")
+        return self.store.job(job["name"])
+
+    def stop(self, name: str, timeout: float = STOP_GRACE_SECONDS + 20) -> dict:
+        job = self.get(name, events=0)
+        if job["phase"] in FINISHED:
+            return self.get(name)
+        self.store.update_job(name, stop_requested=1)
+        if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
+            os.kill(job["supervisor_pid"], signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.get(name, events=0)
+            if job["phase"] in FINISHED:
+                break
+            time.sleep(0.05)
+        return self.get(name)
+
+    def restart(self, name: str, spec: dict | None = None) -> dict:
+        """Run the job again from its spec, or from an edited one with the same name."""
+        job = self.get(name, events=0)
+        spec = spec or job["spec"]
+        if spec["name"] != name:
+            raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
+        self.check(spec)
+        if job["phase"] not in FINISHED:
+            self.stop(name)
+        self.store.reset_job(name, spec, replicas(spec))
+        self.store.add_event(name, "Restarted", "job restarted")
+        self._launch(name)
+        return self.get(name)
+
+    def delete(self, name: str, purge_output: bool = False) -> None:
+        """Stop the job and forget it; its output stays unless purge_output (and it lies in our root)."""
+        job = self.stop(name)
+        output = Path(job["output_dir"])
+        if purge_output and output.is_relative_to(self.root):
+            shutil.rmtree(output, ignore_errors=True)
+        shutil.rmtree(self.job_dir(name), ignore_errors=True)
+        self.store.delete_job(name)
+
+    # observation
+    def log_files(self, name: str) -> dict[str, Path]:
+        job = self.store.job(name)
+        if job is None:
+            raise JobNotFound(name)
+        names = ["setup"] + [r["name"] for r in job["replicas"]]
+        return {r: self.log_dir(name) / f"{r}.log" for r in names}
+
+    def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
+             follow: bool = False) -> Iterator[logs.LogLine]:
+        files = self.log_files(name)
+        if replica:
+            if replica not in files:
+                raise DistrainError(f"job {name!r} has no replica {replica!r}; replicas: {', '.join(files)}")
+            files = {replica: files[replica]}
+        if not follow:
+            return logs.read(files, tail=tail, since=since)
+        return logs.follow(lambda: files, lambda: self.get(name, events=0)["phase"] in FINISHED, tail=tail, since=since)
+
+    def metrics(self, name: str, interval: float = 0.5) -> list[dict]:
+        """CPU %, resident memory and GPU memory of each running replica's process tree."""
+        job = self.get(name, events=0)
+        running = {r["name"]: r for r in job["replicas"] if procs.alive(r["pid"], r["pid_started"])}
+        trees = {n: procs.tree_usage(r["pid"])[0] for n, r in running.items()}
+        for processes in trees.values():
+            for p in processes:
+                try:
+                    p.cpu_percent(None)
+                except psutil.Error:
+                    pass
+        time.sleep(interval)
+        on_gpu = procs.gpu_processes()
+        gpus = {g["uuid"]: g for g in procs.gpus()} if on_gpu else {}
+        result = []
+        for r in job["replicas"]:
+            sample = {"replica": r["name"], "phase": r["phase"], "cpu_percent": None, "memory_bytes": None,
+                      "gpu_memory_mib": None, "gpu_utilization": None}
+            if r["name"] in running:
+                cpu = 0.0
+                for p in trees[r["name"]]:
+                    try:
+                        cpu += p.cpu_percent(None)
+                    except psutil.Error:
+                        pass
+                sample["cpu_percent"] = round(cpu, 1)
+                sample["memory_bytes"] = procs.tree_usage(r["pid"])[1]
+                used = [on_gpu[p.pid] for p in trees[r["name"]] if p.pid in on_gpu]
+                if used:
+                    sample["gpu_memory_mib"] = sum(mem or 0 for _, mem in used)
+                    sample["gpu_utilization"] = max(
+                        (gpus[uuid]["utilization"] or 0 for uuid, _ in used if uuid in gpus), default=None)
+            result.append(sample)
+        return result

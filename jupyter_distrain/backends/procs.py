@@ -1,0 +1,115 @@
+"""Process helpers of the local backend: identity that survives pid reuse, group signals, GPUs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from contextlib import ExitStack
+
+import psutil
+
+STARTED_TOLERANCE = 0.05  # seconds; psutil create_time is rounded
+
+
+def started_at(pid: int) -> float | None:
+    try:
+        return psutil.Process(pid).create_time()
+    except psutil.Error:
+        return None
+
+
+def alive(pid: int | None, started: float | None) -> bool:
+    """Whether the process `pid` that started at `started` still runs (not a reused pid, not a zombie)."""
+    if not pid or started is None:
+        return False
+    try:
+        process = psutil.Process(pid)
+        return abs(process.create_time() - started) < STARTED_TOLERANCE and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def signal_group(pgid: int, sig: int) -> None:
+    """Signal a whole process group; a group that is already gone is fine."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def group_members(pgid: int) -> list[psutil.Process]:
+    members = []
+    for process in psutil.process_iter():
+        try:
+            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
+                members.append(process)
+        except (ProcessLookupError, psutil.Error):
+            continue
+    return members
+
+
+def free_ports(count: int) -> list[int]:
+    """Ports free on 127.0.0.1 right now, all distinct."""
+    with ExitStack() as stack:
+        ports = []
+        for _ in range(count):
+            s = stack.enter_context(socket.socket())
+            s.bind(("127.0.0.1", 0))
+            ports.append(s.getsockname()[1])
+        return ports
+
+
+def tree_usage(pid: int) -> tuple[list[psutil.Process], int]:
+    """A process and its descendants, and their resident memory in bytes."""
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except psutil.Error:
+        return [], 0
+    rss = 0
+    for process in processes:
+        try:
+            rss += process.memory_info().rss
+        except psutil.Error:
+            pass
+    return processes, rss
+
+
+def gpus() -> list[dict]:
+    """This machine's NVIDIA GPUs with their use, or [] without nvidia-smi."""
+    rows = _nvidia_smi("--query-gpu=index,uuid,name,utilization.gpu,memory.used,memory.total")
+    return [
+        {"index": int(i), "uuid": uuid, "name": name, "utilization": _num(util),
+         "memory_used_mib": _num(used), "memory_total_mib": _num(total)}
+        for i, uuid, name, util, used, total in rows
+    ]
+
+
+def gpu_processes() -> dict[int, tuple[str, float | None]]:
+    """pid -> (GPU uuid, GPU memory in MiB) for every process using a GPU."""
+    rows = _nvidia_smi("--query-compute-apps=pid,gpu_uuid,used_memory")
+    return {int(pid): (uuid, _num(used)) for pid, uuid, used in rows}
+
+
+def _nvidia_smi(query: str) -> list[list[str]]:
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", query, "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=10, check=True).stdout
+    except (subprocess.SubprocessError, OSError):
+        return []
+    return [[cell.strip() for cell in line.split(",")] for line in out.splitlines() if line.strip()]
+
+
+def _num(value: str) -> float | None:
+    try:
+        return float(value)
+    except ValueError:
+        return None
+
+
+TERMINATING = (signal.SIGTERM, signal.SIGINT)

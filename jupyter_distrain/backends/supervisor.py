@@ -1,0 +1,338 @@
+"""The supervisor of one local job: a detached process that prepares the code, runs every replica,
+applies the lifecycle policy and leaves nothing behind.
+
+    python -m jupyter_distrain.backends.supervisor --root ROOT NAME
+
+The launching process forks the supervisor into its own session, records its pid and exits, so the
+job outlives the CLI or the Jupyter server that submitted it. SIGTERM (or SIGINT) stops the job.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import sys
+import time
+import traceback
+import venv
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from .. import code as code_
+from ..clusterenv import Dirs, replica_env
+from ..logs import LogWriter, pump
+from ..policy import FINISHED, Decision, Phase, Replica, decide
+from ..spec import render_command, replica_name, replicas
+from . import procs
+from .local import STOP_GRACE_SECONDS, LocalBackend
+
+DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
+
+
+class SetupFailed(Exception):
+    pass
+
+
+@dataclass
+class Running:
+    """A replica's process and its log pump."""
+
+    process: asyncio.subprocess.Process
+    pump: asyncio.Task
+
+
+class Supervisor:
+    def __init__(self, backend: LocalBackend, name: str):
+        self.backend = backend
+        self.store = backend.store
+        self.name = name
+        self.job = self.store.job(name)
+        self.spec = self.job["spec"]
+        self.states = {replica_name(r, i): Replica(r, i, Phase.PENDING) for r, i in replicas(self.spec)}
+        self.running: dict[str, Running] = {}
+        self.stop_requested = asyncio.Event()
+        self.addresses: dict[str, list[str]] = {}
+        self.workspace = backend.workspace(name)
+        self.log_dir = backend.log_dir(name)
+        # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
+        self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in procs.TERMINATING:
+            loop.add_signal_handler(sig, self.stop_requested.set)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, procs.TERMINATING)
+        if self.store.job(self.name)["stop_requested"]:
+            self.stop_requested.set()
+        try:
+            decision = await self.lifecycle()
+        except SetupFailed as e:
+            decision = Decision(Phase.FAILED, "SetupFailed", str(e))
+        except Exception as e:  # never leave the job looking alive
+            traceback.print_exc()
+            decision = Decision(Phase.FAILED, "SupervisorError", f"{type(e).__name__}: {e}")
+        why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
+        await self.stop_all(why)
+        shutil.rmtree(self.workspace, ignore_errors=True)
+        self.finish(decision)
+
+    async def lifecycle(self) -> Decision:
+        if not await self.until_stopped(self.prepare()):
+            return Decision(Phase.STOPPED, "Stopped", "stopped by request before it started")
+        await self.start()
+        return await self.watch()
+
+    async def until_stopped(self, coroutine) -> bool:
+        """Run `coroutine` unless a stop is requested first (then cancel it); True if it completed."""
+        task = asyncio.ensure_future(coroutine)
+        stopper = asyncio.ensure_future(self.stop_requested.wait())
+        await asyncio.wait({task, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if task.done():
+            task.result()
+            return True
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+        return False
+
+    # preparing the code
+    async def prepare(self) -> None:
+        self.store.update_job(self.name, phase=str(Phase.PENDING), reason="Preparing", message="preparing the code")
+        shutil.rmtree(self.workspace, ignore_errors=True)
+        source = self.spec.get("code", {})
+        setup = LogWriter(self.log_dir / "setup.log")
+        try:
+            if "git" in source:
+                credentials = self.backend.credentials(source["credentials"]) if source.get("credentials") else None
+                self.event("Cloning", f"cloning {source['git']} at {source['commit'][:12]}")
+                argv, env = code_.git("clone", "--quiet", "--no-checkout", "--", source["git"], str(self.workspace),
+                                      credentials=credentials)
+                await self.setup_step(setup, argv, env, "git clone")
+                argv, env = code_.git("-C", str(self.workspace), "checkout", "--quiet", "--detach", source["commit"])
+                await self.setup_step(setup, argv, env, "git checkout")
+            elif "path" in source:
+                await asyncio.to_thread(
+                    shutil.copytree, source["path"], self.workspace, symlinks=True,
+                    ignore=shutil.ignore_patterns(".git", ".ipynb_checkpoints", "__pycache__"),
+                )
+            else:
+                self.workspace.mkdir(parents=True)
+            await self.install_requirements(setup)
+        finally:
+            setup.close()
+
+    async def install_requirements(self, setup: LogWriter) -> None:
+        requirements = self.workspace / "requirements.txt"
+        if not requirements.exists() or not any(
+            line.strip() and not line.lstrip().startswith("#") for line in requirements.read_text().splitlines()
+        ):
+            return
+        self.event("Installing", "installing requirements.txt")
+        env_dir = self.workspace / ".distrain-venv"
+        await asyncio.to_thread(venv.create, env_dir, system_site_packages=True, with_pip=False, symlinks=True)
+        python = str(env_dir / "bin" / "python")
+        argv = [sys.executable, "-m", "pip", "--python", python, "install", "--disable-pip-version-check",
+                "--no-input", "-r", str(requirements)]
+        await self.setup_step(setup, argv, self.env, "pip install -r requirements.txt")
+        self.env = {**self.env, "VIRTUAL_ENV": str(env_dir), "PATH": f"{env_dir / 'bin'}:{self.env.get('PATH', '')}"}
+
+    async def setup_step(self, log: LogWriter, argv: list[str], env: dict, what: str) -> None:
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=self.workspace if self.workspace.exists() else None, env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        lines: list[bytes] = []
+
+        async def copy() -> None:
+            while chunk := await process.stdout.read(65536):
+                log.feed(chunk)
+                lines[:] = (lines + chunk.splitlines())[-5:]
+
+        try:
+            await asyncio.gather(copy(), process.wait())
+        except asyncio.CancelledError:
+            procs.signal_group(process.pid, signal.SIGKILL)
+            await process.wait()
+            raise
+        if process.returncode:
+            detail = b" | ".join(lines[-3:]).decode(errors="replace")
+            raise SetupFailed(f"{what} failed (exit code {process.returncode}): {detail}")
+
+    # running the replicas
+    async def start(self) -> None:
+        ports = iter(procs.free_ports(len(self.states)))
+        for state in self.states.values():
+            self.addresses.setdefault(state.role, []).append(f"127.0.0.1:{next(ports)}")
+        self.gpu_ids = iter(str(g["index"]) for g in procs.gpus())
+        now = time.time()
+        self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=now)
+        self.deadline = None
+        if self.spec["policy"].get("deadline_seconds"):
+            self.deadline = time.monotonic() + self.spec["policy"]["deadline_seconds"]
+        for name in self.states:
+            await self.start_replica(name)
+
+    async def start_replica(self, name: str) -> None:
+        state = self.states[name]
+        role, index = state.role, state.index
+        output = self.backend.output_dir(self.spec)
+        inputs = self.backend.input_dir(self.spec)
+        output.mkdir(parents=True, exist_ok=True)
+        inputs.mkdir(parents=True, exist_ok=True)
+        tensorboard = self.spec["tensorboard"]
+        resume = self.spec.get("resume_from")
+        dirs = Dirs(
+            input=str(inputs),
+            output=str(output),
+            logdir=str(output / tensorboard["logdir"]) if tensorboard["enabled"] else None,
+            resume_from=str(self.backend.resume_path(resume)) if resume else None,
+        )
+        env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
+        gpus = self.spec["replicas"][role].get("resources", {}).get("gpus", 0)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(next(self.gpu_ids) for _ in range(gpus))
+        command = render_command(self.spec, {"job": self.name, "role": role, "index": str(index),
+                                             "input": dirs.input, "output": dirs.output})
+        process = await asyncio.create_subprocess_exec(
+            "/bin/sh", "-c", command, cwd=self.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+        )
+        writer = LogWriter(self.log_dir / f"{name}.log")
+        self.running[name] = Running(process, asyncio.ensure_future(pump(process.stdout, writer)))
+        self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None)
+        self.store.update_replica(
+            self.name, name, phase=str(Phase.RUNNING), reason="", exit_code=None, pid=process.pid,
+            pid_started=procs.started_at(process.pid), address=self.addresses[role][index], started=time.time(),
+            finished=None, restarts=state.restarts,
+        )
+        self.event("Started", f"started pid {process.pid} at {self.addresses[role][index]}", replica=name)
+
+    async def watch(self) -> Decision:
+        """Wait for replicas to exit and apply the policy until the job ends."""
+        while True:
+            exits = {asyncio.ensure_future(r.process.wait()): name for name, r in self.running.items()}
+            stop = asyncio.ensure_future(self.stop_requested.wait())
+            timeout = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+            done, _ = await asyncio.wait({*exits, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            for task in [*exits, stop]:
+                if task not in done:
+                    task.cancel()
+            if stop in done:
+                return Decision(Phase.STOPPED, "Stopped", "stopped by request")
+            if not done:
+                return Decision(Phase.FAILED, "DeadlineExceeded",
+                                f"the job ran longer than {self.spec['policy']['deadline_seconds']} s")
+            for task in done:
+                await self.record_exit(exits[task])
+            decision = decide(self.spec, list(self.states.values()))
+            if decision.phase in FINISHED:
+                return decision
+            for name in decision.restart:
+                state = self.states[name]
+                self.states[name] = replace(state, restarts=state.restarts + 1)
+                self.event("Restarting", f"restart {state.restarts + 1} after exit code {state.exit_code}",
+                           replica=name, type="Warning")
+                await self.start_replica(name)
+
+    async def record_exit(self, name: str) -> None:
+        running = self.running.pop(name)
+        code = exit_code(running.process.returncode)
+        await self.reap(running)
+        phase = Phase.SUCCEEDED if code == 0 else Phase.FAILED
+        reason = exit_reason(code)
+        self.states[name] = replace(self.states[name], phase=phase, exit_code=code)
+        self.store.update_replica(self.name, name, phase=str(phase), exit_code=code, reason=reason,
+                                  finished=time.time())
+        self.event(str(phase), f"exited with code {code} ({reason})", replica=name,
+                   type="Normal" if code == 0 else "Warning")
+
+    async def reap(self, running: Running) -> None:
+        """After the replica's main process exited: kill what it left in its group, drain its output."""
+        procs.signal_group(running.process.pid, signal.SIGKILL)
+        try:
+            await asyncio.wait_for(asyncio.shield(running.pump), DRAIN_SECONDS)
+        except asyncio.TimeoutError:
+            running.pump.cancel()
+
+    async def stop_all(self, why: str) -> None:
+        """SIGTERM every remaining replica's process group, SIGKILL after the grace period."""
+        if not self.running:
+            return
+        for running in self.running.values():
+            procs.signal_group(running.process.pid, signal.SIGTERM)
+        waits = [r.process.wait() for r in self.running.values()]
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits), STOP_GRACE_SECONDS)
+        except asyncio.TimeoutError:
+            for running in self.running.values():
+                procs.signal_group(running.process.pid, signal.SIGKILL)
+            await asyncio.gather(*(r.process.wait() for r in self.running.values()))
+        for name, running in list(self.running.items()):
+            self.running.pop(name)
+            await self.reap(running)
+            code = exit_code(running.process.returncode)
+            self.states[name] = replace(self.states[name], phase=Phase.STOPPED, exit_code=code)
+            self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), exit_code=code,
+                                      reason=f"Stopped: {why}", finished=time.time())
+            self.event("Stopped", f"stopped ({why})", replica=name)
+
+    def finish(self, decision: Decision) -> None:
+        """Record the job's end; replicas never started are marked stopped."""
+        for name, state in self.states.items():
+            if state.phase == Phase.PENDING:
+                self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), reason="NeverStarted")
+        self.store.update_job(self.name, phase=str(decision.phase), reason=decision.reason, message=decision.message,
+                              exit_code=decision.exit_code, finished=time.time())
+        self.event(decision.reason or str(decision.phase), decision.message,
+                   type="Normal" if decision.phase == Phase.SUCCEEDED else "Warning")
+
+    def event(self, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
+        self.store.add_event(self.name, reason, message, replica=replica, type=type)
+
+
+def exit_code(returncode: int) -> int:
+    """Shell convention, as Kubernetes reports it: killed by signal N is 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def exit_reason(code: int) -> str:
+    if code == 0:
+        return "Completed"
+    if code > 128:
+        try:
+            return f"Killed by {signal.Signals(code - 128).name}"
+        except ValueError:
+            pass
+    return "Error"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", required=True)
+    parser.add_argument("name")
+    args = parser.parse_args(argv)
+    # Blocked until the supervisor's handlers are installed, so an early stop is never lost.
+    signal.pthread_sigmask(signal.SIG_BLOCK, procs.TERMINATING)
+    pid = os.fork()
+    if pid:
+        backend = LocalBackend(Path(args.root))
+        backend.store.update_job(args.name, supervisor_pid=pid, supervisor_started=procs.started_at(pid))
+        os._exit(0)
+    os.setsid()
+    backend = LocalBackend(Path(args.root))
+    log = open(backend.job_dir(args.name) / "supervisor.log", "ab", buffering=0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    asyncio.run(Supervisor(backend, args.name).run())
+
+
+if __name__ == "__main__":
+    main()

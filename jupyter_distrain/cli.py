@@ -1,0 +1,355 @@
+"""The `distrain` command line: submit, watch and manage training jobs."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from . import spec as spec_
+from .errors import DistrainError
+from .logs import LogLine, timestamp
+from .logs import follow as follow_logs
+from .manager import JobManager, public
+from .policy import FINISHED
+
+PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
+
+
+class Distrain(click.Group):
+    """Every expected error becomes one line on stderr and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except spec_.SpecError as e:
+            raise click.ClickException("invalid job spec: " + "; ".join(map(str, e.errors))) from None
+        except DistrainError as e:
+            raise click.ClickException(str(e)) from None
+
+
+@click.group(cls=Distrain)
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """Launch and manage training jobs, single-machine or distributed."""
+    ctx.obj = JobManager()
+
+
+output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table",
+                             help="Output format.")
+
+
+@main.command(context_settings={"allow_interspersed_args": False})
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), help="A distrain.yaml job spec.")
+@click.option("--name", help="Job name (lowercase letters, digits, hyphens).")
+@click.option("--framework", type=click.Choice(spec_.schema()["properties"]["framework"]["enum"]))
+@click.option("--chief", is_flag=True, default=None, help="Add a chief (TensorFlow).")
+@click.option("--master", is_flag=True, default=None, help="Add a master (PyTorch).")
+@click.option("--ps", type=int, help="Number of parameter servers.")
+@click.option("--workers", type=int, help="Number of workers.")
+@click.option("--evaluator", type=int, help="Number of evaluators.")
+@click.option("--gpus", type=int, help="GPUs per worker (and per chief or master).")
+@click.option("--cpu", help="CPU cores per replica, e.g. 2 or 500m.")
+@click.option("--memory", help="Memory per replica, e.g. 4Gi.")
+@click.option("--data", help="Input data mounted read-only: a volume name (NAME or NAME/sub/dir) or an absolute host path.")
+@click.option("--output-to", "output_to", help="Where outputs are kept: a volume name or an absolute host path.")
+@click.option("--code", "code_source", help="A git URL (http/https) or a local directory.")
+@click.option("--ref", help="Git branch, tag or commit (with a git --code).")
+@click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set').")
+@click.option("--image", help="Container image (Kubernetes).")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A hyperparameter; repeatable.")
+@click.option("--tensorboard/--no-tensorboard", default=None, help="Write and serve TensorBoard logs.")
+@click.option("--logdir", help="TensorBoard log directory, relative to the output directory.")
+@click.option("--resume-from", help="A checkpoint path, or job:NAME for an earlier job's output.")
+@click.option("--success-policy", type=click.Choice(["chief", "all-workers"]),
+              help="The job succeeds when the chief succeeds, or when every worker does.")
+@click.option("--follow", is_flag=True, help="Stream every replica's logs and state changes until the job ends.")
+@output_option
+@click.argument("command", nargs=-1)
+@click.pass_obj
+def submit(manager: JobManager, spec_file: str | None, follow: bool, fmt: str, command: tuple[str, ...],
+           **flags: Any) -> None:
+    """Submit a job from a spec file and/or flags; COMMAND follows '--'."""
+    raw = spec_.load_file(spec_file) if spec_file else {}
+    if not isinstance(raw, dict):
+        raise click.ClickException("the spec file must hold a mapping of fields")
+    raw = apply_flags(raw, flags, " ".join(command))
+    base_dir = Path(spec_file).parent if spec_file else Path.cwd()
+    job = manager.submit(raw, base_dir)
+    if fmt == "json":
+        click.echo(json.dumps(public(job), indent=2))
+    else:
+        click.echo(f"job {job['name']} submitted ({len(job['replicas'])} replicas, output in {job['output_dir']})")
+    if follow:
+        sys.exit(follow_job(manager, job["name"]))
+
+
+def apply_flags(raw: dict, flags: dict, command: str) -> dict:
+    """Layer command-line flags over a spec mapping."""
+    raw = dict(raw)
+    simple = {"name": "name", "framework": "framework", "image": "image", "resume_from": "resume_from"}
+    for flag, field in simple.items():
+        if flags[flag] is not None:
+            raw[field] = flags[flag]
+    if command:
+        raw["command"] = command
+    replicas = {role: dict(r) if isinstance(r, dict) else r for role, r in (raw.get("replicas") or {}).items()}
+    for role, flag in (("ps", "ps"), ("worker", "workers"), ("evaluator", "evaluator")):
+        if flags[flag] is not None:
+            replicas.setdefault(role, {})["count"] = flags[flag]
+    for role in ("chief", "master"):
+        if flags[role]:
+            replicas.setdefault(role, {})["count"] = 1
+    for role, replica in replicas.items():
+        if not isinstance(replica, dict):
+            continue
+        resources = dict(replica.get("resources") or {})
+        for key in ("cpu", "memory"):
+            if flags[key] is not None:
+                resources[key] = flags[key]
+        if flags["gpus"] is not None and role in ("worker", "chief", "master"):
+            resources["gpus"] = flags["gpus"]
+        if resources:
+            replica["resources"] = resources
+    if replicas:
+        raw["replicas"] = replicas
+    for flag, field in (("data", "data"), ("output_to", "output")):
+        if flags[flag]:
+            raw[field] = volume_source(flags[flag])
+    if flags["code_source"]:
+        source = flags["code_source"]
+        raw["code"] = {"git": source} if re.match(r"^[a-z][a-z0-9+.-]*://|^git@", source) else {"path": source}
+    if flags["ref"] or flags["credentials"]:
+        code = dict(raw.get("code") or {})
+        code.update({k: flags[k] for k in ("ref", "credentials") if flags[k]})
+        raw["code"] = code
+    params = dict(raw.get("hyperparameters") or {})
+    for item in flags["params"]:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--param")
+        params[key] = yaml.safe_load(value) if value else ""
+    if params:
+        raw["hyperparameters"] = params
+    tensorboard = dict(raw.get("tensorboard") or {})
+    if flags["tensorboard"] is not None:
+        tensorboard["enabled"] = flags["tensorboard"]
+    if flags["logdir"]:
+        tensorboard.update(enabled=True, logdir=flags["logdir"])
+    if tensorboard:
+        raw["tensorboard"] = tensorboard
+    if flags["success_policy"]:
+        raw["policy"] = {**(raw.get("policy") or {}), "success": flags["success_policy"]}
+    return raw
+
+
+def volume_source(value: str) -> dict:
+    if value.startswith("/"):
+        return {"host_path": value}
+    volume, _, sub = value.partition("/")
+    return {"volume": volume, "path": sub} if sub else {"volume": volume}
+
+
+@main.command(name="list")
+@output_option
+@click.pass_obj
+def list_jobs(manager: JobManager, fmt: str) -> None:
+    """List every job."""
+    jobs = [public(job) for job in manager.list()]
+    if fmt == "json":
+        click.echo(json.dumps(jobs, indent=2))
+        return
+    rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], j["reason"]) for j in jobs]
+    table(("NAME", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"), rows)
+
+
+@main.command()
+@click.argument("name")
+@output_option
+@click.pass_obj
+def get(manager: JobManager, name: str, fmt: str) -> None:
+    """Show a job: its replicas, exit codes, reasons and recent events."""
+    job = public(manager.get(name))
+    if fmt == "json":
+        click.echo(json.dumps(job, indent=2))
+        return
+    click.echo(f"Name:      {job['name']}")
+    click.echo(f"Phase:     {click.style(job['phase'], fg=PHASE_COLORS.get(job['phase']))}"
+               + (f"  ({job['reason']}: {job['message']})" if job["reason"] else ""))
+    if job["exit_code"] is not None:
+        click.echo(f"Exit code: {job['exit_code']}")
+    click.echo(f"Backend:   {job['backend']}")
+    click.echo(f"Output:    {job['output_dir']}")
+    click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
+    click.echo("")
+    table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED"),
+          [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
+            dash(r["started"]), dash(r["finished"])) for r in job["replicas"]])
+    click.echo("\nEvents:")
+    for e in job["events"]:
+        click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("-r", "--replica", help="Only this replica, e.g. worker-0 (default: all, interleaved).")
+@click.option("-t", "--tail", type=click.IntRange(min=0), help="Only the last N lines.")
+@click.option("--since", help="Only lines newer than a duration (30s, 5m, 2h) or an RFC 3339 time.")
+@click.option("--timestamps", is_flag=True, help="Show each line's time.")
+@click.pass_obj
+def logs(manager: JobManager, name: str, follow: bool, replica: str | None, tail: int | None, since: str | None,
+         timestamps: bool) -> None:
+    """Print a job's logs."""
+    lines = manager.logs(name, replica=replica, tail=tail, since=parse_since(since), follow=follow)
+    for line in lines:
+        click.echo(format_line(line, prefix=replica is None, timestamps=timestamps))
+
+
+@main.command()
+@click.argument("name")
+@click.pass_obj
+def top(manager: JobManager, name: str) -> None:
+    """CPU, memory and GPU use of each replica."""
+    rows = [(m["replica"], m["phase"], dash(m["cpu_percent"]), human_bytes(m["memory_bytes"]),
+             dash(m["gpu_utilization"]), dash(m["gpu_memory_mib"])) for m in manager.metrics(name)]
+    table(("REPLICA", "PHASE", "CPU%", "MEMORY", "GPU%", "GPU-MEM(MiB)"), rows)
+
+
+@main.command()
+@click.argument("name")
+@click.pass_obj
+def stop(manager: JobManager, name: str) -> None:
+    """Stop a job: SIGTERM to every replica, SIGKILL after a grace period."""
+    job = manager.stop(name)
+    click.echo(f"job {name} {job['phase'].lower()}")
+
+
+@main.command()
+@click.argument("name")
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), help="An edited spec.")
+@click.option("--follow", is_flag=True, help="Stream logs and state changes until the job ends.")
+@click.pass_obj
+def restart(manager: JobManager, name: str, spec_file: str | None, follow: bool) -> None:
+    """Run a job again, from its spec or an edited one."""
+    raw = spec_.load_file(spec_file) if spec_file else None
+    manager.restart(name, raw, Path(spec_file).parent if spec_file else None)
+    click.echo(f"job {name} restarted")
+    if follow:
+        sys.exit(follow_job(manager, name))
+
+
+@main.command()
+@click.argument("name")
+@click.option("--purge-output", is_flag=True, help="Also delete the job's output directory.")
+@click.pass_obj
+def delete(manager: JobManager, name: str, purge_output: bool) -> None:
+    """Stop and delete a job and its logs (outputs are kept unless --purge-output)."""
+    manager.delete(name, purge_output=purge_output)
+    click.echo(f"job {name} deleted")
+
+
+@main.command()
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), required=True)
+def validate(spec_file: str) -> None:
+    """Check a spec file and print it with defaults filled in."""
+    click.echo(yaml.safe_dump(spec_.validate(spec_.load_file(spec_file)), sort_keys=False), nl=False)
+
+
+@main.group()
+def secret() -> None:
+    """Git credentials for private repositories (stored with mode 0600, never printed)."""
+
+
+@secret.command(name="set")
+@click.argument("name")
+@click.option("--username", required=True)
+@click.password_option("--password", confirmation_prompt=False, help="Read from a hidden prompt or stdin.")
+@click.pass_obj
+def secret_set(manager: JobManager, name: str, username: str, password: str) -> None:
+    """Store a username and password as NAME, for code.credentials."""
+    manager.backend.set_credentials(name, username, password)
+    click.echo(f"secret {name} stored")
+
+
+def follow_job(manager: JobManager, name: str) -> int:
+    """Print logs and state changes as they happen (like `riseml train`); the exit status mirrors the job."""
+    last_event = 0
+
+    def finished() -> bool:
+        nonlocal last_event
+        for event in manager.backend.store.events(name, after=last_event):
+            last_event = event["id"]
+            who = f"[{event['replica']}] " if event["replica"] else ""
+            click.secho(f"--> {who}{event['reason']}: {event['message']}", fg="cyan", err=True)
+        return manager.get(name)["phase"] in FINISHED
+
+    files = manager.backend.log_files(name)
+    for line in follow_logs(lambda: files, finished):
+        click.echo(format_line(line, prefix=True, timestamps=False))
+    job = manager.get(name)
+    click.secho(f"job {name} {job['phase']}", fg=PHASE_COLORS.get(job["phase"]), err=True)
+    return 0 if job["phase"] == "Succeeded" else (job["exit_code"] or 1)
+
+
+def format_line(line: LogLine, prefix: bool, timestamps: bool) -> str:
+    head = f"{line.time} " if timestamps else ""
+    if prefix:
+        head += click.style(f"[{line.replica}] ", fg="cyan" if line.replica == "setup" else "bright_black")
+    return head + line.text
+
+
+def parse_since(value: str | None) -> str | None:
+    if not value:
+        return None
+    match = re.fullmatch(r"(\d+)([smhd])", value)
+    if match:
+        seconds = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        return timestamp(time.time() - seconds)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise click.BadParameter("use a duration like 30s, 5m, 2h or an RFC 3339 time", param_hint="--since") from None
+    return timestamp(moment.astimezone(timezone.utc).timestamp())
+
+
+def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
+    cells = [tuple(map(str, headers))] + [tuple(map(str, row)) for row in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    for row in cells:
+        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def ready(job: dict) -> str:
+    running = sum(r["phase"] == "Running" for r in job["replicas"])
+    return f"{running}/{len(job['replicas'])}"
+
+
+def age(created: str) -> str:
+    seconds = int((datetime.now(timezone.utc) - datetime.fromisoformat(created)).total_seconds())
+    return str(timedelta(seconds=seconds)) if seconds < 86400 else f"{seconds // 86400}d"
+
+
+def dash(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f}{unit}"
+        n /= 1024
+    return f"{n:.1f}TiB"
+
+
+if __name__ == "__main__":
+    main()

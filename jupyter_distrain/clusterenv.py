@@ -1,0 +1,138 @@
+"""Pure functions from (spec, replica addresses) to each replica's environment. No I/O.
+
+`addresses` maps each role to its replicas' "host:port", in index order: 127.0.0.1 ports on the
+local backend, `<job>-<role>-<i>.<namespace>.svc:<port>` on Kubernetes.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from .spec import ROLE_ORDER, chief, replica_name, replicas
+
+TF_FRAMEWORKS = ("tensorflow", "keras")
+
+
+@dataclass(frozen=True)
+class Dirs:
+    """Directories as the replica sees them (/input and /output inside a container)."""
+
+    input: str
+    output: str
+    logdir: str | None = None
+    resume_from: str | None = None
+
+
+def replica_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int, dirs: Dirs) -> dict[str, str]:
+    """The environment of replica `role`-`index`: framework variables plus DISTRAIN_*."""
+    env = {
+        "PYTHONUNBUFFERED": "1",
+        "DISTRAIN_JOB": spec["name"],
+        "DISTRAIN_ROLE": role,
+        "DISTRAIN_INDEX": str(index),
+        "DISTRAIN_REPLICA": replica_name(role, index),
+        "DISTRAIN_CLUSTER": json.dumps(_cluster(addresses), separators=(",", ":")),
+        "DISTRAIN_INPUT_DIR": dirs.input,
+        "DISTRAIN_OUTPUT_DIR": dirs.output,
+        "OUTPUT_DIR": dirs.output,
+    }
+    if dirs.logdir:
+        env["DISTRAIN_LOG_DIR"] = dirs.logdir
+    if dirs.resume_from:
+        env["DISTRAIN_RESUME_FROM"] = dirs.resume_from
+    shard, shards = shard_of(spec, role, index)
+    env["DISTRAIN_SHARD_INDEX"], env["DISTRAIN_NUM_SHARDS"] = str(shard), str(shards)
+    framework = spec.get("framework", "python")
+    if framework in TF_FRAMEWORKS:
+        env.update(tensorflow_env(spec, addresses, role, index))
+    elif framework == "pytorch":
+        env.update(pytorch_env(spec, addresses, role, index))
+    elif framework == "paddle":
+        env.update(paddle_env(spec, addresses, role, index))
+    return env
+
+
+def trainers(spec: dict) -> list[tuple[str, int]]:
+    """Replicas that consume training data, in rank order: the chief or master, then workers."""
+    return [(r, i) for r, i in replicas(spec) if r in ("chief", "master", "worker")]
+
+
+def shard_of(spec: dict, role: str, index: int) -> tuple[int, int]:
+    """(shard index, shard count) for this replica; non-trainers read everything (shard 0 of 1)."""
+    ranks = trainers(spec)
+    if (role, index) not in ranks:
+        return 0, 1
+    return ranks.index((role, index)), len(ranks)
+
+
+def is_distributed(spec: dict) -> bool:
+    """As Kubeflow decides for TF_CONFIG: more (or fewer) than exactly one replica in all."""
+    return len(replicas(spec)) != 1
+
+
+def tensorflow_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int) -> dict[str, str]:
+    if not is_distributed(spec):
+        return {}
+    tf_config = {
+        "cluster": _cluster(addresses),
+        "task": {"type": role, "index": index},
+        "environment": "cloud",
+    }
+    return {"TF_CONFIG": json.dumps(tf_config, separators=(",", ":"))}
+
+
+def pytorch_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int) -> dict[str, str]:
+    ranks = trainers(spec)
+    master_role, master_index = chief(spec)
+    host, port = _split(addresses[master_role][master_index])
+    rank = str(ranks.index((role, index)))
+    return {
+        "MASTER_ADDR": host,
+        "MASTER_PORT": port,
+        "WORLD_SIZE": str(len(ranks)),
+        "RANK": rank,
+        "PET_MASTER_ADDR": host,
+        "PET_MASTER_PORT": port,
+        "PET_NNODES": str(len(ranks)),
+        "PET_NODE_RANK": rank,
+        "PET_NPROC_PER_NODE": "1",
+    }
+
+
+def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int) -> dict[str, str]:
+    """Both the legacy PADDLE_INIT_* names (v1 pserver/trainer) and today's PADDLE_* names."""
+    pservers = addresses.get("ps", [])
+    workers = addresses.get("worker", [])
+    own = addresses[role][index]
+    host, port = _split(own)
+    gpus = spec["replicas"][role].get("resources", {}).get("gpus", 0)
+    env = {
+        "PADDLE_INIT_PORT": port,
+        "PADDLE_INIT_PORTS_NUM": "1",
+        "PADDLE_INIT_PORTS_NUM_FOR_SPARSE": "1",
+        "PADDLE_INIT_NUM_GRADIENT_SERVERS": str(len(workers)),
+        "PADDLE_INIT_TRAINER_ID": str(index),
+        "PADDLE_INIT_TRAINER_COUNT": str(len(workers)),
+        "PADDLE_INIT_PSERVERS": ",".join(_split(a)[0] for a in pservers),
+        "PADDLE_INIT_USE_GPU": "1" if gpus else "0",
+        "TRAINING_ROLE": "PSERVER" if role == "ps" else "TRAINER",
+        "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(pservers),
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(workers),
+        "PADDLE_TRAINERS_NUM": str(len(workers)),
+        "PADDLE_PORT": port,
+        "POD_IP": host,
+        "PADDLE_CURRENT_ENDPOINT": own,
+    }
+    if role == "worker":
+        env["PADDLE_TRAINER_ID"] = str(index)
+    return env
+
+
+def _cluster(addresses: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {role: list(addresses[role]) for role in sorted(addresses) if addresses[role] and role in ROLE_ORDER}
+
+
+def _split(address: str) -> tuple[str, str]:
+    host, _, port = address.rpartition(":")
+    return host, port

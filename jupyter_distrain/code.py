@@ -1,0 +1,61 @@
+"""Getting a job's code: resolve a local path, or pin a git ref to a commit, before the job exists."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from .spec import FieldError, SpecError
+
+SHA = re.compile(r"^[0-9a-f]{40}$")
+# Answers git's credential requests from the environment, so a password never appears in argv or a URL.
+CREDENTIAL_HELPER = (
+    '!f() { test "$1" = get && printf "username=%s\\npassword=%s\\n"'
+    ' "$DISTRAIN_GIT_USERNAME" "$DISTRAIN_GIT_PASSWORD"; }; f'
+)
+
+
+def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[str, str]]:
+    """argv and environment for a non-interactive git command, with credentials if given."""
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
+    argv = ["git"]
+    if credentials:
+        argv += ["-c", "credential.helper=", "-c", f"credential.helper={CREDENTIAL_HELPER}"]
+        env["DISTRAIN_GIT_USERNAME"] = credentials.get("username", "")
+        env["DISTRAIN_GIT_PASSWORD"] = credentials.get("password", "")
+    return argv + list(args), env
+
+
+def resolve(spec: dict, base_dir: Path, credentials: dict | None = None) -> dict:
+    """The spec with its code made absolute and, for git, the ref pinned to a commit."""
+    code = spec.get("code")
+    if not code:
+        return spec
+    if "path" in code:
+        path = (base_dir / code["path"]).resolve()
+        if not path.is_dir():
+            raise SpecError([FieldError("code.path", f"no such directory: {path}")])
+        return {**spec, "code": {"path": str(path)}}
+    url = code["git"]
+    if not re.match(r"^(https?|file)://", url):
+        url = str((base_dir / url).resolve())
+    commit = code.get("commit") or (code["ref"] if SHA.match(code["ref"]) else _ls_remote(url, code["ref"], credentials))
+    return {**spec, "code": {**code, "git": url, "commit": commit}}
+
+
+def _ls_remote(url: str, ref: str, credentials: dict | None) -> str:
+    argv, env = git("ls-remote", "--", url, ref, credentials=credentials)
+    try:
+        result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise SpecError([FieldError("code.git", f"no answer from {url} within 60 s")]) from None
+    if result.returncode:
+        detail = (result.stderr.strip().splitlines() or ["git ls-remote failed"])[-1]
+        raise SpecError([FieldError("code.git", f"cannot read the repository: {detail}")])
+    refs = dict(line.split("\t")[::-1] for line in result.stdout.splitlines())
+    for candidate in (ref, f"refs/heads/{ref}", f"refs/tags/{ref}^{{}}", f"refs/tags/{ref}"):
+        if candidate in refs:
+            return refs[candidate]
+    raise SpecError([FieldError("code.ref", f"no branch or tag {ref!r} in {url}")])

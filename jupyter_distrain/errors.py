@@ -1,0 +1,18 @@
+"""Errors every entry point (CLI, REST, magics) turns into a clear message."""
+
+
+class DistrainError(Exception):
+    """A request that cannot be carried out; the message says why."""
+
+    status = 400
+
+
+class JobNotFound(DistrainError):
+    status = 404
+
+    def __init__(self, name: str):
+        super().__init__(f"no job named {name!r}")
+
+
+class JobConflict(DistrainError):
+    status = 409

@@ -1,0 +1,160 @@
+"""Replica log files: one line per record, `<RFC 3339 UTC timestamp> <text>`, read with bounded memory."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import os
+import time
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import BinaryIO, Callable, Iterable, Iterator
+
+MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
+READ_CHUNK = 64 * 1024
+STAMP_LEN = len("2026-01-01T00:00:00.000000Z")
+
+
+def timestamp(t: float | None = None) -> str:
+    moment = datetime.fromtimestamp(time.time() if t is None else t, timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, order=True)
+class LogLine:
+    time: str
+    replica: str
+    text: str
+
+    def to_json(self) -> dict:
+        return {"time": self.time, "replica": self.replica, "text": self.text}
+
+
+class LogWriter:
+    """Appends timestamped lines; each batch is one write, visible to readers at once."""
+
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.file: BinaryIO = open(path, "ab", buffering=0)
+        self.partial = b""
+
+    def feed(self, data: bytes) -> None:
+        """Take raw output; complete lines are written now, a trailing partial line waits."""
+        data = self.partial + data
+        *lines, self.partial = data.split(b"\n")
+        while len(self.partial) > MAX_LINE:
+            lines.append(self.partial[:MAX_LINE])
+            self.partial = self.partial[MAX_LINE:]
+        self._write(lines)
+
+    def line(self, text: str) -> None:
+        self._write([text.encode()])
+
+    def close(self) -> None:
+        if self.partial:
+            self._write([self.partial])
+            self.partial = b""
+        self.file.close()
+
+    def _write(self, lines: list[bytes]) -> None:
+        if lines:
+            stamp = timestamp().encode()
+            self.file.write(b"".join(stamp + b" " + line.rstrip(b"\r") + b"\n" for line in lines))
+
+
+async def pump(stream: asyncio.StreamReader, writer: LogWriter) -> None:
+    """Copy a process's output into its log until EOF."""
+    try:
+        while chunk := await stream.read(READ_CHUNK):
+            writer.feed(chunk)
+    finally:
+        writer.close()
+
+
+def parse(raw: bytes, replica: str) -> LogLine:
+    text = raw.decode(errors="replace").rstrip("\n")
+    return LogLine(text[:STAMP_LEN], replica, text[STAMP_LEN + 1:])
+
+
+def tail_offset(path: Path, lines: int) -> int:
+    """Byte offset where the last `lines` lines of the file begin, reading backwards in blocks."""
+    with open(path, "rb") as f:
+        end = f.seek(0, os.SEEK_END)
+        if lines <= 0:
+            return end
+        position, newlines = end, 0
+        while position > 0:
+            step = min(READ_CHUNK, position)
+            position -= step
+            f.seek(position)
+            block = f.read(step)
+            if position + step == end and block.endswith(b"\n"):
+                block = block[:-1]  # the final newline ends the last line; it does not start one
+            found = block.count(b"\n")
+            if newlines + found >= lines:
+                cut = len(block)
+                for _ in range(lines - newlines):
+                    cut = block.rindex(b"\n", 0, cut)
+                return position + cut + 1
+            newlines += found
+        return 0
+
+
+def read_from(path: Path, offset: int, replica: str) -> Iterator[tuple[int, LogLine]]:
+    """Complete lines from `offset` on, each with the offset just past it (a resumable cursor)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        f.seek(offset)
+        for raw in f:
+            if not raw.endswith(b"\n"):
+                return  # a line still being written
+            offset += len(raw)
+            yield offset, parse(raw, replica)
+
+
+def read(files: dict[str, Path], tail: int | None = None, since: str | None = None) -> Iterator[LogLine]:
+    """All replicas' lines merged in time order; `tail` keeps the last N overall, `since` a timestamp."""
+    return follow(lambda: files, lambda: True, tail=tail, since=since)
+
+
+def follow(files: Callable[[], dict[str, Path]], finished: Callable[[], bool], tail: int | None = None,
+           since: str | None = None, poll: float = 0.1) -> Iterator[LogLine]:
+    """Existing lines, then new ones as they are written, until `finished()` and every file is drained.
+
+    Memory stays bounded: files are streamed, and `tail` keeps only the last N lines.
+    """
+    offsets: dict[str, int] = {}
+    first = True
+    while True:
+        done = finished()  # checked before reading, so no line written before the end is missed
+        current = files()
+        for replica, path in current.items():
+            if replica not in offsets:
+                offsets[replica] = tail_offset(path, tail) if first and tail is not None and path.exists() else 0
+        lines: Iterable[LogLine] = _merged(current, offsets, since)
+        if first and tail is not None:
+            lines = deque(lines, maxlen=tail) if tail else ()
+        first = False
+        count = 0
+        for line in lines:
+            count += 1
+            yield line
+        if done:
+            return
+        if not count:
+            time.sleep(poll)
+
+
+def _merged(files: dict[str, Path], offsets: dict[str, int], since: str | None) -> Iterator[LogLine]:
+    def stream(replica: str, path: Path) -> Iterator[LogLine]:
+        for offset, line in read_from(path, offsets[replica], replica):
+            offsets[replica] = offset
+            if not since or line.time >= since:
+                yield line
+
+    return heapq.merge(*(stream(r, p) for r, p in files.items()))

@@ -1,0 +1,73 @@
+"""JobManager: the one front door to jobs for the CLI, the REST API and the magics."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator
+
+from . import code, spec as spec_
+from .backends.local import LocalBackend
+from .logs import LogLine
+
+PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir")
+PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
+
+
+class JobManager:
+    def __init__(self, backend: LocalBackend | None = None):
+        self.backend = backend or LocalBackend()
+
+    def prepare(self, raw: Any, base_dir: Path | None = None) -> dict:
+        """Validate a spec and pin its code; raises SpecError listing every problem."""
+        spec = spec_.validate(raw)
+        source = spec.get("code", {})
+        credentials = self.backend.credentials(source["credentials"]) if source.get("credentials") else None
+        return code.resolve(spec, Path(base_dir or Path.cwd()), credentials)
+
+    def submit(self, raw: Any, base_dir: Path | None = None) -> dict:
+        return self.backend.submit(self.prepare(raw, base_dir))
+
+    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> dict:
+        return self.backend.restart(name, self.prepare(raw, base_dir) if raw is not None else None)
+
+    def get(self, name: str) -> dict:
+        return self.backend.get(name)
+
+    def list(self) -> list[dict]:
+        return self.backend.list()
+
+    def stop(self, name: str) -> dict:
+        return self.backend.stop(name)
+
+    def delete(self, name: str, purge_output: bool = False) -> None:
+        self.backend.delete(name, purge_output=purge_output)
+
+    def logs(self, name: str, **options: Any) -> Iterator[LogLine]:
+        return self.backend.logs(name, **options)
+
+    def metrics(self, name: str) -> list[dict]:
+        return self.backend.metrics(name)
+
+
+def public(job: dict) -> dict:
+    """The JSON shape of a job shown to users: no internal bookkeeping, times in ISO 8601."""
+    out = {key: job[key] for key in PUBLIC_JOB_FIELDS}
+    out.update({key: iso(job[key]) for key in ("created", "started", "finished")})
+    out["replicas"] = [
+        {**{key: r[key] for key in PUBLIC_REPLICA_FIELDS}, "index": r["idx"],
+         "started": iso(r["started"]), "finished": iso(r["finished"])}
+        for r in job["replicas"]
+    ]
+    out["spec"] = job["spec"]
+    if "events" in job:
+        out["events"] = [
+            {"time": iso(e["time"]), "type": e["type"], "replica": e["replica"], "reason": e["reason"],
+             "message": e["message"]}
+            for e in job["events"]
+        ]
+    return out
+
+
+def iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")

@@ -1,0 +1,96 @@
+"""The lifecycle policy, written once for every backend: what the replicas' states mean for the job."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from .spec import chief, replica_name
+
+
+class Phase(str, Enum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+    LOST = "Lost"  # a replica whose process vanished while nobody watched
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FINISHED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPED, Phase.LOST})
+
+
+@dataclass(frozen=True)
+class Replica:
+    role: str
+    index: int
+    phase: Phase
+    exit_code: int | None = None
+    restarts: int = 0
+
+    @property
+    def name(self) -> str:
+        return replica_name(self.role, self.index)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The job's phase now, and what the backend must do to get there."""
+
+    phase: Phase
+    reason: str = ""
+    message: str = ""
+    exit_code: int | None = None
+    restart: tuple[str, ...] = ()
+    stop_others: bool = False  # stop every replica still running (the job has ended)
+
+
+def may_restart(spec: dict, replica: Replica) -> bool:
+    """Whether a failed replica is restarted: Kubeflow's Never / OnFailure / ExitCode (128-255 only)."""
+    policy = spec["policy"]
+    if replica.phase != Phase.FAILED or replica.restarts >= policy["max_restarts"]:
+        return False
+    if policy["restart"] == "on-failure":
+        return True
+    return policy["restart"] == "exit-code" and (replica.exit_code or 0) >= 128
+
+
+def decide(spec: dict, replicas: list[Replica]) -> Decision:
+    """Apply the job's policy to its replicas' current phases."""
+    restart = tuple(r.name for r in replicas if may_restart(spec, r))
+    # A replica about to be restarted counts as running again.
+    replicas = [Replica(r.role, r.index, Phase.RUNNING, None, r.restarts) if r.name in restart else r for r in replicas]
+    for r in replicas:
+        if r.phase in (Phase.FAILED, Phase.LOST):
+            why = "exited with code %s" % r.exit_code if r.phase == Phase.FAILED else "vanished"
+            return Decision(
+                Phase.FAILED,
+                reason=f"{r.name} failed",
+                message=f"replica {r.name} {why}; the job is stopped",
+                exit_code=r.exit_code,
+                stop_others=True,
+            )
+    by_name = {r.name: r for r in replicas}
+    head = by_name[replica_name(*chief(spec))]
+    if spec["policy"]["success"] == "all-workers":
+        deciders = [r for r in replicas if r.role in ("chief", "master", "worker")]
+        label = "all workers"
+    else:
+        deciders, label = [head], f"{head.name}"
+    if all(r.phase == Phase.SUCCEEDED for r in deciders):
+        return Decision(
+            Phase.SUCCEEDED,
+            reason="Completed",
+            message=f"{label} succeeded",
+            exit_code=0,
+            stop_others=True,
+        )
+    if all(r.phase in FINISHED for r in replicas):
+        return Decision(Phase.STOPPED, reason="Stopped", message="every replica stopped", stop_others=True)
+    if any(r.phase == Phase.PENDING for r in replicas):
+        pending = ", ".join(r.name for r in replicas if r.phase == Phase.PENDING)
+        return Decision(Phase.PENDING, reason="ReplicasPending", message=f"waiting for {pending}", restart=restart)
+    return Decision(Phase.RUNNING, restart=restart)

@@ -1,0 +1,275 @@
+"""The job spec: one JSON Schema (job.schema.json) drives validation, defaults and the roles."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from functools import cache
+from importlib.resources import files
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+import yaml
+
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+
+# Canonical order of roles: the chief-like roles first, as TF_CONFIG and ranks expect.
+ROLE_ORDER = ("chief", "master", "ps", "worker", "evaluator")
+# Names the command may use besides the hyperparameters.
+BUILTIN_PLACEHOLDERS = ("job", "role", "index", "input", "output")
+PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
+
+
+@cache
+def schema() -> dict:
+    return json.loads(files("jupyter_distrain").joinpath("job.schema.json").read_text())
+
+
+@cache
+def _validator():
+    if "jsonschema" not in sys.modules:
+        # jsonschema imports rfc3987_syntax, when installed, for "format" checks this schema never
+        # uses; building its grammar costs seconds on every CLI call.
+        sys.modules.setdefault("rfc3987_syntax", None)
+    from jsonschema import Draft202012Validator
+
+    return Draft202012Validator(schema())
+
+
+@cache
+def roles_by_framework() -> dict[str, tuple[str, ...]]:
+    """The roles each framework allows, read from the schema's conditional rules."""
+    roles = {}
+    for rule in schema()["allOf"]:
+        condition = rule["if"]["properties"]["framework"]
+        frameworks = condition.get("enum") or [condition["const"]]
+        allowed = rule["then"]["properties"]["replicas"]["propertyNames"]["enum"]
+        roles.update({f: tuple(allowed) for f in frameworks})
+    return roles
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path or '(spec)'}: {self.message}"
+
+
+class SpecError(ValueError):
+    """An invalid job spec; `errors` lists every failing field."""
+
+    def __init__(self, errors: list[FieldError]):
+        self.errors = errors
+        super().__init__("invalid job spec:\n" + "\n".join(f"  {e}" for e in errors))
+
+    def to_json(self) -> dict:
+        return {
+            "message": "invalid job spec",
+            "errors": [{"path": e.path, "message": e.message} for e in self.errors],
+        }
+
+
+def load(text: str) -> Any:
+    """Parse YAML (or JSON) spec text."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise SpecError([FieldError("", f"not valid YAML: {e}")]) from None
+
+
+def load_file(path: str | Path) -> Any:
+    return load(Path(path).read_text())
+
+
+def validate(raw: Any) -> dict:
+    """Return the spec with defaults filled in, or raise SpecError naming every bad field."""
+    errors = [_describe(e, raw) for e in _validator().iter_errors(raw)]
+    errors = sorted(set(errors), key=lambda e: (e.path, e.message))
+    if errors:
+        raise SpecError(errors)
+    spec = with_defaults(raw, schema())
+    errors = list(_semantic_errors(spec))
+    if errors:
+        raise SpecError(errors)
+    return spec
+
+
+def replicas(spec: dict) -> list[tuple[str, int]]:
+    """Every (role, index) of the job, in canonical order."""
+    return [
+        (role, i)
+        for role in ROLE_ORDER
+        for i in range(spec["replicas"].get(role, {}).get("count", 0))
+    ]
+
+
+def chief(spec: dict) -> tuple[str, int]:
+    """The replica whose success or failure decides the job: chief, else master, else worker 0."""
+    for role in ("chief", "master", "worker"):
+        if spec["replicas"].get(role, {}).get("count", 0):
+            return role, 0
+    return replicas(spec)[0]
+
+
+def replica_name(role: str, index: int) -> str:
+    return f"{role}-{index}"
+
+
+def render_command(spec: dict, builtins: dict[str, str]) -> str:
+    """Substitute {{ name }} placeholders; every value is shell-quoted, so none can inject code."""
+    values = {**spec.get("hyperparameters", {}), **builtins}
+
+    def quoted(match: re.Match) -> str:
+        value = values[match.group(1)]
+        return shlex.quote(json.dumps(value) if isinstance(value, bool) else str(value))
+
+    return PLACEHOLDER.sub(quoted, spec["command"])
+
+
+def with_defaults(instance: Any, node: dict) -> Any:
+    """A copy of `instance` with the schema's defaults filled in, recursively."""
+    node = _resolve(node)
+    if not isinstance(instance, dict):
+        return copy.deepcopy(instance)
+    if "oneOf" in node:
+        branch = next(
+            (b for b in map(_resolve, node["oneOf"]) if set(b.get("required", ())) <= instance.keys()),
+            None,
+        )
+        return with_defaults(instance, branch) if branch else copy.deepcopy(instance)
+    result = {}
+    properties = node.get("properties", {})
+    for key, sub in properties.items():
+        sub = _resolve(sub)
+        if key in instance:
+            result[key] = with_defaults(instance[key], sub)
+        elif "default" in sub and sub["default"] is not None:
+            result[key] = with_defaults(copy.deepcopy(sub["default"]), sub)
+    extra = node.get("additionalProperties")
+    for key, value in instance.items():
+        if key not in properties:
+            result[key] = with_defaults(value, extra) if isinstance(extra, dict) else copy.deepcopy(value)
+    return result
+
+
+def _resolve(node: dict) -> dict:
+    ref = node.get("$ref")
+    if not ref:
+        return node
+    target = schema()
+    for part in ref.removeprefix("#/").split("/"):
+        target = target[part]
+    return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def _field_path(parts) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _describe(error: ValidationError, raw: Any) -> FieldError:
+    """Turn a jsonschema error into a message naming the field and what is allowed."""
+    path = _field_path(error.absolute_path)
+    sub = error.schema if isinstance(error.schema, dict) else {}
+    got = json.dumps(error.instance) if not isinstance(error.instance, (dict, list)) else None
+    v = error.validator
+    if "propertyNames" in error.absolute_schema_path:
+        allowed = ", ".join(error.validator_value) if v == "enum" else sub.get("description", error.message)
+        framework = ""
+        if error.absolute_schema_path[0] == "allOf":
+            framework = f" for framework {raw.get('framework', 'python')}"
+        name = json.dumps(error.instance)
+        if v == "enum":
+            return FieldError(path, f"{name} is not a role{framework}; allowed: {allowed}")
+        return FieldError(_field_path([*error.absolute_path, error.instance]), f"bad name {name}: must be {allowed}")
+    if v == "required":
+        missing = error.message.split("'")[1]
+        return FieldError(_field_path([*error.absolute_path, missing]), "is required")
+    if v == "additionalProperties":
+        allowed = ", ".join(sub.get("properties", {}))
+        extras = ", ".join(sorted(set(error.instance) - set(sub.get("properties", {}))))
+        return FieldError(path, f"unknown field(s) {extras}; allowed: {allowed}")
+    if v == "enum":
+        return FieldError(path, f"{got} is not allowed; allowed: {', '.join(map(str, error.validator_value))}")
+    if v in ("pattern", "minLength", "maxLength") and sub.get("description"):
+        return FieldError(path, f"{got} is not allowed: must be {sub['description']}")
+    if v in ("oneOf", "anyOf"):
+        branch = _matching_branch(error)
+        if branch:
+            return _describe(branch, raw)
+        options = [s.get("title") or s.get("description") or s.get("type") for s in map(_resolve, error.validator_value)]
+        return FieldError(path, f"must be one of: {'; '.join(map(str, options))}")
+    if v in ("minimum", "maximum", "exclusiveMinimum"):
+        low = sub.get("minimum", sub.get("exclusiveMinimum"))
+        bounds = f"at least {low}" if "maximum" not in sub else f"between {low} and {sub['maximum']}"
+        if v == "exclusiveMinimum":
+            bounds = f"greater than {low}"
+        return FieldError(path, f"{got} is not allowed: must be {bounds}")
+    if v == "type":
+        return FieldError(path, f"{got if got else 'value'} is not allowed: must be of type {error.validator_value}")
+    return FieldError(path, error.message)
+
+
+def _matching_branch(error: ValidationError) -> ValidationError | None:
+    """For a failed oneOf, the error of the one branch the value was evidently meant for."""
+    by_branch: dict[int, list[ValidationError]] = {}
+    for e in error.context:
+        by_branch.setdefault(e.schema_path[0], []).append(e)
+    meant = [
+        errs
+        for errs in by_branch.values()
+        if not any(e.validator in ("type", "required") and not e.relative_path for e in errs)
+    ]
+    if len(meant) == 1:
+        return min(meant[0], key=lambda e: -len(e.absolute_path))
+    return None
+
+
+def _semantic_errors(spec: dict) -> Iterator[FieldError]:
+    counts = {role: r.get("count", 0) for role, r in spec["replicas"].items()}
+    if sum(counts.values()) == 0:
+        yield FieldError("replicas", "the job needs at least one replica with count >= 1")
+    for role in ("chief", "master"):
+        if counts.get(role, 0) > 1:
+            yield FieldError(f"replicas.{role}.count", f"at most 1 {role} (got {counts[role]})")
+    if counts.get("ps", 0) and not counts.get("worker", 0):
+        yield FieldError("replicas.worker.count", "parameter servers need at least one worker")
+    hyper = spec.get("hyperparameters", {})
+    for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
+        yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")
+    known = sorted(set(hyper) | set(BUILTIN_PLACEHOLDERS))
+    for name in PLACEHOLDER.findall(spec["command"]):
+        if name not in known:
+            yield FieldError("command", f"unknown placeholder {{{{ {name} }}}}; known: {', '.join(known)}")
+    for name in quoted_placeholders(spec["command"]):
+        yield FieldError("command", f"{{{{ {name} }}}} stands inside quotes or backticks; write it bare, "
+                                    "its value is shell-quoted already")
+
+
+def quoted_placeholders(command: str) -> list[str]:
+    """Placeholders inside '...', "..." or `...`, where the value's own quoting would not protect it."""
+    found, quote, i = [], None, 0
+    while i < len(command):
+        char = command[i]
+        if char == "\\" and quote != "'":
+            i += 2
+            continue
+        if quote is None and char in "'\"`":
+            quote = char
+        elif char == quote:
+            quote = None
+        elif quote and (match := PLACEHOLDER.match(command, i)):
+            found.append(match.group(1))
+            i = match.end()
+            continue
+        i += 1
+    return found

@@ -1,0 +1,153 @@
+"""Persistent job records (SQLite): every process — CLI, supervisor, Jupyter server — sees the same jobs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    name TEXT PRIMARY KEY,
+    backend TEXT NOT NULL,
+    spec TEXT NOT NULL,
+    phase TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    message TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER,
+    created REAL NOT NULL,
+    started REAL,
+    finished REAL,
+    run INTEGER NOT NULL DEFAULT 1,
+    output_dir TEXT NOT NULL,
+    supervisor_pid INTEGER,
+    supervisor_started REAL,
+    stop_requested INTEGER NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS replicas (
+    job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    role TEXT NOT NULL,
+    idx INTEGER NOT NULL,
+    phase TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    exit_code INTEGER,
+    address TEXT,
+    pid INTEGER,
+    pid_started REAL,
+    started REAL,
+    finished REAL,
+    restarts INTEGER NOT NULL DEFAULT 0,
+    PRIMARY KEY (job, name)
+);
+CREATE TABLE IF NOT EXISTS events (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,
+    time REAL NOT NULL,
+    type TEXT NOT NULL,
+    replica TEXT NOT NULL DEFAULT '',
+    reason TEXT NOT NULL,
+    message TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
+"""
+
+
+class Store:
+    def __init__(self, path: Path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # jobs
+    def insert_job(self, name: str, backend: str, spec: dict, output_dir: str,
+                   replicas: list[tuple[str, int]]) -> None:
+        """Create the job and its replicas at once; raises sqlite3.IntegrityError if the name is taken."""
+        with self.transaction() as db:
+            db.execute(
+                "INSERT INTO jobs (name, backend, spec, phase, created, output_dir) VALUES (?, ?, ?, 'Pending', ?, ?)",
+                (name, backend, json.dumps(spec), time.time(), output_dir),
+            )
+            self._insert_replicas(db, name, replicas)
+
+    def reset_job(self, name: str, spec: dict, replicas: list[tuple[str, int]]) -> None:
+        """Start a new run of an existing job (restart), with a possibly edited spec."""
+        with self.transaction() as db:
+            db.execute(
+                "UPDATE jobs SET spec=?, phase='Pending', reason='', message='', exit_code=NULL, started=NULL,"
+                " finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL, stop_requested=0"
+                " WHERE name=?",
+                (json.dumps(spec), name),
+            )
+            db.execute("DELETE FROM replicas WHERE job=?", (name,))
+            self._insert_replicas(db, name, replicas)
+
+    @staticmethod
+    def _insert_replicas(db: sqlite3.Connection, job: str, replicas: list[tuple[str, int]]) -> None:
+        db.executemany(
+            "INSERT INTO replicas (job, name, role, idx, phase) VALUES (?, ?, ?, ?, 'Pending')",
+            [(job, f"{role}-{i}", role, i) for role, i in replicas],
+        )
+
+    def update_job(self, name: str, **fields: Any) -> None:
+        self._update("jobs", "name=?", (name,), fields)
+
+    def update_replica(self, job: str, replica: str, **fields: Any) -> None:
+        self._update("replicas", "job=? AND name=?", (job, replica), fields)
+
+    def _update(self, table: str, where: str, key: tuple, fields: dict) -> None:
+        assignments = ", ".join(f"{column}=?" for column in fields)
+        self.db.execute(f"UPDATE {table} SET {assignments} WHERE {where}", (*fields.values(), *key))
+
+    def delete_job(self, name: str) -> None:
+        self.db.execute("DELETE FROM jobs WHERE name=?", (name,))
+
+    def job(self, name: str) -> dict | None:
+        row = self.db.execute("SELECT * FROM jobs WHERE name=?", (name,)).fetchone()
+        return self._job(row) if row else None
+
+    def jobs(self) -> list[dict]:
+        return [self._job(row) for row in self.db.execute("SELECT * FROM jobs ORDER BY created")]
+
+    def _job(self, row: sqlite3.Row) -> dict:
+        job = dict(row)
+        job["spec"] = json.loads(job["spec"])
+        job["stop_requested"] = bool(job["stop_requested"])
+        job["replicas"] = [
+            dict(r) for r in self.db.execute("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (job["name"],))
+        ]
+        return job
+
+    # events
+    def add_event(self, job: str, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
+        self.db.execute(
+            "INSERT INTO events (job, time, type, replica, reason, message) VALUES (?, ?, ?, ?, ?, ?)",
+            (job, time.time(), type, replica, reason, message),
+        )
+
+    def events(self, job: str, after: int = 0, limit: int | None = None) -> list[dict]:
+        """Events with id > after, oldest first; with `limit`, only the most recent ones."""
+        rows = self.db.execute(
+            "SELECT * FROM (SELECT * FROM events WHERE job=? AND id>? ORDER BY id DESC LIMIT ?) ORDER BY id",
+            (job, after, -1 if limit is None else limit),
+        )
+        return [dict(r) for r in rows]

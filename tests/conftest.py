@@ -1,0 +1,111 @@
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def distrain_command() -> list[str]:
+    script = Path(sys.executable).with_name("distrain")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "jupyter_distrain.cli"]
+
+
+class CLI:
+    """Runs the real `distrain` command in a fresh process, against one storage root."""
+
+    def __init__(self, root: Path, cwd: Path):
+        self.root = root
+        self.cwd = cwd
+        self.env = {**os.environ, "DISTRAIN_HOME": str(root), "NO_COLOR": "1"}
+
+    def __call__(self, *args: str, check: bool = True, timeout: float = 300, cwd: Path | None = None,
+                 input: str | None = None) -> subprocess.CompletedProcess:
+        result = subprocess.run([*distrain_command(), *args], cwd=cwd or self.cwd, env=self.env, text=True,
+                                capture_output=True, timeout=timeout, input=input)
+        if check and result.returncode:
+            raise AssertionError(f"distrain {' '.join(args)} exited {result.returncode}:\n"
+                                 f"{result.stdout}\n{result.stderr}")
+        return result
+
+    def json(self, *args: str):
+        return json.loads(self(*args, "-o", "json").stdout)
+
+    def wait(self, name: str, phases=("Succeeded", "Failed", "Stopped"), timeout: float = 240) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.json("get", name)
+            if job["phase"] in phases:
+                return job
+            time.sleep(0.3)
+        raise AssertionError(f"job {name} still {job['phase']} after {timeout} s: {job}")
+
+    def wait_replica(self, name: str, replica: str, phase: str = "Running", timeout: float = 60) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.json("get", name)
+            found = next(r for r in job["replicas"] if r["name"] == replica)
+            if found["phase"] == phase:
+                return job
+            time.sleep(0.2)
+        raise AssertionError(f"{name}/{replica} never reached {phase}: {job}")
+
+
+def processes_of(root: Path) -> list[psutil.Process]:
+    """Every process started for jobs under `root` (supervisors and replicas inherit DISTRAIN_HOME)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.pid != os.getpid() and process.environ().get("DISTRAIN_HOME") == str(root) \
+                    and process.status() != psutil.STATUS_ZOMBIE:
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+def assert_nothing_left(root: Path, timeout: float = 10) -> None:
+    """No process, listening port or workspace of any job under `root` remains."""
+    deadline = time.monotonic() + timeout
+    while (left := processes_of(root)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not left, [" ".join(p.cmdline()) for p in left]
+    assert not list(root.glob("jobs/*/workspace")), "a workspace outlived its job"
+
+
+@pytest.fixture
+def cli(tmp_path: Path):
+    root = tmp_path / "distrain-home"
+    work = tmp_path / "work"
+    work.mkdir()
+    runner = CLI(root, work)
+    yield runner
+    try:
+        for job in runner.json("list"):
+            runner("stop", job["name"], check=False)
+        assert_nothing_left(root)
+    finally:
+        for process in processes_of(root):
+            process.kill()
+
+
+def write_spec(directory: Path, spec: dict, filename: str = "distrain.yaml") -> Path:
+    import yaml
+
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / filename
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+def copy_example(name: str, dest: Path) -> Path:
+    target = dest / name
+    shutil.copytree(EXAMPLES / name, target)
+    return target

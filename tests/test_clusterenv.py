@@ -1,0 +1,123 @@
+"""Golden tests of the cluster environments: exact strings, as Kubeflow's training-operator shapes them."""
+
+import json
+
+from jupyter_distrain import spec as spec_
+from jupyter_distrain.clusterenv import Dirs, replica_env
+
+DIRS = Dirs(input="/input", output="/output", logdir="/output/training_logs")
+
+
+def svc(job, role, i, port):
+    return f"{job}-{role}-{i}.team.svc:{port}"
+
+
+def addresses(spec, port):
+    out = {}
+    for role, i in spec_.replicas(spec):
+        out.setdefault(role, []).append(svc(spec["name"], role, i, port))
+    return out
+
+
+def make(raw):
+    return spec_.validate({"command": "python train.py", **raw})
+
+
+def test_tf_config_golden():
+    spec = make({"name": "mnist", "framework": "tensorflow",
+                 "replicas": {"chief": {}, "ps": {"count": 2}, "worker": {"count": 2}, "evaluator": {}}})
+    env = replica_env(spec, addresses(spec, 2222), "worker", 1, DIRS)
+    assert env["TF_CONFIG"] == (
+        '{"cluster":{"chief":["mnist-chief-0.team.svc:2222"],'
+        '"evaluator":["mnist-evaluator-0.team.svc:2222"],'
+        '"ps":["mnist-ps-0.team.svc:2222","mnist-ps-1.team.svc:2222"],'
+        '"worker":["mnist-worker-0.team.svc:2222","mnist-worker-1.team.svc:2222"]},'
+        '"task":{"type":"worker","index":1},"environment":"cloud"}'
+    )
+    chief = json.loads(replica_env(spec, addresses(spec, 2222), "chief", 0, DIRS)["TF_CONFIG"])
+    assert chief["task"] == {"type": "chief", "index": 0}
+    assert env["DISTRAIN_ROLE"] == "worker" and env["DISTRAIN_INDEX"] == "1" and env["DISTRAIN_REPLICA"] == "worker-1"
+    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["OUTPUT_DIR"] == env["DISTRAIN_OUTPUT_DIR"] == "/output"
+    assert env["DISTRAIN_INPUT_DIR"] == "/input"
+    assert env["DISTRAIN_LOG_DIR"] == "/output/training_logs"
+    # trainers are the chief then the workers: worker 1 reads shard 2 of 3
+    assert (env["DISTRAIN_SHARD_INDEX"], env["DISTRAIN_NUM_SHARDS"]) == ("2", "3")
+    ps = replica_env(spec, addresses(spec, 2222), "ps", 1, DIRS)
+    assert (ps["DISTRAIN_SHARD_INDEX"], ps["DISTRAIN_NUM_SHARDS"]) == ("0", "1")
+
+
+def test_tf_config_only_for_distributed_jobs():
+    single = make({"name": "one", "framework": "keras", "replicas": {"worker": {"count": 1}}})
+    assert "TF_CONFIG" not in replica_env(single, addresses(single, 2222), "worker", 0, DIRS)
+    two = make({"name": "two", "framework": "keras", "replicas": {"worker": {"count": 2}}})
+    env = replica_env(two, addresses(two, 2222), "worker", 0, DIRS)
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"worker": ["two-worker-0.team.svc:2222", "two-worker-1.team.svc:2222"]},
+        "task": {"type": "worker", "index": 0}, "environment": "cloud"}
+
+
+def test_pytorch_env_golden():
+    spec = make({"name": "ddp", "framework": "pytorch", "replicas": {"master": {}, "worker": {"count": 3}}})
+    envs = {f"{r}-{i}": replica_env(spec, addresses(spec, 23456), r, i, DIRS) for r, i in spec_.replicas(spec)}
+    keys = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE")
+    assert {k: envs["worker-2"][k] for k in keys} == {
+        "MASTER_ADDR": "ddp-master-0.team.svc", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "3",
+        "PET_NNODES": "4", "PET_NODE_RANK": "3", "PET_NPROC_PER_NODE": "1"}
+    assert [envs[n]["RANK"] for n in ("master-0", "worker-0", "worker-1", "worker-2")] == ["0", "1", "2", "3"]
+    assert "TF_CONFIG" not in envs["master-0"]
+
+
+def test_pytorch_without_master_worker_zero_is_rank_zero():
+    spec = make({"name": "nomaster", "framework": "pytorch", "replicas": {"worker": {"count": 2}}})
+    env = replica_env(spec, addresses(spec, 23456), "worker", 1, DIRS)
+    assert (env["MASTER_ADDR"], env["RANK"], env["WORLD_SIZE"]) == ("nomaster-worker-0.team.svc", "1", "2")
+
+
+def test_paddle_env_golden():
+    spec = make({"name": "pd", "framework": "paddle",
+                 "replicas": {"ps": {"count": 2}, "worker": {"count": 3, "resources": {"gpus": 1}}}})
+    trainer = replica_env(spec, addresses(spec, 6174), "worker", 2, DIRS)
+    assert {k: v for k, v in trainer.items() if k.startswith("PADDLE_INIT_")} == {
+        "PADDLE_INIT_PORT": "6174",
+        "PADDLE_INIT_PORTS_NUM": "1",
+        "PADDLE_INIT_PORTS_NUM_FOR_SPARSE": "1",
+        "PADDLE_INIT_NUM_GRADIENT_SERVERS": "3",
+        "PADDLE_INIT_TRAINER_ID": "2",
+        "PADDLE_INIT_TRAINER_COUNT": "3",
+        "PADDLE_INIT_PSERVERS": "pd-ps-0.team.svc,pd-ps-1.team.svc",
+        "PADDLE_INIT_USE_GPU": "1",
+    }
+    assert trainer["TRAINING_ROLE"] == "TRAINER"
+    assert trainer["PADDLE_TRAINER_ID"] == "2" and trainer["PADDLE_TRAINERS_NUM"] == "3"
+    assert trainer["PADDLE_PSERVERS_IP_PORT_LIST"] == "pd-ps-0.team.svc:6174,pd-ps-1.team.svc:6174"
+    assert trainer["PADDLE_CURRENT_ENDPOINT"] == "pd-worker-2.team.svc:6174"
+    pserver = replica_env(spec, addresses(spec, 6174), "ps", 1, DIRS)
+    assert pserver["TRAINING_ROLE"] == "PSERVER" and "PADDLE_TRAINER_ID" not in pserver
+    assert pserver["PADDLE_INIT_USE_GPU"] == "0"
+
+
+def test_every_framework_gets_the_common_variables():
+    for framework, roles in spec_.roles_by_framework().items():
+        spec = make({"name": "x", "framework": framework, "replicas": {roles[-1]: {"count": 1}}})
+        env = replica_env(spec, addresses(spec, 1), roles[-1], 0, Dirs("/input", "/output", resume_from="/ckpt"))
+        assert env["DISTRAIN_RESUME_FROM"] == "/ckpt"
+        assert json.loads(env["DISTRAIN_CLUSTER"]) == {roles[-1]: ["x-" + roles[-1] + "-0.team.svc:1"]}
+        assert {"PYTHONUNBUFFERED", "DISTRAIN_JOB", "OUTPUT_DIR", "DISTRAIN_SHARD_INDEX"} <= env.keys()
+
+
+def test_shard_helper(monkeypatch):
+    from jupyter_distrain import shard
+
+    files = [f"/input/part-{i:05d}" for i in range(7)] + ["/input/extra.csv", "/input/more.csv"]
+    picked = []
+    for index in range(3):
+        monkeypatch.setenv("DISTRAIN_SHARD_INDEX", str(index))
+        monkeypatch.setenv("DISTRAIN_NUM_SHARDS", "3")
+        picked.append(shard.my_files(files))
+        assert shard.my_items(list(range(7))) == list(range(index, 7, 3))
+    assert picked[1] == ["/input/part-00001", "/input/part-00004", "/input/more.csv"]
+    assert sorted(sum(picked, [])) == sorted(files)  # every file exactly once
+    monkeypatch.delenv("DISTRAIN_SHARD_INDEX")
+    monkeypatch.delenv("DISTRAIN_NUM_SHARDS")
+    assert shard.my_files(files) == files[:7] + files[7:]

@@ -1,0 +1,91 @@
+"""A private repository over HTTP with basic auth: the password reaches git and nothing else."""
+
+import base64
+import os
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import write_spec
+
+USER, PASSWORD = "alice", "s3cr3t-Pa55word"
+
+
+class GitHTTP(BaseHTTPRequestHandler):
+    """git's smart HTTP protocol through `git http-backend`, behind basic auth."""
+
+    root: Path
+
+    def do_GET(self):
+        self.serve()
+
+    def do_POST(self):
+        self.serve()
+
+    def serve(self):
+        expected = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+        if self.headers.get("Authorization") != expected:
+            self.send_response(401)
+            self.send_header("WWW-Authenticate", 'Basic realm="git"')
+            self.end_headers()
+            return
+        path, _, query = self.path.partition("?")
+        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        env = {**os.environ, "GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path,
+               "QUERY_STRING": query, "REQUEST_METHOD": self.command, "REMOTE_USER": USER,
+               "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body))}
+        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
+        head, _, payload = out.partition(b"\r\n\r\n")
+        headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n") if ": " in line)
+        self.send_response(int(headers.pop("Status", "200").split()[0]))
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def private_repo(tmp_path):
+    work = tmp_path / "src"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(work)], check=True)
+    (work / "train.py").write_text("print('trained from the private repo')\n")
+    git = ["git", "-C", str(work), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "init"], check=True)
+    served = tmp_path / "served"
+    subprocess.run(["git", "clone", "-q", "--bare", str(work), str(served / "repo.git")], check=True)
+    handler = type("Handler", (GitHTTP,), {"root": served})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_port}/repo.git"
+    server.shutdown()
+
+
+def test_private_repo_with_stored_credentials(cli, tmp_path, private_repo):
+    spec = {"name": "private", "code": {"git": private_repo, "ref": "main"}, "command": "python train.py"}
+    refused = cli("submit", "-f", str(write_spec(tmp_path / "open", spec)), check=False)
+    assert refused.returncode == 1 and "code.git: cannot read the repository" in refused.stderr
+    assert cli.json("list") == []
+
+    stored = cli("secret", "set", "repo-creds", "--username", USER, input=f"{PASSWORD}\n")
+    assert PASSWORD not in stored.stdout + stored.stderr
+    secret_file = cli.root / "secrets" / "repo-creds.json"
+    assert secret_file.stat().st_mode & 0o777 == 0o600
+
+    spec["code"]["credentials"] = "repo-creds"
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    job = cli.wait("private")
+    logs = cli("logs", "private").stdout
+    assert job["phase"] == "Succeeded", logs
+    assert "[worker-0] trained from the private repo" in logs
+    shown = cli("get", "private", "-o", "json").stdout + cli("get", "private").stdout + logs
+    assert PASSWORD not in shown
+    for path in cli.root.rglob("*"):
+        if path.is_file() and path != secret_file:
+            assert PASSWORD.encode() not in path.read_bytes(), path

@@ -1,0 +1,318 @@
+"""The local backend through the real `distrain` CLI: real processes, real lifecycle, nothing left behind."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+import psutil
+import pytest
+from conftest import assert_nothing_left, processes_of, write_spec
+
+SLEEPER = "python -c 'import time; print(\"up\", flush=True); time.sleep(600)'"
+
+
+def test_chief_exit_code_fails_job_and_stops_everything(cli, tmp_path):
+    spec = {
+        "name": "chief-fails",
+        "framework": "tensorflow",
+        "command": f'if [ "$DISTRAIN_ROLE" = chief ]; then sleep 1; echo bad >&2; exit 3; else {SLEEPER}; fi',
+        "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 2}},
+    }
+    path = write_spec(tmp_path / "job", spec)
+    out = cli("submit", "-f", str(path))
+    assert "chief-fails submitted" in out.stdout
+    job = cli.wait("chief-fails")
+    assert job["phase"] == "Failed"
+    assert job["exit_code"] == 3
+    assert job["reason"] == "chief-0 failed"
+    replicas = {r["name"]: r for r in job["replicas"]}
+    assert replicas["chief-0"]["phase"] == "Failed"
+    assert replicas["chief-0"]["exit_code"] == 3
+    assert replicas["chief-0"]["reason"] == "Error"
+    for name in ("ps-0", "worker-0", "worker-1"):
+        assert replicas[name]["phase"] == "Stopped", replicas[name]
+        assert replicas[name]["exit_code"] == 128 + signal.SIGTERM
+    assert_nothing_left(cli.root, timeout=0)
+    assert "bad" in cli("logs", "chief-fails", "--replica", "chief-0").stdout
+    got = cli("get", "chief-fails")
+    assert "Exit code: 3" in got.stdout
+
+
+def test_success_stops_parameter_servers(cli, tmp_path):
+    spec = {
+        "name": "ps-job",
+        "framework": "tensorflow",
+        "command": f'case "$DISTRAIN_ROLE" in chief) echo "$TF_CONFIG";; *) {SLEEPER};; esac',
+        "replicas": {"chief": {"count": 1}, "ps": {"count": 2}, "worker": {"count": 1}},
+    }
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    job = cli.wait("ps-job")
+    assert job["phase"] == "Succeeded" and job["exit_code"] == 0
+    phases = {r["name"]: r["phase"] for r in job["replicas"]}
+    assert phases == {"chief-0": "Succeeded", "ps-0": "Stopped", "ps-1": "Stopped", "worker-0": "Stopped"}
+    tf_config = json.loads(cli("logs", "ps-job", "-r", "chief-0").stdout)
+    addresses = {r["name"]: r["address"] for r in job["replicas"]}
+    assert tf_config == {
+        "cluster": {"chief": [addresses["chief-0"]], "ps": [addresses["ps-0"], addresses["ps-1"]],
+                    "worker": [addresses["worker-0"]]},
+        "task": {"type": "chief", "index": 0},
+        "environment": "cloud",
+    }
+    assert_nothing_left(cli.root, timeout=0)
+
+
+def test_stop_leaves_no_process_or_port(cli, tmp_path):
+    # A replica that ignores SIGTERM and leaves a grandchild behind: both must go.
+    stubborn = "trap '' TERM; sleep 600 & python -c 'import socket,time; s=socket.socket(); s.bind((\"127.0.0.1\", 0)); s.listen(); print(\"listening\", flush=True); time.sleep(600)'"
+    spec = {"name": "long", "framework": "custom", "command": stubborn,
+            "replicas": {"chief": {"count": 1}, "worker": {"count": 2}}}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    for replica in ("chief-0", "worker-0", "worker-1"):
+        cli.wait_replica("long", replica)
+    deadline = time.monotonic() + 30
+    while cli("logs", "long").stdout.count("listening") < 3 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pids = [p.pid for p in processes_of(cli.root)]
+    ports = [c for p in processes_of(cli.root) for c in p.net_connections() if c.status == psutil.CONN_LISTEN]
+    assert len(ports) == 3
+    started = time.monotonic()
+    out = cli("stop", "long")
+    assert "long stopped" in out.stdout
+    job = cli.json("get", "long")
+    assert job["phase"] == "Stopped"
+    assert {r["phase"] for r in job["replicas"]} == {"Stopped"}
+    assert all(r["exit_code"] == 128 + signal.SIGKILL for r in job["replicas"])  # TERM was ignored
+    assert time.monotonic() - started < 30
+    assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
+    assert_nothing_left(cli.root, timeout=0)
+
+
+def test_invalid_specs_create_nothing(cli, tmp_path):
+    cases = {
+        "Bad_Name": ({"name": "Bad_Name", "command": "true"}, ["name:", "lowercase letters"]),
+        "negative": ({"name": "neg", "command": "true", "replicas": {"worker": {"count": -2}}},
+                     ["replicas.worker.count:", "between 0 and 64"]),
+        "framework": ({"name": "fw", "framework": "caffe", "command": "true"},
+                      ["framework:", "tensorflow, keras, pytorch, paddle, python, custom"]),
+        "ssh": ({"name": "ssh", "command": "true", "code": {"git": "git@github.com:org/repo.git"}},
+                ["code.git:", "http:// or https:// URL"]),
+        "hostile": ({"name": "hostile", "command": "train {{ lr }}", "hyperparameters": {"lr": "1\nrm -rf ~"}},
+                    ["hyperparameters.lr:", "without control characters"]),
+        "quoted": ({"name": "quoted", "command": "train \"{{ lr }}\"", "hyperparameters": {"lr": 1}},
+                   ["command:", "inside quotes"]),
+        "role": ({"name": "role", "framework": "pytorch", "command": "true", "replicas": {"ps": {"count": 1}}},
+                 ["replicas:", "allowed: master, worker"]),
+    }
+    for label, (spec, expected) in cases.items():
+        result = cli("submit", "-f", str(write_spec(tmp_path / label, spec)), check=False)
+        assert result.returncode == 1, (label, result.stdout, result.stderr)
+        assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+        for text in expected:
+            assert text in result.stderr, (label, result.stderr)
+    # every error at once
+    spec = {"name": "X", "framework": "caffe", "command": "true", "replicas": {"worker": {"count": -1}}}
+    result = cli("submit", "-f", str(write_spec(tmp_path / "many", spec)), check=False)
+    assert all(f in result.stderr for f in ("name:", "framework:", "replicas.worker.count:"))
+    assert cli.json("list") == []
+    assert not (cli.root / "jobs").exists() or not list((cli.root / "jobs").iterdir())
+    assert processes_of(cli.root) == []
+
+
+def test_hostile_hyperparameter_arrives_literally(cli, tmp_path):
+    marker = tmp_path / "pwned"
+    hostile = f"$(touch {marker}); `touch {marker}` && touch {marker} ' \" \\"
+    spec = {"name": "quoting", "command": "python -c 'import sys; print(repr(sys.argv[1:]))' {{ value }} {{ n }}",
+            "hyperparameters": {"value": hostile, "n": 0.001}}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    assert cli.wait("quoting")["phase"] == "Succeeded"
+    assert cli("logs", "quoting").stdout.strip().endswith(repr([hostile, "0.001"]))
+    assert not marker.exists()
+
+
+def test_flags_submit_and_follow(cli, tmp_path):
+    result = cli("submit", "--name", "flags", "--framework", "pytorch", "--master", "--workers", "2",
+                 "-p", "epochs=3", "--success-policy", "all-workers", "--follow", "--",
+                 "python", "-c", "'import os; print(os.environ[\"RANK\"], os.environ[\"WORLD_SIZE\"])'", "{{ epochs }}")
+    assert result.returncode == 0
+    assert "[master-0] 0 3" in result.stdout
+    assert "[worker-1] 2 3" in result.stdout
+    assert "job flags Succeeded" in result.stderr
+    job = cli.json("get", "flags")
+    assert job["spec"]["hyperparameters"] == {"epochs": 3}
+    assert [(r["role"], r["index"]) for r in job["replicas"]] == [("master", 0), ("worker", 0), ("worker", 1)]
+
+
+def test_follow_exit_status_mirrors_failure(cli):
+    result = cli("submit", "--name", "fails", "--follow", "--", "echo", "about to fail;", "exit", "7", check=False)
+    assert result.returncode == 7
+    assert "[worker-0] about to fail" in result.stdout
+    assert "job fails Failed" in result.stderr
+
+
+def test_persisted_state_logs_and_vanished_supervisor(cli, tmp_path):
+    spec = {"name": "survivor", "framework": "custom", "command": f"echo hello from $DISTRAIN_REPLICA; {SLEEPER}",
+            "replicas": {"chief": {"count": 1}, "worker": {"count": 1}}}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    cli.wait_replica("survivor", "worker-0")
+    deadline = time.monotonic() + 20
+    while cli("logs", "survivor").stdout.count("up") < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    # a brand-new process (another CLI call, a fresh interpreter) sees the job and its logs
+    logs = cli("logs", "survivor").stdout
+    assert "[chief-0] hello from chief-0" in logs and "[worker-0] hello from worker-0" in logs
+    # the job keeps running with no CLI attached; then its supervisor dies without a trace
+    supervisor = next(p for p in processes_of(cli.root) if "jupyter_distrain.backends.supervisor" in " ".join(p.cmdline()))
+    supervisor.kill()
+    supervisor.wait(10)
+    job = cli.json("get", "survivor")
+    assert job["phase"] == "Failed" and job["reason"] == "SupervisorVanished"
+    assert {r["phase"] for r in job["replicas"]} == {"Lost"}
+    assert_nothing_left(cli.root)
+    assert "hello from chief-0" in cli("logs", "survivor").stdout  # logs outlive the processes
+
+
+def test_restart_with_edited_spec_and_delete(cli, tmp_path):
+    spec = {"name": "again", "command": "echo run {{ n }} > $OUTPUT_DIR/run-{{ n }}.txt; echo run {{ n }}",
+            "hyperparameters": {"n": 1}}
+    path = write_spec(tmp_path / "job", spec)
+    cli("submit", "-f", str(path))
+    first = cli.wait("again")
+    assert first["phase"] == "Succeeded" and first["run"] == 1
+    duplicate = cli("submit", "-f", str(path), check=False)
+    assert duplicate.returncode == 1 and "exists" in duplicate.stderr
+    spec["hyperparameters"]["n"] = 2
+    write_spec(tmp_path / "job", spec)
+    cli("restart", "again", "-f", str(path))
+    second = cli.wait("again")
+    assert second["run"] == 2 and second["spec"]["hyperparameters"]["n"] == 2
+    output = Path(second["output_dir"])
+    assert (output / "run-1.txt").exists() and (output / "run-2.txt").read_text() == "run 2\n"
+    logs = cli("logs", "again").stdout
+    assert "run 1" in logs and "run 2" in logs
+    # delete keeps outputs unless asked
+    cli("delete", "again")
+    assert cli.json("list") == [] and output.exists()
+    missing = cli("get", "again", check=False)
+    assert missing.returncode == 1 and "no job named 'again'" in missing.stderr
+    cli("submit", "-f", str(path))
+    cli.wait("again")
+    cli("delete", "again", "--purge-output")
+    assert not output.exists()
+    assert not (cli.root / "jobs" / "again").exists()
+
+
+def test_delete_running_job_stops_it(cli, tmp_path):
+    spec = {"name": "doomed", "command": SLEEPER}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    cli.wait_replica("doomed", "worker-0")
+    cli("delete", "doomed")
+    assert_nothing_left(cli.root, timeout=0)
+    assert cli.json("list") == []
+
+
+def test_git_code_pinned_at_submit(cli, tmp_path):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "train.py").write_text("print('version one')\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    sha = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    spec = {"name": "from-git", "code": {"git": str(repo), "ref": "main"}, "command": "python train.py"}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    job = cli.json("get", "from-git")
+    assert job["spec"]["code"]["commit"] == sha
+    (repo / "train.py").write_text("print('version two')\n")  # a later commit must not change the job
+    subprocess.run([*git, "commit", "-qam", "two"], check=True)
+    assert cli.wait("from-git")["phase"] == "Succeeded"
+    cli("restart", "from-git")
+    assert cli.wait("from-git")["run"] == 2
+    assert cli("logs", "from-git").stdout.count("version one") == 2
+    bad = {"name": "bad-ref", "code": {"git": str(repo), "ref": "nope"}, "command": "true"}
+    result = cli("submit", "-f", str(write_spec(tmp_path / "bad", bad)), check=False)
+    assert result.returncode == 1 and "code.ref: no branch or tag 'nope'" in result.stderr
+    assert [j["name"] for j in cli.json("list")] == ["from-git"]
+
+
+def test_requirements_installed_before_the_command(cli, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    wheel = code / "distrain_probe-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr("distrain_probe.py", "VALUE = 42\n")
+        zf.writestr("distrain_probe-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: distrain-probe\nVersion: 1.0\n")
+        zf.writestr("distrain_probe-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr("distrain_probe-1.0.dist-info/RECORD", "")
+    (code / "requirements.txt").write_text(f"# the probe package\n./{wheel.name}\n")
+    spec = {"name": "reqs", "code": {"path": "../code"},
+            "command": "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'"}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    job = cli.wait("reqs")
+    assert job["phase"] == "Succeeded", cli("logs", "reqs").stdout
+    logs = cli("logs", "reqs").stdout
+    assert "[worker-0] probe 42" in logs
+    assert "[setup] " in logs and "distrain-probe" in logs.lower().replace("_", "-")
+    with pytest.raises(ImportError):
+        __import__("distrain_probe")  # installed in the job's environment only
+
+
+def test_restart_policy_and_deadline(cli, tmp_path):
+    counter = tmp_path / "attempts"
+    spec = {"name": "flaky", "command": f"echo x >> {counter}; [ $(wc -l < {counter}) -ge 3 ]",
+            "policy": {"restart": "on-failure", "max_restarts": 5}}
+    cli("submit", "-f", str(write_spec(tmp_path / "flaky", spec)))
+    job = cli.wait("flaky")
+    assert job["phase"] == "Succeeded"
+    assert job["replicas"][0]["restarts"] == 2
+    assert [e["reason"] for e in job["events"]].count("Restarting") == 2
+
+    spec = {"name": "slow", "command": SLEEPER, "policy": {"deadline_seconds": 2}}
+    cli("submit", "-f", str(write_spec(tmp_path / "slow", spec)))
+    job = cli.wait("slow", timeout=60)
+    assert job["phase"] == "Failed" and job["reason"] == "DeadlineExceeded"
+
+
+def test_log_filters(cli, tmp_path):
+    spec = {"name": "chatty", "framework": "custom", "command": "for i in $(seq 1 50); do echo $DISTRAIN_REPLICA line $i; done",
+            "replicas": {"chief": {"count": 1}, "worker": {"count": 1}}}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    cli.wait("chatty")
+    everything = cli("logs", "chatty").stdout.splitlines()
+    assert len(everything) == 100
+    tail = cli("logs", "chatty", "--replica", "worker-0", "--tail", "3").stdout.splitlines()
+    assert tail == ["worker-0 line 48", "worker-0 line 49", "worker-0 line 50"]
+    assert len(cli("logs", "chatty", "--tail", "5").stdout.splitlines()) == 5
+    stamped = cli("logs", "chatty", "--timestamps", "--tail", "1").stdout
+    assert stamped[:4].isdigit() and "Z [" in stamped
+    assert cli("logs", "chatty", "--since", "1h").stdout.count("line") == 100
+    assert cli("logs", "chatty", "--since", "2099-01-01T00:00:00Z").stdout == ""
+    unknown = cli("logs", "chatty", "--replica", "ps-0", check=False)
+    assert unknown.returncode == 1 and "replicas: setup, chief-0, worker-0" in unknown.stderr
+
+
+def test_top_reports_usage(cli, tmp_path):
+    spec = {"name": "busy", "command": "python -c 'import time; x = bytearray(64 << 20); t = time.time()\nwhile time.time() - t < 600: pass'"}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    cli.wait_replica("busy", "worker-0")
+    time.sleep(1)
+    out = cli("top", "busy").stdout.splitlines()
+    assert out[0].split()[:4] == ["REPLICA", "PHASE", "CPU%", "MEMORY"]
+    row = out[1].split()
+    assert row[0] == "worker-0" and float(row[2]) > 20 and row[3].endswith("MiB") and float(row[3][:-3]) >= 64
+
+
+def test_gpu_request_beyond_this_machine_is_refused(cli, tmp_path):
+    from jupyter_distrain.backends import procs
+
+    have = len(procs.gpus())
+    spec = {"name": "gpus", "command": "true", "replicas": {"worker": {"count": 2, "resources": {"gpus": have + 1}}}}
+    result = cli("submit", "-f", str(write_spec(tmp_path / "job", spec)), check=False)
+    assert result.returncode == 1
+    assert f"{2 * (have + 1)} GPUs requested (2 worker x {have + 1}); this machine has {have}" in result.stderr
+    assert cli.json("list") == []

@@ -1,0 +1,106 @@
+"""The job spec: one schema, precise errors, defaults, and commands no value can inject into."""
+
+import json
+import subprocess
+
+import pytest
+
+from jupyter_distrain import spec as spec_
+
+
+def errors_of(raw):
+    with pytest.raises(spec_.SpecError) as caught:
+        spec_.validate(raw)
+    return {e.path: e.message for e in caught.value.errors}
+
+
+def test_defaults_come_from_the_schema():
+    spec = spec_.validate({"name": "a", "command": "train"})
+    assert spec["framework"] == "python"
+    assert spec["replicas"] == {"worker": {"count": 1, "resources": {"gpus": 0}}}
+    assert spec["tensorboard"] == {"enabled": False, "logdir": "training_logs"}
+    assert spec["policy"] == {"success": "chief", "restart": "never", "max_restarts": 0}
+    code = spec_.validate({"name": "a", "command": "t", "code": {"git": "https://example.com/r.git"}})["code"]
+    assert code == {"git": "https://example.com/r.git", "ref": "HEAD"}
+
+
+def test_every_error_at_once_with_field_paths_and_allowed_values():
+    errors = errors_of({
+        "name": "-bad-", "framework": "caffe", "command": "", "colour": "red",
+        "replicas": {"worker": {"count": 65, "resources": {"cpu": "lots", "gpus": -1}}},
+        "data": {"host_path": "relative/dir"},
+        "policy": {"restart": "sometimes"},
+    })
+    assert set(errors) == {"name", "framework", "command", "", "replicas.worker.count",
+                           "replicas.worker.resources.cpu", "replicas.worker.resources.gpus", "data.host_path",
+                           "policy.restart"}
+    assert "allowed: tensorflow, keras, pytorch, paddle, python, custom" in errors["framework"]
+    assert "unknown field(s) colour" in errors[""]
+    assert "allowed: never, on-failure, exit-code" in errors["policy.restart"]
+    assert "between 0 and 64" in errors["replicas.worker.count"]
+    assert "absolute" in errors["data.host_path"]
+    assert "500m" in errors["replicas.worker.resources.cpu"]
+
+
+@pytest.mark.parametrize("url", ["git@github.com:org/repo.git", "ssh://host/repo.git", "ftp://host/repo.git",
+                                 "git://host/repo.git"])
+def test_only_http_and_local_git_urls(url):
+    assert "http:// or https:// URL, or a local path" in errors_of({"name": "a", "command": "t", "code": {"git": url}})["code.git"]
+
+
+@pytest.mark.parametrize("url", ["https://github.com/org/repo.git", "http://host:8080/r", "/srv/repo", "./repo", "..",
+                                 "file:///srv/repo"])
+def test_accepted_git_urls(url):
+    assert spec_.validate({"name": "a", "command": "t", "code": {"git": url}})["code"]["git"] == url
+
+
+def test_roles_follow_the_framework():
+    assert spec_.roles_by_framework()["pytorch"] == ("master", "worker")
+    assert "allowed: ps, worker" in errors_of({"name": "a", "framework": "paddle", "command": "t",
+                                               "replicas": {"chief": {"count": 1}}})["replicas"]
+    assert "at most 1 chief" in errors_of({"name": "a", "framework": "tensorflow", "command": "t",
+                                           "replicas": {"chief": {"count": 2}, "worker": {}}})["replicas.chief.count"]
+    assert "at least one replica" in errors_of({"name": "a", "command": "t", "replicas": {"worker": {"count": 0}}})["replicas"]
+
+
+def test_name_must_fit_kubernetes_names():
+    assert spec_.validate({"name": "a" * 50, "command": "t"})
+    for bad in ("a" * 51, "Upper", "under_score", "1starts-with-digit", "ends-", ""):
+        assert "name" in errors_of({"name": bad, "command": "t"}), bad
+
+
+def test_hostile_hyperparameters_are_refused_or_quoted():
+    errors = errors_of({"name": "a", "command": "t {{ x }}", "hyperparameters": {"x": "a\nb", "y;rm": 1, "z": [1]}})
+    assert "control characters" in errors["hyperparameters.x"]
+    assert "identifier" in errors["hyperparameters.y;rm"]
+    assert "hyperparameters.z" in errors
+    assert "reserved" in errors_of({"name": "a", "command": "t", "hyperparameters": {"output": 1}})["hyperparameters.output"]
+    hostile = "$(id); `id` | rm -rf / && echo '\"\\"
+    spec = spec_.validate({"name": "a", "command": "printf '%s\\n' {{ v }} {{ lr }} {{ flag }} {{ output }}",
+                           "hyperparameters": {"v": hostile, "lr": 0.001, "flag": True}})
+    command = spec_.render_command(spec, {"output": "/out dir", "job": "a", "role": "worker", "index": "0",
+                                          "input": "/in"})
+    printed = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=True).stdout
+    assert printed.splitlines() == [hostile, "0.001", "true", "/out dir"]
+
+
+def test_placeholders_must_not_stand_in_quotes():
+    for command in ('t "{{ x }}"', "t '--x={{ x }}'", "t `echo {{ x }}`"):
+        errors = errors_of({"name": "a", "command": command, "hyperparameters": {"x": 1}})
+        assert "inside quotes" in errors["command"], command
+    ok = spec_.validate({"name": "a", "command": "t --x={{ x }} \"quoted text\" \\\"{{ x }}", "hyperparameters": {"x": 1}})
+    assert ok
+    assert "unknown placeholder {{ nope }}" in errors_of({"name": "a", "command": "t {{ nope }}"})["command"]
+
+
+def test_yaml_errors_are_spec_errors():
+    with pytest.raises(spec_.SpecError, match="not valid YAML"):
+        spec_.load("name: [unclosed")
+
+
+def test_schema_is_one_json_file_in_the_package():
+    from importlib.resources import files
+
+    on_disk = json.loads(files("jupyter_distrain").joinpath("job.schema.json").read_text())
+    assert on_disk == spec_.schema()
+    assert on_disk["$schema"].endswith("2020-12/schema")
