@@ -1,6 +1,7 @@
 """The installed package: server extension and prebuilt labextension enabled, the API behind auth."""
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -15,13 +16,18 @@ from jupyter_distrain.backends.procs import free_ports
 JUPYTER = str(Path(sys.executable).with_name("jupyter"))
 
 
+def listing(*args: str) -> list[str]:
+    result = subprocess.run([JUPYTER, *args], capture_output=True, text=True)
+    return re.sub(r"\x1b\[[0-9;]*m", "", result.stdout + result.stderr).splitlines()
+
+
 def test_extensions_are_enabled_and_ok():
-    server = subprocess.run([JUPYTER, "server", "extension", "list"], capture_output=True, text=True)
-    assert any("jupyter_distrain" in line and "enabled" in line for line in server.stderr.splitlines()), server.stderr
-    assert "jupyter_distrain" in server.stderr and "OK" in server.stderr.split("jupyter_distrain", 1)[1]
-    lab = subprocess.run([JUPYTER, "labextension", "list"], capture_output=True, text=True)
-    line = next(line for line in (lab.stdout + lab.stderr).splitlines() if "jupyter-distrain" in line)
-    assert "enabled" in line and "OK" in line, line
+    server = listing("server", "extension", "list")
+    assert "jupyter_distrain enabled" in [line.strip() for line in server], server
+    assert any(re.fullmatch(r"\s*jupyter_distrain [0-9.]+ OK", line) for line in server), server
+    lab = [line.split() for line in listing("labextension", "list")]
+    version = json.loads((Path(__file__).parents[1] / "package.json").read_text())["version"]
+    assert ["jupyter-distrain", f"v{version}", "enabled", "OK", "(python,", "jupyter-distrain)"] in lab, lab
     installed = Path(sys.prefix) / "share/jupyter/labextensions/jupyter-distrain"
     assert json.loads((installed / "package.json").read_text())["name"] == "jupyter-distrain"
     assert list((installed / "static").glob("remoteEntry.*.js"))
