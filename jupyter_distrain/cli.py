@@ -64,6 +64,7 @@ output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table"
 @click.option("--ref", help="Git branch, tag or commit (with a git --code).")
 @click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set').")
 @click.option("--image", help="Container image (Kubernetes).")
+@click.option("--command", "command_text", help="The command (or give it after '--').")
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A hyperparameter; repeatable.")
 @click.option("--tensorboard/--no-tensorboard", default=None, help="Write and serve TensorBoard logs.")
 @click.option("--logdir", help="TensorBoard log directory, relative to the output directory.")
@@ -75,12 +76,12 @@ output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table"
 @click.argument("command", nargs=-1)
 @click.pass_obj
 def submit(manager: JobManager, spec_file: str | None, follow: bool, fmt: str, command: tuple[str, ...],
-           **flags: Any) -> None:
+           command_text: str | None, **flags: Any) -> None:
     """Submit a job from a spec file and/or flags; COMMAND follows '--'."""
     raw = spec_.load_file(spec_file) if spec_file else {}
     if not isinstance(raw, dict):
         raise click.ClickException("the spec file must hold a mapping of fields")
-    raw = apply_flags(raw, flags, " ".join(command))
+    raw = apply_flags(raw, flags, " ".join(command) or command_text or "")
     base_dir = Path(spec_file).parent if spec_file else Path.cwd()
     job = manager.submit(raw, base_dir)
     if fmt == "json":

@@ -148,7 +148,7 @@ def test_flags_submit_and_follow(cli, tmp_path):
 
 
 def test_follow_exit_status_mirrors_failure(cli):
-    result = cli("submit", "--name", "fails", "--follow", "--", "echo", "about to fail;", "exit", "7", check=False)
+    result = cli("submit", "--name", "fails", "--follow", "--command", "echo about to fail; exit 7", check=False)
     assert result.returncode == 7
     assert "[worker-0] about to fail" in result.stdout
     assert "job fails Failed" in result.stderr

@@ -12,6 +12,7 @@ from contextlib import ExitStack
 import psutil
 
 STARTED_TOLERANCE = 0.05  # seconds; psutil create_time is rounded
+TERMINATING = (signal.SIGTERM, signal.SIGINT)  # the signals that stop a supervisor and so its job
 
 
 def started_at(pid: int) -> float | None:
@@ -38,17 +39,6 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def group_members(pgid: int) -> list[psutil.Process]:
-    members = []
-    for process in psutil.process_iter():
-        try:
-            if os.getpgid(process.pid) == pgid and process.status() != psutil.STATUS_ZOMBIE:
-                members.append(process)
-        except (ProcessLookupError, psutil.Error):
-            continue
-    return members
 
 
 def free_ports(count: int) -> list[int]:
@@ -111,5 +101,3 @@ def _num(value: str) -> float | None:
     except ValueError:
         return None
 
-
-TERMINATING = (signal.SIGTERM, signal.SIGINT)

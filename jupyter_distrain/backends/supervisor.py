@@ -55,6 +55,8 @@ class Supervisor:
         self.running: dict[str, Running] = {}
         self.stop_requested = asyncio.Event()
         self.addresses: dict[str, list[str]] = {}
+        self.devices: dict[str, str] = {}  # replica -> its CUDA_VISIBLE_DEVICES, kept across restarts
+        self.deadline: float | None = None
         self.workspace = backend.workspace(name)
         self.log_dir = backend.log_dir(name)
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
@@ -170,10 +172,11 @@ class Supervisor:
         ports = iter(procs.free_ports(len(self.states)))
         for state in self.states.values():
             self.addresses.setdefault(state.role, []).append(f"127.0.0.1:{next(ports)}")
-        self.gpu_ids = iter(str(g["index"]) for g in procs.gpus())
-        now = time.time()
-        self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=now)
-        self.deadline = None
+        free = iter(str(g["index"]) for g in procs.gpus())
+        for name, state in self.states.items():
+            wanted = self.spec["replicas"][state.role].get("resources", {}).get("gpus", 0)
+            self.devices[name] = ",".join(next(free) for _ in range(wanted))
+        self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=time.time())
         if self.spec["policy"].get("deadline_seconds"):
             self.deadline = time.monotonic() + self.spec["policy"]["deadline_seconds"]
         for name in self.states:
@@ -195,8 +198,7 @@ class Supervisor:
             resume_from=str(self.backend.resume_path(resume)) if resume else None,
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
-        gpus = self.spec["replicas"][role].get("resources", {}).get("gpus", 0)
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(next(self.gpu_ids) for _ in range(gpus))
+        env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
         command = render_command(self.spec, {"job": self.name, "role": role, "index": str(index),
                                              "input": dirs.input, "output": dirs.output})
         process = await asyncio.create_subprocess_exec(
