@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .spec import ROLE_ORDER, chief, replica_name, replicas
+from .spec import ROLE_ORDER, chief, gpus, replica_name, replicas
 
 TF_FRAMEWORKS = ("tensorflow", "keras")
 
@@ -106,7 +106,6 @@ def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: in
     workers = addresses.get("worker", [])
     own = addresses[role][index]
     host, port = _split(own)
-    gpus = spec["replicas"][role].get("resources", {}).get("gpus", 0)
     env = {
         "PADDLE_INIT_PORT": port,
         "PADDLE_INIT_PORTS_NUM": "1",
@@ -115,7 +114,7 @@ def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: in
         "PADDLE_INIT_TRAINER_ID": str(index),
         "PADDLE_INIT_TRAINER_COUNT": str(len(workers)),
         "PADDLE_INIT_PSERVERS": ",".join(_split(a)[0] for a in pservers),
-        "PADDLE_INIT_USE_GPU": "1" if gpus else "0",
+        "PADDLE_INIT_USE_GPU": "1" if gpus(spec, role) else "0",
         "TRAINING_ROLE": "PSERVER" if role == "ps" else "TRAINER",
         "PADDLE_PSERVERS_IP_PORT_LIST": ",".join(pservers),
         "PADDLE_TRAINER_ENDPOINTS": ",".join(workers),

@@ -118,6 +118,11 @@ def chief(spec: dict) -> tuple[str, int]:
     return replicas(spec)[0]
 
 
+def gpus(spec: dict, role: str) -> int:
+    """GPUs each replica of `role` asks for."""
+    return spec["replicas"].get(role, {}).get("resources", {}).get("gpus", 0)
+
+
 def replica_name(role: str, index: int) -> str:
     return f"{role}-{index}"
 

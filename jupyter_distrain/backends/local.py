@@ -28,7 +28,7 @@ import psutil
 from .. import logs
 from ..errors import DistrainError, JobConflict, JobNotFound
 from ..policy import FINISHED, Phase
-from ..spec import FieldError, SpecError, replicas
+from ..spec import FieldError, SpecError, gpus, replicas
 from ..store import Store
 from . import procs
 
@@ -104,12 +104,11 @@ class LocalBackend:
     def check(self, spec: dict) -> None:
         """Refuse, before anything is created, what this machine cannot run."""
         errors = []
-        wanted = sum(r["count"] * r.get("resources", {}).get("gpus", 0) for r in spec["replicas"].values())
+        wanted = sum(r["count"] * gpus(spec, role) for role, r in spec["replicas"].items())
         have = len(procs.gpus())
         if wanted > have:
             per_role = ", ".join(
-                f"{r['count']} {role} x {r['resources']['gpus']}"
-                for role, r in spec["replicas"].items() if r.get("resources", {}).get("gpus")
+                f"{r['count']} {role} x {gpus(spec, role)}" for role, r in spec["replicas"].items() if gpus(spec, role)
             )
             errors.append(FieldError("replicas", f"{wanted} GPUs requested ({per_role}); this machine has {have}"))
         if "data" in spec and not self.input_dir(spec).is_dir():

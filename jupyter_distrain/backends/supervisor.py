@@ -25,7 +25,7 @@ from .. import code as code_
 from ..clusterenv import Dirs, replica_env
 from ..logs import LogWriter, pump
 from ..policy import FINISHED, Decision, Phase, Replica, decide
-from ..spec import render_command, replica_name, replicas
+from ..spec import gpus, render_command, replica_name, replicas
 from . import procs
 from .local import STOP_GRACE_SECONDS, LocalBackend
 
@@ -174,8 +174,7 @@ class Supervisor:
             self.addresses.setdefault(state.role, []).append(f"127.0.0.1:{next(ports)}")
         free = iter(str(g["index"]) for g in procs.gpus())
         for name, state in self.states.items():
-            wanted = self.spec["replicas"][state.role].get("resources", {}).get("gpus", 0)
-            self.devices[name] = ",".join(next(free) for _ in range(wanted))
+            self.devices[name] = ",".join(next(free) for _ in range(gpus(self.spec, state.role)))
         self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=time.time())
         if self.spec["policy"].get("deadline_seconds"):
             self.deadline = time.monotonic() + self.spec["policy"]["deadline_seconds"]
