@@ -11,10 +11,6 @@ def _jupyter_labextension_paths():
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "jupyter_distrain"}]
+    from .server import Distrain
 
-
-def _load_jupyter_server_extension(server_app):
-    from .server import setup_handlers
-
-    setup_handlers(server_app)
+    return [{"module": "jupyter_distrain", "app": Distrain}]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -13,9 +12,10 @@ from typing import Any
 import click
 import yaml
 
+from . import logs as logs_
 from . import spec as spec_
 from .errors import DistrainError
-from .logs import LogLine, timestamp
+from .logs import LogLine
 from .logs import follow as follow_logs
 from .manager import JobManager, public
 from .policy import FINISHED
@@ -308,17 +308,10 @@ def format_line(line: LogLine, prefix: bool, timestamps: bool) -> str:
 
 
 def parse_since(value: str | None) -> str | None:
-    if not value:
-        return None
-    match = re.fullmatch(r"(\d+)([smhd])", value)
-    if match:
-        seconds = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
-        return timestamp(time.time() - seconds)
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise click.BadParameter("use a duration like 30s, 5m, 2h or an RFC 3339 time", param_hint="--since") from None
-    return timestamp(moment.astimezone(timezone.utc).timestamp())
+        return logs_.parse_since(value)
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--since") from None
 
 
 def table(headers: tuple[str, ...], rows: list[tuple]) -> None:

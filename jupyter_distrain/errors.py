@@ -7,9 +7,11 @@ class DistrainError(Exception):
     status = 400
 
 
-class JobNotFound(DistrainError):
+class NotFound(DistrainError):
     status = 404
 
+
+class JobNotFound(NotFound):
     def __init__(self, name: str):
         super().__init__(f"no job named {name!r}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import os
+import re
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -15,6 +16,23 @@ from typing import BinaryIO, Callable, Iterable, Iterator
 MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
 READ_CHUNK = 64 * 1024
 STAMP_LEN = len("2026-01-01T00:00:00.000000Z")
+
+
+def parse_since(value: str | None) -> str | None:
+    """A duration back from now (30s, 5m, 2h, 1d) or an RFC 3339 time, as a log timestamp."""
+    if not value:
+        return None
+    match = re.fullmatch(r"(\d+)([smhd])", value)
+    if match:
+        seconds = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        return timestamp(time.time() - seconds)
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("use a duration like 30s, 5m, 2h or an RFC 3339 time") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return timestamp(moment.timestamp())
 
 
 def timestamp(t: float | None = None) -> str:
@@ -115,6 +133,18 @@ def read_from(path: Path, offset: int, replica: str) -> Iterator[tuple[int, LogL
                 return  # a line still being written
             offset += len(raw)
             yield offset, parse(raw, replica)
+
+
+def read_chunk(path: Path, offset: int, limit: int) -> bytes:
+    """Whole lines from `offset`, at most `limit` bytes; b"" when there is no complete line yet."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return b""
+    with f:
+        f.seek(offset)
+        data = f.read(limit)
+    return data[:data.rfind(b"\n") + 1]
 
 
 def read(files: dict[str, Path], tail: int | None = None, since: str | None = None) -> Iterator[LogLine]:

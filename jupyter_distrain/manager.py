@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import code, spec as spec_
 from .backends.local import LocalBackend
+from .errors import DistrainError
 from .logs import LogLine
+from .spec import FieldError, SpecError
 
 PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir")
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
@@ -31,6 +34,22 @@ class JobManager:
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> dict:
         return self.backend.restart(name, self.prepare(raw, base_dir) if raw is not None else None)
 
+    def clone(self, name: str, changes: Any = None, base_dir: Path | None = None) -> dict:
+        """Submit a new job from `name`'s spec (so the same pinned commit), with top-level fields replaced."""
+        if changes is not None and not isinstance(changes, dict):
+            raise SpecError([FieldError("", "a clone's changes must be an object of spec fields")])
+        raw = {**self.get(name)["spec"], **(changes or {})}
+        if not (changes or {}).get("name"):
+            raw["name"] = self.free_name(name)
+        return self.submit(raw, base_dir)
+
+    def free_name(self, name: str) -> str:
+        """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""
+        taken = {job["name"] for job in self.list()}
+        longest = spec_.schema()["properties"]["name"]["maxLength"]
+        candidates = (f"{name[:longest - 1 - len(str(n))]}-{n}" for n in itertools.count(2))
+        return next(c for c in candidates if c not in taken)
+
     def get(self, name: str) -> dict:
         return self.backend.get(name)
 
@@ -43,11 +62,33 @@ class JobManager:
     def delete(self, name: str, purge_output: bool = False) -> None:
         self.backend.delete(name, purge_output=purge_output)
 
+    def exists(self, name: str) -> bool:
+        return self.backend.store.job(name) is not None
+
     def logs(self, name: str, **options: Any) -> Iterator[LogLine]:
         return self.backend.logs(name, **options)
 
+    def log_files(self, name: str) -> dict[str, Path]:
+        return self.backend.log_files(name)
+
+    def log_dir(self, name: str) -> Path:
+        """The directory holding every log file of the job (watched by live streams)."""
+        self.log_files(name)  # raises JobNotFound
+        return self.backend.log_dir(name)
+
     def metrics(self, name: str) -> list[dict]:
         return self.backend.metrics(name)
+
+    def cluster(self) -> dict:
+        return self.backend.cluster()
+
+    def tensorboard_logdir(self, name: str, replica: str | None) -> Path:
+        """The directory a TensorBoard for this replica (or, with None, the whole job) serves."""
+        job = self.get(name)
+        if replica is not None and replica not in {r["name"] for r in job["replicas"]}:
+            raise DistrainError(f"job {name!r} has no replica {replica!r}; replicas: "
+                                f"{', '.join(r['name'] for r in job['replicas'])}")
+        return self.backend.tensorboard_logdir(job["spec"], replica)
 
 
 def public(job: dict) -> dict:

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # Canonical order of roles: the chief-like roles first, as TF_CONFIG and ranks expect.
 ROLE_ORDER = ("chief", "master", "ps", "worker", "evaluator")
 # Names the command may use besides the hyperparameters.
-BUILTIN_PLACEHOLDERS = ("job", "role", "index", "input", "output")
+BUILTIN_PLACEHOLDERS = ("job", "role", "index", "input", "output", "logdir")
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 

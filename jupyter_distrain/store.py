@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,16 +58,29 @@ CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
 
 
 class Store:
+    """Job records; each thread gets its own connection (the server calls in from a thread pool)."""
+
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
-        self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA foreign_keys=ON")
+        self.path = path
+        self.local = threading.local()
         self.db.executescript(SCHEMA)
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        db = getattr(self.local, "db", None)
+        if db is None:
+            db = self.local.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db.row_factory = sqlite3.Row
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA foreign_keys=ON")
+        return db
+
     def close(self) -> None:
-        self.db.close()
+        """Close this thread's connection."""
+        if getattr(self.local, "db", None) is not None:
+            self.local.db.close()
+            self.local.db = None
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

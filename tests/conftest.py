@@ -80,6 +80,54 @@ def assert_nothing_left(root: Path, timeout: float = 10) -> None:
     assert not list(root.glob("jobs/*/workspace")), "a workspace outlived its job"
 
 
+class JupyterServer:
+    """A real `jupyter server` process with this extension, a token, and its own storage root."""
+
+    TOKEN = "secret-token"
+
+    def __init__(self, tmp_path: Path, *args: str):
+        from jupyter_distrain.backends.procs import free_ports
+
+        self.root = tmp_path / "distrain-home"
+        self.root_dir = tmp_path / "notebooks"
+        self.root_dir.mkdir(exist_ok=True)
+        self.url = f"http://127.0.0.1:{free_ports(1)[0]}"
+        self.log = open(tmp_path / "jupyter-server.log", "wb")
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("jupyter")), "server", "--no-browser",
+             f"--port={self.url.rsplit(':', 1)[1]}", f"--IdentityProvider.token={self.TOKEN}",
+             "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", *args],
+            env={**os.environ, "DISTRAIN_HOME": str(self.root)}, stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        self.headers = {"Authorization": f"token {self.TOKEN}"}
+        deadline = time.monotonic() + 60
+        while not self.answers():
+            assert self.process.poll() is None and time.monotonic() < deadline, "jupyter server did not start"
+            time.sleep(0.2)
+
+    def answers(self) -> bool:
+        import urllib.error
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(f"{self.url}/api/status?token={self.TOKEN}", timeout=2)
+            return True
+        except (urllib.error.URLError, ConnectionError):
+            return False
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(60)
+        self.log.close()
+
+
+@pytest.fixture
+def jupyter_server(tmp_path: Path):
+    server = JupyterServer(tmp_path)
+    yield server
+    server.stop()
+
+
 @pytest.fixture
 def cli(tmp_path: Path):
     root = tmp_path / "distrain-home"

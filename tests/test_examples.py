@@ -20,7 +20,7 @@ def test_tensorflow_parameter_server_training_and_resume(cli, tmp_path):
     output = Path(job["output_dir"])
     assert json.loads((output / "result.json").read_text())["step"] == 100
     assert glob.glob(str(output / "checkpoints" / "ckpt-100.index"))
-    assert glob.glob(str(output / "training_logs" / "events.out.tfevents.*"))
+    assert glob.glob(str(output / "training_logs" / "chief-0" / "events.out.tfevents.*"))
     assert_nothing_left(cli.root, timeout=0)
 
     # fine-tune: a new job continues from the first one's checkpoints

@@ -1,10 +1,8 @@
 """The local backend through the real `distrain` CLI: real processes, real lifecycle, nothing left behind."""
 
 import json
-import os
 import signal
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path

@@ -75,6 +75,11 @@ class LocalBackend:
             return self.job_dir(spec["name"]) / "input"
         return self.volume_dir(spec["data"], "")
 
+    def tensorboard_logdir(self, spec: dict, replica: str | None = None) -> Path:
+        """Where a replica writes event files: <output>/<logdir>/<replica>; without a replica, the parent."""
+        logdir = self.output_dir(spec) / spec["tensorboard"]["logdir"]
+        return logdir / replica if replica else logdir
+
     def credentials(self, secret: str) -> dict:
         path = self.root / "secrets" / f"{secret}.json"
         if not path.exists():
@@ -128,9 +133,10 @@ class LocalBackend:
 
     def _launch(self, name: str) -> None:
         """Start the detached supervisor; it keeps running after this process exits."""
-        self.job_dir(name).mkdir(parents=True, exist_ok=True)
+        self.log_dir(name).mkdir(parents=True, exist_ok=True)
         cmd = [sys.executable, "-m", "jupyter_distrain.backends.supervisor", "--root", str(self.root), name]
-        result = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        env = {**os.environ, "DISTRAIN_HOME": str(self.root)}  # replicas' `distrain` commands see these jobs
+        result = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
         if result.returncode:
             message = result.stderr.strip()[-2000:] or f"exit code {result.returncode}"
             self.store.update_job(name, phase=str(Phase.FAILED), reason="SupervisorFailed", message=message,
@@ -215,6 +221,22 @@ class LocalBackend:
         self.store.delete_job(name)
 
     # observation
+    def cluster(self) -> dict:
+        """What this machine offers: named volumes, CPUs, memory, and GPUs not held by running jobs."""
+        volumes = self.root / "volumes"
+        devices = procs.gpus()
+        held = sum(r["count"] * gpus(job["spec"], role)
+                   for job in self.list() if job["phase"] not in FINISHED
+                   for role, r in job["spec"]["replicas"].items())
+        return {
+            "backend": self.name,
+            "namespaces": [],
+            "volumes": sorted(p.name for p in volumes.iterdir() if p.is_dir()) if volumes.is_dir() else [],
+            "cpus": os.cpu_count(),
+            "memory_bytes": psutil.virtual_memory().total,
+            "gpus": {"capacity": len(devices), "available": max(len(devices) - held, 0), "devices": devices},
+        }
+
     def log_files(self, name: str) -> dict[str, Path]:
         job = self.store.job(name)
         if job is None:

@@ -188,18 +188,17 @@ class Supervisor:
         inputs = self.backend.input_dir(self.spec)
         output.mkdir(parents=True, exist_ok=True)
         inputs.mkdir(parents=True, exist_ok=True)
-        tensorboard = self.spec["tensorboard"]
         resume = self.spec.get("resume_from")
         dirs = Dirs(
             input=str(inputs),
             output=str(output),
-            logdir=str(output / tensorboard["logdir"]) if tensorboard["enabled"] else None,
+            logdir=str(self.backend.tensorboard_logdir(self.spec, name)),
             resume_from=str(self.backend.resume_path(resume)) if resume else None,
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
         command = render_command(self.spec, {"job": self.name, "role": role, "index": str(index),
-                                             "input": dirs.input, "output": dirs.output})
+                                             "input": dirs.input, "output": dirs.output, "logdir": dirs.logdir})
         process = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", command, cwd=self.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,

@@ -1,0 +1,221 @@
+"""REST handlers: parse, authorize, call the job manager, shape JSON. No job logic lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from functools import cache
+from importlib.resources import files
+from itertools import islice
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.utils import ensure_async
+from tornado import web
+
+from .. import __version__, logs
+from .. import spec as spec_
+from ..errors import DistrainError
+from ..manager import JobManager, public
+from ..spec import SpecError
+from . import repo
+
+AUTH_RESOURCE = "distrain"
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+LOG_BATCH_LINES = 2000
+
+
+async def authorize(handler: JupyterHandler) -> None:
+    """The one access rule of every distrain route (REST, log stream, TensorBoard proxy):
+    a Jupyter user, authorized to read (GET) or write (anything else) the 'distrain' resource."""
+    user = handler.current_user
+    if not user:
+        raise web.HTTPError(403, "authentication required")
+    action = "read" if handler.request.method in READ_METHODS else "write"
+    if not await ensure_async(handler.authorizer.is_authorized(handler, user, action, AUTH_RESOURCE)):
+        raise web.HTTPError(403, f"not allowed to {action} {AUTH_RESOURCE}")
+
+
+class ApiError(web.HTTPError):
+    """An HTTP error whose JSON body is given whole (e.g. every failing field of a spec)."""
+
+    def __init__(self, status: int, body: dict):
+        super().__init__(status, body["message"].replace("%", "%%"))
+        self.body = body
+
+
+async def call(method: Callable, *args: Any, **kwargs: Any) -> Any:
+    """Run a blocking job-manager call off the event loop; domain errors become 4xx replies."""
+    try:
+        return await asyncio.to_thread(method, *args, **kwargs)
+    except SpecError as e:
+        raise ApiError(400, e.to_json()) from None
+    except DistrainError as e:
+        raise ApiError(e.status, {"message": str(e)}) from None
+
+
+class JsonErrors:
+    """Reply to an ApiError with its JSON body."""
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, ApiError):
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(error.body))
+        else:
+            super().write_error(status_code, **kwargs)
+
+
+class DistrainHandler(JsonErrors, APIHandler):
+    auth_resource = AUTH_RESOURCE
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        await authorize(self)
+
+    @property
+    def manager(self) -> JobManager:
+        return self.settings["distrain_manager"]
+
+    @property
+    def root_dir(self) -> Path:
+        """Relative code paths in a spec are relative to the server's root directory."""
+        return Path(self.settings["server_root_dir"]).expanduser()
+
+    def body(self) -> Any:
+        if not self.request.body:
+            return None
+        try:
+            return json.loads(self.request.body)
+        except ValueError as e:
+            raise ApiError(400, {"message": f"the request body is not valid JSON: {e}"}) from None
+
+    def query_int(self, name: str) -> int | None:
+        value = self.get_query_argument(name, None)
+        if value in (None, ""):
+            return None
+        if not value.isdigit():
+            raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number >= 0, not {value!r}"})
+        return int(value)
+
+    def query_bool(self, name: str) -> bool:
+        value = self.get_query_argument(name, "false").lower()
+        if value not in ("true", "false", "1", "0"):
+            raise ApiError(400, {"message": f"query parameter {name!r} must be true or false, not {value!r}"})
+        return value in ("true", "1")
+
+    def reply(self, value: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(value))
+
+
+
+class VersionHandler(DistrainHandler):
+    def get(self) -> None:
+        self.reply({"version": __version__})
+
+
+class JobsHandler(DistrainHandler):
+    async def get(self) -> None:
+        self.reply([public(job) for job in await call(self.manager.list)])
+
+    async def post(self) -> None:
+        job = await call(self.manager.submit, self.body(), self.root_dir)
+        self.set_header("Location", self.request.path + "/" + job["name"])
+        self.reply(public(job), 201)
+
+
+class JobHandler(DistrainHandler):
+    async def get(self, name: str) -> None:
+        self.reply(public(await call(self.manager.get, name)))
+
+    async def delete(self, name: str) -> None:
+        await call(self.manager.delete, name, purge_output=self.query_bool("purge_output"))
+        await self.settings["distrain_tensorboards"].stop(name)
+        self.set_status(204)
+        self.finish()
+
+
+class StopHandler(DistrainHandler):
+    async def post(self, name: str) -> None:
+        self.reply(public(await call(self.manager.stop, name)))
+
+
+class RestartHandler(DistrainHandler):
+    async def post(self, name: str) -> None:
+        """Run the job again; a body, if any, is the edited spec."""
+        self.reply(public(await call(self.manager.restart, name, self.body(), self.root_dir)))
+
+
+class CloneHandler(DistrainHandler):
+    async def post(self, name: str) -> None:
+        """A new job from this one's spec (same pinned commit); a body overrides top-level fields."""
+        job = await call(self.manager.clone, name, self.body(), self.root_dir)
+        self.set_header("Location", self.request.path.rsplit("/", 2)[0] + "/" + job["name"])
+        self.reply(public(job), 201)
+
+
+class LogsHandler(DistrainHandler):
+    async def get(self, name: str) -> None:
+        """Plain-text logs, streamed in batches so memory stays bounded however long they are."""
+        replica = self.get_query_argument("replica", None) or None
+        try:
+            since = logs.parse_since(self.get_query_argument("since", None))
+        except ValueError as e:
+            raise ApiError(400, {"message": f"query parameter 'since': {e}"}) from None
+        lines = await call(self.manager.logs, name, replica=replica, tail=self.query_int("tail"), since=since)
+        timestamps = self.query_bool("timestamps")
+        self.set_header("Content-Type", "text/plain; charset=utf-8")
+        if self.query_bool("download"):
+            filename = f"{name}-{replica}.log" if replica else f"{name}.log"
+            self.set_header("Content-Disposition", f'attachment; filename="{filename}"')
+        while batch := await asyncio.to_thread(lambda: list(islice(lines, LOG_BATCH_LINES))):
+            self.write("".join(
+                (f"{line.time} " if timestamps else "") + ("" if replica else f"[{line.replica}] ") + line.text + "\n"
+                for line in batch))
+            await self.flush()
+        self.finish()
+
+
+class MetricsHandler(DistrainHandler):
+    async def get(self, name: str) -> None:
+        self.reply(await call(self.manager.metrics, name))
+
+
+class RepoHandler(DistrainHandler):
+    async def get(self) -> None:
+        """What the panel needs to prefill a job from the git repository around a notebook."""
+        path = self.get_query_argument("path", "")
+        self.reply(await call(repo.inspect, self.root_dir, path))
+
+
+class ClusterHandler(DistrainHandler):
+    async def get(self) -> None:
+        cluster = await call(self.manager.cluster)
+        self.reply({**cluster, "default_images": self.settings["distrain_config"].default_images})
+
+
+class SchemaHandler(DistrainHandler):
+    def get(self) -> None:
+        self.reply(spec_.schema())
+
+
+class OpenAPIHandler(DistrainHandler):
+    def get(self) -> None:
+        document = dict(openapi_document())
+        document["servers"] = [{"url": self.base_url.rstrip("/") + "/distrain/api"}]
+        self.reply(document)
+
+
+@cache
+def openapi_document() -> dict:
+    """openapi.yaml with the job spec schema put in place: one schema for Python, the panel and the API."""
+    document = yaml.safe_load(files("jupyter_distrain").joinpath("openapi.yaml").read_text())
+    job_spec = json.loads(json.dumps(spec_.schema()).replace('"#/$defs/', '"#/components/schemas/'))
+    schemas = document["components"]["schemas"]
+    schemas.update(job_spec.pop("$defs"))
+    schemas["JobSpec"] = {key: value for key, value in job_spec.items() if key not in ("$schema", "$id")}
+    return document

@@ -1,0 +1,174 @@
+"""Live logs over a websocket.
+
+The log files are the buffer: each stream keeps a byte offset per replica, reads whole lines in
+bounded chunks and sends the next chunk only once the previous one was flushed to the client.
+So a flooding replica or a slow client costs the server one chunk, never a queue. A file watch
+(inotify/FSEvents through watchfiles, one per followed job) wakes streams when a log grows.
+
+Messages, server to client, JSON:
+    {"type": "lines", "replica": "worker-0", "offset": 1234, "data": "<time> text\\n..."}
+    {"type": "end", "phase": "Succeeded"}            the job finished and every line was sent
+    {"type": "error", "message": "..."}              e.g. the job was deleted
+`offset` is where the next line of that replica starts: reconnecting with
+`?cursor=worker-0:1234,chief-0:99` resumes without losing or repeating a line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+from jupyter_server.base.handlers import JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+from watchfiles import awatch
+
+from .. import logs
+from ..policy import FINISHED
+from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call
+
+CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
+IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
+
+
+class Watch:
+    """A file watch on one job's log directory; `version` grows on every change."""
+
+    def __init__(self, directory: Path, log):
+        self.version = 0
+        self.users = 0
+        self.changed = asyncio.Condition()
+        self.stopped = asyncio.Event()
+        self.task = asyncio.ensure_future(self._run(directory, log))
+
+    async def _run(self, directory: Path, log) -> None:
+        try:
+            async for _ in awatch(directory, watch_filter=None, debounce=50, step=5, stop_event=self.stopped):
+                self.version += 1
+                async with self.changed:
+                    self.changed.notify_all()
+        except Exception as e:  # streams still see new lines, IDLE_CHECK_SECONDS later
+            log.warning("cannot watch %s: %s", directory, e)
+
+    async def wait(self, seen: int, timeout: float) -> None:
+        """Until something changed after version `seen`, or `timeout` seconds."""
+        async with self.changed:
+            try:
+                await asyncio.wait_for(self.changed.wait_for(lambda: self.version != seen), timeout)
+            except asyncio.TimeoutError:
+                pass
+
+    async def close(self) -> None:
+        self.stopped.set()
+        await self.task
+
+
+class LogWatcher:
+    """One watch per followed job, shared by all of its streams, closed with the last of them."""
+
+    def __init__(self, log):
+        self.log = log
+        self.watches: dict[Path, Watch] = {}
+
+    @asynccontextmanager
+    async def subscribe(self, directory: Path) -> AsyncIterator[Watch]:
+        watch = self.watches.get(directory)
+        if watch is None:
+            watch = self.watches[directory] = Watch(directory, self.log)
+        watch.users += 1
+        try:
+            yield watch
+        finally:
+            watch.users -= 1
+            if not watch.users and self.watches.get(directory) is watch:
+                del self.watches[directory]
+                await watch.close()
+
+    async def close(self) -> None:
+        watches, self.watches = list(self.watches.values()), {}
+        await asyncio.gather(*(w.close() for w in watches))
+
+
+def parse_cursor(value: str) -> dict[str, int]:
+    """`worker-0:1234,chief-0:99` -> {"worker-0": 1234, "chief-0": 99}."""
+    cursor = {}
+    for part in filter(None, value.split(",")):
+        replica, _, offset = part.rpartition(":")
+        if not replica or not offset.isdigit():
+            raise ApiError(400, {"message": f"query parameter 'cursor': {part!r} is not <replica>:<byte offset>"})
+        cursor[replica] = int(offset)
+    return cursor
+
+
+class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHandler):
+    auth_resource = AUTH_RESOURCE
+
+    async def prepare(self, *args, **kwargs) -> None:
+        await super().prepare(*args, **kwargs)
+        await authorize(self)
+
+    async def get(self, name: str) -> None:
+        """Check the request before upgrading, so bad input gets a plain 4xx reply."""
+        self.manager = self.settings["distrain_manager"]
+        self.name = name
+        self.replica = self.get_query_argument("replica", None) or None
+        self.offsets = parse_cursor(self.get_query_argument("cursor", ""))
+        tail = self.get_query_argument("tail", "")
+        if tail and not tail.isdigit():
+            raise ApiError(400, {"message": f"query parameter 'tail' must be a whole number >= 0, not {tail!r}"})
+        self.tail = int(tail) if tail else None
+        files = await call(self.manager.log_files, name)
+        if self.replica and self.replica not in files:
+            raise ApiError(400, {"message": f"job {name!r} has no replica {self.replica!r}; "
+                                            f"replicas: {', '.join(files)}"})
+        self.directory = await call(self.manager.log_dir, name)
+        await super().get(name)
+
+    def open(self, name: str) -> None:
+        super().open()
+        self.task = asyncio.ensure_future(self.stream())
+
+    def on_close(self) -> None:
+        self.task.cancel()
+
+    async def stream(self) -> None:
+        try:
+            async with self.settings["distrain_watcher"].subscribe(self.directory) as watch:
+                while True:
+                    seen = watch.version
+                    job = await call(self.manager.get, self.name)  # read before the files: no line is missed
+                    files = await call(self.manager.log_files, self.name)
+                    if self.replica:
+                        files = {self.replica: files[self.replica]}
+                    while await self.send_round(files):
+                        pass
+                    if job["phase"] in FINISHED:
+                        await self.write_message({"type": "end", "phase": job["phase"]})
+                        return self.close()
+                    await watch.wait(seen, IDLE_CHECK_SECONDS)
+        except WebSocketClosedError:
+            pass
+        except ApiError as e:
+            await self.write_message({"type": "error", **e.body})
+            self.close()
+
+    async def send_round(self, files: dict[str, Path]) -> bool:
+        """One chunk from each replica with new lines (round robin, so a flood cannot starve the others)."""
+        sent = False
+        for replica, path in files.items():
+            if replica not in self.offsets:
+                self.offsets[replica] = await asyncio.to_thread(self.start_offset, path)
+            chunk = await asyncio.to_thread(logs.read_chunk, path, self.offsets[replica], CHUNK_BYTES)
+            if chunk:
+                self.offsets[replica] += len(chunk)
+                message = {"type": "lines", "replica": replica, "offset": self.offsets[replica],
+                           "data": chunk.decode(errors="replace")}
+                await self.write_message(json.dumps(message))  # resolves once flushed: the backpressure
+                sent = True
+        return sent
+
+    def start_offset(self, path: Path) -> int:
+        return logs.tail_offset(path, self.tail) if self.tail is not None and path.exists() else 0

@@ -1,0 +1,173 @@
+"""TensorBoard per replica (or per job), started on first request and reached through Jupyter's proxy.
+
+Each TensorBoard serves under the very path the browser uses (`--path_prefix`), so the proxy
+forwards requests and responses untouched. Only TensorBoards started here are reachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from logging import Logger
+from pathlib import Path
+from typing import Callable
+
+from jupyter_server.utils import url_path_join
+from jupyter_server_proxy.handlers import ProxyHandler
+from tornado import httpclient, web
+
+from ..backends import procs
+from .handlers import AUTH_RESOURCE, JsonErrors, authorize, call
+
+ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
+WHOLE_JOB = "all"
+HOST = "127.0.0.1"
+STOP_GRACE_SECONDS = 5.0
+
+
+@dataclass
+class Board:
+    prefix: str
+    logdir: Path
+    port: int
+    process: asyncio.subprocess.Process
+    ready: asyncio.Future
+    last_used: float = field(default_factory=time.monotonic)
+    output: deque = field(default_factory=lambda: deque(maxlen=20))
+
+
+class TensorBoards:
+    """The running TensorBoards, keyed by (job, replica); each stops when its job goes or it idles."""
+
+    def __init__(self, base_url: str, idle_timeout: float, start_timeout: float, job_exists: Callable[[str], bool],
+                 log: Logger):
+        self.base_url = base_url
+        self.job_exists = job_exists
+        self.idle_timeout = idle_timeout
+        self.start_timeout = start_timeout
+        self.log = log
+        self.boards: dict[tuple[str, str], Board] = {}
+        self.reaper: asyncio.Task | None = None
+
+    def prefix(self, job: str, replica: str) -> str:
+        return url_path_join(self.base_url, "distrain", "tensorboard", job, replica)
+
+    async def port(self, job: str, replica: str, logdir: Path) -> int:
+        """The port of this replica's TensorBoard, started (and awaited until it serves) if need be."""
+        board = self.boards.get((job, replica))
+        if board is None or board.process.returncode is not None:
+            board = self.boards[(job, replica)] = await self._start(job, replica, logdir)
+        board.last_used = time.monotonic()
+        await asyncio.shield(board.ready)
+        return board.port
+
+    async def _start(self, job: str, replica: str, logdir: Path) -> Board:
+        logdir.mkdir(parents=True, exist_ok=True)
+        port = procs.free_ports(1)[0]
+        prefix = self.prefix(job, replica)
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", HOST, "--port", str(port),
+            "--path_prefix", prefix.rstrip("/"), "--reload_interval", "2",
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        board = Board(prefix, logdir, port, process, asyncio.get_running_loop().create_future())
+        self.log.info("TensorBoard for %s/%s on port %d (pid %d), logdir %s", job, replica, port, process.pid, logdir)
+        asyncio.ensure_future(self._watch(board))
+        if self.reaper is None:
+            self.reaper = asyncio.ensure_future(self._reap())
+        return board
+
+    async def _watch(self, board: Board) -> None:
+        """Keep the last lines of output (for errors) and resolve `ready` once the TensorBoard answers."""
+        async def ready() -> None:
+            client = httpclient.AsyncHTTPClient()
+            url = f"http://{HOST}:{board.port}{board.prefix.rstrip('/')}/data/environment"
+            deadline = time.monotonic() + self.start_timeout
+            while board.process.returncode is None and time.monotonic() < deadline:
+                try:
+                    await client.fetch(url, request_timeout=2)
+                    return board.ready.set_result(None)
+                except (httpclient.HTTPClientError, OSError):
+                    await asyncio.sleep(0.1)
+            output = "\n".join(board.output)
+            board.ready.set_exception(web.HTTPError(
+                503, "TensorBoard did not start within %d s: %s", self.start_timeout, output[-2000:]))
+            await self._terminate(board)
+
+        probe = asyncio.ensure_future(ready())
+        while line := await board.process.stdout.readline():
+            board.output.append(line.decode(errors="replace").rstrip())
+        await board.process.wait()
+        await probe
+
+    async def stop(self, job: str | None = None) -> None:
+        """Stop the job's TensorBoards, or every one."""
+        keys = [key for key in self.boards if job is None or key[0] == job]
+        await asyncio.gather(*(self._terminate(self.boards.pop(key)) for key in keys))
+        if job is None and self.reaper is not None:
+            self.reaper.cancel()
+            self.reaper = None
+
+    async def _terminate(self, board: Board) -> None:
+        """SIGTERM to the TensorBoard's process group (it has a data-server child), SIGKILL if it lingers."""
+        if board.process.returncode is None:
+            procs.signal_group(board.process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(board.process.wait(), STOP_GRACE_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+        procs.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
+        await board.process.wait()
+
+    async def _reap(self) -> None:
+        """Stop TensorBoards idle too long, or whose job was deleted elsewhere (e.g. by the CLI)."""
+        while True:
+            await asyncio.sleep(min(self.idle_timeout / 4, 30) if self.idle_timeout > 0 else 30)
+            jobs = {job for job, _ in self.boards}
+            gone = {job for job in jobs if not await asyncio.to_thread(self.job_exists, job)}
+            now = time.monotonic()
+            for key, board in list(self.boards.items()):
+                idle = self.idle_timeout > 0 and now - board.last_used > self.idle_timeout
+                if (idle or key[0] in gone) and self.boards.get(key) is board:
+                    self.log.info("stopping TensorBoard %s/%s: %s", *key, "idle" if idle else "job deleted")
+                    del self.boards[key]
+                    await self._terminate(board)
+
+
+class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
+    """<base_url>/distrain/tensorboard/<job>/<replica|all>/...: authenticated, to our TensorBoards only."""
+
+    auth_resource = AUTH_RESOURCE
+
+    def initialize(self) -> None:
+        self.absolute_url = True  # the TensorBoard serves under the same prefix: nothing to rewrite
+        self.host_allowlist = [HOST]
+
+    async def prepare(self, *args, **kwargs) -> None:
+        await super().prepare(*args, **kwargs)
+        await authorize(self)
+
+    async def target(self, job: str, replica: str) -> int:
+        manager, boards = self.settings["distrain_manager"], self.settings["distrain_tensorboards"]
+        logdir = await call(manager.tensorboard_logdir, job, None if replica == WHOLE_JOB else replica)
+        self.proxy_base = url_path_join("distrain", "tensorboard", job, replica)
+        return await boards.port(job, replica, logdir)
+
+    async def forward(self, job: str, replica: str, path: str | None) -> None:
+        if path is None:  # TensorBoard's pages need the trailing slash
+            return self.redirect(self.request.path + "/" + (f"?{self.request.query}" if self.request.query else ""))
+        return await self.proxy(HOST, await self.target(job, replica), path)
+
+    async def http_get(self, job: str, replica: str, path: str | None = None) -> None:
+        return await self.forward(job, replica, path)
+
+    async def open(self, job: str, replica: str, path: str | None = None) -> None:
+        return await self.proxy_open(HOST, await self.target(job, replica), path or "/")
+
+    post = put = delete = patch = options = head = http_get
+

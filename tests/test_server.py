@@ -1,0 +1,302 @@
+"""The REST API and the live log stream, against a real Jupyter server running real jobs."""
+
+import asyncio
+import json
+import re
+import subprocess
+import time
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from conftest import CLI, EXAMPLES, assert_nothing_left, processes_of
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture
+def root(tmp_path):
+    return tmp_path / "distrain-home"
+
+
+@pytest.fixture
+def jp_server_config(root):
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_distrain": True}, "allow_root": True},
+            "Distrain": {"root": str(root)}}
+
+
+@pytest.fixture
+def api(jp_fetch, root):
+    """Calls the REST API; returns (status, parsed JSON or text). Kills whatever a test left behind."""
+    async def call(method, route, body=None, **params):
+        kwargs = {"body": json.dumps(body) if body is not None else ("" if method == "POST" else None)}
+        try:
+            response = await jp_fetch("distrain", "api", *route.split("/"), method=method, params=params,
+                                      allow_nonstandard_methods=True, **kwargs)
+        except HTTPClientError as e:
+            response = e.response
+        text = response.body.decode()
+        is_json = response.headers.get("Content-Type", "").startswith("application/json")
+        return response.code, json.loads(text) if is_json and text else text
+
+    yield call
+    for process in processes_of(root):
+        process.kill()
+
+
+async def wait_phase(api, name, phases=("Succeeded", "Failed", "Stopped"), timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        code, job = await api("GET", f"jobs/{name}")
+        assert code == 200, job
+        if job["phase"] in phases:
+            return job
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{name} still {job['phase']}")
+
+
+def python_job(name, command="python train.py --epochs {{ epochs }}", epochs=20, **extra):
+    return {"name": name, "code": {"path": str(EXAMPLES / "python")}, "command": command,
+            "hyperparameters": {"epochs": epochs}, **extra}
+
+
+async def read_stream(ws):
+    """Every message until the server closes the stream."""
+    messages = []
+    while (message := await ws.read_message()) is not None:
+        messages.append(json.loads(message))
+    return messages
+
+
+async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
+    code, job = await api("POST", "jobs", python_job("fit"))
+    assert code == 201, job
+    assert job["phase"] in ("Pending", "Running") and [r["name"] for r in job["replicas"]] == ["worker-0"]
+
+    ws = await jp_ws_fetch("distrain", "api", "jobs", "fit", "logs", "stream")
+    messages = await read_stream(ws)
+    assert messages[-1] == {"type": "end", "phase": "Succeeded"}
+    text = "".join(m["data"] for m in messages if m["type"] == "lines" and m["replica"] == "worker-0")
+    assert "done epoch 20 loss" in text
+
+    code, job = await api("GET", "jobs/fit")
+    assert job["phase"] == "Succeeded" and job["exit_code"] == 0
+    replica = job["replicas"][0]
+    assert replica["phase"] == "Succeeded" and replica["exit_code"] == 0 and replica["started"] and replica["finished"]
+    assert [e["reason"] for e in job["events"]][:2] == ["Submitted", "Started"]
+
+    code, logs = await api("GET", "jobs/fit/logs", tail="1")
+    assert code == 200 and logs.startswith("[worker-0] done epoch 20 loss") and logs.count("\n") == 1
+    code, logs = await api("GET", "jobs/fit/logs", replica="worker-0", timestamps="true")
+    assert code == 200 and re.fullmatch(r"20\d\d-\d\d-\d\dT[\d:.]+Z done epoch 20 loss [\d.]+", logs.splitlines()[-1])
+
+    # restart with an edited spec, then clone with a changed hyperparameter
+    code, job = await api("POST", "jobs/fit/restart", python_job("fit", epochs=3))
+    assert code == 200 and job["run"] == 2
+    job = await wait_phase(api, "fit")
+    assert job["phase"] == "Succeeded"
+    code, logs = await api("GET", "jobs/fit/logs", tail="1")
+    assert "done epoch 3 loss" in logs
+    code, clone = await api("POST", "jobs/fit/clone", {"hyperparameters": {"epochs": 5}})
+    assert code == 201 and clone["name"] == "fit-2" and clone["spec"]["code"] == job["spec"]["code"]
+    assert (await wait_phase(api, "fit-2"))["phase"] == "Succeeded"
+    code, logs = await api("GET", "jobs/fit-2/logs", tail="1")
+    assert "done epoch 5 loss" in logs
+
+    code, jobs = await api("GET", "jobs")
+    assert [j["name"] for j in jobs] == ["fit", "fit-2"]
+    code, metrics = await api("GET", "jobs/fit/metrics")
+    assert code == 200 and metrics[0]["replica"] == "worker-0" and metrics[0]["cpu_percent"] is None
+
+    for name in ("fit", "fit-2"):
+        assert (await api("DELETE", f"jobs/{name}", purge_output="true"))[0] == 204
+    assert (await api("GET", "jobs/fit"))[0] == 404
+    assert not (root / "jobs" / "fit").exists() and not (root / "outputs" / "fit").exists()
+    assert_nothing_left(root)
+
+
+async def test_stop_from_rest_leaves_nothing(api, root):
+    spec = python_job("sleeper", command="echo started; sleep 600")
+    assert (await api("POST", "jobs", spec))[0] == 201
+    job = await wait_phase(api, "sleeper", phases=("Running",))
+    code, job = await api("POST", "jobs/sleeper/stop")
+    assert code == 200 and job["phase"] == "Stopped"
+    assert job["replicas"][0]["phase"] == "Stopped"
+    assert_nothing_left(root)
+
+
+async def test_cli_and_rest_see_the_same_jobs(api, root, tmp_path):
+    cli = CLI(root, tmp_path)
+    cli("submit", "-f", str(EXAMPLES / "python" / "distrain.yaml"), "--name", "from-cli")
+    code, job = await api("GET", "jobs/from-cli")
+    assert code == 200 and job["spec"]["name"] == "from-cli"
+    assert (await api("POST", "jobs", python_job("from-rest", epochs=2)))[0] == 201
+    await wait_phase(api, "from-rest")
+    assert {j["name"] for j in cli.json("list")} == {"from-cli", "from-rest"}
+    assert "done epoch 2" in cli("logs", "from-rest").stdout
+
+
+async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
+    code, error = await api("POST", "jobs", {"name": "Bad_Name", "command": "x", "replicas": {"worker": {"count": 99}},
+                                             "hyperparameters": {"lr": [1]}})
+    assert code == 400
+    paths = {e["path"]: e["message"] for e in error["errors"]}
+    assert set(paths) == {"name", "replicas.worker.count", "hyperparameters.lr"}, paths
+    assert "between 0 and 64" in paths["replicas.worker.count"]
+
+    code, error = await api("POST", "jobs", python_job("ok", command="python {{ missing }}"))
+    assert code == 400 and "unknown placeholder" in error["errors"][0]["message"]
+    code, error = await api("POST", "jobs", {**python_job("ok"), "code": {"path": "/no/such/dir"}})
+    assert code == 400 and error["errors"][0]["path"] == "code.path"
+    code, error = await api("POST", "jobs", {**python_job("ok"), "data": {"host_path": "/no/such/data"}})
+    assert code == 400 and error["errors"][0]["path"] == "data.host_path"
+
+    for body in ("[1, 2]", "null", '"text"'):
+        code, error = await api("POST", "jobs", json.loads(body))
+        assert code == 400, body
+    assert (await api("GET", "jobs/ghost"))[0] == 404
+    assert (await api("POST", "jobs/ghost/stop"))[0] == 404
+    assert (await api("POST", "jobs/ghost/clone"))[0] == 404
+    assert (await api("GET", "jobs/ghost/logs"))[0] == 404
+    code, error = await api("GET", "jobs/ghost/logs", tail="-1")
+    assert code == 400 and "'tail'" in error["message"]
+    assert (await api("GET", "jobs"))[1] == []
+    assert not (root / "jobs").exists() or not any((root / "jobs").iterdir())
+
+    assert (await api("POST", "jobs", python_job("twice", epochs=1)))[0] == 201
+    code, error = await api("POST", "jobs", python_job("twice", epochs=1))
+    assert code == 409 and "exists" in error["message"]
+    code, error = await api("POST", "jobs/twice/restart", python_job("renamed"))
+    assert code == 400 and error["errors"][0]["path"] == "name"
+    code, error = await api("POST", "jobs/twice/clone", {"name": "twice"})
+    assert code == 409
+    code, error = await api("POST", "jobs/twice/clone", ["not", "an", "object"])
+    assert code == 400
+    code, error = await api("GET", "jobs/twice/logs", replica="worker-9")
+    assert code == 400 and "worker-0" in error["message"]
+    code, error = await api("GET", "jobs/twice/logs", since="yesterday")
+    assert code == 400 and "duration" in error["message"]
+    await wait_phase(api, "twice")
+    assert [j["name"] for j in (await api("GET", "jobs"))[1]] == ["twice"]
+
+
+async def test_stream_resumes_from_cursor_without_loss_or_repeat(api, jp_ws_fetch, root):
+    command = "for i in $(seq 1 400); do echo line $i; sleep 0.005; done"
+    assert (await api("POST", "jobs", python_job("count", command=command)))[0] == 201
+
+    received, cursor = [], {}
+    for _ in range(1000):  # reconnect after every second message until the end
+        params = {"cursor": ",".join(f"{r}:{o}" for r, o in cursor.items())} if cursor else {}
+        ws = await jp_ws_fetch("distrain", "api", "jobs", "count", "logs", "stream", params=params)
+        messages = []
+        while len(messages) < 2 and (raw := await ws.read_message()) is not None:
+            messages.append(json.loads(raw))
+        ws.close()
+        for m in messages:
+            if m["type"] == "lines":
+                received += [line.split(" ", 1)[1] for line in m["data"].splitlines() if m["replica"] == "worker-0"]
+                cursor[m["replica"]] = m["offset"]
+        if any(m["type"] == "end" for m in messages):
+            break
+    assert received == [f"line {i}" for i in range(1, 401)]
+
+    ws = await jp_ws_fetch("distrain", "api", "jobs", "count", "logs", "stream", params={"replica": "worker-0",
+                                                                                          "tail": "2"})
+    messages = await read_stream(ws)
+    assert messages[0]["data"].splitlines()[-1].endswith("line 400") and len(messages[0]["data"].splitlines()) == 2
+
+
+async def test_repo_describes_the_notebooks_git_repository(api, jp_root_dir):
+    project = jp_root_dir / "project"
+    (project / "notebooks").mkdir(parents=True)
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    subprocess.run([*git, "remote", "add", "origin", "https://alice:s3cret@git.example.com/team/model.git"], check=True)
+    (project / "requirements.txt").write_text("numpy\n")
+    (project / "distrain.yaml").write_text("name: model\ncommand: python train.py\n")
+    (project / "notebooks" / "explore.ipynb").write_text("{}")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+
+    code, repo = await api("GET", "repo", path="project/notebooks/explore.ipynb")
+    assert code == 200, repo
+    git_state = repo["git"]
+    assert git_state["remotes"] == [{"name": "origin", "url": "https://git.example.com/team/model.git"}]
+    assert "s3cret" not in json.dumps(repo)
+    assert git_state["branch"] == "main" and len(git_state["commit"]) == 40 and not git_state["dirty"]
+    assert git_state["subdirectory"] == "notebooks" and git_state["upstream"] is None
+    assert repo["files"]["requirements.txt"]["content"] == "numpy\n"
+    assert repo["files"]["distrain.yaml"]["spec"] == {"name": "model", "command": "python train.py"}
+
+    (project / "requirements.txt").write_text("numpy\npandas\n")
+    code, repo = await api("GET", "repo", path="project")
+    assert repo["git"]["dirty"] and repo["git"]["subdirectory"] == "."
+
+    (jp_root_dir / "plain").mkdir()
+    code, repo = await api("GET", "repo", path="plain")
+    assert code == 200 and repo["git"] is None and repo["files"] == {"distrain.yaml": None, "requirements.txt": None}
+    assert (await api("GET", "repo", path="../outside"))[0] == 400
+    assert (await api("GET", "repo", path="missing.ipynb"))[0] == 404
+
+
+async def test_cluster_schema_and_openapi(api):
+    code, cluster = await api("GET", "cluster")
+    assert code == 200 and cluster["backend"] == "local" and cluster["gpus"]["capacity"] >= 0
+    assert cluster["default_images"]["tensorflow"].startswith("tensorflow/")
+    code, schema = await api("GET", "schema")
+    from jupyter_distrain.spec import schema as job_schema
+
+    assert schema == job_schema()
+    code, document = await api("GET", "openapi.json")
+    assert document["openapi"].startswith("3.1") and "JobSpec" in document["components"]["schemas"]
+    assert "#/$defs/" not in json.dumps(document)
+
+
+def test_openapi_documents_exactly_the_registered_routes():
+    from jupyter_distrain.server import routes
+    from jupyter_distrain.server.handlers import openapi_document
+
+    def templated(pattern):
+        path = re.sub(r"\(\?P<(\w+)>[^)]*\)\??", lambda m: "{" + m.group(1) + "}", pattern)
+        return path.replace("{job}", "{name}").replace("}{path}", "}/{path}")
+
+    registered = {templated(pattern) for pattern, *_ in routes()}
+    document = openapi_document()
+    documented = set()
+    for path, item in document["paths"].items():
+        server = item.get("servers", document["servers"])[0]["url"]
+        documented.add(server.lstrip("/") + path)
+    assert registered == documented
+
+
+async def test_every_route_refuses_unauthenticated_requests(jp_serverapp, http_server_client, jp_base_url, api):
+    """Enumerates the extension's registered handlers, so a new unprotected route fails here."""
+    from tornado.httpclient import HTTPRequest
+    from tornado.websocket import websocket_connect
+
+    assert (await api("POST", "jobs", python_job("secret-job", epochs=1)))[0] == 201
+    def handler_rules(router):
+        for rule in router.rules:
+            yield from handler_rules(rule.target) if hasattr(rule.target, "rules") else [rule]
+
+    ours = [rule for rule in handler_rules(jp_serverapp.web_app.default_router)
+            if getattr(rule.target, "__module__", "").startswith("jupyter_distrain")]
+    assert len(ours) >= 14
+    values = {"name": "secret-job", "job": "secret-job", "replica": "worker-0", "path": "/"}
+    for rule in ours:
+        path = re.sub(r"\(\?P<(\w+)>[^)]*\)\??", lambda m: values[m.group(1)], rule.matcher.regex.pattern.rstrip("$"))
+        for method in ("GET", "POST", "PUT", "DELETE", "PATCH"):
+            response = await http_server_client.fetch(path, method=method, raise_error=False, follow_redirects=False,
+                                                      body=b"{}" if method in ("POST", "PUT", "PATCH") else None,
+                                                      allow_nonstandard_methods=True)
+            assert response.code in (302, 403, 405), (rule.target.__name__, method, path, response.code)
+            assert b"secret-job" not in response.body and b"worker-0" not in response.body
+            if response.code == 302:
+                assert "/login" in response.headers["Location"], path
+        url = http_server_client.get_url(path).replace("http", "ws", 1)
+        with pytest.raises(HTTPClientError) as refused:
+            await websocket_connect(HTTPRequest(url))
+        assert refused.value.code in (403, 405), (rule.target.__name__, path)
+    code, job = await api("GET", "jobs/secret-job")
+    assert code == 200 and job["run"] == 1  # nothing the anonymous requests sent took effect
+    await wait_phase(api, "secret-job")
