@@ -96,8 +96,9 @@ class JupyterServer:
         self.process = subprocess.Popen(
             [str(Path(sys.executable).with_name("jupyter")), "server", "--no-browser",
              f"--port={self.url.rsplit(':', 1)[1]}", f"--IdentityProvider.token={self.TOKEN}",
-             "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", *args],
-            env={**os.environ, "DISTRAIN_HOME": str(self.root)}, stdout=self.log, stderr=subprocess.STDOUT,
+             "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", f"--Distrain.root={self.root}",
+             *args],
+            stdout=self.log, stderr=subprocess.STDOUT,
         )
         self.headers = {"Authorization": f"token {self.TOKEN}"}
         deadline = time.monotonic() + 60

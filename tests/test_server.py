@@ -260,13 +260,19 @@ def test_openapi_documents_exactly_the_registered_routes():
         path = re.sub(r"\(\?P<(\w+)>[^)]*\)\??", lambda m: "{" + m.group(1) + "}", pattern)
         return path.replace("{job}", "{name}").replace("}{path}", "}/{path}")
 
-    registered = {templated(pattern) for pattern, *_ in routes()}
+    registered = {templated(pattern): handler for pattern, handler, *_ in routes()}
     document = openapi_document()
-    documented = set()
+    documented = {}
     for path, item in document["paths"].items():
         server = item.get("servers", document["servers"])[0]["url"]
-        documented.add(server.lstrip("/") + path)
-    assert registered == documented
+        parameters = [p for op in item.values() if isinstance(op, dict) for p in op.get("parameters", [])]
+        parameters = [document["components"]["parameters"][p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
+                      for p in parameters + item.get("parameters", [])]
+        documented[server.lstrip("/") + path] = {p["name"] for p in parameters if p["in"] == "query"}
+    assert set(registered) == set(documented)
+    for path, handler in registered.items():
+        if hasattr(handler, "query_params"):
+            assert set(handler.query_params) == documented[path], path
 
 
 async def test_every_route_refuses_unauthenticated_requests(jp_serverapp, http_server_client, jp_base_url, api):

@@ -24,6 +24,7 @@ from . import repo
 
 AUTH_RESOURCE = "distrain"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+JUPYTER_QUERY = frozenset({"token", "_xsrf"})  # Jupyter's own authentication parameters
 LOG_BATCH_LINES = 2000
 
 
@@ -36,6 +37,13 @@ async def authorize(handler: JupyterHandler) -> None:
     action = "read" if handler.request.method in READ_METHODS else "write"
     if not await ensure_async(handler.authorizer.is_authorized(handler, user, action, AUTH_RESOURCE)):
         raise web.HTTPError(403, f"not allowed to {action} {AUTH_RESOURCE}")
+
+
+def check_query(handler: JupyterHandler, allowed: tuple[str, ...]) -> None:
+    """Refuse unknown query parameters (a typo like ?tial=10 must not pass silently)."""
+    unknown = sorted(set(handler.request.query_arguments) - set(allowed) - JUPYTER_QUERY)
+    if unknown:
+        raise ApiError(400, {"message": f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(allowed) or 'none'}"})
 
 
 class ApiError(web.HTTPError):
@@ -57,23 +65,32 @@ async def call(method: Callable, *args: Any, **kwargs: Any) -> Any:
 
 
 class JsonErrors:
-    """Reply to an ApiError with its JSON body."""
+    """Errors are JSON with a message (and, for specs, every failing field), on every route."""
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         error = kwargs.get("exc_info", (None, None, None))[1]
         if isinstance(error, ApiError):
-            self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps(error.body))
+            body = error.body
+        elif isinstance(error, web.HTTPError) and error.log_message:
+            body = {"message": error.log_message % error.args if error.args else error.log_message}
         else:
-            super().write_error(status_code, **kwargs)
+            body = {"message": self._reason}
+        if status_code == 405:  # RFC 9110: say which methods are allowed
+            self.set_header("Allow", ", ".join(
+                m for m in self.SUPPORTED_METHODS if getattr(type(self), m.lower()) is not getattr(
+                    web.RequestHandler, m.lower())))
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(body))
 
 
 class DistrainHandler(JsonErrors, APIHandler):
     auth_resource = AUTH_RESOURCE
+    query_params: tuple[str, ...] = ()  # as documented in openapi.yaml (a test compares them)
 
     async def prepare(self) -> None:
         await super().prepare()
         await authorize(self)
+        check_query(self, self.query_params)
 
     @property
     def manager(self) -> JobManager:
@@ -129,6 +146,8 @@ class JobsHandler(DistrainHandler):
 
 
 class JobHandler(DistrainHandler):
+    query_params = ("purge_output",)
+
     async def get(self, name: str) -> None:
         self.reply(public(await call(self.manager.get, name)))
 
@@ -159,6 +178,8 @@ class CloneHandler(DistrainHandler):
 
 
 class LogsHandler(DistrainHandler):
+    query_params = ("replica", "tail", "since", "timestamps", "download")
+
     async def get(self, name: str) -> None:
         """Plain-text logs, streamed in batches so memory stays bounded however long they are."""
         replica = self.get_query_argument("replica", None) or None
@@ -186,6 +207,8 @@ class MetricsHandler(DistrainHandler):
 
 
 class RepoHandler(DistrainHandler):
+    query_params = ("path",)
+
     async def get(self) -> None:
         """What the panel needs to prefill a job from the git repository around a notebook."""
         path = self.get_query_argument("path", "")

@@ -28,7 +28,7 @@ from watchfiles import awatch
 
 from .. import logs
 from ..policy import FINISHED
-from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call
+from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query
 
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
 IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
@@ -105,10 +105,12 @@ def parse_cursor(value: str) -> dict[str, int]:
 
 class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHandler):
     auth_resource = AUTH_RESOURCE
+    query_params = ("replica", "tail", "cursor")
 
     async def prepare(self, *args, **kwargs) -> None:
         await super().prepare(*args, **kwargs)
         await authorize(self)
+        check_query(self, self.query_params)
 
     async def get(self, name: str) -> None:
         """Check the request before upgrading, so bad input gets a plain 4xx reply."""

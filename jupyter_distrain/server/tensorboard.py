@@ -14,6 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from logging import Logger
 from pathlib import Path
+from urllib.parse import quote, unquote
 from typing import Callable
 
 from jupyter_server.utils import url_path_join
@@ -54,15 +55,16 @@ class TensorBoards:
         self.reaper: asyncio.Task | None = None
 
     def prefix(self, job: str, replica: str) -> str:
-        return url_path_join(self.base_url, "distrain", "tensorboard", job, replica)
+        """The path TensorBoard serves under: the proxied URL's path, decoded (as TensorBoard matches it)."""
+        return unquote(url_path_join(self.base_url, "distrain", "tensorboard", job, replica)).rstrip("/")
 
     async def port(self, job: str, replica: str, logdir: Path) -> int:
         """The port of this replica's TensorBoard, started (and awaited until it serves) if need be."""
         board = self.boards.get((job, replica))
         if board is None or board.process.returncode is not None:
             board = self.boards[(job, replica)] = await self._start(job, replica, logdir)
-        board.last_used = time.monotonic()
         await asyncio.shield(board.ready)
+        board.last_used = time.monotonic()
         return board.port
 
     async def _start(self, job: str, replica: str, logdir: Path) -> Board:
@@ -71,7 +73,7 @@ class TensorBoards:
         prefix = self.prefix(job, replica)
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", HOST, "--port", str(port),
-            "--path_prefix", prefix.rstrip("/"), "--reload_interval", "2",
+            "--path_prefix", prefix, "--reload_interval", "2",
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
@@ -86,7 +88,7 @@ class TensorBoards:
         """Keep the last lines of output (for errors) and resolve `ready` once the TensorBoard answers."""
         async def ready() -> None:
             client = httpclient.AsyncHTTPClient()
-            url = f"http://{HOST}:{board.port}{board.prefix.rstrip('/')}/data/environment"
+            url = f"http://{HOST}:{board.port}{quote(board.prefix)}/data/environment"
             deadline = time.monotonic() + self.start_timeout
             while board.process.returncode is None and time.monotonic() < deadline:
                 try:
@@ -132,7 +134,7 @@ class TensorBoards:
             gone = {job for job in jobs if not await asyncio.to_thread(self.job_exists, job)}
             now = time.monotonic()
             for key, board in list(self.boards.items()):
-                idle = self.idle_timeout > 0 and now - board.last_used > self.idle_timeout
+                idle = self.idle_timeout > 0 and board.ready.done() and now - board.last_used > self.idle_timeout
                 if (idle or key[0] in gone) and self.boards.get(key) is board:
                     self.log.info("stopping TensorBoard %s/%s: %s", *key, "idle" if idle else "job deleted")
                     del self.boards[key]
@@ -152,10 +154,13 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
         await super().prepare(*args, **kwargs)
         await authorize(self)
 
+    def _get_context_path(self, host: str, port: int) -> str:
+        # the decoded prefix TensorBoard serves under; a base URL like /user/a%40b/ must not be escaped twice
+        return self.settings["distrain_tensorboards"].prefix(self.path_kwargs["job"], self.path_kwargs["replica"])
+
     async def target(self, job: str, replica: str) -> int:
         manager, boards = self.settings["distrain_manager"], self.settings["distrain_tensorboards"]
         logdir = await call(manager.tensorboard_logdir, job, None if replica == WHOLE_JOB else replica)
-        self.proxy_base = url_path_join("distrain", "tensorboard", job, replica)
         return await boards.port(job, replica, logdir)
 
     async def forward(self, job: str, replica: str, path: str | None) -> None:

@@ -1,0 +1,121 @@
+"""TensorBoard per replica through Jupyter's authenticated proxy, on a real TensorFlow job."""
+
+import asyncio
+import json
+import re
+import time
+
+import psutil
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from conftest import EXAMPLES, assert_nothing_left, processes_of
+
+pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+IDLE_TIMEOUT = 6
+
+
+@pytest.fixture
+def root(tmp_path):
+    return tmp_path / "distrain-home"
+
+
+@pytest.fixture
+def jp_server_config(root):
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_distrain": True}, "allow_root": True},
+            "Distrain": {"root": str(root), "tensorboard_idle_timeout": IDLE_TIMEOUT}}
+
+
+@pytest.fixture
+def fetch(jp_fetch, root):
+    async def call(*parts, method="GET", body=None, **params):
+        try:
+            response = await jp_fetch(*parts, method=method, params=params, body=body, follow_redirects=False,
+                                      request_timeout=120)
+        except HTTPClientError as e:
+            response = e.response
+        return response
+
+    yield call
+    for process in processes_of(root) + tensorboards(root):
+        process.kill()
+
+
+def tensorboards(root) -> list[psutil.Process]:
+    """TensorBoard processes (and their data servers) serving a logdir under `root`."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if str(root) in " ".join(process.cmdline()) and "tensorboard" in " ".join(process.cmdline()):
+                found.append(process)
+        except psutil.Error:
+            continue
+    return found
+
+
+async def wait_until(condition, timeout=120, interval=0.5):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if asyncio.iscoroutine(result):
+            result = await result
+        if result:
+            return result
+        await asyncio.sleep(interval)
+    raise AssertionError("timed out")
+
+
+async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
+    spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
+            "command": "python train.py --steps 100000 --log_every 10 --log_dir {{ logdir }}",
+            "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 1}},
+            "tensorboard": {"enabled": True}}
+    response = await fetch("distrain", "api", "jobs", method="POST", body=json.dumps(spec))
+    assert response.code == 201
+
+    chief = ("distrain", "tensorboard", "tf", "chief-0")
+
+    async def live_loss():
+        job = json.loads((await fetch("distrain", "api", "jobs", "tf")).body)
+        assert job["phase"] in ("Pending", "Running"), job
+        tags = await fetch(*chief, "data", "plugin", "scalars", "tags")
+        return tags.code == 200 and "loss" in json.loads(tags.body).get(".", {})
+
+    await wait_until(live_loss)  # scalars arrive while the job is still running
+
+    page = await fetch(*chief)
+    assert page.code == 302 and page.headers["Location"].endswith("/distrain/tensorboard/tf/chief-0/")
+    page = await fetch(*chief[:-1], "chief-0/")
+    assert page.code == 200 and b"<tb-webapp>" in page.body
+
+    stopped = await fetch("distrain", "api", "jobs", "tf", "stop", method="POST", body="")
+    assert json.loads(stopped.body)["phase"] == "Stopped"
+    logs = (await fetch("distrain", "api", "jobs", "tf", "logs", replica="chief-0")).body.decode()
+    printed = {int(m.group(1)): float(m.group(2)) for m in re.finditer(r"step (\d+)/\d+ loss ([\d.]+)", logs)}
+    assert len(printed) >= 2
+
+    async def all_points():
+        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run=".", tag="loss")
+        points = {step: value for _, step, value in json.loads(scalars.body)}
+        return points if set(printed) <= set(points) else None
+
+    points = await wait_until(all_points, timeout=30)
+    assert {step: round(points[step], 4) for step in printed} == printed
+
+    # one TensorBoard over the whole job: each replica is a run
+    runs = await fetch("distrain", "tensorboard", "tf", "all", "data", "runs")
+    assert runs.code == 200 and "chief-0" in json.loads(runs.body)
+    assert len({p.pid for p in tensorboards(root) if "tensorboard.main" in " ".join(p.cmdline())}) == 2
+
+    # idle TensorBoards stop by themselves; a new request starts one again
+    await wait_until(lambda: not tensorboards(root), timeout=IDLE_TIMEOUT * 4)
+    again = await fetch(*chief, "data", "plugin", "scalars", "tags")
+    assert again.code == 200 and "loss" in json.loads(again.body)["."]
+    assert tensorboards(root)
+
+    # deleting the job stops its TensorBoards; nothing is left
+    assert (await fetch("distrain", "api", "jobs", "tf", method="DELETE")).code == 204
+    assert not tensorboards(root)
+    assert (await fetch(*chief[:-1], "chief-0/")).code == 404
+    assert_nothing_left(root)
