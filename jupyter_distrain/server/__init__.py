@@ -8,6 +8,7 @@ Configured with traitlets, e.g. in jupyter_server_config.py:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
@@ -46,6 +47,8 @@ class Distrain(ExtensionApp):
         return str(default_root())
 
     def initialize_settings(self) -> None:
+        # terminals and kernels started by this server inherit it: their `distrain` sees the same jobs
+        os.environ["DISTRAIN_HOME"] = self.root
         manager = JobManager(LocalBackend(Path(self.root)))
         self.tensorboards = tensorboard.TensorBoards(
             base_url=self.serverapp.base_url, idle_timeout=self.tensorboard_idle_timeout,

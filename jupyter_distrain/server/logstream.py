@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -151,11 +151,12 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
                         await self.write_message({"type": "end", "phase": job["phase"]})
                         return self.close()
                     await watch.wait(seen, IDLE_CHECK_SECONDS)
+        except ApiError as e:  # e.g. the job was deleted meanwhile
+            with suppress(WebSocketClosedError):
+                await self.write_message({"type": "error", **e.body})
+            self.close()
         except WebSocketClosedError:
             pass
-        except ApiError as e:
-            await self.write_message({"type": "error", **e.body})
-            self.close()
 
     async def send_round(self, files: dict[str, Path]) -> bool:
         """One chunk from each replica with new lines (round robin, so a flood cannot starve the others)."""

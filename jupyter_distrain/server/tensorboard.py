@@ -53,6 +53,7 @@ class TensorBoards:
         self.log = log
         self.boards: dict[tuple[str, str], Board] = {}
         self.reaper: asyncio.Task | None = None
+        self.starting = asyncio.Lock()
 
     def prefix(self, job: str, replica: str) -> str:
         """The path TensorBoard serves under: the proxied URL's path, decoded (as TensorBoard matches it)."""
@@ -60,9 +61,10 @@ class TensorBoards:
 
     async def port(self, job: str, replica: str, logdir: Path) -> int:
         """The port of this replica's TensorBoard, started (and awaited until it serves) if need be."""
-        board = self.boards.get((job, replica))
-        if board is None or board.process.returncode is not None:
-            board = self.boards[(job, replica)] = await self._start(job, replica, logdir)
+        async with self.starting:  # concurrent first requests start one TensorBoard
+            board = self.boards.get((job, replica))
+            if board is None or board.process.returncode is not None:
+                board = self.boards[(job, replica)] = await self._start(job, replica, logdir)
         await asyncio.shield(board.ready)
         board.last_used = time.monotonic()
         return board.port
@@ -152,7 +154,8 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
 
     async def prepare(self, *args, **kwargs) -> None:
         await super().prepare(*args, **kwargs)
-        await authorize(self)
+        if not self._finished:  # not already redirected to the login page
+            await authorize(self)
 
     def _get_context_path(self, host: str, port: int) -> str:
         # the decoded prefix TensorBoard serves under; a base URL like /user/a%40b/ must not be escaped twice

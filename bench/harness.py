@@ -1,0 +1,85 @@
+"""Shared by the benchmarks: a real `jupyter server` with the extension, and small statistics."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from jupyter_distrain.backends.procs import free_ports
+
+TOKEN = "bench-token"
+HEADERS = {"Authorization": f"token {TOKEN}"}
+
+
+class Server:
+    def __init__(self, *args: str):
+        self.tmp = tempfile.TemporaryDirectory(prefix="distrain-bench-")
+        self.root = Path(self.tmp.name) / "home"
+        self.code = Path(self.tmp.name) / "code"
+        self.code.mkdir()
+        port = free_ports(1)[0]
+        self.url = f"http://127.0.0.1:{port}"
+        self.api = f"{self.url}/distrain/api"
+        self.process = subprocess.Popen(
+            [str(Path(sys.executable).with_name("jupyter")), "server", "--no-browser", f"--port={port}",
+             f"--IdentityProvider.token={TOKEN}", "--ServerApp.allow_root=True", f"--Distrain.root={self.root}",
+             f"--ServerApp.root_dir={self.tmp.name}", *args],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                self.request("GET", "version")
+                return
+            except (urllib.error.URLError, ConnectionError):
+                time.sleep(0.2)
+        raise RuntimeError("jupyter server did not start")
+
+    def request(self, method: str, path: str, body: dict | None = None):
+        data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
+        request = urllib.request.Request(f"{self.api}/{path}", data=data, method=method, headers=HEADERS)
+        with urllib.request.urlopen(request, timeout=300) as response:
+            text = response.read()
+            return json.loads(text) if text else None
+
+    def submit(self, name: str, command: str, **spec) -> dict:
+        return self.request("POST", "jobs", {"name": name, "code": {"path": str(self.code)}, "command": command,
+                                             **spec})
+
+    def wait(self, name: str, phases=("Succeeded", "Failed", "Stopped")) -> dict:
+        while (job := self.request("GET", f"jobs/{name}"))["phase"] not in phases:
+            time.sleep(0.2)
+        return job
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(60)
+        self.tmp.cleanup()
+
+    def __enter__(self) -> Server:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def summary(values_ms: list[float]) -> str:
+    return (f"p50 {statistics.median(values_ms):7.2f} ms  p99 {percentile(values_ms, 99):7.2f} ms  "
+            f"n={len(values_ms)}")
+
+
+def python() -> str:
+    return os.environ.get("PYTHON", sys.executable)
