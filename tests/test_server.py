@@ -119,6 +119,9 @@ async def test_stop_from_rest_leaves_nothing(api, root):
     spec = python_job("sleeper", command="echo started; sleep 600")
     assert (await api("POST", "jobs", spec))[0] == 201
     job = await wait_phase(api, "sleeper", phases=("Running",))
+    code, metrics = await api("GET", "jobs/sleeper/metrics")
+    assert code == 200 and metrics[0]["phase"] == "Running" and metrics[0]["memory_bytes"] > 0
+    assert metrics[0]["cpu_percent"] >= 0 and metrics[0]["gpu_memory_mib"] is None
     code, job = await api("POST", "jobs/sleeper/stop")
     assert code == 200 and job["phase"] == "Stopped"
     assert job["replicas"][0]["phase"] == "Stopped"
@@ -231,6 +234,16 @@ async def test_repo_describes_the_notebooks_git_repository(api, jp_root_dir):
     (project / "requirements.txt").write_text("numpy\npandas\n")
     code, repo = await api("GET", "repo", path="project")
     assert repo["git"]["dirty"] and repo["git"]["subdirectory"] == "."
+
+    # one commit ahead of the upstream branch
+    remote = jp_root_dir.parent / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    subprocess.run([*git, "remote", "add", "backup", str(remote)], check=True)
+    subprocess.run([*git, "push", "-q", "-u", "backup", "main"], check=True)
+    subprocess.run([*git, "commit", "-q", "-am", "more"], check=True)
+    code, repo = await api("GET", "repo", path="project")
+    assert repo["git"]["upstream"] == "backup/main" and not repo["git"]["dirty"]
+    assert repo["git"]["ahead"] == 1 and repo["git"]["behind"] == 0
 
     (jp_root_dir / "plain").mkdir()
     code, repo = await api("GET", "repo", path="plain")

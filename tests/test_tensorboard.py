@@ -4,6 +4,7 @@ import asyncio
 import json
 import re
 import time
+import urllib.request
 
 import psutil
 import pytest
@@ -119,3 +120,16 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     assert not tensorboards(root)
     assert (await fetch(*chief[:-1], "chief-0/")).code == 404
     assert_nothing_left(root)
+
+
+def test_stopping_the_server_stops_its_tensorboards(jupyter_server):
+    server = jupyter_server
+    spec = {"name": "quick", "code": {"path": str(EXAMPLES / "python")}, "command": "python train.py"}
+    request = urllib.request.Request(f"{server.url}/distrain/api/jobs", data=json.dumps(spec).encode(),
+                                     method="POST", headers=server.headers)
+    assert urllib.request.urlopen(request, timeout=60).status == 201
+    board = urllib.request.Request(f"{server.url}/distrain/tensorboard/quick/all/data/runs", headers=server.headers)
+    assert urllib.request.urlopen(board, timeout=120).status == 200
+    assert tensorboards(server.root)
+    server.stop()
+    assert not tensorboards(server.root)
