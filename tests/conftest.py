@@ -123,6 +123,24 @@ class JupyterServer:
 
 
 @pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """The storage root of the in-process Jupyter server (pytest-jupyter) of a test."""
+    return tmp_path / "distrain-home"
+
+
+@pytest.fixture
+def distrain_config(root: Path) -> dict:
+    return {"root": str(root)}
+
+
+@pytest.fixture
+def jp_server_config(distrain_config: dict) -> dict:
+    """For tests that load pytest-jupyter: the extension enabled, with its own storage root."""
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_distrain": True}, "allow_root": True},
+            "Distrain": distrain_config}
+
+
+@pytest.fixture
 def jupyter_server(tmp_path: Path):
     server = JupyterServer(tmp_path)
     yield server

@@ -15,17 +15,6 @@ pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 
 @pytest.fixture
-def root(tmp_path):
-    return tmp_path / "distrain-home"
-
-
-@pytest.fixture
-def jp_server_config(root):
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_distrain": True}, "allow_root": True},
-            "Distrain": {"root": str(root)}}
-
-
-@pytest.fixture
 def api(jp_fetch, root):
     """Calls the REST API; returns (status, parsed JSON or text). Kills whatever a test left behind."""
     async def call(method, route, body=None, **params):

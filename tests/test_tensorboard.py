@@ -18,14 +18,8 @@ IDLE_TIMEOUT = 6
 
 
 @pytest.fixture
-def root(tmp_path):
-    return tmp_path / "distrain-home"
-
-
-@pytest.fixture
-def jp_server_config(root):
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_distrain": True}, "allow_root": True},
-            "Distrain": {"root": str(root), "tensorboard_idle_timeout": IDLE_TIMEOUT}}
+def distrain_config(root):
+    return {"root": str(root), "tensorboard_idle_timeout": IDLE_TIMEOUT}
 
 
 @pytest.fixture
