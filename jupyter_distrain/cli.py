@@ -293,7 +293,7 @@ def follow_job(manager: JobManager, name: str) -> int:
         return manager.get(name)["phase"] in FINISHED
 
     files = manager.backend.log_files(name)
-    for line in follow_logs(lambda: files, finished):
+    for line in follow_logs(lambda: files, finished, directory=manager.backend.log_dir(name)):
         click.echo(format_line(line, prefix=True, timestamps=False))
     job = manager.get(name)
     click.secho(f"job {name} {job['phase']}", fg=PHASE_COLORS.get(job["phase"]), err=True)

@@ -13,6 +13,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
+from watchfiles import watch
+
 MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
 READ_CHUNK = 64 * 1024
 STAMP_LEN = len("2026-01-01T00:00:00.000000Z")
@@ -153,31 +155,39 @@ def read(files: dict[str, Path], tail: int | None = None, since: str | None = No
 
 
 def follow(files: Callable[[], dict[str, Path]], finished: Callable[[], bool], tail: int | None = None,
-           since: str | None = None, poll: float = 0.1) -> Iterator[LogLine]:
+           since: str | None = None, poll: float = 0.1, directory: Path | None = None) -> Iterator[LogLine]:
     """Existing lines, then new ones as they are written, until `finished()` and every file is drained.
 
+    With `directory` (the one holding the files), a file watch wakes the reader when a log grows and
+    `finished` is checked once a second; without it, the files are polled every `poll` seconds.
     Memory stays bounded: files are streamed, and `tail` keeps only the last N lines.
     """
+    changes = watch(directory, debounce=50, step=5, rust_timeout=1000, yield_on_timeout=True,
+                    watch_filter=None) if directory else None
     offsets: dict[str, int] = {}
     first = True
-    while True:
-        done = finished()  # checked before reading, so no line written before the end is missed
-        current = files()
-        for replica, path in current.items():
-            if replica not in offsets:
-                offsets[replica] = tail_offset(path, tail) if first and tail is not None and path.exists() else 0
-        lines: Iterable[LogLine] = _merged(current, offsets, since)
-        if first and tail is not None:
-            lines = deque(lines, maxlen=tail) if tail else ()
-        first = False
-        count = 0
-        for line in lines:
-            count += 1
-            yield line
-        if done:
-            return
-        if not count:
-            time.sleep(poll)
+    try:
+        while True:
+            done = finished()  # checked before reading, so no line written before the end is missed
+            current = files()
+            for replica, path in current.items():
+                if replica not in offsets:
+                    offsets[replica] = tail_offset(path, tail) if first and tail is not None and path.exists() else 0
+            lines: Iterable[LogLine] = _merged(current, offsets, since)
+            if first and tail is not None:
+                lines = deque(lines, maxlen=tail) if tail else ()
+            first = False
+            count = 0
+            for line in lines:
+                count += 1
+                yield line
+            if done:
+                return
+            if not count:
+                next(changes) if changes else time.sleep(poll)
+    finally:
+        if changes:
+            changes.close()
 
 
 def _merged(files: dict[str, Path], offsets: dict[str, int], since: str | None) -> Iterator[LogLine]:

@@ -3,6 +3,8 @@
 import threading
 import time
 
+import pytest
+
 from jupyter_distrain import logs
 
 
@@ -55,7 +57,8 @@ def test_replicas_are_merged_in_time_order(tmp_path):
     assert [line.text for line in logs.read({"a": a, "b": b, "missing": tmp_path / "none.log"}, tail=2)] == ["3", "4"]
 
 
-def test_follow_sees_new_lines_and_stops_when_finished(tmp_path):
+@pytest.mark.parametrize("watched", [False, True], ids=["polled", "watched"])
+def test_follow_sees_new_lines_and_stops_when_finished(tmp_path, watched):
     path = tmp_path / "a.log"
     writer = logs.LogWriter(path)
     writer.feed(b"before\n")
@@ -70,5 +73,6 @@ def test_follow_sees_new_lines_and_stops_when_finished(tmp_path):
         done.set()
 
     threading.Thread(target=produce).start()
-    got = [line.text for line in logs.follow(lambda: {"a": path}, done.is_set, poll=0.01)]
+    got = [line.text for line in logs.follow(lambda: {"a": path}, done.is_set, poll=0.01,
+                                              directory=path.parent if watched else None)]
     assert got == ["before", "live 0", "live 1", "live 2", "last line without newline"]

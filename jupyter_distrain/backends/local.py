@@ -253,7 +253,8 @@ class LocalBackend:
             files = {replica: files[replica]}
         if not follow:
             return logs.read(files, tail=tail, since=since)
-        return logs.follow(lambda: files, lambda: self.get(name, events=0)["phase"] in FINISHED, tail=tail, since=since)
+        return logs.follow(lambda: files, lambda: self.get(name, events=0)["phase"] in FINISHED, tail=tail, since=since,
+                           directory=self.log_dir(name))
 
     def metrics(self, name: str, interval: float = 0.5) -> list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""
