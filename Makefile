@@ -5,6 +5,8 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo )
+CHROMIUM := /usr/bin/chromium
 
 .PHONY: install run test
 
@@ -12,11 +14,14 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
+$(CHROMIUM):  # the browser the panel's tests drive (Playwright cannot download one here)
+	$(SUDO)apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -qq chromium
+
 install: $(BIN)/python
 	$(BIN)/pip install --quiet ".[test,examples]"
 
 run: install
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples
 
-test: install
+test: install $(CHROMIUM)
 	$(BIN)/pytest

@@ -1,6 +1,8 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import type { components } from './openapi';
+
 /**
  * URL namespace of the jupyter-distrain server extension REST API.
  */
@@ -23,6 +25,9 @@ export async function requestAPI<T>(
   settings: ServerConnection.ISettings = ServerConnection.makeSettings()
 ): Promise<T> {
   const requestUrl = URLExt.join(settings.baseUrl, API_NAMESPACE, endPoint);
+  // JupyterLab's default, 'no-store', appends a timestamp parameter that the API
+  // refuses as unknown; 'no-cache' revalidates every response instead.
+  init = { cache: 'no-cache', ...init };
 
   let response: Response;
   try {
@@ -55,3 +60,41 @@ export async function requestAPI<T>(
 
   return data as T;
 }
+
+/**
+ * Types of the REST API, generated from its OpenAPI document (`jlpm build:api`).
+ */
+export type Job = components['schemas']['Job'];
+export type Replica = components['schemas']['Replica'];
+export type JobSpec = components['schemas']['JobSpec'];
+export type Phase = components['schemas']['Phase'];
+
+/** Phases after which a job changes no more. */
+export const FINISHED: ReadonlySet<Phase> = new Set([
+  'Succeeded',
+  'Failed',
+  'Stopped',
+  'Lost'
+]);
+
+function jobPath(name: string, action?: string): string {
+  return `jobs/${encodeURIComponent(name)}` + (action ? `/${action}` : '');
+}
+
+/**
+ * The job operations of the REST API.
+ */
+export const jobsAPI = {
+  list: (): Promise<Job[]> => requestAPI<Job[]>('jobs'),
+  get: (name: string): Promise<Job> => requestAPI<Job>(jobPath(name)),
+  submit: (spec: JobSpec): Promise<Job> =>
+    requestAPI<Job>('jobs', { method: 'POST', body: JSON.stringify(spec) }),
+  stop: (name: string): Promise<Job> =>
+    requestAPI<Job>(jobPath(name, 'stop'), { method: 'POST' }),
+  restart: (name: string): Promise<Job> =>
+    requestAPI<Job>(jobPath(name, 'restart'), { method: 'POST' }),
+  clone: (name: string): Promise<Job> =>
+    requestAPI<Job>(jobPath(name, 'clone'), { method: 'POST' }),
+  remove: (name: string): Promise<void> =>
+    requestAPI<void>(jobPath(name), { method: 'DELETE' })
+};

@@ -81,11 +81,11 @@ def assert_nothing_left(root: Path, timeout: float = 10) -> None:
 
 
 class JupyterServer:
-    """A real `jupyter server` process with this extension, a token, and its own storage root."""
+    """A real `jupyter server` (or `jupyter lab`) process with this extension, a token, its own storage root."""
 
     TOKEN = "secret-token"
 
-    def __init__(self, tmp_path: Path, *args: str):
+    def __init__(self, tmp_path: Path, *args: str, app: str = "server"):
         from jupyter_distrain.backends.procs import free_ports
 
         self.root = tmp_path / "distrain-home"
@@ -94,7 +94,7 @@ class JupyterServer:
         self.url = f"http://127.0.0.1:{free_ports(1)[0]}"
         self.log = open(tmp_path / "jupyter-server.log", "wb")
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("jupyter")), "server", "--no-browser",
+            [str(Path(sys.executable).with_name("jupyter")), app, "--no-browser",
              f"--port={self.url.rsplit(':', 1)[1]}", f"--IdentityProvider.token={self.TOKEN}",
              "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", f"--Distrain.root={self.root}",
              *args],

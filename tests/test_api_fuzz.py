@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, settings
 
 from conftest import JupyterServer, assert_nothing_left, processes_of
 from jupyter_distrain import spec as spec_
-from jupyter_distrain.server.handlers import openapi_document
+from jupyter_distrain.server.openapi import openapi_document
 from jupyter_distrain.store import Store
 
 

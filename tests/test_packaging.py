@@ -40,3 +40,19 @@ def test_server_extension_answers_only_with_a_token(jupyter_server):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(f"{url}/distrain/api/version")
     assert refused.value.code == 403
+
+
+def test_frontend_api_types_are_generated_from_the_openapi_document(tmp_path):
+    """src/openapi.ts must be what `jlpm build:api` makes of the current document."""
+    from jupyter_distrain.server.openapi import openapi_document
+
+    repo = Path(__file__).parents[1]
+    document = tmp_path / "openapi.json"
+    document.write_text(json.dumps(openapi_document()))
+    generated = tmp_path / "openapi.ts"
+    bin_dir = repo / "node_modules" / ".bin"
+    subprocess.run([str(bin_dir / "openapi-typescript"), str(document), "-o", str(generated)], check=True,
+                   capture_output=True)
+    formatted = subprocess.run([str(bin_dir / "prettier"), "--stdin-filepath", "src/openapi.ts"], cwd=repo,
+                               input=generated.read_text(), capture_output=True, text=True, check=True).stdout
+    assert formatted == (repo / "src" / "openapi.ts").read_text(), "run `jlpm build:api` and commit src/openapi.ts"

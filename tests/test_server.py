@@ -256,7 +256,7 @@ async def test_cluster_schema_and_openapi(api):
 
 def test_openapi_documents_exactly_the_registered_routes():
     from jupyter_distrain.server import routes
-    from jupyter_distrain.server.handlers import openapi_document
+    from jupyter_distrain.server.openapi import openapi_document
 
     def templated(pattern):
         path = re.sub(r"\(\?P<(\w+)>[^)]*\)\??", lambda m: "{" + m.group(1) + "}", pattern)

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-from functools import cache
-from importlib.resources import files
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
 
-import yaml
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import ensure_async
 from tornado import web
@@ -21,6 +18,7 @@ from ..errors import DistrainError
 from ..manager import JobManager, public
 from ..spec import SpecError
 from . import repo
+from .openapi import openapi_document
 
 AUTH_RESOURCE = "distrain"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -231,14 +229,3 @@ class OpenAPIHandler(DistrainHandler):
         document = dict(openapi_document())
         document["servers"] = [{"url": self.base_url.rstrip("/") + "/distrain/api"}]
         self.reply(document)
-
-
-@cache
-def openapi_document() -> dict:
-    """openapi.yaml with the job spec schema put in place: one schema for Python, the panel and the API."""
-    document = yaml.safe_load(files("jupyter_distrain").joinpath("openapi.yaml").read_text())
-    job_spec = json.loads(json.dumps(spec_.schema()).replace('"#/$defs/', '"#/components/schemas/'))
-    schemas = document["components"]["schemas"]
-    schemas.update(job_spec.pop("$defs"))
-    schemas["JobSpec"] = {key: value for key, value in job_spec.items() if key not in ("$schema", "$id")}
-    return document

@@ -1,0 +1,38 @@
+import type { Job } from './api';
+
+/**
+ * "2/4": replicas running out of all replicas.
+ */
+export function ready(job: Job): string {
+  const running = job.replicas.filter(r => r.phase === 'Running').length;
+  return `${running}/${job.replicas.length}`;
+}
+
+/**
+ * Time since `iso`, in its largest unit: "45s", "12m", "3h", "2d".
+ */
+export function age(iso: string, now: number = Date.now()): string {
+  const seconds = Math.max(0, Math.floor((now - Date.parse(iso)) / 1000));
+  const units: [number, string][] = [
+    [86400, 'd'],
+    [3600, 'h'],
+    [60, 'm']
+  ];
+  for (const [size, unit] of units) {
+    if (seconds >= size) {
+      return `${Math.floor(seconds / size)}${unit}`;
+    }
+  }
+  return `${seconds}s`;
+}
+
+/**
+ * Whether a job matches a filter: every word appears in its name, phase or backend.
+ */
+export function matches(job: Job, filter: string): boolean {
+  const haystack = `${job.name} ${job.phase} ${job.backend}`.toLowerCase();
+  return filter
+    .toLowerCase()
+    .split(/\s+/)
+    .every(word => haystack.includes(word));
+}

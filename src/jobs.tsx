@@ -1,0 +1,206 @@
+import {
+  Dialog,
+  Notification,
+  ReactWidget,
+  showDialog,
+  showErrorMessage,
+  UseSignal
+} from '@jupyterlab/apputils';
+import {
+  copyIcon,
+  deleteIcon,
+  refreshIcon,
+  stopIcon
+} from '@jupyterlab/ui-components';
+import { Poll } from '@lumino/polling';
+import { ISignal, Signal } from '@lumino/signaling';
+import * as React from 'react';
+
+import { FINISHED, Job, jobsAPI } from './api';
+import { age, matches, ready } from './format';
+
+/**
+ * The jobs, refreshed by a poll that stands by while the panel is hidden;
+ * announces jobs that finish.
+ */
+export class JobsModel {
+  constructor(interval: number) {
+    this.poll = new Poll({
+      factory: () => this.refresh(),
+      frequency: { interval, backoff: true, max: 30 * 1000 },
+      standby: 'when-hidden',
+      name: 'jupyter-distrain:jobs'
+    });
+  }
+
+  get jobs(): readonly Job[] {
+    return this._jobs;
+  }
+
+  get changed(): ISignal<this, void> {
+    return this._changed;
+  }
+
+  /** How often to refresh, in milliseconds. */
+  set interval(interval: number) {
+    this.poll.frequency = { ...this.poll.frequency, interval };
+  }
+
+  async refresh(): Promise<void> {
+    const jobs = await jobsAPI.list();
+    const before = new Map(this._jobs.map(job => [job.name, job.phase]));
+    for (const job of jobs) {
+      const previous = before.get(job.name);
+      if (previous && !FINISHED.has(previous) && FINISHED.has(job.phase)) {
+        announce(job);
+      }
+    }
+    this._jobs = jobs;
+    this._changed.emit();
+  }
+
+  dispose(): void {
+    this.poll.dispose();
+  }
+
+  readonly poll: Poll;
+  private _jobs: Job[] = [];
+  private _changed = new Signal<this, void>(this);
+}
+
+function announce(job: Job): void {
+  const detail = job.reason ? ` (${job.reason})` : '';
+  if (job.phase === 'Succeeded') {
+    Notification.success(`Training job ${job.name} succeeded`, {
+      autoClose: 5000
+    });
+  } else {
+    Notification.error(`Training job ${job.name} ${job.phase}${detail}`, {
+      autoClose: false
+    });
+  }
+}
+
+type Action = 'stop' | 'restart' | 'clone' | 'delete';
+
+/**
+ * Carry out an action on a job, asking first before deleting; errors are shown.
+ */
+async function act(model: JobsModel, action: Action, job: Job): Promise<void> {
+  if (action === 'delete') {
+    const answer = await showDialog({
+      title: `Delete ${job.name}?`,
+      body: 'Its logs are deleted too; its output directory is kept.',
+      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
+  }
+  try {
+    await (action === 'delete' ? jobsAPI.remove : jobsAPI[action])(job.name);
+  } catch (error) {
+    await showErrorMessage(`Could not ${action} ${job.name}`, error as Error);
+  }
+  await model.poll.refresh();
+}
+
+const ACTIONS: {
+  action: Action;
+  label: string;
+  icon: typeof stopIcon;
+  when: (job: Job) => boolean;
+}[] = [
+  {
+    action: 'stop',
+    label: 'Stop',
+    icon: stopIcon,
+    when: job => !FINISHED.has(job.phase)
+  },
+  { action: 'restart', label: 'Restart', icon: refreshIcon, when: () => true },
+  { action: 'clone', label: 'Clone', icon: copyIcon, when: () => true },
+  { action: 'delete', label: 'Delete', icon: deleteIcon, when: () => true }
+];
+
+/**
+ * The jobs list: name, phase badge, replicas ready/total, age; backend and actions below.
+ */
+export function JobList(props: { model: JobsModel }): JSX.Element {
+  const [filter, setFilter] = React.useState('');
+  const shown = props.model.jobs.filter(job => matches(job, filter));
+  return (
+    <div className="jp-distrain-jobs">
+      <input
+        className="jp-distrain-filter jp-mod-styled"
+        type="search"
+        placeholder="Filter jobs"
+        aria-label="Filter jobs"
+        value={filter}
+        onChange={event => setFilter(event.target.value)}
+      />
+      {shown.length === 0 ? (
+        <p className="jp-distrain-empty">
+          {props.model.jobs.length
+            ? 'No job matches.'
+            : 'No training jobs yet.'}
+        </p>
+      ) : (
+        <ul className="jp-distrain-list">
+          {shown.map(job => (
+            <li key={job.name} className="jp-distrain-job" data-job={job.name}>
+              <span className="jp-distrain-name" title={job.name}>
+                {job.name}
+              </span>
+              <span
+                className={`jp-distrain-phase jp-distrain-phase-${job.phase.toLowerCase()}`}
+                title={[job.reason, job.message].filter(Boolean).join(': ')}
+              >
+                {job.phase}
+              </span>
+              <span
+                className="jp-distrain-ready"
+                title="Replicas running / all"
+              >
+                {ready(job)}
+              </span>
+              <span className="jp-distrain-age">{age(job.created)}</span>
+              <span className="jp-distrain-backend">{job.backend}</span>
+              <span className="jp-distrain-actions">
+                {ACTIONS.filter(a => a.when(job)).map(a => (
+                  <button
+                    key={a.action}
+                    className="jp-Button jp-mod-minimal jp-distrain-action"
+                    title={`${a.label} ${job.name}`}
+                    aria-label={`${a.label} ${job.name}`}
+                    onClick={() => void act(props.model, a.action, job)}
+                  >
+                    <a.icon.react tag="span" elementSize="small" />
+                  </button>
+                ))}
+              </span>
+            </li>
+          ))}
+        </ul>
+      )}
+    </div>
+  );
+}
+
+/**
+ * The "Jobs" section of the sidebar.
+ */
+export class JobsWidget extends ReactWidget {
+  constructor(readonly model: JobsModel) {
+    super();
+    this.addClass('jp-distrain-jobs-widget');
+    this.title.label = 'Jobs';
+  }
+
+  render(): JSX.Element {
+    return (
+      <UseSignal signal={this.model.changed}>
+        {() => <JobList model={this.model} />}
+      </UseSignal>
+    );
+  }
+}
