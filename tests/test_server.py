@@ -150,8 +150,9 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     assert (await api("POST", "jobs/ghost/stop"))[0] == 404
     assert (await api("POST", "jobs/ghost/clone"))[0] == 404
     assert (await api("GET", "jobs/ghost/logs"))[0] == 404
-    code, error = await api("GET", "jobs/ghost/logs", tail="-1")
-    assert code == 400 and "'tail'" in error["message"]
+    for tail in ("-1", "²"):  # the second is a digit to str.isdigit, not to int()
+        code, error = await api("GET", "jobs/ghost/logs", tail=tail)
+        assert code == 400 and "'tail'" in error["message"]
     assert (await api("GET", "jobs"))[1] == []
     assert not (root / "jobs").exists() or not any((root / "jobs").iterdir())
 
@@ -166,6 +167,9 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     assert code == 400
     code, error = await api("GET", "jobs/twice/logs", replica="worker-9")
     assert code == 400 and "worker-0" in error["message"]
+    for cursor in ("worker-0", "worker-0:²", ":5"):
+        code, error = await api("GET", "jobs/twice/logs/stream", cursor=cursor)
+        assert code == 400 and "cursor" in error["message"], cursor
     code, error = await api("GET", "jobs/twice/logs", since="yesterday")
     assert code == 400 and "duration" in error["message"]
     await wait_phase(api, "twice")

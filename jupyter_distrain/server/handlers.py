@@ -41,7 +41,8 @@ def check_query(handler: JupyterHandler, allowed: tuple[str, ...]) -> None:
     """Refuse unknown query parameters (a typo like ?tial=10 must not pass silently)."""
     unknown = sorted(set(handler.request.query_arguments) - set(allowed) - JUPYTER_QUERY)
     if unknown:
-        raise ApiError(400, {"message": f"unknown query parameter {unknown[0]!r}; allowed: {', '.join(allowed) or 'none'}"})
+        allowed_text = ", ".join(allowed) or "none"
+        raise ApiError(400, {"message": f"unknown query parameter {unknown[0]!r}; allowed: {allowed_text}"})
 
 
 class ApiError(web.HTTPError):
@@ -111,7 +112,7 @@ class DistrainHandler(JsonErrors, APIHandler):
         value = self.get_query_argument(name, None)
         if value in (None, ""):
             return None
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()):
             raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number >= 0, not {value!r}"})
         return int(value)
 

@@ -97,7 +97,7 @@ def parse_cursor(value: str) -> dict[str, int]:
     cursor = {}
     for part in filter(None, value.split(",")):
         replica, _, offset = part.rpartition(":")
-        if not replica or not offset.isdigit():
+        if not replica or not (offset.isascii() and offset.isdigit()):
             raise ApiError(400, {"message": f"query parameter 'cursor': {part!r} is not <replica>:<byte offset>"})
         cursor[replica] = int(offset)
     return cursor
@@ -119,7 +119,7 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
         self.replica = self.get_query_argument("replica", None) or None
         self.offsets = parse_cursor(self.get_query_argument("cursor", ""))
         tail = self.get_query_argument("tail", "")
-        if tail and not tail.isdigit():
+        if tail and not (tail.isascii() and tail.isdigit()):
             raise ApiError(400, {"message": f"query parameter 'tail' must be a whole number >= 0, not {tail!r}"})
         self.tail = int(tail) if tail else None
         files = await call(self.manager.log_files, name)
