@@ -42,7 +42,9 @@ def tensorboards(root) -> list[psutil.Process]:
     found = []
     for process in psutil.process_iter():
         try:
-            if str(root) in " ".join(process.cmdline()) and "tensorboard" in " ".join(process.cmdline()):
+            cmdline = process.cmdline()
+            program = "tensorboard.main" in cmdline or "tensorboard_data_server" in (cmdline or [""])[0]
+            if program and str(root) in " ".join(cmdline):
                 found.append(process)
         except psutil.Error:
             continue
@@ -101,7 +103,7 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     # one TensorBoard over the whole job: each replica is a run
     runs = await fetch("distrain", "tensorboard", "tf", "all", "data", "runs")
     assert runs.code == 200 and "chief-0" in json.loads(runs.body)
-    assert len({p.pid for p in tensorboards(root) if "tensorboard.main" in " ".join(p.cmdline())}) == 2
+    assert len([p for p in tensorboards(root) if "tensorboard.main" in p.cmdline()]) == 2
 
     # idle TensorBoards stop by themselves; a new request starts one again
     await wait_until(lambda: not tensorboards(root), timeout=IDLE_TIMEOUT * 4)
