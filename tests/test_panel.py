@@ -33,11 +33,19 @@ def page(lab):
 
 
 def open_panel(page) -> None:
-    """Show the sidebar panel (a click on its tab when it is already shown would collapse it)."""
-    page.locator('.jp-SideBar .lm-TabBar-tab[data-id="jupyter-distrain-panel"]').wait_for()
-    if not page.locator("#jupyter-distrain-panel").is_visible():
-        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="jupyter-distrain-panel"]').click()
-    expect(page.locator("#jupyter-distrain-panel")).to_be_visible()
+    """Show the sidebar panel. JupyterLab may still be restoring its layout, which can show or hide
+    side panels, and a click on the tab of a shown panel collapses it: so click until it stays shown."""
+    tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="jupyter-distrain-panel"]')
+    panel = page.locator("#jupyter-distrain-panel")
+    for _ in range(30):
+        if not panel.is_visible():
+            tab.click()
+        page.wait_for_timeout(500)
+        if panel.is_visible():
+            page.wait_for_timeout(500)
+            if panel.is_visible():
+                return
+    expect(panel).to_be_visible()
 
 
 def submit(server: JupyterServer, spec: dict) -> None:
