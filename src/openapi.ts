@@ -389,11 +389,11 @@ export interface components {
       | {
           /** @description a volume name (a PersistentVolumeClaim on Kubernetes): lowercase letters, digits, hyphens */
           volume: string;
-          /** @description a sub-directory inside the volume */
+          /** @description a sub-directory inside the volume, without '..' or control characters */
           path?: string;
         }
       | {
-          /** @description an absolute directory path */
+          /** @description an absolute directory path, without control characters */
           host_path: string;
         };
     /**
@@ -432,6 +432,7 @@ export interface components {
             git: string;
             /**
              * Branch, tag or commit
+             * @description a git ref: no spaces or control characters
              * @default HEAD
              */
             ref: string;
@@ -447,12 +448,15 @@ export interface components {
             credentials?: string;
           }
         | {
-            /** Directory */
+            /**
+             * Directory
+             * @description a directory: absolute, or relative to the spec file (CLI) or to the Jupyter root (REST); no control characters
+             */
             path: string;
           };
       /**
        * Command
-       * @description Shell command run by every replica; {{ name }} is replaced by the shell-quoted hyperparameter or by output, input, job, role, index
+       * @description a shell command run by every replica, without NUL characters; {{ name }} is replaced by the shell-quoted hyperparameter or by output, input, logdir, job, role, index
        */
       command: string;
       /**

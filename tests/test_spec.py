@@ -104,3 +104,20 @@ def test_schema_is_one_json_file_in_the_package():
     on_disk = json.loads(files("jupyter_distrain").joinpath("job.schema.json").read_text())
     assert on_disk == spec_.schema()
     assert on_disk["$schema"].endswith("2020-12/schema")
+
+
+def test_control_characters_in_paths_commands_and_refs_are_refused():
+    """A NUL reaching the file system or argv would fail later, half-way; refuse it up front."""
+    base = {"name": "a", "command": "x"}
+    cases = {
+        "code.path": {"code": {"path": "dir\x00"}},
+        "code.git": {"code": {"git": "/repo\x00"}},
+        "code.ref": {"code": {"git": "https://example.com/r.git", "ref": "main\x00"}},
+        "command": {"command": "x\x00"},
+        "data.host_path": {"data": {"host_path": "/data\x01"}},
+        "output.path": {"output": {"volume": "v", "path": "a\x00"}},
+        "resume_from": {"resume_from": "/ckpt\x00"},
+        "tensorboard.logdir": {"tensorboard": {"logdir": "logs\x00"}},
+    }
+    for field, change in cases.items():
+        assert field in errors_of({**base, **change}), field
