@@ -129,11 +129,11 @@ def train(args, resolver):
             if coordinator is not None:
                 coordinator.join()  # wait for every scheduled step, so `step` is exact
             loss = float(fetch(result))
-            print(f"step {i}/{last} loss {loss:.4f}", flush=True)
             with writer.as_default():
                 write_scalar("loss", loss, i)
             writer.flush()
             manager.save(checkpoint_number=i)
+            print(f"step {i}/{last} loss {loss:.4f}", flush=True)  # once it is in the events and checkpoint
 
     writer.close()
     result = {"step": int(step.numpy()), "loss": loss, "seconds": round(time.time() - began, 2)}
