@@ -277,8 +277,9 @@ def test_restart_policy_and_deadline(cli, tmp_path):
 
 
 def test_log_filters(cli, tmp_path):
+    # all-workers: the chief succeeding first must not stop the worker before it has printed its lines
     spec = {"name": "chatty", "framework": "custom", "command": "for i in $(seq 1 50); do echo $DISTRAIN_REPLICA line $i; done",
-            "replicas": {"chief": {"count": 1}, "worker": {"count": 1}}}
+            "replicas": {"chief": {"count": 1}, "worker": {"count": 1}}, "policy": {"success": "all-workers"}}
     cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
     cli.wait("chatty")
     everything = cli("logs", "chatty").stdout.splitlines()
