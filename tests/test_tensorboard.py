@@ -97,7 +97,7 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
         points = {step: value for _, step, value in json.loads(scalars.body)}
         return points if set(printed) <= set(points) else None
 
-    points = await wait_until(all_points, timeout=30)
+    points = await wait_until(all_points, timeout=90)
     assert {step: round(points[step], 4) for step in printed} == printed
 
     # one TensorBoard over the whole job: each replica is a run
