@@ -16,5 +16,10 @@ class JobNotFound(NotFound):
         super().__init__(f"no job named {name!r}")
 
 
+class ReplicaNotFound(DistrainError):
+    def __init__(self, job: str, replica: str, replicas: list[str]):
+        super().__init__(f"job {job!r} has no replica {replica!r}; replicas: {', '.join(replicas)}")
+
+
 class JobConflict(DistrainError):
     status = 409

@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from . import code, spec as spec_
 from .backends.local import LocalBackend
-from .errors import DistrainError
+from .errors import ReplicaNotFound
 from .logs import LogLine
 from .spec import FieldError, SpecError
 
@@ -68,8 +68,8 @@ class JobManager:
     def logs(self, name: str, **options: Any) -> Iterator[LogLine]:
         return self.backend.logs(name, **options)
 
-    def log_files(self, name: str) -> dict[str, Path]:
-        return self.backend.log_files(name)
+    def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
+        return self.backend.log_files(name, replica)
 
     def log_dir(self, name: str) -> Path:
         """The directory holding every log file of the job (watched by live streams)."""
@@ -85,9 +85,9 @@ class JobManager:
     def tensorboard_logdir(self, name: str, replica: str | None) -> Path:
         """The directory a TensorBoard for this replica (or, with None, the whole job) serves."""
         job = self.get(name)
-        if replica is not None and replica not in {r["name"] for r in job["replicas"]}:
-            raise DistrainError(f"job {name!r} has no replica {replica!r}; replicas: "
-                                f"{', '.join(r['name'] for r in job['replicas'])}")
+        names = [r["name"] for r in job["replicas"]]
+        if replica is not None and replica not in names:
+            raise ReplicaNotFound(name, replica, names)
         return self.backend.tensorboard_logdir(job["spec"], replica)
 
 

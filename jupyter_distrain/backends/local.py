@@ -26,7 +26,7 @@ from typing import Iterator
 import psutil
 
 from .. import logs
-from ..errors import DistrainError, JobConflict, JobNotFound
+from ..errors import DistrainError, JobConflict, JobNotFound, ReplicaNotFound
 from ..policy import FINISHED, Phase
 from ..spec import FieldError, SpecError, gpus, replicas
 from ..store import Store
@@ -237,20 +237,19 @@ class LocalBackend:
             "gpus": {"capacity": len(devices), "available": max(len(devices) - held, 0), "devices": devices},
         }
 
-    def log_files(self, name: str) -> dict[str, Path]:
+    def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
+        """Each log file of the job (setup, then the replicas), or only `replica`'s."""
         job = self.store.job(name)
         if job is None:
             raise JobNotFound(name)
         names = ["setup"] + [r["name"] for r in job["replicas"]]
-        return {r: self.log_dir(name) / f"{r}.log" for r in names}
+        if replica and replica not in names:
+            raise ReplicaNotFound(name, replica, names)
+        return {r: self.log_dir(name) / f"{r}.log" for r in names if not replica or r == replica}
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
              follow: bool = False) -> Iterator[logs.LogLine]:
-        files = self.log_files(name)
-        if replica:
-            if replica not in files:
-                raise DistrainError(f"job {name!r} has no replica {replica!r}; replicas: {', '.join(files)}")
-            files = {replica: files[replica]}
+        files = self.log_files(name, replica)
         if not follow:
             return logs.read(files, tail=tail, since=since)
         return logs.follow(lambda: files, lambda: self.get(name, events=0)["phase"] in FINISHED, tail=tail, since=since,

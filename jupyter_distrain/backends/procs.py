@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -39,6 +40,18 @@ def signal_group(pgid: int, sig: int) -> None:
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+async def stop_groups(processes: list[asyncio.subprocess.Process], grace: float) -> None:
+    """SIGTERM each process's group; SIGKILL the groups of those still running after `grace` seconds."""
+    for process in processes:
+        signal_group(process.pid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(asyncio.gather(*(p.wait() for p in processes)), grace)
+    except asyncio.TimeoutError:
+        for process in processes:
+            signal_group(process.pid, signal.SIGKILL)
+        await asyncio.gather(*(p.wait() for p in processes))
 
 
 def free_ports(count: int) -> list[int]:

@@ -264,15 +264,7 @@ class Supervisor:
         """SIGTERM every remaining replica's process group, SIGKILL after the grace period."""
         if not self.running:
             return
-        for running in self.running.values():
-            procs.signal_group(running.process.pid, signal.SIGTERM)
-        waits = [r.process.wait() for r in self.running.values()]
-        try:
-            await asyncio.wait_for(asyncio.gather(*waits), STOP_GRACE_SECONDS)
-        except asyncio.TimeoutError:
-            for running in self.running.values():
-                procs.signal_group(running.process.pid, signal.SIGKILL)
-            await asyncio.gather(*(r.process.wait() for r in self.running.values()))
+        await procs.stop_groups([r.process for r in self.running.values()], STOP_GRACE_SECONDS)
         for name, running in list(self.running.items()):
             self.running.pop(name)
             await self.reap(running)

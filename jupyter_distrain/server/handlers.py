@@ -45,6 +45,13 @@ def check_query(handler: JupyterHandler, allowed: tuple[str, ...]) -> None:
         raise ApiError(400, {"message": f"unknown query parameter {unknown[0]!r}; allowed: {allowed_text}"})
 
 
+def whole_number(name: str, value: str) -> int:
+    """A query value that must be a whole number >= 0, in ASCII digits ('²' is a digit to str.isdigit)."""
+    if not (value.isascii() and value.isdigit()):
+        raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number >= 0, not {value!r}"})
+    return int(value)
+
+
 class ApiError(web.HTTPError):
     """An HTTP error whose JSON body is given whole (e.g. every failing field of a spec)."""
 
@@ -110,11 +117,7 @@ class DistrainHandler(JsonErrors, APIHandler):
 
     def query_int(self, name: str) -> int | None:
         value = self.get_query_argument(name, None)
-        if value in (None, ""):
-            return None
-        if not (value.isascii() and value.isdigit()):
-            raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number >= 0, not {value!r}"})
-        return int(value)
+        return None if value in (None, "") else whole_number(name, value)
 
     def query_bool(self, name: str) -> bool:
         value = self.get_query_argument(name, "false").lower()

@@ -28,7 +28,7 @@ from watchfiles import awatch
 
 from .. import logs
 from ..policy import FINISHED
-from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query
+from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, whole_number
 
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
 IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
@@ -119,13 +119,8 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
         self.replica = self.get_query_argument("replica", None) or None
         self.offsets = parse_cursor(self.get_query_argument("cursor", ""))
         tail = self.get_query_argument("tail", "")
-        if tail and not (tail.isascii() and tail.isdigit()):
-            raise ApiError(400, {"message": f"query parameter 'tail' must be a whole number >= 0, not {tail!r}"})
-        self.tail = int(tail) if tail else None
-        files = await call(self.manager.log_files, name)
-        if self.replica and self.replica not in files:
-            raise ApiError(400, {"message": f"job {name!r} has no replica {self.replica!r}; "
-                                            f"replicas: {', '.join(files)}"})
+        self.tail = whole_number("tail", tail) if tail else None
+        await call(self.manager.log_files, name, self.replica)  # the job and replica exist
         self.directory = await call(self.manager.log_dir, name)
         await super().get(name)
 
@@ -142,9 +137,7 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
                 while True:
                     seen = watch.version
                     job = await call(self.manager.get, self.name)  # read before the files: no line is missed
-                    files = await call(self.manager.log_files, self.name)
-                    if self.replica:
-                        files = {self.replica: files[self.replica]}
+                    files = await call(self.manager.log_files, self.name, self.replica)
                     while await self.send_round(files):
                         pass
                     if job["phase"] in FINISHED:

@@ -33,7 +33,6 @@ STOP_GRACE_SECONDS = 5.0
 @dataclass
 class Board:
     prefix: str
-    logdir: Path
     port: int
     process: asyncio.subprocess.Process
     ready: asyncio.Future
@@ -79,7 +78,7 @@ class TensorBoards:
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
             start_new_session=True,
         )
-        board = Board(prefix, logdir, port, process, asyncio.get_running_loop().create_future())
+        board = Board(prefix, port, process, asyncio.get_running_loop().create_future())
         self.log.info("TensorBoard for %s/%s on port %d (pid %d), logdir %s", job, replica, port, process.pid, logdir)
         asyncio.ensure_future(self._watch(board))
         if self.reaper is None:
@@ -119,14 +118,8 @@ class TensorBoards:
 
     async def _terminate(self, board: Board) -> None:
         """SIGTERM to the TensorBoard's process group (it has a data-server child), SIGKILL if it lingers."""
-        if board.process.returncode is None:
-            procs.signal_group(board.process.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(board.process.wait(), STOP_GRACE_SECONDS)
-            except asyncio.TimeoutError:
-                pass
+        await procs.stop_groups([board.process], STOP_GRACE_SECONDS)
         procs.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
-        await board.process.wait()
 
     async def _reap(self) -> None:
         """Stop TensorBoards idle too long, or whose job was deleted elsewhere (e.g. by the CLI)."""
