@@ -23,3 +23,6 @@ class ReplicaNotFound(DistrainError):
 
 class JobConflict(DistrainError):
     status = 409
+
+    def __init__(self, name: str):
+        super().__init__(f"a job named {name!r} exists; delete it or choose another name")

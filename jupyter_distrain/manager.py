@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from . import code, spec as spec_
 from .backends.local import LocalBackend
-from .errors import ReplicaNotFound
+from .errors import JobConflict, ReplicaNotFound
 from .logs import LogLine
 from .spec import FieldError, SpecError
 
@@ -28,8 +28,15 @@ class JobManager:
         credentials = self.backend.credentials(source["credentials"]) if source.get("credentials") else None
         return code.resolve(spec, Path(base_dir or Path.cwd()), credentials)
 
-    def submit(self, raw: Any, base_dir: Path | None = None) -> dict:
-        return self.backend.submit(self.prepare(raw, base_dir))
+    def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False) -> dict:
+        """Start a job; a dry run checks everything a submit checks and returns the spec it would run."""
+        spec = self.prepare(raw, base_dir)
+        if dry_run:
+            self.backend.check(spec)
+            if self.exists(spec["name"]):
+                raise JobConflict(spec["name"])
+            return spec
+        return self.backend.submit(spec)
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> dict:
         return self.backend.restart(name, self.prepare(raw, base_dir) if raw is not None else None)

@@ -29,7 +29,7 @@ export interface paths {
     };
     get: operations['listJobs'];
     put?: never;
-    /** @description Validate the spec, pin its code and start the job. An invalid spec creates nothing. */
+    /** @description Validate the spec, pin its code and start the job. An invalid spec creates nothing. With dry_run, check everything a submit checks (fields, resources, a free name) and start nothing. */
     post: operations['submitJob'];
     delete?: never;
     options?: never;
@@ -628,7 +628,9 @@ export interface operations {
   };
   submitJob: {
     parameters: {
-      query?: never;
+      query?: {
+        dry_run?: boolean;
+      };
       header?: never;
       path?: never;
       cookie?: never;
@@ -639,6 +641,15 @@ export interface operations {
       };
     };
     responses: {
+      /** @description Dry run only; the spec the job would run, its code pinned */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['JobSpec'];
+        };
+      };
       /** @description The job, just started */
       201: {
         headers: {

@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from tornado.httpclient import HTTPClientError
@@ -143,6 +144,11 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     code, error = await api("POST", "jobs", {**python_job("ok"), "data": {"host_path": "/no/such/data"}})
     assert code == 400 and error["errors"][0]["path"] == "data.host_path"
 
+    code, error = await api("POST", "jobs", {**python_job("ok"), "name": "Bad_Name"}, dry_run="true")
+    assert code == 400 and [e["path"] for e in error["errors"]] == ["name"]
+    code, dry = await api("POST", "jobs", {**python_job("dry"), "code": {"path": "."}}, dry_run="true")
+    assert code == 200 and Path(dry["code"]["path"]).is_absolute() and dry["replicas"]["worker"]["count"] == 1
+
     for body in ("[1, 2]", "null", '"text"'):
         code, error = await api("POST", "jobs", json.loads(body))
         assert code == 400, body
@@ -157,8 +163,9 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     assert not (root / "jobs").exists() or not any((root / "jobs").iterdir())
 
     assert (await api("POST", "jobs", python_job("twice", epochs=1)))[0] == 201
-    code, error = await api("POST", "jobs", python_job("twice", epochs=1))
-    assert code == 409 and "exists" in error["message"]
+    for dry_run in ("false", "true"):
+        code, error = await api("POST", "jobs", python_job("twice", epochs=1), dry_run=dry_run)
+        assert code == 409 and "exists" in error["message"]
     code, error = await api("POST", "jobs/twice/restart", python_job("renamed"))
     assert code == 400 and error["errors"][0]["path"] == "name"
     code, error = await api("POST", "jobs/twice/clone", {"name": "twice"})

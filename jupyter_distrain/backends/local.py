@@ -101,7 +101,7 @@ class LocalBackend:
         try:
             self.store.insert_job(spec["name"], self.name, spec, str(output), replicas(spec))
         except sqlite3.IntegrityError:
-            raise JobConflict(f"a job named {spec['name']!r} exists; delete it or choose another name") from None
+            raise JobConflict(spec["name"]) from None
         self.store.add_event(spec["name"], "Submitted", "job accepted")
         self._launch(spec["name"])
         return self.get(spec["name"])

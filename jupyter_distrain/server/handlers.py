@@ -138,10 +138,15 @@ class VersionHandler(DistrainHandler):
 
 
 class JobsHandler(DistrainHandler):
+    query_params = ("dry_run",)
+
     async def get(self) -> None:
         self.reply([public(job) for job in await call(self.manager.list)])
 
     async def post(self) -> None:
+        if self.query_bool("dry_run"):
+            self.reply(await call(self.manager.submit, self.body(), self.root_dir, dry_run=True))
+            return
         job = await call(self.manager.submit, self.body(), self.root_dir)
         self.set_header("Location", self.request.path + "/" + job["name"])
         self.reply(public(job), 201)
