@@ -9,6 +9,19 @@ import type { components } from './openapi';
 export const API_NAMESPACE = 'distrain/api';
 
 /**
+ * A refused request; `errors` names each failing field of a refused spec.
+ */
+export class APIError extends ServerConnection.ResponseError {
+  constructor(
+    response: Response,
+    message: string | undefined,
+    readonly errors: FieldError[]
+  ) {
+    super(response, message);
+  }
+}
+
+/**
  * Call the jupyter-distrain server extension.
  *
  * @param endPoint - API path relative to `<baseUrl>/distrain/api/`
@@ -17,7 +30,7 @@ export const API_NAMESPACE = 'distrain/api';
  * @returns The decoded JSON body of the response (or the raw text if it is
  *   not JSON, or `undefined` for an empty body)
  * @throws ServerConnection.NetworkError if the server cannot be reached
- * @throws ServerConnection.ResponseError on a non-2xx answer
+ * @throws APIError on a non-2xx answer
  */
 export async function requestAPI<T>(
   endPoint = '',
@@ -51,11 +64,12 @@ export async function requestAPI<T>(
   if (!response.ok) {
     // Jupyter server handlers answer errors as JSON `{"message": ...}`; any
     // other body (e.g. the HTML 404 page) keeps the default error message.
-    const message =
-      data && typeof data === 'object' && 'message' in data
-        ? String(data.message)
-        : undefined;
-    throw new ServerConnection.ResponseError(response, message);
+    const body = data && typeof data === 'object' ? data : {};
+    throw new APIError(
+      response,
+      'message' in body ? String(body.message) : undefined,
+      body.errors ?? []
+    );
   }
 
   return data as T;
@@ -68,6 +82,13 @@ export type Job = components['schemas']['Job'];
 export type Replica = components['schemas']['Replica'];
 export type JobSpec = components['schemas']['JobSpec'];
 export type Phase = components['schemas']['Phase'];
+export type JobEvent = components['schemas']['Event'];
+export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
+export type Repo = components['schemas']['Repo'];
+export type Cluster = components['schemas']['Cluster'];
+export type FieldError = NonNullable<
+  components['schemas']['Error']['errors']
+>[number];
 
 /** Phases after which a job changes no more. */
 export const FINISHED: ReadonlySet<Phase> = new Set([
@@ -89,6 +110,12 @@ export const jobsAPI = {
   get: (name: string): Promise<Job> => requestAPI<Job>(jobPath(name)),
   submit: (spec: JobSpec): Promise<Job> =>
     requestAPI<Job>('jobs', { method: 'POST', body: JSON.stringify(spec) }),
+  /** Every check a submit makes, starting nothing; resolves to the spec it would run. */
+  dryRun: (spec: JobSpec): Promise<JobSpec> =>
+    requestAPI<JobSpec>('jobs?dry_run=true', {
+      method: 'POST',
+      body: JSON.stringify(spec)
+    }),
   stop: (name: string): Promise<Job> =>
     requestAPI<Job>(jobPath(name, 'stop'), { method: 'POST' }),
   restart: (name: string): Promise<Job> =>
@@ -98,3 +125,86 @@ export const jobsAPI = {
   remove: (name: string): Promise<void> =>
     requestAPI<void>(jobPath(name), { method: 'DELETE' })
 };
+
+/**
+ * What the server offers, and where a notebook's code comes from.
+ */
+export const serverAPI = {
+  schema: (): Promise<Record<string, any>> => requestAPI('schema'),
+  cluster: (): Promise<Cluster> => requestAPI<Cluster>('cluster'),
+  repo: (path: string): Promise<Repo> =>
+    requestAPI<Repo>(`repo?path=${encodeURIComponent(path)}`),
+  metrics: (name: string): Promise<ReplicaMetrics[]> =>
+    requestAPI<ReplicaMetrics[]>(jobPath(name, 'metrics'))
+};
+
+/**
+ * The field errors of a refused spec: each failing field for a 400, the name for a
+ * 409 (taken), or one error without a path for anything else.
+ */
+export function fieldErrors(error: unknown): FieldError[] {
+  if (error instanceof APIError) {
+    if (error.response.status === 409) {
+      return [{ path: 'name', message: error.message }];
+    }
+    if (error.errors.length) {
+      return error.errors;
+    }
+  }
+  return [{ path: '', message: (error as Error).message ?? String(error) }];
+}
+
+/**
+ * Where the log file of a job (one replica, or all prefixed) downloads from.
+ */
+export function logsDownloadURL(name: string, replica?: string): string {
+  const settings = ServerConnection.makeSettings();
+  const query = URLExt.objectToQueryString({
+    download: 'true',
+    timestamps: 'true',
+    ...(replica ? { replica } : {})
+  });
+  return (
+    URLExt.join(settings.baseUrl, API_NAMESPACE, jobPath(name, 'logs')) + query
+  );
+}
+
+/**
+ * The live log stream of a job, resuming after `cursor` ("replica:offset,...").
+ */
+export function logStream(
+  name: string,
+  replica?: string,
+  cursor?: string
+): WebSocket {
+  const settings = ServerConnection.makeSettings();
+  const params: Record<string, string> = {};
+  if (replica) {
+    params.replica = replica;
+  }
+  if (cursor) {
+    params.cursor = cursor;
+  }
+  if (settings.appendToken && settings.token) {
+    params.token = settings.token;
+  }
+  const url =
+    URLExt.join(settings.wsUrl, API_NAMESPACE, jobPath(name, 'logs/stream')) +
+    URLExt.objectToQueryString(params);
+  return new settings.WebSocket(url);
+}
+
+/**
+ * The TensorBoard of one replica, or of the whole job with `replica` "all",
+ * through the server's authenticated proxy.
+ */
+export function tensorboardURL(name: string, replica: string): string {
+  const settings = ServerConnection.makeSettings();
+  return URLExt.join(
+    settings.baseUrl,
+    'distrain/tensorboard',
+    encodeURIComponent(name),
+    encodeURIComponent(replica),
+    '/'
+  );
+}

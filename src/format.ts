@@ -36,3 +36,20 @@ export function matches(job: Job, filter: string): boolean {
     .split(/\s+/)
     .every(word => haystack.includes(word));
 }
+
+/**
+ * A byte count in its largest binary unit: "512 B", "1.5 KiB", "2.0 GiB".
+ */
+export function bytes(count: number): string {
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = count;
+  let unit = 'B';
+  for (const next of units) {
+    if (value < 1024) {
+      break;
+    }
+    value /= 1024;
+    unit = next;
+  }
+  return unit === 'B' ? `${value} B` : `${value.toFixed(1)} ${unit}`;
+}

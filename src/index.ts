@@ -3,18 +3,40 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  IFrame,
+  MainAreaWidget,
+  ToolbarButton,
+  WidgetTracker
+} from '@jupyterlab/apputils';
+import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
+import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { LabIcon, SidePanel } from '@jupyterlab/ui-components';
+import { addIcon, LabIcon, SidePanel } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 
+import { tensorboardURL } from './api';
+import { NewJobWidget } from './form';
 import { JobsModel, JobsWidget } from './jobs';
+import { JobViewWidget } from './jobview';
+import { LogsWidget } from './logs';
 
 /**
  * Plugin identifier; also the settings schema id (`schema/plugin.json`).
  */
 const PLUGIN_ID = 'jupyter-distrain:plugin';
 const PANEL_ID = 'jupyter-distrain-panel';
-const OPEN_COMMAND = 'distrain:open';
+const NAMESPACE = 'jupyter-distrain';
+
+export const CommandIDs = {
+  open: 'distrain:open',
+  newJob: 'distrain:new-job',
+  trainNotebook: 'distrain:train-notebook',
+  openJob: 'distrain:open-job',
+  openLogs: 'distrain:open-logs',
+  openTensorBoard: 'distrain:open-tensorboard'
+} as const;
 
 export const distrainIcon = new LabIcon({
   name: 'jupyter-distrain:icon',
@@ -25,45 +47,298 @@ export const distrainIcon = new LabIcon({
     '<path d="M11 8h2v3.5l5.2 3.7-1.2 1.6-5-3.6-5 3.6-1.2-1.6L11 11.5z"/></g></svg>'
 });
 
+/** A main-area tab that knows the job (and replica) it shows, for restoring it. */
+class JobTab<T extends Widget> extends MainAreaWidget<T> {
+  constructor(
+    content: T,
+    readonly job: string,
+    readonly replica = ''
+  ) {
+    super({ content });
+    this.title.icon = distrainIcon;
+    this.title.closable = true;
+  }
+}
+
 /**
- * The distributed-training sidebar: the jobs of this server, live.
+ * The distributed-training sidebar and its tabs: new job, job view, logs and
+ * TensorBoard, all restored after a reload.
  */
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
     'Launch and manage model training, single-machine or distributed, from JupyterLab',
   autoStart: true,
-  optional: [ISettingRegistry, ILayoutRestorer, ICommandPalette],
+  optional: [
+    ISettingRegistry,
+    ILayoutRestorer,
+    ICommandPalette,
+    ILauncher,
+    IDefaultFileBrowser
+  ],
   activate: (
     app: JupyterFrontEnd,
     settingRegistry: ISettingRegistry | null,
     restorer: ILayoutRestorer | null,
-    palette: ICommandPalette | null
+    palette: ICommandPalette | null,
+    launcher: ILauncher | null,
+    browser: IDefaultFileBrowser | null
   ): void => {
-    const model = new JobsModel(2000);
+    const { commands, shell } = app;
+    let interval = 2000;
+    const model = new JobsModel(interval);
+
+    const forms = new WidgetTracker<JobTab<NewJobWidget>>({
+      namespace: `${NAMESPACE}-new-job`
+    });
+    const views = new WidgetTracker<JobTab<JobViewWidget>>({
+      namespace: `${NAMESPACE}-job`
+    });
+    const logs = new WidgetTracker<JobTab<LogsWidget>>({
+      namespace: `${NAMESPACE}-logs`
+    });
+    const boards = new WidgetTracker<JobTab<IFrame>>({
+      namespace: `${NAMESPACE}-tensorboard`
+    });
+
+    /** Show the tab `tracker` has for it, or add the one `create` makes. */
+    const show = <T extends Widget>(
+      tracker: WidgetTracker<JobTab<T>>,
+      found: (tab: JobTab<T>) => boolean,
+      create: () => JobTab<T>
+    ): JobTab<T> => {
+      let tab = tracker.find(found);
+      if (!tab) {
+        tab = create();
+        void tracker.add(tab);
+        shell.add(tab, 'main');
+      }
+      shell.activateById(tab.id);
+      return tab;
+    };
+
     const panel = new SidePanel();
     panel.id = PANEL_ID;
     panel.title.icon = distrainIcon;
     panel.title.caption = 'Distributed training';
-    panel.addWidget(new JobsWidget(model));
-    app.shell.add(panel, 'left', { rank: 650 });
+    panel.addWidget(
+      new JobsWidget(
+        model,
+        job => void commands.execute(CommandIDs.openJob, { name: job.name })
+      )
+    );
+    panel.toolbar.addItem(
+      'new-job',
+      new ToolbarButton({
+        icon: addIcon,
+        label: 'New job',
+        tooltip: "Train this notebook's repository",
+        onClick: () => void commands.execute(CommandIDs.newJob)
+      })
+    );
+    shell.add(panel, 'left', { rank: 650 });
     restorer?.add(panel, PANEL_ID);
 
-    app.commands.addCommand(OPEN_COMMAND, {
+    /** The notebook in focus, else the file browser's directory. */
+    const currentPath = (): string => {
+      const context = (shell.currentWidget as any)?.context;
+      if (
+        typeof context?.path === 'string' &&
+        context.path.endsWith('.ipynb')
+      ) {
+        return context.path;
+      }
+      return browser?.model.path ?? '';
+    };
+
+    commands.addCommand(CommandIDs.open, {
       label: 'Show Training Jobs',
       icon: distrainIcon,
-      execute: () => app.shell.activateById(PANEL_ID)
+      execute: () => shell.activateById(PANEL_ID)
     });
-    palette?.addItem({
-      command: OPEN_COMMAND,
-      category: 'Distributed Training'
+
+    commands.addCommand(CommandIDs.newJob, {
+      label: args => (args.isLauncher ? 'Training Job' : 'New Training Job…'),
+      caption: 'Configure a training job for the code around a notebook',
+      icon: distrainIcon,
+      execute: args => {
+        const path = (args.path ?? args.cwd ?? currentPath()) as string;
+        return show(
+          forms,
+          tab => tab.job === path,
+          () => {
+            const form = new NewJobWidget({
+              path,
+              contents: app.serviceManager.contents,
+              onSubmitted: job => {
+                tab.dispose();
+                void model.poll.refresh();
+                void commands.execute(CommandIDs.openJob, { name: job.name });
+                void commands.execute(CommandIDs.openLogs, { name: job.name });
+              }
+            });
+            const tab = new JobTab(form, path);
+            tab.id = `${NAMESPACE}-new-job-${path}`;
+            tab.title.label = `New job: ${path.split('/').pop() || 'root'}`;
+            return tab;
+          }
+        );
+      }
     });
+
+    commands.addCommand(CommandIDs.trainNotebook, {
+      label: "Train this notebook's repo…",
+      icon: distrainIcon,
+      execute: () => {
+        const selected = browser?.selectedItems().next();
+        const path =
+          selected && !selected.done && selected.value.type === 'notebook'
+            ? selected.value.path
+            : currentPath();
+        return commands.execute(CommandIDs.newJob, { path });
+      }
+    });
+
+    commands.addCommand(CommandIDs.openJob, {
+      label: args => `Open Training Job ${args.name ?? ''}`,
+      execute: args => {
+        const name = args.name as string;
+        return show(
+          views,
+          tab => tab.job === name,
+          () => {
+            const tab = new JobTab(
+              new JobViewWidget(name, {
+                interval,
+                openLogs: (job, replica) =>
+                  void commands.execute(CommandIDs.openLogs, {
+                    name: job,
+                    replica
+                  }),
+                openTensorBoard: (job, replica) =>
+                  void commands.execute(CommandIDs.openTensorBoard, {
+                    name: job,
+                    replica
+                  }),
+                onDeleted: () => {
+                  tab.dispose();
+                  void model.poll.refresh();
+                }
+              }),
+              name
+            );
+            tab.id = `${NAMESPACE}-job-${name}`;
+            tab.title.label = name;
+            return tab;
+          }
+        );
+      }
+    });
+
+    commands.addCommand(CommandIDs.openLogs, {
+      label: args => `Logs of ${args.name ?? 'a training job'}`,
+      execute: args => {
+        const name = args.name as string;
+        const replica = (args.replica as string) ?? '';
+        const tab = show(
+          logs,
+          tab => tab.job === name,
+          () => {
+            const view = new LogsWidget(name, replica);
+            const tab = new JobTab(view, name);
+            tab.id = `${NAMESPACE}-logs-${name}`;
+            view.replicaChanged.connect(() => {
+              tab.title.label = view.title.label;
+              void logs.save(tab);
+            });
+            tab.title.label = view.title.label;
+            return tab;
+          }
+        );
+        if (tab.content.replica !== replica && args.replica !== undefined) {
+          tab.content.choose(replica);
+        }
+      }
+    });
+
+    commands.addCommand(CommandIDs.openTensorBoard, {
+      label: args =>
+        `TensorBoard of ${args.name ?? 'a training job'}${args.replica ? `/${args.replica}` : ''}`,
+      execute: args => {
+        const name = args.name as string;
+        const replica = (args.replica as string) || 'all';
+        show(
+          boards,
+          tab => tab.job === name && tab.replica === replica,
+          () => {
+            const frame = new IFrame({
+              sandbox: [
+                'allow-scripts',
+                'allow-same-origin',
+                'allow-forms',
+                'allow-popups',
+                'allow-downloads'
+              ]
+            });
+            frame.url = tensorboardURL(name, replica);
+            const tab = new JobTab(frame, name, replica);
+            tab.id = `${NAMESPACE}-tensorboard-${name}-${replica}`;
+            tab.title.label = `TensorBoard: ${name}/${replica}`;
+            return tab;
+          }
+        );
+      }
+    });
+
+    if (restorer) {
+      void restorer.restore(forms, {
+        command: CommandIDs.newJob,
+        args: tab => ({ path: tab.job }),
+        name: tab => tab.job
+      });
+      void restorer.restore(views, {
+        command: CommandIDs.openJob,
+        args: tab => ({ name: tab.job }),
+        name: tab => tab.job
+      });
+      void restorer.restore(logs, {
+        command: CommandIDs.openLogs,
+        args: tab => ({ name: tab.job, replica: tab.content.replica }),
+        name: tab => tab.job
+      });
+      void restorer.restore(boards, {
+        command: CommandIDs.openTensorBoard,
+        args: tab => ({ name: tab.job, replica: tab.replica }),
+        name: tab => `${tab.job}/${tab.replica}`
+      });
+    }
+
+    for (const command of [CommandIDs.open, CommandIDs.newJob]) {
+      palette?.addItem({ command, category: 'Distributed Training' });
+    }
+    launcher?.add({
+      command: CommandIDs.newJob,
+      category: 'Other',
+      rank: 1,
+      args: { isLauncher: true }
+    });
+    for (const selector of [
+      '.jp-DirListing-item[data-file-type="notebook"]',
+      '.jp-Notebook'
+    ]) {
+      app.contextMenu.addItem({
+        command: CommandIDs.trainNotebook,
+        selector,
+        rank: 20
+      });
+    }
 
     settingRegistry
       ?.load(PLUGIN_ID)
       .then(settings => {
         const update = () => {
-          model.interval = settings.get('refreshInterval').composite as number;
+          interval = settings.get('refreshInterval').composite as number;
+          model.interval = interval;
         };
         update();
         settings.changed.connect(update);

@@ -86,7 +86,7 @@ type Action = 'stop' | 'restart' | 'clone' | 'delete';
 /**
  * Carry out an action on a job, asking first before deleting; errors are shown.
  */
-async function act(model: JobsModel, action: Action, job: Job): Promise<void> {
+export async function act(action: Action, job: Job): Promise<void> {
   if (action === 'delete') {
     const answer = await showDialog({
       title: `Delete ${job.name}?`,
@@ -102,10 +102,9 @@ async function act(model: JobsModel, action: Action, job: Job): Promise<void> {
   } catch (error) {
     await showErrorMessage(`Could not ${action} ${job.name}`, error as Error);
   }
-  await model.poll.refresh();
 }
 
-const ACTIONS: {
+export const ACTIONS: {
   action: Action;
   label: string;
   icon: typeof stopIcon;
@@ -125,7 +124,10 @@ const ACTIONS: {
 /**
  * The jobs list: name, phase badge, replicas ready/total, age; backend and actions below.
  */
-export function JobList(props: { model: JobsModel }): JSX.Element {
+export function JobList(props: {
+  model: JobsModel;
+  onOpen: (job: Job) => void;
+}): JSX.Element {
   const [filter, setFilter] = React.useState('');
   const shown = props.model.jobs.filter(job => matches(job, filter));
   return (
@@ -148,9 +150,13 @@ export function JobList(props: { model: JobsModel }): JSX.Element {
         <ul className="jp-distrain-list">
           {shown.map(job => (
             <li key={job.name} className="jp-distrain-job" data-job={job.name}>
-              <span className="jp-distrain-name" title={job.name}>
+              <button
+                className="jp-distrain-name"
+                title={`Open ${job.name}`}
+                onClick={() => props.onOpen(job)}
+              >
                 {job.name}
-              </span>
+              </button>
               <span
                 className={`jp-distrain-phase jp-distrain-phase-${job.phase.toLowerCase()}`}
                 title={[job.reason, job.message].filter(Boolean).join(': ')}
@@ -172,7 +178,11 @@ export function JobList(props: { model: JobsModel }): JSX.Element {
                     className="jp-Button jp-mod-minimal jp-distrain-action"
                     title={`${a.label} ${job.name}`}
                     aria-label={`${a.label} ${job.name}`}
-                    onClick={() => void act(props.model, a.action, job)}
+                    onClick={() =>
+                      void act(a.action, job).then(() =>
+                        props.model.poll.refresh()
+                      )
+                    }
                   >
                     <a.icon.react tag="span" elementSize="small" />
                   </button>
@@ -190,7 +200,10 @@ export function JobList(props: { model: JobsModel }): JSX.Element {
  * The "Jobs" section of the sidebar.
  */
 export class JobsWidget extends ReactWidget {
-  constructor(readonly model: JobsModel) {
+  constructor(
+    readonly model: JobsModel,
+    private readonly onOpen: (job: Job) => void
+  ) {
     super();
     this.addClass('jp-distrain-jobs-widget');
     this.title.label = 'Jobs';
@@ -199,7 +212,7 @@ export class JobsWidget extends ReactWidget {
   render(): JSX.Element {
     return (
       <UseSignal signal={this.model.changed}>
-        {() => <JobList model={this.model} />}
+        {() => <JobList model={this.model} onOpen={this.onOpen} />}
       </UseSignal>
     );
   }

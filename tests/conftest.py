@@ -97,7 +97,7 @@ class JupyterServer:
             [str(Path(sys.executable).with_name("jupyter")), app, "--no-browser",
              f"--port={self.url.rsplit(':', 1)[1]}", f"--IdentityProvider.token={self.TOKEN}",
              "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", f"--Distrain.root={self.root}",
-             *args],
+             *(self.lab_state(tmp_path) if app == "lab" else ()), *args],
             stdout=self.log, stderr=subprocess.STDOUT,
         )
         self.headers = {"Authorization": f"token {self.TOKEN}"}
@@ -105,6 +105,15 @@ class JupyterServer:
         while not self.answers():
             assert self.process.poll() is None and time.monotonic() < deadline, "jupyter server did not start"
             time.sleep(0.2)
+
+    @staticmethod
+    def lab_state(tmp_path: Path) -> list[str]:
+        """JupyterLab's settings and workspaces of this test only, not the user's; no news pop-up."""
+        news = tmp_path / "lab-settings" / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+        news.parent.mkdir(parents=True, exist_ok=True)
+        news.write_text(json.dumps({"fetchNews": "false"}))
+        return [f"--LabApp.user_settings_dir={tmp_path / 'lab-settings'}",
+                f"--LabApp.workspaces_dir={tmp_path / 'lab-workspaces'}"]
 
     def answers(self) -> bool:
         import urllib.error

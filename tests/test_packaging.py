@@ -1,6 +1,7 @@
 """The installed package: server extension and prebuilt labextension enabled, the API behind auth."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -56,3 +57,13 @@ def test_frontend_api_types_are_generated_from_the_openapi_document(tmp_path):
     formatted = subprocess.run([str(bin_dir / "prettier"), "--stdin-filepath", "src/openapi.ts"], cwd=repo,
                                input=generated.read_text(), capture_output=True, text=True, check=True).stdout
     assert formatted == (repo / "src" / "openapi.ts").read_text(), "run `jlpm build:api` and commit src/openapi.ts"
+
+
+@pytest.mark.parametrize("script", ["test", "lint:check"])
+def test_frontend_unit_tests_and_lint(script):
+    """The panel's jest unit tests, and prettier, eslint and the TypeScript checker, all clean."""
+    repo = Path(__file__).parents[1]
+    jlpm = Path(sys.executable).with_name("jlpm")
+    result = subprocess.run([str(jlpm), script], cwd=repo, capture_output=True, text=True,
+                            env={**os.environ, "PATH": f"{jlpm.parent}{os.pathsep}{os.environ['PATH']}", "CI": "1"})
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

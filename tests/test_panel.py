@@ -1,6 +1,8 @@
 """The JupyterLab panel in a real browser (system Chromium through Playwright) against a real JupyterLab."""
 
 import json
+import shutil
+import subprocess
 import urllib.request
 from pathlib import Path
 
@@ -32,11 +34,11 @@ def page(lab):
         browser.close()
 
 
-def open_panel(page) -> None:
-    """Show the sidebar panel. JupyterLab may still be restoring its layout, which can show or hide
+def open_panel(page, panel_id: str = "jupyter-distrain-panel") -> None:
+    """Show a side panel. JupyterLab may still be restoring its layout, which can show or hide
     side panels, and a click on the tab of a shown panel collapses it: so click until it stays shown."""
-    tab = page.locator('.jp-SideBar .lm-TabBar-tab[data-id="jupyter-distrain-panel"]')
-    panel = page.locator("#jupyter-distrain-panel")
+    tab = page.locator(f'.jp-SideBar .lm-TabBar-tab[data-id="{panel_id}"]')
+    panel = page.locator(f"#{panel_id}")
     for _ in range(30):
         if not panel.is_visible():
             tab.click()
@@ -64,6 +66,7 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     submit(lab, {"name": "quick", "code": code, "command": "python train.py --epochs 5"})
     submit(lab, {"name": "sleeper", "code": code, "command": "sleep 600"})
 
+    expect(page.locator(".jp-LauncherCard", has_text="Training Job")).to_be_visible()
     open_panel(page)
     jobs = page.locator(".jp-distrain-jobs")
     row = lambda name: jobs.locator(f'[data-job="{name}"]')  # noqa: E731
@@ -85,4 +88,109 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     expect(row("quick")).to_have_count(0, timeout=30_000)
     with urllib.request.urlopen(urllib.request.Request(f"{lab.url}/distrain/api/jobs", headers=lab.headers)) as r:
         assert [job["name"] for job in json.load(r)] == ["sleeper"]
+    assert_nothing_left(Path(lab.root))
+
+
+def notebook_repo(directory: Path) -> Path:
+    """A git repository (no remote) with the TensorFlow parameter-server example, its distrain.yaml
+    naming no code (so the form takes the repository's), and a notebook."""
+    shutil.copytree(EXAMPLES / "tf-ps", directory)
+    spec = directory / "distrain.yaml"
+    spec.write_text(spec.read_text().replace("code: {path: .}\n", ""))
+    (directory / "train.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    for command in (["init", "-q", "-b", "main"], ["add", "."],
+                    ["-c", "user.email=dev@example.invalid", "-c", "user.name=dev", "commit", "-qm", "example"]):
+        subprocess.run(["git", *command], cwd=directory, check=True)
+    return directory
+
+
+def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
+    repo = notebook_repo(lab.root_dir / "project")
+    page.goto(f"{lab.url}/lab/tree/project?token={lab.TOKEN}")
+    open_panel(page, "filebrowser")
+    page.locator('.jp-DirListing-item[data-file-type="notebook"]').click(button="right")
+    page.get_by_text("Train this notebook's repo").click()
+
+    form = page.locator(".jp-distrain-form")
+    field = lambda path: form.locator(f'[data-field="{path}"]')  # noqa: E731
+    expect(field("name").locator("input")).to_have_value("tf-ps", timeout=30_000)
+    expect(field("framework").locator("select")).to_have_value("tensorflow")
+    expect(field("code.git").locator("input")).to_have_value(str(repo))
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    expect(field("code.commit").locator("input")).to_have_value(commit)
+    expect(form.locator(".jp-distrain-warning")).to_contain_text("no remote")
+    expect(form.locator('[data-role="worker"]').get_by_label("worker count")).to_have_value("2")
+    expect(form.get_by_label("Value of steps")).to_have_value("200")
+
+    field("name").locator("input").fill("Bad_Name")
+    expect(field("name").locator(".jp-distrain-error")).to_contain_text("\"Bad_Name\" is not allowed", timeout=10_000)
+    screenshot(page, "form-error")
+    field("name").locator("input").fill("panel-tf")
+    form.get_by_label("Value of steps").fill("600")
+    expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
+    expect(field("name").locator(".jp-distrain-error")).to_have_count(0)
+    screenshot(page, "form")
+    form.get_by_role("button", name="Save as distrain.yaml").click()
+    expect(form.get_by_text("Saved to project/distrain.yaml")).to_be_visible()
+    assert "name: panel-tf" in (repo / "distrain.yaml").read_text()
+    assert commit not in (repo / "distrain.yaml").read_text()
+    form.get_by_role("button", name="Submit").click()
+
+    # Submitting opens the job's view and its logs.
+    view = page.locator(".jp-distrain-job-view")
+    expect(view.locator("h2")).to_have_text("panel-tf", timeout=30_000)
+    expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Running", timeout=60_000)
+    expect(view.locator("[data-replica]")).to_have_count(4)
+    logs = page.locator(".jp-distrain-logs")
+    expect(logs.locator(".jp-distrain-logline", has_text="serving at").first).to_be_visible(timeout=60_000)
+    expect(logs.locator(".jp-distrain-logline", has_text="step ").first).to_be_visible(timeout=120_000)
+    assert view.locator(".jp-distrain-job-header .jp-distrain-phase").inner_text() == "Running"  # lines arrive live
+    screenshot(page, "logs")
+
+    logs.get_by_label("Search the log").fill("loss")
+    expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("matching")
+    assert all("loss" in line for line in logs.locator(".jp-distrain-logline").all_inner_texts())
+    logs.get_by_label("Search the log").fill("")
+
+    page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-job-panel-tf"]').click()
+    view.locator('[data-replica="chief-0"]').get_by_role("button", name="TensorBoard").click()
+    board = page.frame_locator('.jp-MainAreaWidget:not(.lm-mod-hidden) iframe')
+    expect(board.get_by_text("loss").first).to_be_visible(timeout=120_000)
+    screenshot(page, "tensorboard")
+
+    # After a reload, the tabs come back: the TensorBoard shows its tags again, the logs follow again.
+    page.reload()
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+    tab = lambda widget_id: page.locator(f'.lm-DockPanel .lm-TabBar-tab[data-id="{widget_id}"]')  # noqa: E731
+    expect(tab("jupyter-distrain-tensorboard-panel-tf-chief-0")).to_be_visible(timeout=30_000)
+    expect(tab("jupyter-distrain-logs-panel-tf")).to_be_visible()
+    tab("jupyter-distrain-tensorboard-panel-tf-chief-0").click()
+    expect(board.get_by_text("loss").first).to_be_visible(timeout=120_000)
+
+    tab("jupyter-distrain-job-panel-tf").click()
+    expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=300_000)
+    screenshot(page, "job")
+
+    page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
+    page.locator(".lm-Menu-item", has_text="Theme").first.hover()
+    page.locator(".lm-Menu-item", has_text="JupyterLab Dark").first.click()
+    expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=30_000)
+    page.wait_for_timeout(1000)
+    screenshot(page, "job-dark")
+    tab("jupyter-distrain-logs-panel-tf").click()
+    expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("Succeeded", timeout=30_000)
+    screenshot(page, "logs-dark")
+    open_panel(page)
+    page.locator("#jupyter-distrain-panel").get_by_role("button", name="New job").click()
+    expect(field("name").locator("input")).to_have_value("panel-tf", timeout=30_000)  # the saved distrain.yaml
+    screenshot(page, "form-dark")
+    expect(form.get_by_text("The server accepts this job.")).to_have_count(0)
+    expect(field("name").locator(".jp-distrain-error")).to_contain_text("exists", timeout=10_000)
+
+    tab("jupyter-distrain-job-panel-tf").click()
+    view.get_by_label("Delete panel-tf").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Delete").click()
+    expect(view).to_have_count(0, timeout=30_000)
+    with urllib.request.urlopen(urllib.request.Request(f"{lab.url}/distrain/api/jobs", headers=lab.headers)) as r:
+        assert json.load(r) == []
     assert_nothing_left(Path(lab.root))

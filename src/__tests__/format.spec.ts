@@ -1,0 +1,33 @@
+import type { Job } from '../api';
+import { age, bytes, matches, ready } from '../format';
+
+const job = {
+  name: 'mnist',
+  phase: 'Running',
+  backend: 'local',
+  replicas: [{ phase: 'Running' }, { phase: 'Pending' }]
+} as unknown as Job;
+
+describe('format', () => {
+  it('counts running replicas', () => {
+    expect(ready(job)).toBe('1/2');
+  });
+
+  it('gives ages in their largest unit', () => {
+    const now = Date.parse('2026-01-02T00:00:00Z');
+    expect(age('2026-01-01T23:59:15Z', now)).toBe('45s');
+    expect(age('2026-01-01T22:00:00Z', now)).toBe('2h');
+    expect(age('2025-12-30T00:00:00Z', now)).toBe('3d');
+  });
+
+  it('gives sizes in binary units', () => {
+    expect(bytes(512)).toBe('512 B');
+    expect(bytes(1536)).toBe('1.5 KiB');
+    expect(bytes(3 * 1024 ** 3)).toBe('3.0 GiB');
+  });
+
+  it('matches every word of a filter', () => {
+    expect(matches(job, 'mni run')).toBe(true);
+    expect(matches(job, 'mnist failed')).toBe(false);
+  });
+});

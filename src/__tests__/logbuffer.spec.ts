@@ -1,0 +1,42 @@
+import { LogBuffer } from '../logbuffer';
+
+describe('LogBuffer', () => {
+  it('splits messages into timed lines and keeps the cursor of each replica', () => {
+    const buffer = new LogBuffer();
+    buffer.append(
+      'chief-0',
+      '2026-01-01T00:00:01Z hello\n2026-01-01T00:00:02Z world\n',
+      60
+    );
+    buffer.append('worker-0', '2026-01-01T00:00:03Z ready\n', 27);
+    expect(buffer.end - buffer.first).toBe(3);
+    expect(buffer.at(1)).toEqual({
+      replica: 'chief-0',
+      time: '2026-01-01T00:00:02Z',
+      text: 'world'
+    });
+    expect(buffer.cursor).toBe('chief-0:60,worker-0:27');
+    buffer.append('chief-0', '2026-01-01T00:00:04Z again\n', 86);
+    expect(buffer.cursor).toBe('chief-0:86,worker-0:27');
+  });
+
+  it('drops the oldest lines past its capacity, numbering lines as they came', () => {
+    const buffer = new LogBuffer(100);
+    for (let i = 0; i < 1000; i++) {
+      buffer.append('w', `t line ${i}\n`, i);
+    }
+    expect(buffer.first).toBe(900);
+    expect(buffer.end).toBe(1000);
+    expect(buffer.at(900).text).toBe('line 900');
+    expect(buffer.at(999).text).toBe('line 999');
+  });
+
+  it('finds lines, case-insensitively, among those held', () => {
+    const buffer = new LogBuffer(3);
+    for (const text of ['Loss 1', 'acc', 'loss 2', 'LOSS 3']) {
+      buffer.append('w', `t ${text}\n`, 0);
+    }
+    expect(buffer.search('loss')).toEqual([2, 3]);
+    expect(buffer.search('loss', 3)).toEqual([3]);
+  });
+});

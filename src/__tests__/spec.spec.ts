@@ -1,0 +1,240 @@
+import type { Repo } from '../api';
+import schema from '../../jupyter_distrain/job.schema.json';
+import {
+  assignErrors,
+  isDistributed,
+  jobName,
+  parseValue,
+  prefill,
+  rolesFor,
+  schemaAt,
+  setIn,
+  specForFile,
+  withDistributed,
+  withFramework
+} from '../spec';
+
+const COMMIT = 'a'.repeat(40);
+
+function repo(
+  overrides: Partial<Repo> = {},
+  git: Partial<NonNullable<Repo['git']>> = {}
+): Repo {
+  return {
+    path: 'work/project/train.ipynb',
+    directory: '/home/me/work/project',
+    git: {
+      root: '/home/me/work/project',
+      subdirectory: '.',
+      remotes: [{ name: 'origin', url: 'https://example.com/me/project.git' }],
+      branch: 'main',
+      commit: COMMIT,
+      dirty: false,
+      untracked: 0,
+      upstream: 'origin/main',
+      ahead: 0,
+      behind: 0,
+      ...git
+    },
+    files: {},
+    ...overrides
+  };
+}
+
+describe('schema lookups', () => {
+  it('finds fields through references, maps and alternatives', () => {
+    expect(schemaAt(schema, 'name')?.pattern).toBe(
+      schema.properties.name.pattern
+    );
+    expect(schemaAt(schema, 'replicas.worker.count')?.maximum).toBe(64);
+    expect(schemaAt(schema, 'replicas.ps.resources.gpus')?.type).toBe(
+      'integer'
+    );
+    expect(schemaAt(schema, 'code.commit')?.title).toBe('Pinned commit');
+    expect(schemaAt(schema, 'data')?.title).toBe('Input data');
+    expect(schemaAt(schema, 'output.host_path')?.pattern).toMatch(/^\^\//);
+    expect(schemaAt(schema, 'no.such.field')).toBeUndefined();
+  });
+
+  it('reads the roles of each framework from the schema rules', () => {
+    expect(rolesFor(schema, 'tensorflow')).toEqual([
+      'chief',
+      'ps',
+      'worker',
+      'evaluator'
+    ]);
+    expect(rolesFor(schema, 'pytorch')).toEqual(['master', 'worker']);
+    expect(rolesFor(schema, 'paddle')).toEqual(['ps', 'worker']);
+    expect(rolesFor(schema, 'python')).toEqual(['worker']);
+  });
+});
+
+describe('editing a draft', () => {
+  it('sets nested values and removes what is emptied', () => {
+    const draft = setIn({}, 'tensorboard.logdir', 'logs');
+    expect(draft).toEqual({ tensorboard: { logdir: 'logs' } });
+    expect(setIn(draft, 'tensorboard.logdir', '')).toEqual({});
+    expect(setIn({ a: 1 }, 'b', undefined)).toEqual({ a: 1 });
+    expect(setIn({ a: 1 }, 'b', 0)).toEqual({ a: 1, b: 0 });
+  });
+
+  it('keeps only the roles a framework allows, and at least a worker', () => {
+    const draft = { replicas: { chief: { count: 1 }, worker: { count: 3 } } };
+    expect(withFramework(schema, draft, 'pytorch').replicas).toEqual({
+      worker: { count: 3 }
+    });
+    expect(
+      withFramework(schema, { replicas: { chief: { count: 1 } } }, 'python')
+        .replicas
+    ).toEqual({
+      worker: { count: 1 }
+    });
+  });
+
+  it('switches between one worker and several roles', () => {
+    const distributed = {
+      replicas: {
+        ps: { count: 1 },
+        worker: { count: 2, resources: { gpus: 1 } }
+      }
+    };
+    expect(isDistributed(distributed)).toBe(true);
+    const single = withDistributed(distributed, false);
+    expect(single.replicas).toEqual({
+      worker: { count: 1, resources: { gpus: 1 } }
+    });
+    expect(isDistributed(single)).toBe(false);
+  });
+
+  it('reads hyperparameter values as numbers and booleans when they are', () => {
+    expect(parseValue('0.01')).toBe(0.01);
+    expect(parseValue('true')).toBe(true);
+    expect(parseValue('adam')).toBe('adam');
+    expect(parseValue('')).toBe('');
+  });
+});
+
+describe('server errors', () => {
+  it('land on the closest field shown, the rest are general', () => {
+    const { byField, general } = assignErrors(
+      [
+        { path: 'name', message: 'bad name' },
+        { path: 'replicas.worker.resources.gpus', message: 'too many' },
+        { path: 'code.git.extra', message: 'odd' },
+        { path: '', message: 'broken' },
+        { path: 'mystery', message: 'unknown' }
+      ],
+      ['name', 'replicas.worker', 'code.git']
+    );
+    expect(byField.get('name')).toEqual(['bad name']);
+    expect(byField.get('replicas.worker')).toEqual(['too many']);
+    expect(byField.get('code.git')).toEqual(['odd']);
+    expect(general).toEqual(['broken', 'mystery: unknown']);
+  });
+});
+
+describe('prefill from the notebook repository', () => {
+  it('pins the checked-out commit of the pushed branch', () => {
+    const { spec, warnings, specFile } = prefill(
+      repo(),
+      'work/project/train.ipynb'
+    );
+    expect(spec.code).toEqual({
+      git: 'https://example.com/me/project.git',
+      ref: 'main',
+      commit: COMMIT
+    });
+    expect(spec.name).toBe('train');
+    expect(spec.command).toBe('ipython train.ipynb');
+    expect(warnings).toEqual([]);
+    expect(specFile).toBe('work/project/distrain.yaml');
+  });
+
+  it('warns of uncommitted work, unpushed commits and a missing upstream', () => {
+    const dirty = prefill(
+      repo({}, { dirty: true, untracked: 2, ahead: 3 }),
+      'work/project/a.ipynb'
+    );
+    expect(dirty.warnings.join('\n')).toMatch(
+      /changed files and 2 untracked files/
+    );
+    expect(dirty.warnings.join('\n')).toMatch(/3 commits are not pushed/);
+    const local = prefill(
+      repo({}, { upstream: null, ahead: null }),
+      'work/project/a.ipynb'
+    );
+    expect(local.warnings.join('\n')).toMatch(/no upstream on origin/);
+  });
+
+  it('clones a repository without a remote from its directory', () => {
+    const { spec, warnings } = prefill(
+      repo({}, { remotes: [] }),
+      'work/project/a.ipynb'
+    );
+    expect(spec.code.git).toBe('/home/me/work/project');
+    expect(warnings.join('\n')).toMatch(/no remote/);
+  });
+
+  it('runs a notebook below the repository root from there', () => {
+    const nested = repo(
+      { directory: '/home/me/work/project/nb' },
+      { subdirectory: 'nb' }
+    );
+    expect(prefill(nested, 'work/project/nb/My Model.ipynb').spec.command).toBe(
+      "ipython 'nb/My Model.ipynb'"
+    );
+  });
+
+  it("loads the repository's distrain.yaml, saving it back where it was found", () => {
+    const found = repo(
+      {
+        directory: '/home/me/work/project/nb',
+        files: {
+          'distrain.yaml': {
+            path: '/home/me/work/project/distrain.yaml',
+            content: '',
+            truncated: false,
+            spec: {
+              name: 'from-file',
+              command: 'python train.py',
+              code: { path: 'src' }
+            }
+          }
+        }
+      },
+      { subdirectory: 'nb' }
+    );
+    const { spec, specFile } = prefill(found, 'work/project/nb/train.ipynb');
+    expect(spec.name).toBe('from-file');
+    expect(spec.code).toEqual({ path: '/home/me/work/project/src' });
+    expect(specFile).toBe('work/project/distrain.yaml');
+  });
+
+  it('runs the files of a directory outside git as they are', () => {
+    const { spec, warnings } = prefill(repo({ git: null }), 'work/project');
+    expect(spec.code).toEqual({ path: '/home/me/work/project' });
+    expect(spec.name).toBe('project');
+    expect(warnings.join('\n')).toMatch(/not in a git repository/);
+  });
+
+  it('saves specs without the pinned commit', () => {
+    expect(
+      specForFile({
+        name: 'x',
+        code: { git: '/r', ref: 'main', commit: COMMIT }
+      })
+    ).toEqual({
+      name: 'x',
+      code: { git: '/r', ref: 'main' }
+    });
+  });
+});
+
+describe('job names', () => {
+  it('are made valid from any text', () => {
+    expect(jobName('My Model v2.ipynb')).toBe('my-model-v2');
+    expect(jobName('2024_experiment')).toBe('experiment');
+    expect(jobName('___')).toBe('training');
+    expect(jobName('a'.repeat(80)).length).toBe(50);
+  });
+});

@@ -1,0 +1,816 @@
+import { ReactWidget } from '@jupyterlab/apputils';
+import { Contents } from '@jupyterlab/services';
+import { addIcon, closeIcon } from '@jupyterlab/ui-components';
+import * as React from 'react';
+import YAML from 'yaml';
+
+import {
+  Cluster,
+  FieldError,
+  fieldErrors,
+  Job,
+  JobSpec,
+  jobsAPI,
+  serverAPI
+} from './api';
+import {
+  assignErrors,
+  Draft,
+  getIn,
+  isDistributed,
+  parseValue,
+  prefill,
+  rolesFor,
+  Schema,
+  schemaAt,
+  setIn,
+  specForFile,
+  withDistributed,
+  withFramework
+} from './spec';
+
+/** How long typing pauses before the server checks the spec. */
+const VALIDATE_DELAY_MS = 300;
+
+/** Fields with a section of their own; the others are drawn from the schema alone. */
+const CUSTOM_FIELDS = ['code', 'replicas', 'hyperparameters', 'data', 'output'];
+
+interface IFormProps {
+  /** The notebook or directory whose code the job trains, relative to the Jupyter root. */
+  path: string;
+  contents: Contents.IManager;
+  onSubmitted: (job: Job) => void;
+}
+
+interface ILoaded {
+  schema: Schema;
+  cluster: Cluster;
+  spec: Draft;
+  warnings: string[];
+  specFile: string;
+}
+
+/**
+ * A new job for the code around a notebook: fields, titles, choices and limits
+ * come from the job spec's JSON Schema; the server checks the spec as it is typed.
+ */
+export function NewJobForm(props: IFormProps): JSX.Element {
+  const [loaded, setLoaded] = React.useState<ILoaded | null>(null);
+  const [loadError, setLoadError] = React.useState('');
+  const [draft, setDraft] = React.useState<Draft>({});
+  const [errors, setErrors] = React.useState<FieldError[]>([]);
+  const [checked, setChecked] = React.useState(false);
+  const [busy, setBusy] = React.useState(false);
+  const [saved, setSaved] = React.useState('');
+
+  React.useEffect(() => {
+    Promise.all([
+      serverAPI.schema(),
+      serverAPI.cluster(),
+      serverAPI.repo(props.path)
+    ])
+      .then(([schema, cluster, repo]) => {
+        const filled = prefill(repo, props.path);
+        setLoaded({ schema, cluster, ...filled });
+        setDraft(filled.spec);
+      })
+      .catch(error => setLoadError(String(error.message ?? error)));
+  }, [props.path]);
+
+  // Check the spec with the server once typing pauses; only the latest answer counts.
+  const generation = React.useRef(0);
+  React.useEffect(() => {
+    if (!loaded) {
+      return;
+    }
+    const current = ++generation.current;
+    setChecked(false);
+    const timer = setTimeout(() => {
+      jobsAPI
+        .dryRun(draft as JobSpec)
+        .then(() => [])
+        .catch(fieldErrors)
+        .then(found => {
+          if (current === generation.current) {
+            setErrors(found);
+            setChecked(true);
+          }
+        });
+    }, VALIDATE_DELAY_MS);
+    return () => clearTimeout(timer);
+  }, [draft, loaded]);
+
+  if (loadError) {
+    return <div className="jp-distrain-error">{loadError}</div>;
+  }
+  if (!loaded) {
+    return <div className="jp-distrain-form">Loading…</div>;
+  }
+  const { schema, cluster } = loaded;
+  const roles = rolesFor(
+    schema,
+    draft.framework ?? schema.properties.framework.default
+  );
+  const fields = shownFields(schema, draft, roles);
+  const { byField, general } = assignErrors(errors, fields);
+  const set = (path: string, value: unknown) =>
+    setDraft(current => setIn(current, path, value));
+  const field = (path: string, input?: JSX.Element, label?: string) => (
+    <SchemaField
+      key={path}
+      schema={schema}
+      path={path}
+      value={getIn(draft, path)}
+      onChange={value => set(path, value)}
+      errors={byField.get(path)}
+      input={input}
+      label={label}
+    />
+  );
+
+  const submit = async () => {
+    setBusy(true);
+    try {
+      props.onSubmitted(await jobsAPI.submit(draft as JobSpec));
+    } catch (error) {
+      setErrors(fieldErrors(error));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const save = async () => {
+    try {
+      await props.contents.save(loaded.specFile, {
+        type: 'file',
+        format: 'text',
+        content: YAML.stringify(specForFile(draft))
+      });
+      setSaved(`Saved to ${loaded.specFile}`);
+    } catch (error) {
+      setSaved(
+        `Could not save ${loaded.specFile}: ${(error as Error).message}`
+      );
+    }
+  };
+
+  const simple = (parent: string) =>
+    Object.keys(schemaAt(schema, parent)?.properties ?? {}).map(key =>
+      field(`${parent}.${key}`)
+    );
+  const others = Object.keys(schema.properties).filter(
+    key =>
+      !CUSTOM_FIELDS.includes(key) &&
+      ![
+        'name',
+        'framework',
+        'command',
+        'image',
+        'tensorboard',
+        'policy'
+      ].includes(key)
+  );
+
+  return (
+    <form
+      className="jp-distrain-form"
+      onSubmit={event => {
+        event.preventDefault();
+        void submit();
+      }}
+    >
+      <Section title="Code">
+        <CodeFields
+          schema={schema}
+          draft={draft}
+          set={set}
+          field={field}
+          warnings={loaded.warnings}
+        />
+      </Section>
+      <Section title="Job">
+        {field('name')}
+        {field(
+          'framework',
+          <SchemaInput
+            node={schemaAt(schema, 'framework') ?? {}}
+            value={draft.framework}
+            onChange={value =>
+              setDraft(current => withFramework(schema, current, String(value)))
+            }
+          />
+        )}
+        {field(
+          'command',
+          <textarea
+            className="jp-mod-styled jp-distrain-command"
+            rows={3}
+            value={draft.command ?? ''}
+            onChange={event => set('command', event.target.value)}
+          />
+        )}
+        {field(
+          'image',
+          <input
+            className="jp-mod-styled"
+            value={draft.image ?? ''}
+            placeholder={
+              cluster.default_images?.[draft.framework ?? 'python'] ?? ''
+            }
+            onChange={event => set('image', event.target.value)}
+          />
+        )}
+      </Section>
+      <Section title={schemaAt(schema, 'replicas')?.title ?? 'Replicas'}>
+        <ReplicaFields
+          schema={schema}
+          cluster={cluster}
+          draft={draft}
+          roles={roles}
+          onChange={setDraft}
+          errors={byField}
+        />
+      </Section>
+      <Section title={schemaAt(schema, 'hyperparameters')?.title}>
+        <HyperparameterFields
+          value={draft.hyperparameters ?? {}}
+          onChange={value => set('hyperparameters', value)}
+          errors={byField}
+          help={schemaAt(schema, 'hyperparameters')?.description}
+        />
+      </Section>
+      <Section title="Data and output">
+        {['data', 'output'].map(key => (
+          <VolumeField
+            key={key}
+            schema={schema}
+            path={key}
+            cluster={cluster}
+            value={draft[key]}
+            onChange={value => set(key, value)}
+            errors={byField}
+          />
+        ))}
+      </Section>
+      <Section title={schemaAt(schema, 'tensorboard')?.title}>
+        {simple('tensorboard')}
+      </Section>
+      <details className="jp-distrain-section">
+        <summary>{schemaAt(schema, 'policy')?.title} and more</summary>
+        {simple('policy')}
+        {others.map(key => field(key))}
+      </details>
+      {general.map(message => (
+        <div key={message} className="jp-distrain-error" role="alert">
+          {message}
+        </div>
+      ))}
+      <div className="jp-distrain-form-buttons">
+        <button
+          type="submit"
+          className="jp-Button jp-mod-styled jp-mod-accept"
+          disabled={busy}
+        >
+          Submit
+        </button>
+        <button
+          type="button"
+          className="jp-Button jp-mod-styled jp-mod-reject"
+          onClick={() => void save()}
+          title={`Write this spec to ${loaded.specFile} (without the pinned commit)`}
+        >
+          Save as {loaded.specFile.split('/').pop()}
+        </button>
+        <span className="jp-distrain-form-status" aria-live="polite">
+          {saved ||
+            (checked && errors.length === 0
+              ? 'The server accepts this job.'
+              : '')}
+        </span>
+      </div>
+    </form>
+  );
+}
+
+/**
+ * Every field path the form shows, so server errors land on the closest one.
+ */
+function shownFields(schema: Schema, draft: Draft, roles: string[]): string[] {
+  const fields = Object.keys(schema.properties);
+  for (const parent of ['tensorboard', 'policy']) {
+    for (const key of Object.keys(schemaAt(schema, parent)?.properties ?? {})) {
+      fields.push(`${parent}.${key}`);
+    }
+  }
+  for (const key of ['git', 'ref', 'commit', 'credentials', 'path']) {
+    fields.push(`code.${key}`);
+  }
+  for (const role of roles) {
+    for (const key of [
+      'count',
+      'resources.gpus',
+      'resources.cpu',
+      'resources.memory'
+    ]) {
+      fields.push(`replicas.${role}.${key}`);
+    }
+  }
+  for (const key of Object.keys(draft.hyperparameters ?? {})) {
+    fields.push(`hyperparameters.${key}`);
+  }
+  for (const volume of ['data', 'output']) {
+    for (const key of ['volume', 'path', 'host_path']) {
+      fields.push(`${volume}.${key}`);
+    }
+  }
+  return fields;
+}
+
+function Section(props: {
+  title?: string;
+  children: React.ReactNode;
+}): JSX.Element {
+  return (
+    <fieldset className="jp-distrain-section">
+      <legend>{props.title}</legend>
+      {props.children}
+    </fieldset>
+  );
+}
+
+function Errors(props: { messages?: string[] }): JSX.Element | null {
+  if (!props.messages?.length) {
+    return null;
+  }
+  return (
+    <>
+      {props.messages.map(message => (
+        <div key={message} className="jp-distrain-error" role="alert">
+          {message}
+        </div>
+      ))}
+    </>
+  );
+}
+
+/**
+ * One field drawn from its schema: a label (title, else the key), an input that
+ * fits its type (choice, switch, number or text), its description and its errors.
+ */
+function SchemaField(props: {
+  schema: Schema;
+  path: string;
+  value: any;
+  onChange: (value: unknown) => void;
+  errors?: string[];
+  input?: JSX.Element;
+  label?: string;
+}): JSX.Element {
+  const node = schemaAt(props.schema, props.path) ?? {};
+  const key = props.path.split('.').pop() ?? props.path;
+  const label = props.label ?? node.title ?? humanize(key);
+  const input = props.input ?? (
+    <SchemaInput node={node} value={props.value} onChange={props.onChange} />
+  );
+  return (
+    <div
+      className={`jp-distrain-field${props.errors?.length ? ' jp-mod-error' : ''}`}
+      data-field={props.path}
+    >
+      <label>
+        <span className="jp-distrain-label">{label}</span>
+        {input}
+      </label>
+      {node.description && (
+        <div className="jp-distrain-help">{node.description}</div>
+      )}
+      <Errors messages={props.errors} />
+    </div>
+  );
+}
+
+function SchemaInput(props: {
+  node: Schema;
+  value: any;
+  onChange: (value: unknown) => void;
+}): JSX.Element {
+  const { node, value, onChange } = props;
+  const types: string[] = [].concat(node.type ?? []);
+  if (node.enum) {
+    return (
+      <select
+        className="jp-mod-styled"
+        value={value ?? node.default ?? ''}
+        onChange={event => onChange(event.target.value)}
+      >
+        {node.enum.map((option: string) => (
+          <option key={option} value={option}>
+            {option}
+          </option>
+        ))}
+      </select>
+    );
+  }
+  if (types.includes('boolean')) {
+    return (
+      <input
+        type="checkbox"
+        checked={value ?? node.default ?? false}
+        onChange={event => onChange(event.target.checked)}
+      />
+    );
+  }
+  if (types.includes('integer') || types.includes('number')) {
+    return (
+      <input
+        className="jp-mod-styled"
+        type="number"
+        min={node.minimum}
+        max={node.maximum}
+        step={types.includes('integer') ? 1 : 'any'}
+        value={value ?? ''}
+        placeholder={node.default?.toString()}
+        onChange={event =>
+          onChange(
+            event.target.value === '' ? undefined : Number(event.target.value)
+          )
+        }
+      />
+    );
+  }
+  return (
+    <input
+      className="jp-mod-styled"
+      value={value ?? ''}
+      placeholder={node.default?.toString()}
+      onChange={event => onChange(event.target.value)}
+    />
+  );
+}
+
+function humanize(key: string): string {
+  const words = key.replace(/_/g, ' ');
+  return words.charAt(0).toUpperCase() + words.slice(1);
+}
+
+/**
+ * Git repository (URL, ref, pinned commit) or local directory, as the schema's
+ * `oneOf` offers; changing the ref unpins the commit, which the server pins again.
+ */
+function CodeFields(props: {
+  schema: Schema;
+  draft: Draft;
+  set: (path: string, value: unknown) => void;
+  field: (path: string, input?: JSX.Element) => JSX.Element;
+  warnings: string[];
+}): JSX.Element {
+  const { schema, draft, set, field } = props;
+  const options: Schema[] = schemaAt(schema, 'code')?.oneOf ?? [];
+  const kind = draft.code && 'path' in draft.code ? 1 : 0;
+  const text = (path: string, onChange = (v: string) => set(path, v)) => (
+    <input
+      className="jp-mod-styled"
+      value={getIn(draft, path) ?? ''}
+      onChange={event => onChange(event.target.value)}
+    />
+  );
+  return (
+    <>
+      {props.warnings.map(warning => (
+        <div key={warning} className="jp-distrain-warning" role="note">
+          {warning}
+        </div>
+      ))}
+      <label className="jp-distrain-field">
+        <span className="jp-distrain-label">
+          {schemaAt(schema, 'code')?.title}
+        </span>
+        <select
+          className="jp-mod-styled"
+          value={kind}
+          onChange={event =>
+            set(
+              'code',
+              Number(event.target.value) === 1
+                ? { path: '.' }
+                : { git: '', ref: 'HEAD' }
+            )
+          }
+        >
+          {options.map((option, index) => (
+            <option key={index} value={index}>
+              {option.title}
+            </option>
+          ))}
+        </select>
+      </label>
+      {kind === 0 ? (
+        <>
+          {field('code.git', text('code.git'))}
+          {field(
+            'code.ref',
+            text('code.ref', ref =>
+              set('code', {
+                ...setIn(draft.code, 'ref', ref),
+                commit: undefined
+              })
+            )
+          )}
+          {field(
+            'code.commit',
+            <input
+              className="jp-mod-styled jp-distrain-commit"
+              readOnly
+              value={draft.code?.commit ?? ''}
+              placeholder="pinned from the ref when submitted"
+            />
+          )}
+          {field('code.credentials', text('code.credentials'))}
+        </>
+      ) : (
+        field('code.path', text('code.path'))
+      )}
+    </>
+  );
+}
+
+/**
+ * One replica, or a count per role when distributed, with GPUs (and how many the
+ * cluster has free), CPU and memory per replica.
+ */
+function ReplicaFields(props: {
+  schema: Schema;
+  cluster: Cluster;
+  draft: Draft;
+  roles: string[];
+  onChange: (draft: Draft) => void;
+  errors: Map<string, string[]>;
+}): JSX.Element {
+  const { schema, cluster, draft, onChange } = props;
+  const distributed = isDistributed(draft);
+  const roles = distributed ? props.roles : ['worker'];
+  const gpus = cluster.gpus ?? { capacity: 0, available: 0 };
+  const replicaSchema = schemaAt(schema, 'replicas.worker') ?? {};
+  const column = (key: string) => {
+    const node =
+      key === 'count'
+        ? replicaSchema.properties?.count
+        : schemaAt(schema, `replicas.worker.resources.${key}`);
+    return node?.description ?? '';
+  };
+  const errorsOf = (role: string) =>
+    [...props.errors]
+      .filter(
+        ([path]) =>
+          path === `replicas.${role}` || path.startsWith(`replicas.${role}.`)
+      )
+      .flatMap(([, messages]) => messages);
+  const cell = (role: string, key: string, type: 'integer' | 'text') => {
+    const path = `replicas.${role}.${key}`;
+    const value = getIn(draft, path);
+    return (
+      <td>
+        <input
+          className="jp-mod-styled"
+          aria-label={`${role} ${key.replace('resources.', '')}`}
+          type={type === 'integer' ? 'number' : 'text'}
+          min={type === 'integer' ? 0 : undefined}
+          value={value ?? ''}
+          placeholder={
+            key === 'count' ? '0' : key === 'resources.gpus' ? '0' : 'any'
+          }
+          onChange={event => {
+            const text = event.target.value;
+            const parsed =
+              text === ''
+                ? undefined
+                : type === 'integer'
+                  ? Number(text)
+                  : parseValue(text);
+            if (key === 'count' && !parsed) {
+              onChange(setIn(draft, `replicas.${role}`, undefined));
+            } else {
+              onChange(setIn(draft, path, parsed));
+            }
+          }}
+        />
+      </td>
+    );
+  };
+  return (
+    <>
+      <label className="jp-distrain-field jp-distrain-inline">
+        <input
+          type="checkbox"
+          checked={distributed}
+          onChange={event =>
+            onChange(withDistributed(draft, event.target.checked))
+          }
+        />
+        <span className="jp-distrain-label">
+          Distributed: several replicas, each in a role
+        </span>
+      </label>
+      <table className="jp-distrain-replicas-form">
+        <thead>
+          <tr>
+            <th>Role</th>
+            {distributed && <th title={column('count')}>Count</th>}
+            <th title={column('gpus')}>
+              GPUs each{' '}
+              <span className="jp-distrain-help">
+                ({gpus.available} of {gpus.capacity} free)
+              </span>
+            </th>
+            <th title={column('cpu')}>CPU</th>
+            <th title={column('memory')}>Memory</th>
+          </tr>
+        </thead>
+        <tbody>
+          {roles.map(role => (
+            <tr key={role} data-role={role}>
+              <td>{role}</td>
+              {distributed && cell(role, 'count', 'integer')}
+              {cell(role, 'resources.gpus', 'integer')}
+              {cell(role, 'resources.cpu', 'text')}
+              {cell(role, 'resources.memory', 'text')}
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {roles.map(role => (
+        <Errors
+          key={role}
+          messages={errorsOf(role).map(m => `${role}: ${m}`)}
+        />
+      ))}
+      <Errors messages={props.errors.get('replicas')} />
+    </>
+  );
+}
+
+/**
+ * Name and value rows; a value that reads as a number or boolean is sent as one.
+ */
+function HyperparameterFields(props: {
+  value: Record<string, unknown>;
+  onChange: (value: Record<string, unknown> | undefined) => void;
+  errors: Map<string, string[]>;
+  help?: string;
+}): JSX.Element {
+  const [rows, setRows] = React.useState<[string, string][]>(() =>
+    Object.entries(props.value).map(([key, value]) => [key, String(value)])
+  );
+  const update = (next: [string, string][]) => {
+    setRows(next);
+    const entries = next
+      .filter(([key]) => key !== '')
+      .map(([key, text]) => [key, parseValue(text)]);
+    props.onChange(entries.length ? Object.fromEntries(entries) : undefined);
+  };
+  return (
+    <div className="jp-distrain-hyperparameters">
+      {props.help && <div className="jp-distrain-help">{props.help}</div>}
+      {rows.map(([key, text], index) => (
+        <div key={index} className="jp-distrain-hyperparameter">
+          <input
+            className="jp-mod-styled"
+            aria-label="Hyperparameter name"
+            placeholder="name"
+            value={key}
+            onChange={event =>
+              update(
+                rows.map((row, i) =>
+                  i === index ? [event.target.value, row[1]] : row
+                )
+              )
+            }
+          />
+          <input
+            className="jp-mod-styled"
+            aria-label={`Value of ${key}`}
+            placeholder="value"
+            value={text}
+            onChange={event =>
+              update(
+                rows.map((row, i) =>
+                  i === index ? [row[0], event.target.value] : row
+                )
+              )
+            }
+          />
+          <button
+            type="button"
+            className="jp-Button jp-mod-minimal"
+            title={`Remove ${key}`}
+            onClick={() => update(rows.filter((_, i) => i !== index))}
+          >
+            <closeIcon.react tag="span" elementSize="small" />
+          </button>
+          <Errors messages={props.errors.get(`hyperparameters.${key}`)} />
+        </div>
+      ))}
+      <button
+        type="button"
+        className="jp-Button jp-mod-minimal jp-distrain-add"
+        onClick={() => update([...rows, ['', '']])}
+      >
+        <addIcon.react tag="span" elementSize="small" /> Add hyperparameter
+      </button>
+      <Errors messages={props.errors.get('hyperparameters')} />
+    </div>
+  );
+}
+
+/**
+ * None, one of the volumes the backend offers (with a sub-directory), or a
+ * directory of this host, as the schema's `oneOf` allows.
+ */
+function VolumeField(props: {
+  schema: Schema;
+  path: string;
+  cluster: Cluster;
+  value?: Draft;
+  onChange: (value: Draft | undefined) => void;
+  errors: Map<string, string[]>;
+}): JSX.Element {
+  const { schema, path, cluster, value, onChange } = props;
+  const node = schemaAt(schema, path) ?? {};
+  const volumes = cluster.volumes ?? [];
+  const kind = !value ? 'none' : 'host_path' in value ? 'host_path' : 'volume';
+  const choose = (choice: string) =>
+    onChange(
+      choice === 'none'
+        ? undefined
+        : choice === 'host_path'
+          ? { host_path: '/' }
+          : { volume: choice.slice('volume:'.length) }
+    );
+  const messages = [...props.errors]
+    .filter(([field]) => field === path || field.startsWith(`${path}.`))
+    .flatMap(([, m]) => m);
+  return (
+    <div
+      className={`jp-distrain-field${messages.length ? ' jp-mod-error' : ''}`}
+      data-field={path}
+    >
+      <label>
+        <span className="jp-distrain-label">{node.title}</span>
+        <select
+          className="jp-mod-styled"
+          value={kind === 'volume' ? `volume:${value?.volume}` : kind}
+          onChange={event => choose(event.target.value)}
+        >
+          <option value="none">None</option>
+          {volumes.map(volume => (
+            <option key={volume} value={`volume:${volume}`}>
+              Volume {volume}
+            </option>
+          ))}
+          {kind === 'volume' && !volumes.includes(value?.volume) && (
+            <option value={`volume:${value?.volume}`}>
+              Volume {value?.volume}
+            </option>
+          )}
+          <option value="host_path">Host directory</option>
+        </select>
+      </label>
+      {kind === 'volume' && (
+        <input
+          className="jp-mod-styled"
+          aria-label={`${node.title} sub-directory`}
+          placeholder="sub-directory (optional)"
+          value={value?.path ?? ''}
+          onChange={event =>
+            onChange(setIn(value ?? {}, 'path', event.target.value))
+          }
+        />
+      )}
+      {kind === 'host_path' && (
+        <input
+          className="jp-mod-styled"
+          aria-label={`${node.title} host directory`}
+          value={value?.host_path ?? ''}
+          onChange={event => onChange({ host_path: event.target.value })}
+        />
+      )}
+      {node.description && (
+        <div className="jp-distrain-help">{node.description}</div>
+      )}
+      <Errors messages={messages} />
+    </div>
+  );
+}
+
+/**
+ * The new-job form as a main-area tab.
+ */
+export class NewJobWidget extends ReactWidget {
+  constructor(readonly props: IFormProps) {
+    super();
+    this.addClass('jp-distrain-form-widget');
+  }
+
+  render(): JSX.Element {
+    return <NewJobForm {...this.props} />;
+  }
+}

@@ -1,0 +1,281 @@
+import { ReactWidget } from '@jupyterlab/apputils';
+import { Poll } from '@lumino/polling';
+import * as React from 'react';
+
+import { FINISHED, Job, jobsAPI, ReplicaMetrics, serverAPI } from './api';
+import { age, bytes } from './format';
+import { act, ACTIONS } from './jobs';
+
+export interface IJobViewActions {
+  openLogs: (name: string, replica?: string) => void;
+  openTensorBoard: (name: string, replica: string) => void;
+  onDeleted: () => void;
+}
+
+/**
+ * One job: its phase, replicas (with exit code, reason, where they run and what
+ * they use), events, and the ways to its logs and TensorBoards.
+ */
+export function JobView(
+  props: { name: string; interval: number } & IJobViewActions
+): JSX.Element {
+  const [job, setJob] = React.useState<Job | null>(null);
+  const [metrics, setMetrics] = React.useState<ReplicaMetrics[]>([]);
+  const [error, setError] = React.useState('');
+  const poll = React.useRef<Poll>();
+
+  React.useEffect(() => {
+    const refresh = async () => {
+      try {
+        const [fresh, used] = await Promise.all([
+          jobsAPI.get(props.name),
+          serverAPI.metrics(props.name)
+        ]);
+        setJob(fresh);
+        setMetrics(used);
+        setError('');
+        if (FINISHED.has(fresh.phase)) {
+          // Nothing changes any more until a restart; check now and then.
+          current.frequency = {
+            ...current.frequency,
+            interval: 10 * props.interval
+          };
+        } else {
+          current.frequency = {
+            ...current.frequency,
+            interval: props.interval
+          };
+        }
+      } catch (reason) {
+        setError((reason as Error).message);
+      }
+    };
+    const current = new Poll({
+      factory: refresh,
+      frequency: { interval: props.interval, backoff: false },
+      standby: 'when-hidden',
+      name: `jupyter-distrain:job:${props.name}`
+    });
+    poll.current = current;
+    return () => current.dispose();
+  }, [props.name, props.interval]);
+
+  if (!job) {
+    return <div className="jp-distrain-job-view">{error || 'Loading…'}</div>;
+  }
+  const use = new Map(metrics.map(m => [m.replica, m]));
+  const tensorboard = job.spec.tensorboard?.enabled;
+  const after = async () => {
+    if (
+      !(await jobsAPI.get(job.name).then(
+        () => true,
+        () => false
+      ))
+    ) {
+      props.onDeleted();
+    } else {
+      await poll.current?.refresh();
+    }
+  };
+  return (
+    <div className="jp-distrain-job-view">
+      <header className="jp-distrain-job-header">
+        <h2>{job.name}</h2>
+        <span
+          className={`jp-distrain-phase jp-distrain-phase-${job.phase.toLowerCase()}`}
+        >
+          {job.phase}
+        </span>
+        <span className="jp-distrain-job-reason">
+          {[job.reason, job.message].filter(Boolean).join(': ')}
+        </span>
+        <span className="jp-distrain-actions">
+          {ACTIONS.filter(a => a.when(job)).map(a => (
+            <button
+              key={a.action}
+              className="jp-Button jp-mod-minimal jp-distrain-action"
+              title={`${a.label} ${job.name}`}
+              aria-label={`${a.label} ${job.name}`}
+              onClick={() => void act(a.action, job).then(after)}
+            >
+              <a.icon.react tag="span" elementSize="small" />
+            </button>
+          ))}
+        </span>
+      </header>
+      {error && <div className="jp-distrain-error">{error}</div>}
+      <dl className="jp-distrain-job-facts">
+        <dt>Backend</dt>
+        <dd>{job.backend}</dd>
+        <dt>Run</dt>
+        <dd>{job.run}</dd>
+        <dt>Created</dt>
+        <dd title={job.created}>{age(job.created)} ago</dd>
+        <dt>Exit code</dt>
+        <dd>{job.exit_code ?? '–'}</dd>
+        <dt>Output</dt>
+        <dd className="jp-distrain-mono">{job.output_dir}</dd>
+        <dt>Code</dt>
+        <dd className="jp-distrain-mono">
+          {job.spec.code
+            ? 'git' in job.spec.code
+              ? `${job.spec.code.git} @ ${job.spec.code.commit?.slice(0, 10)}`
+              : job.spec.code.path
+            : '–'}
+        </dd>
+        <dt>Command</dt>
+        <dd className="jp-distrain-mono">{job.spec.command}</dd>
+      </dl>
+      <div className="jp-distrain-job-links">
+        <button
+          className="jp-Button jp-mod-styled jp-mod-accept"
+          onClick={() => props.openLogs(job.name)}
+        >
+          Logs
+        </button>
+        {tensorboard && (
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            onClick={() => props.openTensorBoard(job.name, 'all')}
+          >
+            TensorBoard (all replicas)
+          </button>
+        )}
+      </div>
+      <h3>Replicas</h3>
+      <div className="jp-distrain-table-scroll">
+        <table className="jp-distrain-table jp-distrain-replicas">
+          <thead>
+            <tr>
+              <th>Replica</th>
+              <th></th>
+              <th>Role</th>
+              <th>Index</th>
+              <th>Phase</th>
+              <th>Exit code</th>
+              <th>Reason</th>
+              <th>Node</th>
+              <th>Restarts</th>
+              <th>Started</th>
+              <th>Finished</th>
+              <th>CPU</th>
+              <th>Memory</th>
+              <th>GPU</th>
+            </tr>
+          </thead>
+          <tbody>
+            {job.replicas.map(replica => {
+              const used = use.get(replica.name);
+              return (
+                <tr key={replica.name} data-replica={replica.name}>
+                  <td>{replica.name}</td>
+                  <td className="jp-distrain-row-links">
+                    <button
+                      className="jp-Button jp-mod-minimal"
+                      onClick={() => props.openLogs(job.name, replica.name)}
+                    >
+                      Logs
+                    </button>
+                    {tensorboard && (
+                      <button
+                        className="jp-Button jp-mod-minimal"
+                        onClick={() =>
+                          props.openTensorBoard(job.name, replica.name)
+                        }
+                      >
+                        TensorBoard
+                      </button>
+                    )}
+                  </td>
+                  <td>{replica.role}</td>
+                  <td>{replica.index}</td>
+                  <td>
+                    <span
+                      className={`jp-distrain-phase jp-distrain-phase-${replica.phase.toLowerCase()}`}
+                    >
+                      {replica.phase}
+                    </span>
+                  </td>
+                  <td>{replica.exit_code ?? ''}</td>
+                  <td>{replica.reason}</td>
+                  <td className="jp-distrain-mono">{replica.address ?? ''}</td>
+                  <td>{replica.restarts}</td>
+                  <td title={replica.started ?? ''}>
+                    {replica.started ? `${age(replica.started)} ago` : ''}
+                  </td>
+                  <td title={replica.finished ?? ''}>
+                    {replica.finished ? `${age(replica.finished)} ago` : ''}
+                  </td>
+                  <td>
+                    {typeof used?.cpu_percent === 'number'
+                      ? `${used.cpu_percent.toFixed(0)}%`
+                      : ''}
+                  </td>
+                  <td>
+                    {typeof used?.memory_bytes === 'number'
+                      ? bytes(used.memory_bytes)
+                      : ''}
+                  </td>
+                  <td>
+                    {typeof used?.gpu_utilization === 'number'
+                      ? `${used.gpu_utilization.toFixed(0)}%, ${used.gpu_memory_mib?.toFixed(0)} MiB`
+                      : ''}
+                  </td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+      <h3>Events</h3>
+      <div className="jp-distrain-table-scroll">
+        <table className="jp-distrain-table jp-distrain-events">
+          <thead>
+            <tr>
+              <th>Time</th>
+              <th>Type</th>
+              <th>Replica</th>
+              <th>Reason</th>
+              <th>Message</th>
+            </tr>
+          </thead>
+          <tbody>
+            {(job.events ?? []).map((event, index) => (
+              <tr
+                key={index}
+                className={`jp-distrain-event-${event.type.toLowerCase()}`}
+              >
+                <td title={event.time}>
+                  {new Date(event.time).toLocaleTimeString()}
+                </td>
+                <td>{event.type}</td>
+                <td>{event.replica}</td>
+                <td>{event.reason}</td>
+                <td>{event.message}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </div>
+  );
+}
+
+/**
+ * A job's view as a main-area tab.
+ */
+export class JobViewWidget extends ReactWidget {
+  constructor(
+    readonly job: string,
+    private readonly options: { interval: number } & IJobViewActions
+  ) {
+    super();
+    this.addClass('jp-distrain-job-view-widget');
+    this.title.label = job;
+    this.title.caption = `Training job ${job}`;
+  }
+
+  render(): JSX.Element {
+    return <JobView name={this.job} {...this.options} />;
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * The lines of a live log, bounded: past `capacity` lines the oldest go (the
+ * whole log stays downloadable). Keeps the stream's cursor, so a stream
+ * reopened after a pause or a dropped connection resumes exactly where it was.
+ */
+export interface ILogLine {
+  replica: string;
+  time: string;
+  text: string;
+}
+
+export class LogBuffer {
+  constructor(readonly capacity = 200_000) {}
+
+  /** Lines are numbered from 0 as they arrive; the first still held. */
+  get first(): number {
+    return this._dropped;
+  }
+
+  /** One past the last line's number. */
+  get end(): number {
+    return this._dropped + this._lines.length - this._start;
+  }
+
+  /** Line number `n`, between `first` and `end`. */
+  at(n: number): ILogLine {
+    return this._lines[this._start + n - this._dropped];
+  }
+
+  /**
+   * Add a stream message's lines ("<time> <text>\n" each); `offset` is where
+   * the replica's next line starts.
+   */
+  append(replica: string, data: string, offset: number): void {
+    for (const raw of data.split('\n')) {
+      if (raw === '') {
+        continue;
+      }
+      const space = raw.indexOf(' ');
+      this._lines.push(
+        space < 0
+          ? { replica, time: '', text: raw }
+          : { replica, time: raw.slice(0, space), text: raw.slice(space + 1) }
+      );
+    }
+    this._offsets.set(replica, offset);
+    const excess = this.end - this.first - this.capacity;
+    if (excess > 0) {
+      this._start += excess;
+      this._dropped += excess;
+    }
+    // Compact once the dropped head outweighs the kept lines: amortized O(1) a line.
+    if (this._start > this.capacity) {
+      this._lines = this._lines.slice(this._start);
+      this._start = 0;
+    }
+  }
+
+  /** `replica:offset,...`, the `cursor` that resumes the stream after these lines. */
+  get cursor(): string {
+    return [...this._offsets].map(([r, o]) => `${r}:${o}`).join(',');
+  }
+
+  /**
+   * Numbers of the held lines containing `query` (case-insensitive), from line `from` on.
+   */
+  search(query: string, from = 0): number[] {
+    const needle = query.toLowerCase();
+    const found: number[] = [];
+    for (let n = Math.max(from, this.first); n < this.end; n++) {
+      if (this.at(n).text.toLowerCase().includes(needle)) {
+        found.push(n);
+      }
+    }
+    return found;
+  }
+
+  private _lines: ILogLine[] = [];
+  private _start = 0;
+  private _dropped = 0;
+  private _offsets = new Map<string, number>();
+}

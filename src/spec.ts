@@ -1,0 +1,338 @@
+/**
+ * The job spec as the form sees it: read from the server's JSON Schema, edited
+ * immutably, prefilled from a notebook's repository. No JupyterLab imports, so
+ * it is unit-tested on its own.
+ */
+import type { FieldError, JobSpec, Repo } from './api';
+
+export type Schema = { [key: string]: any };
+export type Draft = { [key: string]: any };
+
+/**
+ * `node` with its `$ref` (a JSON pointer into `root`) followed; the node's own
+ * keywords (title, description) win over the target's.
+ */
+export function resolve(root: Schema, node: Schema | undefined): Schema {
+  let resolved = node ?? {};
+  while (typeof resolved.$ref === 'string') {
+    const { $ref, ...own } = resolved;
+    const target = $ref
+      .replace(/^#\//, '')
+      .split('/')
+      .reduce((at: Schema, key: string) => at?.[key], root);
+    resolved = { ...target, ...own };
+  }
+  return resolved;
+}
+
+/**
+ * The schema of the field at `path` ("tensorboard.logdir", "replicas.worker.count"),
+ * looking through references, maps (additionalProperties) and alternatives (oneOf).
+ */
+export function schemaAt(root: Schema, path: string): Schema | undefined {
+  let node: Schema | undefined = resolve(root, root);
+  for (const key of path.split('.')) {
+    node = child(root, node, key);
+    if (!node) {
+      return undefined;
+    }
+  }
+  return node;
+}
+
+function child(root: Schema, node: Schema, key: string): Schema | undefined {
+  const found =
+    node.properties?.[key] ??
+    (typeof node.additionalProperties === 'object'
+      ? node.additionalProperties
+      : undefined);
+  if (found) {
+    return resolve(root, found);
+  }
+  for (const option of node.oneOf ?? []) {
+    const inOption = child(root, resolve(root, option), key);
+    if (inOption) {
+      return inOption;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The replica roles a framework allows, in the schema's order; the schema says
+ * so in its `allOf` rules ("if framework is X then replicas are named Y").
+ */
+export function rolesFor(root: Schema, framework: string): string[] {
+  for (const rule of root.allOf ?? []) {
+    const condition = rule.if?.properties?.framework ?? {};
+    if (condition.const === framework || condition.enum?.includes(framework)) {
+      const roles = rule.then?.properties?.replicas?.propertyNames?.enum;
+      if (roles) {
+        return roles;
+      }
+    }
+  }
+  return root.properties?.replicas?.propertyNames?.enum ?? ['worker'];
+}
+
+/**
+ * `draft` with the value at `path` replaced; `undefined`, '' and emptied objects
+ * are removed, so the spec holds only what the person set.
+ */
+export function setIn(draft: Draft, path: string, value: unknown): Draft {
+  const [key, ...rest] = path.split('.');
+  const next =
+    rest.length === 0
+      ? value
+      : setIn(isObject(draft[key]) ? draft[key] : {}, rest.join('.'), value);
+  const copy = { ...draft };
+  if (next === undefined || next === '' || (isObject(next) && isEmpty(next))) {
+    delete copy[key];
+  } else {
+    copy[key] = next;
+  }
+  return copy;
+}
+
+export function getIn(draft: Draft, path: string): any {
+  return path
+    .split('.')
+    .reduce((at: any, key) => (isObject(at) ? at[key] : undefined), draft);
+}
+
+function isObject(value: unknown): value is Draft {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isEmpty(value: Draft): boolean {
+  return Object.keys(value).length === 0;
+}
+
+/**
+ * The spec with the replicas the framework allows, and at least one.
+ */
+export function withFramework(
+  root: Schema,
+  draft: Draft,
+  framework: string
+): Draft {
+  const roles = rolesFor(root, framework);
+  const kept = Object.fromEntries(
+    Object.entries(draft.replicas ?? {}).filter(([role]) =>
+      roles.includes(role)
+    )
+  );
+  const replicas = Object.keys(kept).length ? kept : { worker: { count: 1 } };
+  return { ...draft, framework, replicas };
+}
+
+/**
+ * Distributed: a replica count per role. Not distributed: one worker, keeping
+ * the resources of the workers.
+ */
+export function withDistributed(draft: Draft, distributed: boolean): Draft {
+  const worker = draft.replicas?.worker ?? {};
+  if (distributed) {
+    return { ...draft, replicas: { ...draft.replicas, worker } };
+  }
+  return { ...draft, replicas: { worker: { ...worker, count: 1 } } };
+}
+
+export function isDistributed(draft: Draft): boolean {
+  const replicas: Draft[] = Object.values(draft.replicas ?? {});
+  return (
+    replicas.length > 1 || replicas.some(replica => (replica.count ?? 1) > 1)
+  );
+}
+
+/**
+ * A hyperparameter as typed: a number or boolean when it reads as one, else the text.
+ */
+export function parseValue(text: string): string | number | boolean {
+  const trimmed = text.trim();
+  if (trimmed === 'true' || trimmed === 'false') {
+    return trimmed === 'true';
+  }
+  if (trimmed !== '' && Number.isFinite(Number(trimmed))) {
+    return Number(trimmed);
+  }
+  return text;
+}
+
+/**
+ * Each error on the closest field the form shows (the longest path prefix);
+ * errors no field claims are `general`.
+ */
+export function assignErrors(
+  errors: FieldError[],
+  fields: Iterable<string>
+): { byField: Map<string, string[]>; general: string[] } {
+  const known = new Set(fields);
+  const byField = new Map<string, string[]>();
+  const general: string[] = [];
+  for (const error of errors) {
+    const parts = error.path ? error.path.split('.') : [];
+    while (parts.length && !known.has(parts.join('.'))) {
+      parts.pop();
+    }
+    const field = parts.join('.');
+    if (field) {
+      byField.set(field, [...(byField.get(field) ?? []), error.message]);
+    } else {
+      general.push(
+        error.path ? `${error.path}: ${error.message}` : error.message
+      );
+    }
+  }
+  return { byField, general };
+}
+
+/**
+ * A job name from any text: lowercase letters, digits and hyphens, starting
+ * with a letter, at most `maxLength` long.
+ */
+export function jobName(text: string, maxLength = 50): string {
+  const name = text
+    .toLowerCase()
+    .replace(/\.[^.]*$/, '')
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^[^a-z]+/, '')
+    .slice(0, maxLength)
+    .replace(/-+$/, '');
+  return name || 'training';
+}
+
+export interface Prefill {
+  spec: Draft;
+  /** What the person should know before training from this code. */
+  warnings: string[];
+  /** Where, relative to the Jupyter root, the repo's distrain.yaml is (or would be saved). */
+  specFile: string;
+}
+
+/**
+ * A job for the code around `notebook` (a path relative to the Jupyter root): the
+ * repo's distrain.yaml if any, else one replica running the notebook; the code
+ * pinned to the checked-out commit, with what that commit leaves out.
+ */
+export function prefill(repo: Repo, notebook: string): Prefill {
+  const file = repo.files?.['distrain.yaml'];
+  const loaded = isObject(file?.spec) ? (file?.spec as Draft) : undefined;
+  const warnings: string[] = [];
+  const git = repo.git;
+  const isNotebook = notebook.endsWith('.ipynb');
+  const notebookDir = isNotebook
+    ? notebook.slice(0, Math.max(0, notebook.lastIndexOf('/')))
+    : notebook;
+  const fileName = notebook.slice(notebook.lastIndexOf('/') + 1);
+  let code: Draft;
+  let commandPath = fileName;
+  if (git) {
+    const remote =
+      git.remotes?.find(r => r.name === 'origin') ?? git.remotes?.[0];
+    const commit = git.commit ?? undefined;
+    const short = commit?.slice(0, 7) ?? 'HEAD';
+    code = {
+      git: remote?.url ?? git.root,
+      ref: git.branch ?? commit ?? 'HEAD',
+      ...(commit ? { commit } : {})
+    };
+    if (git.subdirectory && git.subdirectory !== '.') {
+      commandPath = `${git.subdirectory}/${fileName}`;
+    }
+    if (git.dirty || git.untracked) {
+      const changes = [
+        git.dirty ? 'changed files' : '',
+        git.untracked ? `${git.untracked} untracked files` : ''
+      ].filter(Boolean);
+      warnings.push(
+        `Uncommitted work (${changes.join(' and ')}) is not part of the job: ` +
+          `it runs commit ${short} as committed. Commit first to train those changes.`
+      );
+    }
+    if (remote && !git.upstream) {
+      warnings.push(
+        `Branch ${git.branch ?? '(detached)'} has no upstream on ${remote.name}: ` +
+          `the replicas clone ${remote.url}, which may not have commit ${short}. Push it first.`
+      );
+    } else if (remote && git.ahead) {
+      warnings.push(
+        `${git.ahead} commit${git.ahead > 1 ? 's are' : ' is'} not pushed to ${git.upstream}: ` +
+          `the replicas clone ${remote.url}, which does not have commit ${short} yet. Push first.`
+      );
+    }
+    if (!remote) {
+      warnings.push(
+        `The repository has no remote: the job clones it from ${git.root}, ` +
+          'which only a backend on this machine can read.'
+      );
+    }
+  } else {
+    code = { path: repo.directory };
+    warnings.push(
+      `${repo.directory} is not in a git repository: the job runs its files as ` +
+        'they are when it starts, and cannot be repeated at a pinned commit.'
+    );
+  }
+  const base: Draft = loaded ?? {
+    name: jobName(
+      isNotebook
+        ? fileName
+        : ((git?.root ?? repo.directory).split('/').pop() ?? '')
+    ),
+    framework: 'python',
+    command: isNotebook ? `ipython ${shellQuote(commandPath)}` : '',
+    replicas: { worker: { count: 1 } }
+  };
+  const spec = { ...base, code: fileCode(loaded?.code, file?.path) ?? code };
+  return { spec, warnings, specFile: specFilePath(repo, notebookDir) };
+}
+
+/**
+ * distrain.yaml's code, its relative directory (relative to the file) made absolute.
+ */
+function fileCode(code: Draft | undefined, file?: string): Draft | undefined {
+  if (
+    !code ||
+    !file ||
+    typeof code.path !== 'string' ||
+    code.path.startsWith('/')
+  ) {
+    return code;
+  }
+  const directory = file.slice(0, file.lastIndexOf('/'));
+  return { path: code.path === '.' ? directory : `${directory}/${code.path}` };
+}
+
+/**
+ * The Jupyter path of the repo's distrain.yaml: where it was found, else next to
+ * the notebook.
+ */
+function specFilePath(repo: Repo, notebookDir: string): string {
+  const found = repo.files?.['distrain.yaml']?.path;
+  const dirs = notebookDir.split('/').filter(Boolean);
+  // How far below the repository root the notebook's directory is.
+  const depth = (repo.git?.subdirectory ?? '.')
+    .split('/')
+    .filter(part => part && part !== '.').length;
+  const atRepoRoot =
+    found !== undefined &&
+    found !== `${repo.directory}/distrain.yaml` &&
+    depth <= dirs.length;
+  const dir = atRepoRoot ? dirs.slice(0, dirs.length - depth) : dirs;
+  return [...dir, 'distrain.yaml'].join('/');
+}
+
+/**
+ * The spec as distrain.yaml keeps it: without the pinned commit, which the next
+ * commit would make stale.
+ */
+export function specForFile(spec: Draft): JobSpec {
+  return (spec.code ? setIn(spec, 'code.commit', undefined) : spec) as JobSpec;
+}
+
+function shellQuote(text: string): string {
+  return /^[\w@%+=:,./-]+$/.test(text)
+    ? text
+    : `'${text.replace(/'/g, "'\\''")}'`;
+}
