@@ -47,7 +47,10 @@ export const distrainIcon = new LabIcon({
     '<path d="M11 8h2v3.5l5.2 3.7-1.2 1.6-5-3.6-5 3.6-1.2-1.6L11 11.5z"/></g></svg>'
 });
 
-/** A main-area tab that knows the job (and replica) it shows, for restoring it. */
+/**
+ * A main-area tab that knows what it shows, for restoring it: a job's name (for a
+ * new-job form, the notebook path) and a replica.
+ */
 class JobTab<T extends Widget> extends MainAreaWidget<T> {
   constructor(
     content: T,

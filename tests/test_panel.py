@@ -141,6 +141,9 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(view.locator("h2")).to_have_text("panel-tf", timeout=30_000)
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Running", timeout=60_000)
     expect(view.locator("[data-replica]")).to_have_count(4)
+    open_panel(page)
+    in_list = page.locator('#jupyter-distrain-panel [data-job="panel-tf"] .jp-distrain-phase')
+    expect(in_list).to_have_text("Running", timeout=30_000)
     logs = page.locator(".jp-distrain-logs")
     expect(logs.locator(".jp-distrain-logline", has_text="serving at").first).to_be_visible(timeout=60_000)
     expect(logs.locator(".jp-distrain-logline", has_text="step ").first).to_be_visible(timeout=120_000)
@@ -150,6 +153,17 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     logs.get_by_label("Search the log").fill("loss")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("matching")
     assert all("loss" in line for line in logs.locator(".jp-distrain-logline").all_inner_texts())
+    logs.get_by_label("Search the log").fill("")
+
+    # Pausing closes the stream; resuming reopens it at its cursor: nothing lost, nothing twice.
+    status = logs.locator(".jp-distrain-logs-status")
+    logs.get_by_label("Pause").click()
+    expect(status).to_contain_text("Paused")
+    page.wait_for_timeout(2000)
+    logs.get_by_label("Resume").click()
+    expect(status).not_to_contain_text("Paused")
+    logs.get_by_label("Search the log").fill("serving at")
+    expect(status).to_contain_text("3 matching")  # ps-0, worker-0, worker-1
     logs.get_by_label("Search the log").fill("")
 
     page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-job-panel-tf"]').click()
@@ -181,6 +195,7 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("Succeeded", timeout=30_000)
     screenshot(page, "logs-dark")
     open_panel(page)
+    expect(in_list).to_have_text("Succeeded")
     page.locator("#jupyter-distrain-panel").get_by_role("button", name="New job").click()
     expect(field("name").locator("input")).to_have_value("panel-tf", timeout=30_000)  # the saved distrain.yaml
     screenshot(page, "form-dark")
@@ -194,3 +209,21 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     with urllib.request.urlopen(urllib.request.Request(f"{lab.url}/distrain/api/jobs", headers=lab.headers)) as r:
         assert json.load(r) == []
     assert_nothing_left(Path(lab.root))
+
+
+def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
+    lines = 150_000
+    submit(lab, {"name": "chatty", "command": f"python -c \"for i in range({lines}): print('line', i)\""})
+    page.locator(".jp-LauncherCard", has_text="Training Job").wait_for()
+    open_panel(page)
+    page.locator('[data-job="chatty"]').get_by_title("Open chatty").click()
+    page.locator(".jp-distrain-job-links").get_by_role("button", name="Logs").click()
+    logs = page.locator(".jp-distrain-logs")
+    logs.get_by_label("Replica").select_option("worker-0")
+    expect(logs.locator(".jp-distrain-logs-status")).to_contain_text(f"all lines shown · {lines} lines",
+                                                                     timeout=120_000)
+    expect(logs.locator(".jp-distrain-logline").last).to_contain_text(f"line {lines - 1}")
+    assert logs.locator(".jp-distrain-logline").count() < 100  # only the rows in view (and a few more) exist
+    logs.get_by_label("Search the log").fill("line 12345")
+    expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("11 matching")  # 12345 and 123450-123459
+    screenshot(page, "logs-150k")
