@@ -32,8 +32,20 @@ import {
 /** How long typing pauses before the server checks the spec. */
 const VALIDATE_DELAY_MS = 300;
 
-/** Fields with a section of their own; the others are drawn from the schema alone. */
-const CUSTOM_FIELDS = ['code', 'replicas', 'hyperparameters', 'data', 'output'];
+/** Top-level fields with a place in the layout; any other is drawn under "more". */
+const PLACED = [
+  'code',
+  'name',
+  'framework',
+  'command',
+  'image',
+  'replicas',
+  'hyperparameters',
+  'data',
+  'output',
+  'tensorboard',
+  'policy'
+];
 
 interface IFormProps {
   /** The notebook or directory whose code the job trains, relative to the Jupyter root. */
@@ -158,16 +170,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
       field(`${parent}.${key}`)
     );
   const others = Object.keys(schema.properties).filter(
-    key =>
-      !CUSTOM_FIELDS.includes(key) &&
-      ![
-        'name',
-        'framework',
-        'command',
-        'image',
-        'tensorboard',
-        'policy'
-      ].includes(key)
+    key => !PLACED.includes(key)
   );
 
   return (
