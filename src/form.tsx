@@ -340,6 +340,13 @@ function Section(props: {
   );
 }
 
+/** The messages of the field at `path` and of the fields inside it. */
+function errorsUnder(errors: Map<string, string[]>, path: string): string[] {
+  return [...errors]
+    .filter(([field]) => field === path || field.startsWith(`${path}.`))
+    .flatMap(([, messages]) => messages);
+}
+
 function Errors(props: { messages?: string[] }): JSX.Element | null {
   if (!props.messages?.length) {
     return null;
@@ -560,13 +567,6 @@ function ReplicaFields(props: {
         : schemaAt(schema, `replicas.worker.resources.${key}`);
     return node?.description ?? '';
   };
-  const errorsOf = (role: string) =>
-    [...props.errors]
-      .filter(
-        ([path]) =>
-          path === `replicas.${role}` || path.startsWith(`replicas.${role}.`)
-      )
-      .flatMap(([, messages]) => messages);
   const cell = (role: string, key: string, type: 'integer' | 'text') => {
     const path = `replicas.${role}.${key}`;
     const value = getIn(draft, path);
@@ -643,7 +643,9 @@ function ReplicaFields(props: {
       {roles.map(role => (
         <Errors
           key={role}
-          messages={errorsOf(role).map(m => `${role}: ${m}`)}
+          messages={errorsUnder(props.errors, `replicas.${role}`).map(
+            m => `${role}: ${m}`
+          )}
         />
       ))}
       <Errors messages={props.errors.get('replicas')} />
@@ -748,9 +750,7 @@ function VolumeField(props: {
           ? { host_path: '/' }
           : { volume: choice.slice('volume:'.length) }
     );
-  const messages = [...props.errors]
-    .filter(([field]) => field === path || field.startsWith(`${path}.`))
-    .flatMap(([, m]) => m);
+  const messages = errorsUnder(props.errors, path);
   return (
     <div
       className={`jp-distrain-field${messages.length ? ' jp-mod-error' : ''}`}

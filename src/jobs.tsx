@@ -16,7 +16,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 
-import { FINISHED, Job, jobsAPI } from './api';
+import { FINISHED, Job, jobsAPI, Phase } from './api';
 import { age, matches, ready } from './format';
 
 /**
@@ -86,7 +86,7 @@ type Action = 'stop' | 'restart' | 'clone' | 'delete';
 /**
  * Carry out an action on a job, asking first before deleting; errors are shown.
  */
-export async function act(action: Action, job: Job): Promise<void> {
+async function act(action: Action, job: Job): Promise<void> {
   if (action === 'delete') {
     const answer = await showDialog({
       title: `Delete ${job.name}?`,
@@ -104,7 +104,7 @@ export async function act(action: Action, job: Job): Promise<void> {
   }
 }
 
-export const ACTIONS: {
+const ACTIONS: {
   action: Action;
   label: string;
   icon: typeof stopIcon;
@@ -120,6 +120,48 @@ export const ACTIONS: {
   { action: 'clone', label: 'Clone', icon: copyIcon, when: () => true },
   { action: 'delete', label: 'Delete', icon: deleteIcon, when: () => true }
 ];
+
+/**
+ * A phase as a coloured badge.
+ */
+export function PhaseBadge(props: {
+  phase: Phase;
+  title?: string;
+}): JSX.Element {
+  return (
+    <span
+      className={`jp-distrain-phase jp-distrain-phase-${props.phase.toLowerCase()}`}
+      title={props.title}
+    >
+      {props.phase}
+    </span>
+  );
+}
+
+/**
+ * The buttons for what can be done to a job now; `after` runs once an action is done.
+ */
+export function JobActions(props: {
+  job: Job;
+  after: () => Promise<void>;
+}): JSX.Element {
+  const { job } = props;
+  return (
+    <span className="jp-distrain-actions">
+      {ACTIONS.filter(a => a.when(job)).map(a => (
+        <button
+          key={a.action}
+          className="jp-Button jp-mod-minimal jp-distrain-action"
+          title={`${a.label} ${job.name}`}
+          aria-label={`${a.label} ${job.name}`}
+          onClick={() => void act(a.action, job).then(props.after)}
+        >
+          <a.icon.react tag="span" elementSize="small" />
+        </button>
+      ))}
+    </span>
+  );
+}
 
 /**
  * The jobs list: name, phase badge, replicas ready/total, age; backend and actions below.
@@ -157,12 +199,10 @@ export function JobList(props: {
               >
                 {job.name}
               </button>
-              <span
-                className={`jp-distrain-phase jp-distrain-phase-${job.phase.toLowerCase()}`}
+              <PhaseBadge
+                phase={job.phase}
                 title={[job.reason, job.message].filter(Boolean).join(': ')}
-              >
-                {job.phase}
-              </span>
+              />
               <span
                 className="jp-distrain-ready"
                 title="Replicas running / all"
@@ -171,23 +211,7 @@ export function JobList(props: {
               </span>
               <span className="jp-distrain-age">{age(job.created)}</span>
               <span className="jp-distrain-backend">{job.backend}</span>
-              <span className="jp-distrain-actions">
-                {ACTIONS.filter(a => a.when(job)).map(a => (
-                  <button
-                    key={a.action}
-                    className="jp-Button jp-mod-minimal jp-distrain-action"
-                    title={`${a.label} ${job.name}`}
-                    aria-label={`${a.label} ${job.name}`}
-                    onClick={() =>
-                      void act(a.action, job).then(() =>
-                        props.model.poll.refresh()
-                      )
-                    }
-                  >
-                    <a.icon.react tag="span" elementSize="small" />
-                  </button>
-                ))}
-              </span>
+              <JobActions job={job} after={() => props.model.poll.refresh()} />
             </li>
           ))}
         </ul>

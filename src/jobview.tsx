@@ -4,7 +4,7 @@ import * as React from 'react';
 
 import { FINISHED, Job, jobsAPI, ReplicaMetrics, serverAPI } from './api';
 import { age, bytes } from './format';
-import { act, ACTIONS } from './jobs';
+import { JobActions, PhaseBadge } from './jobs';
 
 export interface IJobViewActions {
   openLogs: (name: string, replica?: string) => void;
@@ -34,18 +34,11 @@ export function JobView(
         setJob(fresh);
         setMetrics(used);
         setError('');
-        if (FINISHED.has(fresh.phase)) {
-          // Nothing changes any more until a restart; check now and then.
-          current.frequency = {
-            ...current.frequency,
-            interval: 10 * props.interval
-          };
-        } else {
-          current.frequency = {
-            ...current.frequency,
-            interval: props.interval
-          };
-        }
+        // A finished job changes no more until a restart: check now and then.
+        const interval = FINISHED.has(fresh.phase)
+          ? 10 * props.interval
+          : props.interval;
+        current.frequency = { ...current.frequency, interval };
       } catch (reason) {
         setError((reason as Error).message);
       }
@@ -81,27 +74,11 @@ export function JobView(
     <div className="jp-distrain-job-view">
       <header className="jp-distrain-job-header">
         <h2>{job.name}</h2>
-        <span
-          className={`jp-distrain-phase jp-distrain-phase-${job.phase.toLowerCase()}`}
-        >
-          {job.phase}
-        </span>
+        <PhaseBadge phase={job.phase} />
         <span className="jp-distrain-job-reason">
           {[job.reason, job.message].filter(Boolean).join(': ')}
         </span>
-        <span className="jp-distrain-actions">
-          {ACTIONS.filter(a => a.when(job)).map(a => (
-            <button
-              key={a.action}
-              className="jp-Button jp-mod-minimal jp-distrain-action"
-              title={`${a.label} ${job.name}`}
-              aria-label={`${a.label} ${job.name}`}
-              onClick={() => void act(a.action, job).then(after)}
-            >
-              <a.icon.react tag="span" elementSize="small" />
-            </button>
-          ))}
-        </span>
+        <JobActions job={job} after={after} />
       </header>
       {error && <div className="jp-distrain-error">{error}</div>}
       <dl className="jp-distrain-job-facts">
@@ -190,11 +167,7 @@ export function JobView(
                   <td>{replica.role}</td>
                   <td>{replica.index}</td>
                   <td>
-                    <span
-                      className={`jp-distrain-phase jp-distrain-phase-${replica.phase.toLowerCase()}`}
-                    >
-                      {replica.phase}
-                    </span>
+                    <PhaseBadge phase={replica.phase} />
                   </td>
                   <td>{replica.exit_code ?? ''}</td>
                   <td>{replica.reason}</td>
