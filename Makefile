@@ -24,4 +24,5 @@ run: install
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples
 
 test: install $(CHROMIUM)
+	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/pytest

@@ -16,10 +16,13 @@ from . import logs as logs_
 from . import spec as spec_
 from .errors import DistrainError
 from .logs import LogLine
-from .logs import follow as follow_logs
+from . import code
+from .backends import BACKENDS, manifests, open_backend
+from .backends.manifests import Settings
 from .manager import JobManager, public
 from .policy import FINISHED
 
+OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
 
 
@@ -36,10 +39,15 @@ class Distrain(click.Group):
 
 
 @click.group(cls=Distrain)
+@click.option("--backend", envvar="DISTRAIN_BACKEND", type=click.Choice(BACKENDS), default="local", show_default=True,
+              help="Where jobs run [env DISTRAIN_BACKEND]; kubernetes uses $KUBECONFIG or ~/.kube/config.")
+@click.option("--namespace", envvar="DISTRAIN_NAMESPACE", default="default", show_default=True,
+              help="The Kubernetes namespace of the jobs [env DISTRAIN_NAMESPACE].")
 @click.pass_context
-def main(ctx: click.Context) -> None:
+def main(ctx: click.Context, backend: str, namespace: str) -> None:
     """Launch and manage training jobs, single-machine or distributed."""
-    ctx.obj = JobManager()
+    if ctx.invoked_subcommand not in OFFLINE_COMMANDS:
+        ctx.obj = JobManager(open_backend(backend, namespace=namespace))
 
 
 output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table",
@@ -264,6 +272,19 @@ def validate(spec_file: str) -> None:
     click.echo(yaml.safe_dump(spec_.validate(spec_.load_file(spec_file)), sort_keys=False), nl=False)
 
 
+@main.command()
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), required=True)
+@click.pass_context
+def render(ctx: click.Context, spec_file: str) -> None:
+    """Print the Kubernetes objects of a job, as YAML, without a cluster (like `helm template`).
+
+    The git ref is pinned to its commit, as a submit would. Objects that a submit makes the job's
+    ConfigMap own (garbage collection) carry no ownerReferences here: the ConfigMap's uid is unknown."""
+    spec = code.resolve(spec_.validate(spec_.load_file(spec_file)), Path(spec_file).parent)
+    settings = Settings(namespace=ctx.parent.params["namespace"])
+    click.echo(yaml.safe_dump_all(manifests.render(spec, settings), sort_keys=False), nl=False)
+
+
 @main.group()
 def secret() -> None:
     """Git credentials for private repositories (stored with mode 0600, never printed)."""
@@ -282,18 +303,19 @@ def secret_set(manager: JobManager, name: str, username: str, password: str) -> 
 
 def follow_job(manager: JobManager, name: str) -> int:
     """Print logs and state changes as they happen (like `riseml train`); the exit status mirrors the job."""
-    last_event = 0
+    shown: set[tuple] = set()
 
     def finished() -> bool:
-        nonlocal last_event
-        for event in manager.backend.store.events(name, after=last_event):
-            last_event = event["id"]
-            who = f"[{event['replica']}] " if event["replica"] else ""
-            click.secho(f"--> {who}{event['reason']}: {event['message']}", fg="cyan", err=True)
-        return manager.get(name)["phase"] in FINISHED
+        job = manager.get(name)
+        for event in job["events"]:
+            key = tuple(event.values())
+            if key not in shown:
+                shown.add(key)
+                who = f"[{event['replica']}] " if event["replica"] else ""
+                click.secho(f"--> {who}{event['reason']}: {event['message']}", fg="cyan", err=True)
+        return job["phase"] in FINISHED
 
-    files = manager.backend.log_files(name)
-    for line in follow_logs(lambda: files, finished, directory=manager.backend.log_dir(name)):
+    for line in manager.logs(name, follow=True, finished=finished):
         click.echo(format_line(line, prefix=True, timestamps=False))
     job = manager.get(name)
     click.secho(f"job {name} {job['phase']}", fg=PHASE_COLORS.get(job["phase"]), err=True)

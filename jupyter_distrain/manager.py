@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from . import code, spec as spec_
-from .backends.local import LocalBackend
+from .backends import open_backend
 from .errors import JobConflict, ReplicaNotFound
 from .logs import LogLine
 from .spec import FieldError, SpecError
@@ -18,8 +18,8 @@ PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "addres
 
 
 class JobManager:
-    def __init__(self, backend: LocalBackend | None = None):
-        self.backend = backend or LocalBackend()
+    def __init__(self, backend=None):
+        self.backend = backend or open_backend()
 
     def prepare(self, raw: Any, base_dir: Path | None = None) -> dict:
         """Validate a spec and pin its code; raises SpecError listing every problem."""
@@ -70,7 +70,7 @@ class JobManager:
         self.backend.delete(name, purge_output=purge_output)
 
     def exists(self, name: str) -> bool:
-        return self.backend.store.job(name) is not None
+        return self.backend.exists(name)
 
     def logs(self, name: str, **options: Any) -> Iterator[LogLine]:
         return self.backend.logs(name, **options)

@@ -185,3 +185,42 @@ def copy_example(name: str, dest: Path) -> Path:
     target = dest / name
     shutil.copytree(EXAMPLES / name, target)
     return target
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory):
+    """A real Kubernetes control plane (tests/controlplane): namespace `training`, a CPU node and two
+    2-GPU nodes, the volumes `distrain-outputs` and `datasets`, and the README's RBAC bound to the
+    restricted user. Nothing of it outlives the session."""
+    import yaml
+    from controlplane.cluster import NAMESPACE, RESTRICTED, ControlPlane
+
+    plane = ControlPlane(tmp_path_factory.mktemp("kubernetes"))
+    plane.start()
+    try:
+        plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        plane.add_node("cpu-0")
+        plane.add_node("gpu-0", gpus=2)
+        plane.add_node("gpu-1", gpus=2)
+        for claim in ("distrain-outputs", "datasets"):
+            plane.create(
+                {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": claim},
+                 "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                          "hostPath": {"path": str(plane.dir / "volumes" / claim)},
+                          "claimRef": {"namespace": NAMESPACE, "name": claim}}},
+                {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": NAMESPACE},
+                 "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                          "volumeName": claim, "storageClassName": ""}},
+            )
+        rbac = (REPO / "jupyter_distrain" / "rbac.yaml").read_text().replace("NAMESPACE", NAMESPACE)
+        for doc in yaml.safe_load_all(rbac):
+            for subject in doc.get("subjects", []):  # the restricted user stands in for the service account
+                subject.clear()
+                subject.update(kind="User", name=RESTRICTED, apiGroup="rbac.authorization.k8s.io")
+            plane.create(doc)
+        plane.wait_nodes_ready(3)
+        yield plane
+    finally:
+        processes = list(plane.processes.values())
+        plane.stop()
+        assert all(p.poll() is not None for p in processes)

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import psutil
 
@@ -93,6 +93,9 @@ class LocalBackend:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({"username": username, "password": password}, f)
+
+    def exists(self, name: str) -> bool:
+        return self.store.job(name) is not None
 
     # lifecycle
     def submit(self, spec: dict) -> dict:
@@ -248,12 +251,13 @@ class LocalBackend:
         return {r: self.log_dir(name) / f"{r}.log" for r in names if not replica or r == replica}
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
-             follow: bool = False) -> Iterator[logs.LogLine]:
+             follow: bool = False, finished: Callable[[], bool] | None = None) -> Iterator[logs.LogLine]:
+        """The job's lines; to follow, until `finished()` (default: the job ended)."""
         files = self.log_files(name, replica)
         if not follow:
             return logs.read(files, tail=tail, since=since)
-        return logs.follow(lambda: files, lambda: self.get(name, events=0)["phase"] in FINISHED, tail=tail, since=since,
-                           directory=self.log_dir(name))
+        finished = finished or (lambda: self.get(name, events=0)["phase"] in FINISHED)
+        return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name))
 
     def metrics(self, name: str, interval: float = 0.5) -> list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""

@@ -4,6 +4,8 @@ Configured with traitlets, e.g. in jupyter_server_config.py:
 
     c.Distrain.root = "/data/distrain"
     c.Distrain.tensorboard_idle_timeout = 600
+    c.Distrain.backend = "kubernetes"
+    c.Distrain.namespace = "training"
 """
 
 from __future__ import annotations
@@ -14,17 +16,11 @@ from pathlib import Path
 from jupyter_server.extension.application import ExtensionApp
 from traitlets import Dict, Enum, Float, Int, Unicode, default
 
+from ..backends import BACKENDS, open_backend
 from ..backends.local import LocalBackend, default_root
+from ..backends.manifests import DEFAULT_IMAGES
 from ..manager import JobManager
 from . import handlers, logstream, tensorboard
-
-DEFAULT_IMAGES = {
-    "tensorflow": "tensorflow/tensorflow:2.16.1",
-    "keras": "tensorflow/tensorflow:2.16.1",
-    "pytorch": "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
-    "paddle": "paddlepaddle/paddle:2.6.1",
-    "python": "python:3.11-slim",
-}
 
 
 class Distrain(ExtensionApp):
@@ -32,9 +28,18 @@ class Distrain(ExtensionApp):
     description = "Launch and manage model training from JupyterLab"
     load_other_extensions = True
 
-    backend = Enum(["local"], default_value="local", config=True,
-                   help="Where jobs run: 'local' runs every replica as a process on this machine.")
-    root = Unicode(config=True, help="Storage root of the local backend: job records, logs, outputs, volumes. "
+    backend = Enum(list(BACKENDS), default_value="local", config=True,
+                   help="Where jobs run: 'local' runs every replica as a process on this machine; 'kubernetes' "
+                        "as a pod in `namespace` (see the README for the RBAC it needs).")
+    namespace = Unicode("default", config=True, help="The Kubernetes namespace of the jobs.")
+    kubeconfig = Unicode(config=True, help="A kubeconfig file for the Kubernetes backend. Default: $KUBECONFIG, "
+                                           "~/.kube/config, or the pod's service account inside a cluster.")
+    output_claim = Unicode("distrain-outputs", config=True,
+                           help="The PersistentVolumeClaim that keeps a Kubernetes job's /output when its spec "
+                                "names no output volume.")
+    git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
+    root = Unicode(config=True, help="Storage root: the local backend's job records, logs, outputs and volumes; the copied "
+                                     "logs of Kubernetes jobs. "
                                      "Default: $DISTRAIN_HOME, else <jupyter data dir>/distrain (as the CLI).")
     default_images = Dict(DEFAULT_IMAGES, config=True,
                           help="Container image per framework, for jobs whose spec names none.")
@@ -46,10 +51,22 @@ class Distrain(ExtensionApp):
     def _default_root(self) -> str:
         return str(default_root())
 
+    controller = None
+
     def initialize_settings(self) -> None:
         # terminals and kernels started by this server inherit it: their `distrain` sees the same jobs
-        os.environ["DISTRAIN_HOME"] = self.root
-        manager = JobManager(LocalBackend(Path(self.root)))
+        os.environ.update(DISTRAIN_HOME=self.root, DISTRAIN_BACKEND=self.backend, DISTRAIN_NAMESPACE=self.namespace)
+        if self.kubeconfig:
+            os.environ["KUBECONFIG"] = self.kubeconfig
+        if self.backend == "kubernetes":
+            from ..backends.kube import Controller
+
+            backend = open_backend("kubernetes", Path(self.root), self.namespace, self.kubeconfig or None,
+                                   images=self.default_images, git_image=self.git_image, output_claim=self.output_claim)
+            self.controller = Controller(backend, self.log)
+        else:
+            backend = LocalBackend(Path(self.root))
+        manager = JobManager(backend)
         self.tensorboards = tensorboard.TensorBoards(
             base_url=self.serverapp.base_url, idle_timeout=self.tensorboard_idle_timeout,
             start_timeout=self.tensorboard_start_timeout, job_exists=manager.exists, log=self.log,
@@ -61,6 +78,8 @@ class Distrain(ExtensionApp):
         self.handlers.extend(routes())
 
     async def stop_extension(self) -> None:
+        if self.controller:
+            self.controller.stop()
         await self.tensorboards.stop()
         await self.settings["distrain_watcher"].close()
 

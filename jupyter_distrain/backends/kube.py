@@ -1,0 +1,802 @@
+"""The Kubernetes backend: every replica a Pod with its own headless Service, owned by the job's ConfigMap.
+
+All state lives in the cluster, so a restarted Jupyter server (or a CLI on another machine) finds and
+keeps managing running jobs:
+
+    ConfigMap <job>    data: spec.json, cluster.json, status.json (phase, reasons, each replica's end)
+    Pods, Services     labelled with the job, role, index and replica; their live state
+    Events             the scheduler's reasons ("0/3 nodes are available: ...") and the job's own
+
+`Controller` keeps a watch-fed cache of the namespace's jobs, pods and events (no LIST per request)
+and applies the lifecycle policy as they change; without it (the CLI) each call reads the cluster and
+applies the policy once. Logs are copied from the pods/log API into files under the storage root as
+they are written, so they remain readable after the pods are gone.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import shutil
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from kubernetes import client, config, watch
+from kubernetes.client.exceptions import ApiException
+
+from .. import logs
+from ..errors import DistrainError, JobConflict, JobNotFound, ReplicaNotFound
+from ..policy import FINISHED, Decision, Phase, Replica, decide
+from ..spec import FieldError, SpecError, gpus, replica_name, replicas
+from . import manifests
+from .manifests import JOB, MANAGED, REPLICA, RESTARTS, Settings, object_name
+
+SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+GPU = "nvidia.com/gpu"
+
+
+class KubeError(DistrainError):
+    """The cluster refused a request; the message names the API call and the cluster's reason."""
+
+    status = 502
+
+
+def api_error(e: ApiException, what: str) -> KubeError:
+    try:
+        detail = json.loads(e.body).get("message", e.reason)
+    except (TypeError, ValueError):
+        detail = e.reason
+    error = KubeError(f"Kubernetes refused to {what}: {detail}")
+    error.status = 403 if e.status == 403 else 502 if e.status >= 500 else 400
+    return error
+
+
+def seconds(t: datetime | None) -> float | None:
+    return t.timestamp() if t else None
+
+
+def load_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
+    """An API client from a kubeconfig file, else from the pod's service account when in a cluster."""
+    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config()
+        return client.ApiClient()
+    return config.new_client_from_config(config_file=kubeconfig, context=context)
+
+
+class KubeBackend:
+    name = "kubernetes"
+
+    def __init__(self, root: Path, settings: Settings, api: client.ApiClient):
+        self.settings = settings
+        self.ns = settings.namespace
+        self.api = api
+        self.core = client.CoreV1Api(api)
+        self.root = Path(root).resolve() / "kubernetes" / self.ns
+        self.cache: Cache | None = None
+        self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
+        self.lock = threading.RLock()  # one reconcile at a time in this process
+
+    # where things are
+    def log_dir(self, name: str) -> Path:
+        return self.root / name / "logs"
+
+    def tensorboard_logdir(self, spec: dict, replica: str | None = None) -> Path:
+        raise DistrainError("TensorBoard for Kubernetes jobs runs in the cluster; it is not served from here yet")
+
+    # reading the cluster (from the cache when watching)
+    def _roots(self) -> list[client.V1ConfigMap]:
+        if self.cache:
+            return self.cache.items("configmaps")
+        return self._call(lambda: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR).items,
+                          "list jobs")
+
+    def _root(self, name: str) -> client.V1ConfigMap:
+        found = [cm for cm in self._roots() if cm.metadata.name == name]
+        if not found:
+            raise JobNotFound(name)
+        return found[0]
+
+    def _pods(self, name: str) -> dict[str, client.V1Pod]:
+        if self.cache:
+            pods = [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name]
+        else:
+            pods = self._call(lambda: self.core.list_namespaced_pod(
+                self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list pods")
+        return {p.metadata.labels[REPLICA]: p for p in pods}
+
+    def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
+        """Events of the job's ConfigMap and of its replicas' pods, the deleted ones' included."""
+        involved = {name} | {object_name(name, r) for r in replica_names}
+        if self.cache:
+            events = self.cache.items("events")
+        else:
+            events = self._call(lambda: self.core.list_namespaced_event(self.ns).items, "list events")
+        return [e for e in events if e.involved_object.name in involved]
+
+    def _call(self, request, what: str):
+        try:
+            return request()
+        except ApiException as e:
+            raise api_error(e, what) from None
+
+    def exists(self, name: str) -> bool:
+        try:
+            self.core.read_namespaced_config_map(name, self.ns)
+            return True
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise api_error(e, f"read job {name}") from None
+
+    # credentials
+    def credentials(self, secret: str) -> dict:
+        try:
+            data = self.core.read_namespaced_secret(secret, self.ns).data or {}
+        except ApiException as e:
+            if e.status == 404:
+                raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} in namespace "
+                                            f"{self.ns} (create it with 'distrain secret set {secret}')")]) from None
+            raise api_error(e, f"read secret {secret}") from None
+        import base64
+
+        return {k: base64.b64decode(data.get(k, "")).decode() for k in ("username", "password")}
+
+    def set_credentials(self, secret: str, username: str, password: str) -> None:
+        body = client.V1Secret(
+            metadata=client.V1ObjectMeta(name=secret, namespace=self.ns, labels=dict(MANAGED)),
+            type="kubernetes.io/basic-auth", string_data={"username": username, "password": password})
+        try:
+            self.core.create_namespaced_secret(self.ns, body)
+        except ApiException as e:
+            if e.status != 409:
+                raise api_error(e, f"create secret {secret}") from None
+            self._call(lambda: self.core.replace_namespaced_secret(secret, self.ns, body), f"replace secret {secret}")
+
+    # lifecycle
+    def check(self, spec: dict, new_job: bool = True) -> None:
+        """Refuse, before anything is created, what the cluster can never run; then let the API server
+        validate every object (a server-side dry run), so a bad spec never half-creates a job."""
+        errors = []
+        if "path" in spec.get("code", {}):
+            errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
+        nodes = self._call(lambda: self.core.list_node().items, "list nodes")
+        largest = {n.metadata.name: int((n.status.allocatable or {}).get(GPU, "0")) for n in nodes}
+        most = max(largest.values(), default=0)
+        for role, _ in spec["replicas"].items():
+            if gpus(spec, role) > most:
+                have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
+                errors.append(FieldError(f"replicas.{role}.resources.gpus",
+                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest node has "
+                                         f"{most} ({have})"))
+        claims = {c.metadata.name for c in self._call(
+            lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
+        for field_, source in (("data", spec.get("data")), ("output", spec.get("output", {
+                "volume": self.settings.output_claim}))):
+            if source and "volume" in source and source["volume"] not in claims:
+                errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
+                                         f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
+        if errors:
+            raise SpecError(errors)
+        for obj in manifests.render(spec, self.settings)[0 if new_job else 1:]:
+            self._create(obj, dry_run=True)
+
+    def _create(self, obj: dict, dry_run: bool = False) -> dict:
+        kind = obj["kind"]
+        create = {"ConfigMap": self.core.create_namespaced_config_map, "Service": self.core.create_namespaced_service,
+                  "Pod": self.core.create_namespaced_pod}[kind]
+        try:
+            made = create(self.ns, obj, **({"dry_run": "All"} if dry_run else {}))
+        except ApiException as e:
+            if e.status == 409 and kind == "ConfigMap":
+                raise JobConflict(obj["metadata"]["name"]) from None
+            raise api_error(e, f"create {kind} {obj['metadata']['name']}") from None
+        if self.cache and not dry_run and kind != "Service":  # read your own writes
+            self.cache.put(kind.lower() + "s", made)
+        return self.api.sanitize_for_serialization(made)
+
+    def submit(self, spec: dict) -> dict:
+        self.check(spec)
+        owner = manifests.root(spec, self.settings)
+        owner["data"]["status.json"] = json.dumps(new_status(spec))
+        owner = self._create(owner)
+        try:
+            self._start(spec, owner)
+        except DistrainError:
+            self._delete_root(spec["name"])
+            raise
+        self.event(spec["name"], "Submitted", "job accepted")
+        return self.get(spec["name"])
+
+    def _start(self, spec: dict, owner: dict, restarts: dict[str, int] | None = None) -> None:
+        for role, index in replicas(spec):
+            self._create(manifests.service(spec, role, index, self.settings, owner))
+            self._create(manifests.pod(spec, role, index, self.settings, owner,
+                                       (restarts or {}).get(replica_name(role, index), 0)))
+
+    def get(self, name: str, events: int = 20) -> dict:
+        root = self._root(name)
+        pods = self._pods(name)
+        job = self.reconcile(root, pods) if not self.cache else self._view(root, pods)
+        if events:
+            job["events"] = [event_view(e, name) for e in sorted(
+                self._events(name, [r["name"] for r in job["replicas"]]), key=lambda e: event_time(e) or 0)][-events:]
+        return job
+
+    def list(self) -> list[dict]:
+        return [self.get(cm.metadata.name, events=0) for cm in self._roots()]
+
+    def stop(self, name: str, timeout: float = 30) -> dict:
+        root = self._root(name)
+        status = json.loads(root.data["status.json"])
+        if status["phase"] not in FINISHED:
+            status["stop_requested"] = True
+            self._write_status(root, status)
+            self.reconcile(self._root_fresh(name), self._pods_fresh(name))
+        return self.get(name)
+
+    def restart(self, name: str, spec: dict | None = None) -> dict:
+        root = self._root_fresh(name)
+        old = json.loads(root.data["spec.json"])
+        spec = spec or old
+        if spec["name"] != name:
+            raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
+        self.stop(name)
+        self._wait_gone(name)
+        self.check(spec, new_job=False)
+        root = self._root_fresh(name)
+        status = new_status(spec)
+        status["run"] = json.loads(root.data["status.json"]).get("run", 1) + 1
+        root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
+                          "cluster.json": json.dumps(manifests.addresses(spec, self.ns), sort_keys=True)})
+        root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
+        self._start(spec, self.api.sanitize_for_serialization(root))
+        self.event(name, "Restarted", "job restarted")
+        return self.get(name)
+
+    def _wait_gone(self, name: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while self._pods_fresh(name) and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def delete(self, name: str, purge_output: bool = False) -> None:
+        """Stop the job (its logs are kept until now), then delete its ConfigMap: the garbage collector
+        deletes every object it owns."""
+        self.stop(name)
+        self._delete_root(name)
+        shutil.rmtree(self.root / name, ignore_errors=True)
+
+    def _delete_root(self, name: str) -> None:
+        try:
+            self.core.delete_namespaced_config_map(name, self.ns, propagation_policy="Background")
+        except ApiException as e:
+            if e.status != 404:
+                raise api_error(e, f"delete job {name}") from None
+        if self.cache:
+            self.cache.forget("configmaps", name)
+
+    def _root_fresh(self, name: str) -> client.V1ConfigMap:
+        try:
+            return self.core.read_namespaced_config_map(name, self.ns)
+        except ApiException as e:
+            if e.status == 404:
+                raise JobNotFound(name) from None
+            raise api_error(e, f"read job {name}") from None
+
+    def _pods_fresh(self, name: str) -> dict[str, client.V1Pod]:
+        pods = self._call(lambda: self.core.list_namespaced_pod(
+            self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list pods")
+        return {p.metadata.labels[REPLICA]: p for p in pods}
+
+    # the policy, applied to what the cluster shows
+    def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> dict:
+        """Apply the lifecycle policy once: restart, stop or clean up pods, record the job's status."""
+        with self.lock:
+            spec = json.loads(root.data["spec.json"])
+            status = json.loads(root.data["status.json"])
+            if status["phase"] in FINISHED:
+                return self._view(root, pods)
+            states = {name: replica_state(status["replicas"][name], pods.get(name)) for name in status["replicas"]}
+            for name, pod in pods.items():
+                if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
+                    self.archive(spec["name"], name, pod)
+            before = json.dumps(status, sort_keys=True)
+            status["replicas"] = states
+            policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"])
+                      for n, s in states.items()]
+            decision = decide(spec, policy)
+            if status["stop_requested"]:
+                decision = Decision(Phase.STOPPED, "Stopped", "stopped by request", stop_others=True)
+            if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
+                status["started"] = time.time()
+            for name in decision.restart:
+                self._restart_replica(spec, root, name, states[name], pods.get(name))
+            if decision.phase in FINISHED:
+                self._finish(spec, status, pods, decision)
+            else:
+                status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
+                unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
+                if unschedulable:
+                    status.update(reason="Unschedulable",
+                                  message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+            if json.dumps(status, sort_keys=True) != before:
+                root = self._write_status(root, status) or root
+            return self._view(root, pods if decision.phase not in FINISHED else {})
+
+    def _restart_replica(self, spec: dict, root, name: str, state: dict, pod) -> None:
+        self.event(spec["name"], "Restarting", f"restart {state['restarts'] + 1} after exit code {state['exit_code']}",
+                   replica=name, type="Warning")
+        state.update(phase=str(Phase.PENDING), reason="Restarting", restarts=state["restarts"] + 1, exit_code=None)
+        if pod is not None:
+            self._delete_pod(pod, wait=True)
+        role, index = replica_key(name)
+        self._create(manifests.pod(spec, role, index, self.settings, self.api.sanitize_for_serialization(root),
+                                   state["restarts"]))
+
+    def _finish(self, spec: dict, status: dict, pods: dict, decision) -> None:
+        why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
+        now = time.time()
+        for name, state in status["replicas"].items():
+            if state["phase"] not in (str(p) for p in FINISHED):
+                state.update(phase=str(Phase.STOPPED), reason=f"Stopped: {why}" if state["started"] else "NeverStarted",
+                             finished=now if state["started"] else None)
+        for name, pod in pods.items():
+            self.archive(spec["name"], name, pod)
+            self._delete_pod(pod)
+        for role, index in replicas(spec):
+            self._delete("Service", object_name(spec["name"], replica_name(role, index)))
+        status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message,
+                      exit_code=decision.exit_code, finished=now)
+        self.event(spec["name"], decision.reason or str(decision.phase), decision.message,
+                   type="Normal" if decision.phase == Phase.SUCCEEDED else "Warning")
+
+    def _delete_pod(self, pod, wait: bool = False) -> None:
+        self._delete("Pod", pod.metadata.name, grace=0)
+        if wait:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                try:
+                    self.core.read_namespaced_pod(pod.metadata.name, self.ns)
+                except ApiException as e:
+                    if e.status == 404:
+                        return
+                time.sleep(0.1)
+
+    def _delete(self, kind: str, name: str, grace: int | None = None) -> None:
+        delete = {"Pod": self.core.delete_namespaced_pod, "Service": self.core.delete_namespaced_service}[kind]
+        try:
+            delete(name, self.ns, grace_period_seconds=grace)
+        except ApiException as e:
+            if e.status != 404:
+                raise api_error(e, f"delete {kind} {name}") from None
+
+    def _write_status(self, root: client.V1ConfigMap, status: dict) -> client.V1ConfigMap | None:
+        """Record the status; a conflict means another writer got there first (the next change retries)."""
+        patch = {"metadata": {"resourceVersion": root.metadata.resource_version},
+                 "data": {"status.json": json.dumps(status)}}
+        try:
+            updated = self.core.patch_namespaced_config_map(root.metadata.name, self.ns, patch)
+        except ApiException as e:
+            if e.status in (404, 409):
+                return None
+            raise api_error(e, f"record the status of {root.metadata.name}") from None
+        if self.cache:
+            self.cache.put("configmaps", updated)
+        return updated
+
+    def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> dict:
+        """The job as every backend reports it (see manager.public)."""
+        spec = json.loads(root.data["spec.json"])
+        status = json.loads(root.data["status.json"])
+        cluster = json.loads(root.data["cluster.json"])
+        rows = []
+        for name, recorded in status["replicas"].items():
+            role, index = replica_key(name)
+            live = recorded if status["phase"] in FINISHED else replica_state(recorded, pods.get(name))
+            rows.append({"name": name, "role": role, "idx": index, "pid": None, "address": cluster[role][index],
+                         **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
+                         "message": live.get("message", ""), "node": live.get("node")})
+        return {
+            "name": spec["name"], "backend": self.name, "phase": status["phase"], "reason": status["reason"],
+            "message": status["message"], "exit_code": status["exit_code"], "run": status.get("run", 1),
+            "output_dir": output_location(spec, self.settings), "spec": spec,
+            "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
+            "finished": status["finished"], "replicas": rows,
+        }
+
+    def event(self, name: str, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
+        """A Kubernetes Event on the job's ConfigMap (or, with `replica`, its pod)."""
+        involved = object_name(name, replica) if replica else name
+        now = datetime.now(timezone.utc)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name=f"{involved}.", namespace=self.ns, labels={JOB: name}),
+            involved_object=client.V1ObjectReference(kind="Pod" if replica else "ConfigMap", name=involved,
+                                                     namespace=self.ns),
+            reason=reason, message=message, type=type, first_timestamp=now, last_timestamp=now, count=1,
+            source=client.V1EventSource(component="jupyter-distrain"))
+        try:
+            self.core.create_namespaced_event(self.ns, body)
+        except ApiException:
+            pass  # an event is a courtesy: the status in the ConfigMap is the record
+
+    # logs: copied from pods/log into files, so they outlive the pods
+    def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
+        root = self._root(name)
+        self.log_dir(name).mkdir(parents=True, exist_ok=True)  # watched by live streams
+        names = list(json.loads(root.data["status.json"])["replicas"])
+        if replica and replica not in names:
+            raise ReplicaNotFound(name, replica, names)
+        return {r: self.log_dir(name) / f"{r}.log" for r in names if not replica or r == replica}
+
+    def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
+             follow: bool = False, finished: Callable[[], bool] | None = None) -> Iterator[logs.LogLine]:
+        """The job's log files; without a controller in this process, their pods are read first (and,
+        to follow, a controller runs until `finished()`, by default the job's end)."""
+        files = self.log_files(name, replica)
+        finished = finished or (lambda: self.get(name, events=0)["phase"] in FINISHED)
+        if not follow:
+            if not self.cache:
+                self.catch_up(name)
+            return logs.read(files, tail=tail, since=since)
+        if self.cache:
+            return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name))
+        return self._follow_with_controller(name, files, finished, tail, since)
+
+    def _follow_with_controller(self, name, files, finished, tail, since) -> Iterator[logs.LogLine]:
+        import logging
+
+        controller = Controller(self, logging.getLogger(__name__))
+        try:
+            yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name))
+        finally:
+            controller.stop()
+            self.cache = None
+
+    def catch_up(self, name: str) -> None:
+        """Copy whatever the job's pods logged since their files' last lines."""
+        for replica, pod in self._pods(name).items():
+            self.archive(name, replica, pod)
+
+    def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
+        """Append the pod's log lines not yet in its file; with `follow`, until the container ends."""
+        if not pod.status.container_statuses and pod.status.phase == "Pending":
+            return
+        path = self.log_dir(job) / f"{replica}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        since = last_stamp(path)
+        try:
+            response = self.core.read_namespaced_pod_log(
+                pod.metadata.name, self.ns, container="main", timestamps=True, follow=follow,
+                _preload_content=False,
+                **({"since_seconds": seconds_since(since)} if since else {}))
+        except ApiException:
+            return  # not started, or gone: nothing to copy
+        self.streams.add(response)
+        with response:
+            pending = b""
+            for chunk in response.stream(logs.READ_CHUNK, decode_content=True):
+                *lines, pending = (pending + chunk).split(b"\n")
+                append(path, lines)
+            append(path, [pending] if pending else [])
+        self.streams.discard(response)
+
+    # observation
+    def cluster(self) -> dict:
+        nodes = self._call(lambda: self.core.list_node().items, "list nodes")
+        pods = self._call(lambda: self.core.list_pod_for_all_namespaces(
+            field_selector="status.phase!=Succeeded,status.phase!=Failed").items, "list pods")
+        held = sum(int((c.resources.limits or {}).get(GPU, 0)) for p in pods if p.spec.node_name
+                   for c in p.spec.containers if c.resources)
+        capacity = sum(int((n.status.allocatable or {}).get(GPU, "0")) for n in nodes)
+        claims = self._call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")
+        return {
+            "backend": self.name,
+            "namespaces": [self.ns],
+            "volumes": sorted(c.metadata.name for c in claims),
+            "cpus": sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes),
+            "memory_bytes": int(sum(quantity((n.status.allocatable or {}).get("memory", "0")) for n in nodes)),
+            "gpus": {"capacity": capacity, "available": max(capacity - held, 0),
+                     "devices": [{"node": n.metadata.name, "gpus": int((n.status.allocatable or {}).get(GPU, "0"))}
+                                 for n in nodes if (n.status.allocatable or {}).get(GPU)]},
+        }
+
+    def metrics(self, name: str) -> list[dict]:
+        """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""
+        return [{"replica": r["name"], "phase": r["phase"], "cpu_percent": None, "memory_bytes": None,
+                 "gpu_memory_mib": None, "gpu_utilization": None} for r in self.get(name, events=0)["replicas"]]
+
+
+# pure helpers
+def new_status(spec: dict) -> dict:
+    return {
+        "phase": str(Phase.PENDING), "reason": "Created", "message": "", "exit_code": None, "run": 1,
+        "started": None, "finished": None, "stop_requested": False,
+        "replicas": {replica_name(r, i): {"phase": str(Phase.PENDING), "reason": "", "message": "", "exit_code": None,
+                                          "restarts": 0, "started": None, "finished": None, "node": None}
+                     for r, i in replicas(spec)},
+    }
+
+
+def replica_key(name: str) -> tuple[str, int]:
+    role, _, index = name.rpartition("-")
+    return role, int(index)
+
+
+def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
+    """A replica's state from its pod, or from the record when the pod is gone."""
+    state = dict(recorded)
+    if pod is None:
+        if recorded["phase"] == str(Phase.RUNNING):
+            state.update(phase=str(Phase.LOST), reason="PodDeleted", message="its pod was deleted",
+                         finished=time.time())
+        return state
+    state["restarts"] = int((pod.metadata.annotations or {}).get(RESTARTS, recorded["restarts"]))
+    state["node"] = pod.spec.node_name
+    status = pod.status
+    main = next((c for c in status.container_statuses or [] if c.name == "main"), None)
+    if status.phase == "Pending":
+        state.update(phase=str(Phase.PENDING), **pending_reason(pod))
+    elif status.phase == "Running":
+        running = main.state.running if main and main.state else None
+        state.update(phase=str(Phase.RUNNING), reason="", message="",
+                     started=seconds(running.started_at) if running and running.started_at else
+                     (recorded["started"] or time.time()))
+    elif status.phase in ("Succeeded", "Failed"):
+        end = terminated(pod)
+        code = end.exit_code if end else (0 if status.phase == "Succeeded" else 1)
+        state.update(phase=str(Phase.SUCCEEDED if code == 0 else Phase.FAILED), exit_code=code,
+                     reason=(end.reason if end and end.reason else ("Completed" if code == 0 else "Error")),
+                     message=(end.message or "") if end else "", started=state["started"] or seconds(status.start_time),
+                     finished=seconds(end.finished_at) if end and end.finished_at else time.time())
+    return state
+
+
+def terminated(pod: client.V1Pod):
+    """The termination that ended the pod: a failed init container's, else the main container's."""
+    for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
+        end = c.state.terminated if c.state else None
+        if end and (end.exit_code or c.name == "main"):
+            return end
+    return None
+
+
+def pending_reason(pod: client.V1Pod) -> dict:
+    """Why a pod is pending: the scheduler's message, an image or init problem, or starting."""
+    for condition in pod.status.conditions or []:
+        if condition.type == "PodScheduled" and condition.status == "False":
+            return {"reason": condition.reason or "Unschedulable", "message": condition.message or ""}
+    for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
+        waiting = c.state.waiting if c.state else None
+        if waiting and waiting.reason not in (None, "PodInitializing", "ContainerCreating"):
+            return {"reason": waiting.reason, "message": waiting.message or ""}
+    return {"reason": "Starting" if pod.spec.node_name else "Scheduling", "message": ""}
+
+
+def event_time(e: client.CoreV1Event) -> float | None:
+    return seconds(e.last_timestamp or e.event_time or e.first_timestamp or e.metadata.creation_timestamp)
+
+
+def event_view(e: client.CoreV1Event, job: str) -> dict:
+    name = e.involved_object.name
+    return {"time": event_time(e), "type": e.type or "Normal", "reason": e.reason or "", "message": e.message or "",
+            "replica": name[len(job) + 1:] if name != job else ""}
+
+
+def output_location(spec: dict, settings: Settings) -> str:
+    source = spec.get("output", {"volume": settings.output_claim})
+    if "host_path" in source:
+        return source["host_path"]
+    return f"pvc://{source['volume']}/{source.get('path', spec['name'])}"
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes quantity (500m, 4, 16Gi) as a number."""
+    suffixes = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
+                "Ti": 2**40}
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if value.endswith(suffix):
+            return float(value[:-len(suffix)]) * suffixes[suffix]
+    return float(value)
+
+
+def stamp(k8s_time: bytes) -> str:
+    """A pods/log timestamp (RFC 3339, nanoseconds) in the log files' format (microseconds)."""
+    text = k8s_time.decode()
+    whole, _, fraction = text.rstrip("Z").partition(".")
+    return f"{whole}.{(fraction + '000000')[:6]}Z"
+
+
+def seconds_since(log_stamp: str) -> int:
+    """Whole seconds back to a log timestamp, rounded up: pods/log's `sinceSeconds` (lines already
+    copied that come again are dropped by `append`)."""
+    moment = datetime.fromisoformat(log_stamp.replace("Z", "+00:00"))
+    return max(1, int(time.time() - moment.timestamp()) + 2)
+
+
+def last_lines(path: Path, count: int = 100) -> list[bytes]:
+    if not path.exists():
+        return []
+    with open(path, "rb") as f:
+        f.seek(logs.tail_offset(path, count))
+        return f.read().splitlines()
+
+
+def last_stamp(path: Path) -> str | None:
+    lines = last_lines(path, 1)
+    return lines[-1][:logs.STAMP_LEN].decode() if lines else None
+
+
+def append(path: Path, raw_lines: list[bytes]) -> None:
+    """Append pods/log lines not yet in the file: newer than its last line, or as old but not among the
+    lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe."""
+    if not raw_lines:
+        return
+    with open(path, "ab") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        tail = last_lines(path)
+        last = tail[-1][:logs.STAMP_LEN].decode() if tail else ""
+        seen = {line for line in tail if line.startswith(last.encode())}
+        out = []
+        for raw in raw_lines:
+            when, _, text = raw.partition(b" ")
+            line = stamp(when).encode() + b" " + text.rstrip(b"\r")[:logs.MAX_LINE]
+            if line[:logs.STAMP_LEN].decode() > last or (line[:logs.STAMP_LEN].decode() == last and line not in seen):
+                out.append(line + b"\n")
+                seen.add(line)
+        f.write(b"".join(out))
+
+
+class Cache:
+    """An informer: list then watch pods, job ConfigMaps and events of one namespace, calling
+    `changed(job)` for every job a change touches."""
+
+    KINDS = ("configmaps", "pods", "events")
+    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events"}
+
+    def __init__(self, core: client.CoreV1Api, namespace: str, changed, log):
+        self.core, self.ns, self.changed, self.log = core, namespace, changed, log
+        self.objects: dict[str, dict[str, Any]] = {k: {} for k in self.KINDS}
+        self.ready = {k: threading.Event() for k in self.KINDS}
+        self.errors: dict[str, Exception] = {}  # the last failure of each kind's list or watch
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"distrain-watch-{k}")
+                        for k in self.KINDS]
+        for t in self.threads:
+            t.start()
+
+    def items(self, kind: str) -> list:
+        """The cached objects; until the first listing, its failure if it failed (e.g. Forbidden)."""
+        deadline = time.monotonic() + 30
+        while not self.ready[kind].wait(0.05):
+            error = self.errors.get(kind)
+            if isinstance(error, ApiException):
+                raise api_error(error, f"list {self.WHAT[kind]}")
+            if error or time.monotonic() > deadline:
+                raise KubeError(f"cannot reach Kubernetes to list {self.WHAT[kind]}: {error or 'no answer in 30 s'}")
+        with self.lock:
+            return list(self.objects[kind].values())
+
+    def put(self, kind: str, obj) -> None:
+        with self.lock:
+            current = self.objects[kind].get(obj.metadata.name)
+            if current is None or int(current.metadata.resource_version) <= int(obj.metadata.resource_version):
+                self.objects[kind][obj.metadata.name] = obj
+
+    def forget(self, kind: str, name: str) -> None:
+        with self.lock:
+            self.objects[kind].pop(name, None)
+
+    def _lister(self, kind: str):
+        return {
+            "configmaps": lambda **kw: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR, **kw),
+            "pods": lambda **kw: self.core.list_namespaced_pod(self.ns, label_selector=SELECTOR, **kw),
+            "events": lambda **kw: self.core.list_namespaced_event(self.ns, **kw),
+        }[kind]
+
+    def _job_of(self, kind: str, obj) -> str | None:
+        if kind == "events":
+            name = obj.involved_object.name or ""
+            jobs = [j for j in list(self.objects["configmaps"]) if name == j or name.startswith(j + "-")]
+            return max(jobs, key=len) if jobs else None
+        return (obj.metadata.labels or {}).get(JOB)
+
+    def _run(self, kind: str) -> None:
+        lister = self._lister(kind)
+        while not self.stopping.is_set():
+            try:
+                listing = lister()
+                with self.lock:
+                    self.objects[kind] = {o.metadata.name: o for o in listing.items}
+                self.ready[kind].set()
+                for o in listing.items:
+                    job = self._job_of(kind, o)
+                    if job:
+                        self.changed(job)
+                version = listing.metadata.resource_version
+                stream = watch.Watch()
+                for event in stream.stream(lister, resource_version=version, timeout_seconds=60,
+                                           allow_watch_bookmarks=True):
+                    if self.stopping.is_set():
+                        stream.stop()
+                        break
+                    obj = event["object"]
+                    if event["type"] == "BOOKMARK":
+                        continue
+                    if event["type"] == "DELETED":
+                        self.forget(kind, obj.metadata.name)
+                    else:
+                        self.put(kind, obj)
+                    job = self._job_of(kind, obj)
+                    if job:
+                        self.changed(job)
+            except Exception as e:  # 410 Gone, a dropped connection, Forbidden: list again
+                self.errors[kind] = e
+                if not self.stopping.is_set():
+                    self.log.debug("watch of %s restarts: %s", kind, e)
+                    time.sleep(0.5)
+
+    def stop(self) -> None:
+        self.stopping.set()
+
+
+class Controller:
+    """Keeps the backend's cache current and applies the policy to every job a change touches; copies
+    running pods' logs into the log files as they are written."""
+
+    def __init__(self, backend: KubeBackend, log):
+        self.backend, self.log = backend, log
+        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
+        self.stopping = False
+        self.worker = threading.Thread(target=self._work, daemon=True, name="distrain-reconcile")
+        self.worker.start()
+        backend.cache = Cache(backend.core, backend.ns, self.queue.put, log)
+
+    def _work(self) -> None:
+        while (name := self.queue.get()) is not None:
+            try:
+                cache = self.backend.cache
+                roots = [cm for cm in cache.items("configmaps") if cm.metadata.name == name]
+                if roots:
+                    pods = self.backend._pods(name)
+                    self.backend.reconcile(roots[0], pods)
+                    self._follow(name, pods)
+            except Exception:
+                self.log.exception("reconciling job %s", name)
+
+    def _follow(self, job: str, pods: dict[str, client.V1Pod]) -> None:
+        for replica, pod in pods.items():
+            uid = pod.metadata.uid
+            if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers:
+                thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
+                                          name=f"distrain-logs-{pod.metadata.name}")
+                self.followers[uid] = thread
+                thread.start()
+
+    def _copy(self, job: str, replica: str, pod: client.V1Pod) -> None:
+        try:
+            while not self.stopping:
+                self.backend.archive(job, replica, pod, follow=True)
+                current = self.backend.cache and next(
+                    (p for p in self.backend.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
+                if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
+                    self.backend.archive(job, replica, current or pod)
+                    return
+                time.sleep(0.5)  # the stream ended while the container runs: pick up where the file ends
+        except Exception:
+            if not self.stopping:
+                self.log.exception("copying the log of %s", pod.metadata.name)
+        finally:
+            self.followers.pop(pod.metadata.uid, None)
+
+    def stop(self) -> None:
+        self.stopping = True
+        self.backend.cache.stop()
+        self.queue.put(None)
+        for response in list(self.backend.streams):
+            response.shutdown()  # unblocks the copier reading it

@@ -1,0 +1,204 @@
+"""Kubernetes objects for a job, as plain dicts: pure functions of the spec and the settings. No I/O.
+
+    ConfigMap <job>                 the job's root: its spec and cluster addresses; owns the rest
+    Service   <job>-<role>-<i>      headless, one per replica, so each has a stable DNS name
+    Pod       <job>-<role>-<i>      one per replica: the code fetched by an init container at the
+                                    pinned commit, requirements installed, the command run
+    Secret    <credentials>         made by `set_credentials`, only ever referenced here
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field
+
+from ..clusterenv import Dirs, replica_env
+from ..code import CREDENTIAL_HELPER
+from ..spec import gpus, render_command, replica_name, replicas
+
+GROUP = "distrain.jupyter.org"
+MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
+JOB, ROLE, INDEX, REPLICA, RESTARTS = (f"{GROUP}/{k}" for k in ("job", "role", "index", "replica", "restarts"))
+PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
+WORKSPACE = "/workspace"
+
+# the image of a job whose spec names none
+DEFAULT_IMAGES = {
+    "tensorflow": "tensorflow/tensorflow:2.16.1",
+    "keras": "tensorflow/tensorflow:2.16.1",
+    "pytorch": "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
+    "paddle": "paddlepaddle/paddle:2.6.1",
+    "python": "python:3.11-slim",
+}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What the cluster side needs beyond the spec."""
+
+    namespace: str = "default"
+    images: dict = field(default_factory=lambda: dict(DEFAULT_IMAGES))
+    git_image: str = "alpine/git:2.47.2"
+    output_claim: str = "distrain-outputs"  # the PersistentVolumeClaim /output lives on by default
+
+
+def object_name(job: str, replica: str) -> str:
+    return f"{job}-{replica}"
+
+
+def port(spec: dict) -> int:
+    return PORTS.get(spec.get("framework", "python"), 2222)
+
+
+def addresses(spec: dict, namespace: str) -> dict[str, list[str]]:
+    """Each role's replica addresses: their Services' in-cluster DNS names."""
+    out: dict[str, list[str]] = {}
+    for role, index in replicas(spec):
+        host = f"{object_name(spec['name'], replica_name(role, index))}.{namespace}.svc"
+        out.setdefault(role, []).append(f"{host}:{port(spec)}")
+    return out
+
+
+def labels(job: str, role: str | None = None, index: int | None = None) -> dict[str, str]:
+    out = {**MANAGED, JOB: job}
+    if role is not None:
+        out.update({ROLE: role, INDEX: str(index), REPLICA: replica_name(role, index)})
+    return out
+
+
+def metadata(name: str, settings: Settings, labels: dict, owner: dict) -> dict:
+    """Metadata of an object the job's ConfigMap owns, once it exists (has a uid): deleting it deletes them."""
+    meta = {"name": name, "namespace": settings.namespace, "labels": labels}
+    if owner["metadata"].get("uid"):
+        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
+                                    "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}]
+    return meta
+
+
+def root(spec: dict, settings: Settings) -> dict:
+    return {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": spec["name"], "namespace": settings.namespace, "labels": labels(spec["name"])},
+        "data": {
+            "spec.json": json.dumps(spec, sort_keys=True),
+            "cluster.json": json.dumps(addresses(spec, settings.namespace), sort_keys=True),
+        },
+    }
+
+
+def service(spec: dict, role: str, index: int, settings: Settings, owner: dict) -> dict:
+    name = object_name(spec["name"], replica_name(role, index))
+    return {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": metadata(name, settings, labels(spec["name"], role, index), owner),
+        "spec": {
+            "clusterIP": "None",
+            # the name resolves before the pod is ready: workers never race the chief's DNS record
+            "publishNotReadyAddresses": True,
+            "selector": {JOB: spec["name"], REPLICA: replica_name(role, index)},
+            "ports": [{"name": "distrain", "port": port(spec), "targetPort": port(spec)}],
+        },
+    }
+
+
+def image(spec: dict, settings: Settings) -> str:
+    return spec.get("image") or settings.images.get(spec.get("framework", "python")) or settings.images["python"]
+
+
+def pod(spec: dict, role: str, index: int, settings: Settings, owner: dict, restarts: int = 0) -> dict:
+    name = replica_name(role, index)
+    logdir = f"/output/{spec['tensorboard']['logdir']}/{name}"
+    resume = spec.get("resume_from")
+    dirs = Dirs(input="/input", output="/output", logdir=logdir,
+                resume_from=("/resume" if resume.startswith("job:") else resume) if resume else None)
+    env = replica_env(spec, addresses(spec, settings.namespace), role, index, dirs)
+    command = render_command(spec, {"job": spec["name"], "role": role, "index": str(index), "input": "/input",
+                                    "output": "/output", "logdir": logdir})
+    install = ("if [ -s requirements.txt ]; then python -m pip install --no-input --disable-pip-version-check"
+               " -r requirements.txt || exit 1; fi")
+    volumes, mounts = _volumes(spec, settings)
+    main = {
+        "name": "main",
+        "image": image(spec, settings),
+        "workingDir": WORKSPACE,
+        "command": ["/bin/sh", "-c", f"{install}\nexec /bin/sh -c {shlex.quote(command)}"],
+        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
+        "ports": [{"name": "distrain", "containerPort": port(spec)}],
+        "resources": _resources(spec, role),
+        "volumeMounts": mounts,
+    }
+    body = {
+        "restartPolicy": "Never",
+        "hostname": object_name(spec["name"], name),
+        "containers": [main],
+        "volumes": volumes,
+    }
+    fetch = _fetch_code(spec, settings)
+    if fetch:
+        body["initContainers"] = [fetch]
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {**metadata(object_name(spec["name"], name), settings, labels(spec["name"], role, index), owner),
+                     "annotations": {RESTARTS: str(restarts)}},
+        "spec": body,
+    }
+
+
+def _fetch_code(spec: dict, settings: Settings) -> dict | None:
+    source = spec.get("code", {})
+    if "git" not in source:
+        return None
+    script = (f"git clone --quiet --no-checkout -- {shlex.quote(source['git'])} {WORKSPACE}"
+              f" && git -C {WORKSPACE} checkout --quiet --detach {source['commit']}")
+    env = [{"name": "GIT_TERMINAL_PROMPT", "value": "0"}]
+    if source.get("credentials"):
+        script = script.replace("git clone", f"git -c credential.helper={shlex.quote(CREDENTIAL_HELPER)} clone", 1)
+        env += [{"name": f"DISTRAIN_GIT_{key.upper()}",
+                 "valueFrom": {"secretKeyRef": {"name": source["credentials"], "key": key}}}
+                for key in ("username", "password")]
+    return {"name": "fetch-code", "image": settings.git_image, "command": ["/bin/sh", "-c", script], "env": env,
+            "volumeMounts": [{"name": "workspace", "mountPath": WORKSPACE}]}
+
+
+def _resources(spec: dict, role: str) -> dict:
+    wanted = spec["replicas"][role].get("resources", {})
+    amounts = {key: str(wanted[key]) for key in ("cpu", "memory") if key in wanted}
+    limits = dict(amounts)
+    if gpus(spec, role):
+        limits["nvidia.com/gpu"] = str(gpus(spec, role))
+    return {key: value for key, value in (("requests", amounts), ("limits", limits)) if value}
+
+
+def _volume(source: dict, name: str, default_sub: str, read_only: bool) -> tuple[dict, dict]:
+    if "host_path" in source:
+        return ({"name": name, "hostPath": {"path": source["host_path"], "type": "Directory"}},
+                {"name": name, "readOnly": read_only})
+    sub = source.get("path", default_sub)
+    mount = {"name": name, "readOnly": read_only, **({"subPath": sub} if sub else {})}
+    return {"name": name, "persistentVolumeClaim": {"claimName": source["volume"], "readOnly": read_only}}, mount
+
+
+def _volumes(spec: dict, settings: Settings) -> tuple[list[dict], list[dict]]:
+    volumes = [{"name": "workspace", "emptyDir": {}}]
+    mounts = [{"name": "workspace", "mountPath": WORKSPACE}]
+    wanted = [("output", spec.get("output", {"volume": settings.output_claim}), spec["name"], False, "/output")]
+    if "data" in spec:
+        wanted.append(("input", spec["data"], "", True, "/input"))
+    resume = spec.get("resume_from", "")
+    if resume.startswith("job:"):
+        wanted.append(("resume", {"volume": settings.output_claim}, resume[4:], True, "/resume"))
+    for name, source, default_sub, read_only, path in wanted:
+        volume, mount = _volume(source, name, default_sub, read_only)
+        volumes.append(volume)
+        mounts.append({**mount, "mountPath": path})
+    return volumes, mounts
+
+
+def render(spec: dict, settings: Settings) -> list[dict]:
+    """Every object of the job, the ConfigMap first (the others are owned by it once it exists)."""
+    owner = root(spec, settings)
+    objects = [owner]
+    for role, index in replicas(spec):
+        objects += [service(spec, role, index, settings, owner), pod(spec, role, index, settings, owner)]
+    return objects

@@ -1,0 +1,318 @@
+"""A real Kubernetes control plane on loopback, for tests: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, and kwok simulating the nodes and the pods' lives.
+
+Built by build.sh from pinned Go modules. Pods never run a container: kwok moves them from
+Pending to Running once scheduled, and to Succeeded or Failed when a test sets the annotation
+EXIT_CODE on them (REASON names the termination, e.g. OOMKilled). A pod's logs are the lines a
+test writes with `write_log`, served through the real pods/log API.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import textwrap
+import time
+from contextlib import closing
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import yaml
+
+HERE = Path(__file__).resolve().parent
+BIN = HERE / "bin"
+EXIT_CODE = "test.distrain.jupyter.org/exit-code"
+REASON = "test.distrain.jupyter.org/reason"
+ADMIN, RESTRICTED = "admin", "distrain-jupyter"
+NAMESPACE = "training"
+
+# Pod stages: scheduled -> Running; annotated EXIT_CODE -> Succeeded (0) or Failed; deleted -> gone.
+POD_STAGES = textwrap.dedent("""
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata: {name: pod-running}
+    spec:
+      resourceRef: {apiGroup: v1, kind: Pod}
+      selector:
+        matchExpressions:
+        - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+        - {key: .spec.nodeName, operator: Exists}
+        - {key: .status.phase, operator: In, values: [Pending]}
+      next:
+        statusTemplate: |
+          {{ $now := Now }}
+          conditions:
+          - {type: Initialized, status: "True", lastTransitionTime: {{ $now | Quote }}}
+          - {type: Ready, status: "True", lastTransitionTime: {{ $now | Quote }}}
+          - {type: ContainersReady, status: "True", lastTransitionTime: {{ $now | Quote }}}
+          initContainerStatuses:
+          {{ range .spec.initContainers }}
+          - name: {{ .name | Quote }}
+            image: {{ .image | Quote }}
+            ready: true
+            restartCount: 0
+            state: {terminated: {exitCode: 0, reason: Completed, startedAt: {{ $now | Quote }}, finishedAt: {{ $now | Quote }}}}
+          {{ end }}
+          containerStatuses:
+          {{ range .spec.containers }}
+          - name: {{ .name | Quote }}
+            image: {{ .image | Quote }}
+            ready: true
+            started: true
+            restartCount: 0
+            state: {running: {startedAt: {{ $now | Quote }}}}
+          {{ end }}
+          hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+          podIP: {{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}
+          phase: Running
+          startTime: {{ $now | Quote }}
+    ---
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata: {name: pod-exit}
+    spec:
+      resourceRef: {apiGroup: v1, kind: Pod}
+      selector:
+        matchExpressions:
+        - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+        - {key: .status.phase, operator: In, values: [Running]}
+        - {key: '.metadata.annotations["EXIT_CODE"]', operator: Exists}
+      next:
+        statusTemplate: |
+          {{ $now := Now }}
+          {{ $code := index .metadata.annotations "EXIT_CODE" }}
+          {{ $reason := or (index .metadata.annotations "REASON") (ternary "Completed" "Error" (eq $code "0")) }}
+          conditions:
+          - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+          - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
+          containerStatuses:
+          {{ range .spec.containers }}
+          - name: {{ .name | Quote }}
+            image: {{ .image | Quote }}
+            ready: false
+            started: false
+            restartCount: 0
+            state: {terminated: {exitCode: {{ $code }}, reason: {{ $reason | Quote }}, finishedAt: {{ $now | Quote }}}}
+          {{ end }}
+          phase: {{ ternary "Succeeded" "Failed" (eq $code "0") }}
+    ---
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata: {name: pod-delete}
+    spec:
+      resourceRef: {apiGroup: v1, kind: Pod}
+      selector:
+        matchExpressions:
+        - {key: .metadata.deletionTimestamp, operator: Exists}
+      next:
+        delete: true
+""").replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON)
+
+
+def free_port() -> int:
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ControlPlane:
+    """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
+
+    def __init__(self, workdir: Path):
+        self.dir = workdir
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.tokens = {ADMIN: os.urandom(16).hex(), RESTRICTED: os.urandom(16).hex()}
+        self.port = free_port()
+        self.url = f"https://127.0.0.1:{self.port}"
+
+    # setting up
+    def start(self) -> None:
+        subprocess.run([str(HERE / "build.sh")], check=True)
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / "logs").mkdir(exist_ok=True)
+        self._certificates()
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            for user in (ADMIN, RESTRICTED):
+                self._write_kubeconfig(user)
+            admin = str(self.kubeconfig(ADMIN))
+            self._spawn("kube-controller-manager", "--kubeconfig", admin, "--leader-elect=false",
+                        "--secure-port=0", "--controllers=*,-nodeipam", "--use-service-account-credentials=false",
+                        "--service-account-private-key-file", str(self.dir / "sa.key"),
+                        "--root-ca-file", str(self.dir / "ca.crt"), "--node-monitor-grace-period=60s")
+            self._spawn("kube-scheduler", "--kubeconfig", admin, "--leader-elect=false", "--secure-port=0")
+            self._start_kwok()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _certificates(self) -> None:
+        d = self.dir
+
+        def openssl(*args: str) -> None:
+            subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+
+        openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
+                "-days", "2", "-subj", "/CN=distrain-test-ca")
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "serving.key", "-out", "serving.csr",
+                "-subj", "/CN=127.0.0.1")
+        (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        openssl("x509", "-req", "-in", "serving.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "serving.crt", "-days", "2", "-extfile", "san.ext")
+        openssl("genrsa", "-out", "sa.key", "2048")
+        (d / "tokens.csv").write_text(
+            f'{self.tokens[ADMIN]},{ADMIN},uid-admin,"system:masters"\n'
+            f"{self.tokens[RESTRICTED]},{RESTRICTED},uid-restricted\n"
+        )
+
+    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+        log = open(self.dir / "logs" / f"{name}.log", "wb")
+        process = subprocess.Popen([str(BIN / name), *args], stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        self.processes[name] = process
+        return process
+
+    def _wait(self, name: str, ready, timeout: float = 90) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.processes[name].poll() is not None:
+                tail = (self.dir / "logs" / f"{name}.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{name} exited with {self.processes[name].returncode}:\n{tail}")
+            if ready():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"{name} not ready after {timeout} s")
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd = f"http://127.0.0.1:{client}"
+        self._spawn("etcd", "--data-dir", str(self.dir / "etcd"), "--name", "n0",
+                    "--listen-client-urls", self.etcd, "--advertise-client-urls", self.etcd,
+                    "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+                    "--initial-cluster", f"n0=http://127.0.0.1:{peer}", "--unsafe-no-fsync",
+                    "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}")
+        self._wait("etcd", lambda: self._http_ok(f"{self.etcd}/health"))
+
+    def _start_apiserver(self) -> None:
+        d = self.dir
+        self._spawn("kube-apiserver", "--etcd-servers", self.etcd, "--bind-address=127.0.0.1",
+                    "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+                    "--tls-cert-file", str(d / "serving.crt"), "--tls-private-key-file", str(d / "serving.key"),
+                    "--client-ca-file", str(d / "ca.crt"), "--token-auth-file", str(d / "tokens.csv"),
+                    "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.0.0.0/24",
+                    "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                    "--service-account-key-file", str(d / "sa.key"),
+                    "--service-account-signing-key-file", str(d / "sa.key"),
+                    "--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP",
+                    "--cert-dir", str(d / "apiserver-certs"))
+        self._wait("kube-apiserver", lambda: self._http_ok(f"{self.url}/readyz", token=self.tokens[ADMIN]))
+
+    def _http_ok(self, url: str, token: str | None = None) -> bool:
+        command = ["curl", "-sf", "-o", "/dev/null", "--max-time", "2", "--cacert", str(self.dir / "ca.crt"), url]
+        if token:
+            command += ["-H", f"Authorization: Bearer {token}"]
+        return subprocess.run(command, capture_output=True).returncode == 0
+
+    def _write_kubeconfig(self, user: str) -> None:
+        config = {
+            "apiVersion": "v1", "kind": "Config", "current-context": "test",
+            "clusters": [{"name": "test", "cluster": {"server": self.url,
+                                                      "certificate-authority": str(self.dir / "ca.crt")}}],
+            "users": [{"name": user, "user": {"token": self.tokens[user]}}],
+            "contexts": [{"name": "test", "context": {"cluster": "test", "user": user, "namespace": NAMESPACE}}],
+        }
+        self.kubeconfig(user).write_text(yaml.safe_dump(config))
+
+    def kubeconfig(self, user: str = ADMIN) -> Path:
+        return self.dir / f"{user}.kubeconfig"
+
+    def _start_kwok(self) -> None:
+        node_port = free_port()
+        stages = [(BIN / "stages" / f).read_text() for f in sorted(os.listdir(BIN / "stages"))]
+        (self.dir / "kwok.yaml").write_text("\n---\n".join([*stages, POD_STAGES]))
+        self.create(yaml.safe_load((BIN / "kwok.x-k8s.io_logs.yaml").read_text()))
+        self._wait("kube-apiserver", self._logs_crd_established)
+        self._spawn("kwok", "--kubeconfig", str(self.kubeconfig(ADMIN)), "--config", str(self.dir / "kwok.yaml"),
+                    "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={node_port}",
+                    f"--server-address=127.0.0.1:{node_port}", "--enable-crds=Logs",
+                    "--tls-cert-file", str(self.dir / "serving.crt"),
+                    "--tls-private-key-file", str(self.dir / "serving.key"), "--node-lease-duration-seconds=40")
+
+    def _logs_crd_established(self) -> bool:
+        from kubernetes import client
+
+        with self.client() as api:
+            crd = client.ApiextensionsV1Api(api).read_custom_resource_definition("logs.kwok.x-k8s.io")
+        return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+    # what tests use
+    def client(self, user: str = ADMIN):
+        """A kubernetes ApiClient authenticated as `user`; close it after use."""
+        from kubernetes import config
+
+        return config.new_client_from_config(str(self.kubeconfig(user)))
+
+    def create(self, *documents: dict) -> None:
+        from kubernetes import client, utils
+
+        with self.client() as api:
+            for doc in documents:
+                group, _, version = doc["apiVersion"].rpartition("/")
+                if group == "kwok.x-k8s.io":
+                    client.CustomObjectsApi(api).create_namespaced_custom_object(
+                        group, version, doc["metadata"]["namespace"], doc["kind"].lower(), doc)
+                else:
+                    utils.create_from_dict(api, doc)
+
+    def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", gpus: int = 0) -> None:
+        capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
+        if gpus:
+            capacity["nvidia.com/gpu"] = str(gpus)
+        self.create({"apiVersion": "v1", "kind": "Node",
+                    "metadata": {"name": name, "labels": {"type": "kwok"}, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                    "status": {"capacity": capacity, "allocatable": capacity}})
+
+    def wait_nodes_ready(self, count: int, timeout: float = 60) -> None:
+        from kubernetes import client
+
+        def ready() -> bool:
+            with self.client() as api:
+                nodes = client.CoreV1Api(api).list_node().items
+            return sum(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+                       for n in nodes) >= count
+
+        self._wait("kwok", ready, timeout)
+
+    def write_log(self, pod: str, *lines: str, container: str = "main") -> None:
+        """Append lines to the file kwok serves as `pod`'s log (CRI log format)."""
+        path = self.dir / "pod-logs" / f"{pod}.log"
+        if not path.exists():
+            path.parent.mkdir(exist_ok=True)
+            path.touch()
+            self.create({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
+                        "metadata": {"name": pod, "namespace": NAMESPACE},
+                        "spec": {"logs": [{"containers": [container], "logsFile": str(path), "follow": True}]}})
+        now = datetime.now(timezone.utc)
+        with open(path, "a") as f:  # each line its own time, as a container runtime stamps them
+            f.writelines(f"{(now + timedelta(microseconds=i)).strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z stdout F {line}\n"
+                         for i, line in enumerate(lines))
+
+    def stop(self) -> None:
+        """Stop every process (kwok first, etcd last) and remove the working directory."""
+        for name in reversed(list(self.processes)):
+            process = self.processes[name]
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGTERM)
+                try:
+                    process.wait(15)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+        self.processes.clear()
+        shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,326 @@
+"""The Kubernetes backend against a real control plane (tests/controlplane): manifests accepted by the
+API server, scheduling, status, the lifecycle policy, logs that outlive pods, garbage collection, RBAC.
+
+Pods run no containers here (kwok simulates them): a test ends a replica by annotating its pod with
+an exit code, and writes the lines its pods/log serves. Real training runs on the local backend."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import time
+
+import pytest
+import requests
+import yaml
+from conftest import CLI, JupyterServer, distrain_command, write_spec
+from controlplane.cluster import ADMIN, EXIT_CODE, NAMESPACE, REASON, RESTRICTED
+from kubernetes import client
+
+from jupyter_distrain import spec as spec_
+from jupyter_distrain.backends import manifests
+from jupyter_distrain.backends.kube import Controller, KubeBackend, KubeError
+from jupyter_distrain.server import DEFAULT_IMAGES
+from jupyter_distrain.spec import SpecError
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+SETTINGS = manifests.Settings(namespace=NAMESPACE, images=DEFAULT_IMAGES)
+
+
+def tf_spec(name: str, workers: int = 2, gpus: int = 0, **extra) -> dict:
+    return spec_.validate({
+        "name": name, "framework": "tensorflow", "command": "python train.py --steps {{ steps }}",
+        "hyperparameters": {"steps": 100},
+        "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
+        "replicas": {"chief": {}, "ps": {}, "worker": {"count": workers, "resources": {"gpus": gpus}}},
+        **extra,
+    })
+
+
+@pytest.fixture
+def admin(control_plane):
+    with control_plane.client(ADMIN) as api:
+        yield client.CoreV1Api(api)
+
+
+@pytest.fixture
+def backend(control_plane, tmp_path):
+    """The backend as the Jupyter server runs it: the restricted user's token, a watch-fed controller."""
+    api = control_plane.client(RESTRICTED)
+    kube = KubeBackend(tmp_path / "distrain-home", SETTINGS, api)
+    controller = Controller(kube, logging.getLogger("test"))
+    yield kube
+    controller.stop()
+    with control_plane.client(ADMIN) as admin_api:
+        core = client.CoreV1Api(admin_api)
+        for cm in core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items:
+            core.delete_namespaced_config_map(cm.metadata.name, NAMESPACE, propagation_policy="Foreground")
+        wait(lambda: not core.list_namespaced_pod(NAMESPACE).items, "pods of the test's jobs deleted")
+    api.close()
+
+
+def wait(condition, what: str, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting until {what}")
+
+
+def wait_job(kube: KubeBackend, name: str, condition, what: str, timeout: float = 30) -> dict:
+    last = {}
+
+    def check():
+        last["job"] = kube.get(name)
+        return last["job"] if condition(last["job"]) else None
+
+    try:
+        return wait(check, what, timeout)
+    except AssertionError:
+        raise AssertionError(f"{what}: {json.dumps(last.get('job'), default=str, indent=1)}") from None
+
+
+def replica(job: dict, name: str) -> dict:
+    return next(r for r in job["replicas"] if r["name"] == name)
+
+
+def end(admin: client.CoreV1Api, job: str, replica_: str, code: int, reason: str | None = None) -> None:
+    """Make the replica's (simulated) container exit with `code`."""
+    annotations = {EXIT_CODE: str(code), **({REASON: reason} if reason else {})}
+    admin.patch_namespaced_pod(f"{job}-{replica_}", NAMESPACE, {"metadata": {"annotations": annotations}})
+
+
+def names(items) -> set[str]:
+    return {i.metadata.name for i in items}
+
+
+def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
+    spec = tf_spec("render-check", gpus=1, data={"volume": "datasets", "path": "mnist"},
+                   code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
+    objects = manifests.render(spec, SETTINGS)
+    assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4
+    for obj in objects:  # a server-side dry run: schema, names, quantities, all validated, nothing stored
+        {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
+         "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+    assert not admin.list_namespaced_pod(NAMESPACE).items
+
+    pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "render-check-worker-1")
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in pod["spec"]["containers"][0]["env"]}
+    assert json.loads(env["TF_CONFIG"]) == {
+        "cluster": {"chief": ["render-check-chief-0.training.svc:2222"], "ps": ["render-check-ps-0.training.svc:2222"],
+                    "worker": ["render-check-worker-0.training.svc:2222", "render-check-worker-1.training.svc:2222"]},
+        "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+    main = pod["spec"]["containers"][0]
+    assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "python train.py --steps 100" in main["command"][-1]
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert mounts["/input"]["readOnly"] and mounts["/input"]["subPath"] == "mnist"
+    assert mounts["/output"]["subPath"] == "render-check"
+    fetch = pod["spec"]["initContainers"][0]
+    assert COMMIT in fetch["command"][-1]
+    assert {"secretKeyRef": {"name": "git-login", "key": "password"}} in [e.get("valueFrom") for e in fetch["env"]]
+
+
+def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(control_plane, backend, admin):
+    job = backend.submit(tf_spec("tf-ok"))
+    assert job["backend"] == "kubernetes"
+    assert [r["name"] for r in job["replicas"]] == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    control_plane.write_log("tf-ok-chief-0", "serving at tf-ok-chief-0:2222", "step 1 loss 2.0")
+    job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Running", "the job runs")
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
+    assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
+    assert names(admin.list_namespaced_service(NAMESPACE).items) >= {"tf-ok-chief-0", "tf-ok-worker-1"}
+
+    wait(lambda: "step 1" in "".join(line.text for line in backend.logs("tf-ok", replica="chief-0")),
+         "the chief's log is copied while it runs")
+    control_plane.write_log("tf-ok-chief-0", "step 2 loss 1.0", "done")
+    for name in ("worker-0", "worker-1", "chief-0"):
+        end(admin, "tf-ok", name, 0)
+    job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Succeeded", "the job succeeds")
+    assert job["exit_code"] == 0 and job["reason"] == "Completed"
+    assert replica(job, "chief-0")["phase"] == "Succeeded"
+    assert replica(job, "ps-0")["phase"] == "Stopped"
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items,
+         "every pod, parameter server included, is deleted")
+    assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
+    lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
+    assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
+    wait(lambda: {"Submitted", "Scheduled", "Completed"} <= {e["reason"] for e in backend.get("tf-ok")["events"]},
+         "the job's events and the scheduler's are listed")
+
+
+def test_chief_failure_fails_the_job_with_its_exit_code_and_deletes_the_rest(control_plane, backend, admin):
+    backend.submit(tf_spec("tf-fail"))
+    wait_job(backend, "tf-fail", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "tf-fail", "chief-0", 3)
+    job = wait_job(backend, "tf-fail", lambda j: j["phase"] == "Failed", "the job fails")
+    assert job["exit_code"] == 3
+    assert "chief-0" in job["reason"] and "code 3" in job["message"]
+    assert replica(job, "chief-0")["exit_code"] == 3
+    assert {replica(job, n)["phase"] for n in ("ps-0", "worker-0", "worker-1")} == {"Stopped"}
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-fail").items,
+         "the other replicas' pods are deleted")
+
+
+def test_oom_killed_replica_shows_its_reason(backend, admin):
+    backend.submit(spec_.validate({"name": "oom", "command": "python eat.py",
+                                   "code": {"git": "https://example.com/a.git", "commit": COMMIT}}))
+    wait_job(backend, "oom", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "oom", "worker-0", 137, reason="OOMKilled")
+    job = wait_job(backend, "oom", lambda j: j["phase"] == "Failed", "the job fails")
+    assert replica(job, "worker-0")["reason"] == "OOMKilled" and job["exit_code"] == 137
+
+
+def test_impossible_gpu_request_is_refused_before_anything_is_created(backend, admin):
+    with pytest.raises(SpecError) as refused:
+        backend.submit(tf_spec("too-big", gpus=3))
+    assert [e.path for e in refused.value.errors] == ["replicas.worker.resources.gpus"]
+    assert "3 GPUs per worker requested; the largest node has 2" in str(refused.value)
+    assert not backend.exists("too-big")
+    assert not admin.list_namespaced_pod(NAMESPACE).items
+
+
+def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, admin):
+    backend.submit(tf_spec("gpu-a", workers=2, gpus=2))
+    wait_job(backend, "gpu-a", lambda j: j["phase"] == "Running", "the first job holds every GPU")
+    backend.submit(tf_spec("gpu-b", workers=1, gpus=2))
+    job = wait_job(backend, "gpu-b", lambda j: j["reason"] == "Unschedulable", "the second job waits")
+    assert job["phase"] == "Pending"
+    assert "Insufficient nvidia.com/gpu" in replica(job, "worker-0")["message"]
+    assert "worker-0: " in job["message"] and "Insufficient nvidia.com/gpu" in job["message"]
+    assert backend.cluster()["gpus"] == {"capacity": 4, "available": 0,
+                                         "devices": [{"node": "gpu-0", "gpus": 2}, {"node": "gpu-1", "gpus": 2}]}
+    backend.delete("gpu-a")
+    wait_job(backend, "gpu-b", lambda j: j["phase"] == "Running", "the second job runs once GPUs are free", 60)
+
+
+def test_deleting_the_jobs_configmap_deletes_everything_it_owns(control_plane, backend, admin):
+    backend.submit(tf_spec("gc"))
+    wait_job(backend, "gc", lambda j: j["phase"] == "Running", "the job runs")
+    admin.delete_namespaced_config_map("gc", NAMESPACE)  # no cascade asked for: the garbage collector's work
+    selector = f"{manifests.JOB}=gc"
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+         and not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items,
+         "the garbage collector deleted the pods and services", 60)
+
+
+def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, tmp_path):
+    backend.submit(tf_spec("gone"))
+    wait_job(backend, "gone", lambda j: j["phase"] == "Running", "the job runs")
+    backend.delete("gone")
+    selector = f"{manifests.JOB}=gone"
+    assert not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+    assert not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items
+    assert not backend.exists("gone")
+    assert not backend.log_dir("gone").exists()
+
+
+def test_a_new_server_keeps_managing_running_jobs(control_plane, admin, tmp_path):
+    first = KubeBackend(tmp_path / "home", SETTINGS, control_plane.client(RESTRICTED))
+    controller = Controller(first, logging.getLogger("first"))
+    first.submit(tf_spec("survivor"))
+    wait_job(first, "survivor", lambda j: j["phase"] == "Running", "the job runs")
+    controller.stop()  # the Jupyter server goes away; the job runs on in the cluster
+    end(admin, "survivor", "chief-0", 0)
+    second = KubeBackend(tmp_path / "home", SETTINGS, control_plane.client(RESTRICTED))
+    Controller(second, logging.getLogger("second"))
+    job = wait_job(second, "survivor", lambda j: j["phase"] == "Succeeded", "the new server finishes the job")
+    assert replica(job, "ps-0")["phase"] == "Stopped"
+    second.delete("survivor")
+    second.cache.stop()
+
+
+def test_the_restricted_token_is_refused_clearly_outside_its_namespace(control_plane, tmp_path):
+    elsewhere = manifests.Settings(namespace="default", images=DEFAULT_IMAGES)
+    kube = KubeBackend(tmp_path, elsewhere, control_plane.client(RESTRICTED))
+    with pytest.raises(KubeError) as refused:
+        kube.submit(tf_spec("nope"))
+    assert refused.value.status == 403
+    assert "Kubernetes refused to" in str(refused.value) and 'User "distrain-jupyter" cannot' in str(refused.value)
+
+
+def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_path):
+    repo = tmp_path / "models"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / "train.py").write_text("print('hi')\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "train"], check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    write_spec(repo, {"name": "from-cli", "framework": "pytorch", "command": "python train.py",
+                      "code": {"git": "."}, "replicas": {"master": {}, "worker": {"count": 2}}})
+    result = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "render", "-f", str(repo / "distrain.yaml")],
+                            capture_output=True, text=True, check=True, env={**os.environ, "KUBECONFIG": "/nonexistent"})
+    objects = list(yaml.safe_load_all(result.stdout))
+    assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 3
+    for obj in objects:
+        {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
+         "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+    worker = objects[-1]
+    assert head in worker["spec"]["initContainers"][0]["command"][-1]
+    env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == \
+        ("from-cli-master-0.training.svc", "23456", "2", "3")
+
+
+@pytest.fixture
+def kube_server(control_plane, tmp_path):
+    """A real Jupyter server on the Kubernetes backend, with the restricted user's kubeconfig."""
+    server = JupyterServer(tmp_path, "--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
+                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}")
+    server.api = f"{server.url}/distrain/api"
+    yield server
+    server.stop()
+
+
+def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, admin, tmp_path):
+    api, headers = kube_server.api, kube_server.headers
+    spec = {"name": "via-rest", "framework": "tensorflow", "command": "python train.py",
+            "code": {"git": "https://example.com/models.git", "ref": COMMIT},
+            "replicas": {"chief": {}, "ps": {}, "worker": {"count": 1, "resources": {"gpus": 2}}}}
+    assert requests.get(f"{api}/cluster", headers=headers).json()["gpus"]["capacity"] == 4
+    too_big = {**spec, "replicas": {"worker": {"resources": {"gpus": 8}}}}
+    refused = requests.post(f"{api}/jobs?dry_run=true", json=too_big, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["path"] == "replicas.worker.resources.gpus"
+    assert requests.post(f"{api}/jobs?dry_run=true", json=spec, headers=headers).status_code == 200
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+
+    created = requests.post(f"{api}/jobs", json=spec, headers=headers)
+    assert created.status_code == 201, created.text
+    assert created.json()["backend"] == "kubernetes"
+    control_plane.write_log("via-rest-chief-0", "hello from the chief")
+    wait(lambda: requests.get(f"{api}/jobs/via-rest", headers=headers).json()["phase"] == "Running", "running")
+
+    cli = CLI(kube_server.root, tmp_path)
+    cli.env.update(DISTRAIN_BACKEND="kubernetes", DISTRAIN_NAMESPACE=NAMESPACE,
+                   KUBECONFIG=str(control_plane.kubeconfig(RESTRICTED)))
+    assert [j["name"] for j in cli.json("list")] == ["via-rest"]
+    assert "hello from the chief" in cli("logs", "via-rest", "--replica", "chief-0").stdout
+    wait(lambda: "hello from the chief" in requests.get(f"{api}/jobs/via-rest/logs", headers=headers).text,
+         "the server copied the chief's log")
+
+    end(admin, "via-rest", "chief-0", 0)
+    job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
+    assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",
+                                                              "worker-0": "Stopped"}
+    assert requests.delete(f"{api}/jobs/via-rest", headers=headers).status_code == 204
+    assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+
+
+def test_forbidden_answers_reach_the_user_as_a_clear_error(control_plane, tmp_path):
+    server = JupyterServer(tmp_path, "--Distrain.backend=kubernetes", "--Distrain.namespace=default",
+                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}")
+    try:
+        answer = requests.get(f"{server.url}/distrain/api/jobs", headers=server.headers)
+        assert answer.status_code == 403
+        assert "Kubernetes refused to list jobs" in answer.json()["message"]
+        assert 'User \\"distrain-jupyter\\" cannot list resource \\"configmaps\\"' in answer.text
+    finally:
+        server.stop()
