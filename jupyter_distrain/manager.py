@@ -9,7 +9,7 @@ from typing import Any, Iterator
 
 from . import code, spec as spec_
 from .backends import open_backend
-from .errors import JobConflict, ReplicaNotFound
+from .errors import DistrainError, JobConflict, JobNotFound, ReplicaNotFound
 from .logs import LogLine
 from .spec import FieldError, SpecError
 
@@ -18,28 +18,53 @@ PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "addres
 
 
 class JobManager:
-    def __init__(self, backend=None):
-        self.backend = backend or open_backend()
+    """Routes each call to the backend holding the job; submits go to the named or the default one."""
 
-    def prepare(self, raw: Any, base_dir: Path | None = None) -> dict:
+    def __init__(self, backends: Any = None, default: str | None = None):
+        backends = backends or open_backend()
+        self.backends = backends if isinstance(backends, dict) else {backends.name: backends}
+        self.default = default or next(iter(self.backends))
+
+    @property
+    def backend(self):
+        """The default backend."""
+        return self.backends[self.default]
+
+    def target(self, backend: str | None) -> Any:
+        if backend is None:
+            return self.backend
+        if backend not in self.backends:
+            raise DistrainError(f"backend {backend!r} is not enabled on this server; enabled: "
+                                f"{', '.join(self.backends)}")
+        return self.backends[backend]
+
+    def backend_of(self, name: str) -> Any:
+        for backend in self.backends.values():
+            if backend.exists(name):
+                return backend
+        raise JobNotFound(name)
+
+    def prepare(self, raw: Any, base_dir: Path | None = None, backend: str | None = None) -> dict:
         """Validate a spec and pin its code; raises SpecError listing every problem."""
         spec = spec_.validate(raw)
         source = spec.get("code", {})
-        credentials = self.backend.credentials(source["credentials"]) if source.get("credentials") else None
+        credentials = self.target(backend).credentials(source["credentials"]) if source.get("credentials") else None
         return code.resolve(spec, Path(base_dir or Path.cwd()), credentials)
 
-    def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False) -> dict:
+    def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False, backend: str | None = None) -> dict:
         """Start a job; a dry run checks everything a submit checks and returns the spec it would run."""
-        spec = self.prepare(raw, base_dir)
+        target = self.target(backend)
+        spec = self.prepare(raw, base_dir, backend)
+        if self.exists(spec["name"]):
+            raise JobConflict(spec["name"])
         if dry_run:
-            self.backend.check(spec)
-            if self.exists(spec["name"]):
-                raise JobConflict(spec["name"])
+            target.check(spec)
             return spec
-        return self.backend.submit(spec)
+        return target.submit(spec)
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> dict:
-        return self.backend.restart(name, self.prepare(raw, base_dir) if raw is not None else None)
+        backend = self.backend_of(name)
+        return backend.restart(name, self.prepare(raw, base_dir, backend.name) if raw is not None else None)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None) -> dict:
         """Submit a new job from `name`'s spec (so the same pinned commit), with top-level fields replaced."""
@@ -48,7 +73,7 @@ class JobManager:
         raw = {**self.get(name)["spec"], **(changes or {})}
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
-        return self.submit(raw, base_dir)
+        return self.submit(raw, base_dir, backend=self.backend_of(name).name)
 
     def free_name(self, name: str) -> str:
         """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""
@@ -58,36 +83,35 @@ class JobManager:
         return next(c for c in candidates if c not in taken)
 
     def get(self, name: str) -> dict:
-        return self.backend.get(name)
+        return self.backend_of(name).get(name)
 
     def list(self) -> list[dict]:
-        return self.backend.list()
+        return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
 
     def stop(self, name: str) -> dict:
-        return self.backend.stop(name)
+        return self.backend_of(name).stop(name)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
-        self.backend.delete(name, purge_output=purge_output)
+        self.backend_of(name).delete(name, purge_output=purge_output)
 
     def exists(self, name: str) -> bool:
-        return self.backend.exists(name)
+        return any(backend.exists(name) for backend in self.backends.values())
 
     def logs(self, name: str, **options: Any) -> Iterator[LogLine]:
-        return self.backend.logs(name, **options)
+        return self.backend_of(name).logs(name, **options)
 
     def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
-        return self.backend.log_files(name, replica)
+        return self.backend_of(name).log_files(name, replica)
 
     def log_dir(self, name: str) -> Path:
         """The directory holding every log file of the job (watched by live streams)."""
-        self.log_files(name)  # raises JobNotFound
-        return self.backend.log_dir(name)
+        return self.backend_of(name).log_dir(name)
 
     def metrics(self, name: str) -> list[dict]:
-        return self.backend.metrics(name)
+        return self.backend_of(name).metrics(name)
 
-    def cluster(self) -> dict:
-        return self.backend.cluster()
+    def cluster(self, backend: str | None = None) -> dict:
+        return self.target(backend).cluster()
 
     def tensorboard_logdir(self, name: str, replica: str | None) -> Path:
         """The directory a TensorBoard for this replica (or, with None, the whole job) serves."""
@@ -95,7 +119,7 @@ class JobManager:
         names = [r["name"] for r in job["replicas"]]
         if replica is not None and replica not in names:
             raise ReplicaNotFound(name, replica, names)
-        return self.backend.tensorboard_logdir(job["spec"], replica)
+        return self.backend_of(name).tensorboard_logdir(job["spec"], replica)
 
 
 def public(job: dict) -> dict:

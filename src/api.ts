@@ -86,6 +86,7 @@ export type JobEvent = components['schemas']['Event'];
 export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
 export type Repo = components['schemas']['Repo'];
 export type Cluster = components['schemas']['Cluster'];
+export type Backend = Cluster['default_backend'];
 export type FieldError = NonNullable<
   components['schemas']['Error']['errors']
 >[number];
@@ -98,6 +99,13 @@ export const FINISHED: ReadonlySet<Phase> = new Set([
   'Lost'
 ]);
 
+function withBackend(path: string, backend?: string): string {
+  if (!backend) {
+    return path;
+  }
+  return `${path}${path.includes('?') ? '&' : '?'}backend=${encodeURIComponent(backend)}`;
+}
+
 function jobPath(name: string, action?: string): string {
   return `jobs/${encodeURIComponent(name)}` + (action ? `/${action}` : '');
 }
@@ -108,11 +116,15 @@ function jobPath(name: string, action?: string): string {
 export const jobsAPI = {
   list: (): Promise<Job[]> => requestAPI<Job[]>('jobs'),
   get: (name: string): Promise<Job> => requestAPI<Job>(jobPath(name)),
-  submit: (spec: JobSpec): Promise<Job> =>
-    requestAPI<Job>('jobs', { method: 'POST', body: JSON.stringify(spec) }),
+  /** Submit to `backend`, or to the server's default one. */
+  submit: (spec: JobSpec, backend?: string): Promise<Job> =>
+    requestAPI<Job>(withBackend('jobs', backend), {
+      method: 'POST',
+      body: JSON.stringify(spec)
+    }),
   /** Every check a submit makes, starting nothing; resolves to the spec it would run. */
-  dryRun: (spec: JobSpec): Promise<JobSpec> =>
-    requestAPI<JobSpec>('jobs?dry_run=true', {
+  dryRun: (spec: JobSpec, backend?: string): Promise<JobSpec> =>
+    requestAPI<JobSpec>(withBackend('jobs?dry_run=true', backend), {
       method: 'POST',
       body: JSON.stringify(spec)
     }),
@@ -131,7 +143,9 @@ export const jobsAPI = {
  */
 export const serverAPI = {
   schema: (): Promise<Record<string, any>> => requestAPI('schema'),
-  cluster: (): Promise<Cluster> => requestAPI<Cluster>('cluster'),
+  /** What `backend` (or the default one) offers, and which backends the server enables. */
+  cluster: (backend?: string): Promise<Cluster> =>
+    requestAPI<Cluster>(withBackend('cluster', backend)),
   repo: (path: string): Promise<Repo> =>
     requestAPI<Repo>(`repo?path=${encodeURIComponent(path)}`),
   metrics: (name: string): Promise<ReplicaMetrics[]> =>

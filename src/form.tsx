@@ -5,6 +5,7 @@ import * as React from 'react';
 import YAML from 'yaml';
 
 import {
+  Backend,
   Cluster,
   FieldError,
   fieldErrors,
@@ -52,6 +53,8 @@ interface IFormProps {
   path: string;
   contents: Contents.IManager;
   onSubmitted: (job: Job) => void;
+  /** The backend chosen in the settings; empty or not enabled: the server's default. */
+  backend?: string;
 }
 
 interface ILoaded {
@@ -74,6 +77,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   const [checked, setChecked] = React.useState(false);
   const [busy, setBusy] = React.useState(false);
   const [saved, setSaved] = React.useState('');
+  const [backend, setBackend] = React.useState('');
 
   React.useEffect(() => {
     Promise.all([
@@ -83,11 +87,29 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     ])
       .then(([schema, cluster, repo]) => {
         const filled = prefill(repo, props.path);
+        const wanted = props.backend ?? '';
+        setBackend(
+          cluster.backends.includes(wanted as Backend)
+            ? wanted
+            : cluster.default_backend
+        );
         setLoaded({ schema, cluster, ...filled });
         setDraft(filled.spec);
       })
       .catch(error => setLoadError(String(error.message ?? error)));
   }, [props.path]);
+
+  // GPUs and volumes are the chosen backend's.
+  React.useEffect(() => {
+    if (loaded && backend && backend !== loaded.cluster.backend) {
+      serverAPI
+        .cluster(backend)
+        .then(cluster =>
+          setLoaded(current => current && { ...current, cluster })
+        )
+        .catch(error => setLoadError(String(error.message ?? error)));
+    }
+  }, [backend, loaded]);
 
   // Check the spec with the server once typing pauses; only the latest answer counts.
   const generation = React.useRef(0);
@@ -99,7 +121,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     setChecked(false);
     const timer = setTimeout(() => {
       jobsAPI
-        .dryRun(draft as JobSpec)
+        .dryRun(draft as JobSpec, backend)
         .then(() => [])
         .catch(fieldErrors)
         .then(found => {
@@ -110,7 +132,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         });
     }, VALIDATE_DELAY_MS);
     return () => clearTimeout(timer);
-  }, [draft, loaded]);
+  }, [draft, loaded, backend]);
 
   if (loadError) {
     return <div className="jp-distrain-error">{loadError}</div>;
@@ -143,7 +165,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   const submit = async () => {
     setBusy(true);
     try {
-      props.onSubmitted(await jobsAPI.submit(draft as JobSpec));
+      props.onSubmitted(await jobsAPI.submit(draft as JobSpec, backend));
     } catch (error) {
       setErrors(fieldErrors(error));
     } finally {
@@ -191,6 +213,11 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         />
       </Section>
       <Section title="Job">
+        <BackendField
+          backends={cluster.backends}
+          value={backend}
+          onChange={setBackend}
+        />
         {field('name')}
         {field(
           'framework',
@@ -366,6 +393,39 @@ function Errors(props: { messages?: string[] }): JSX.Element | null {
  * One field drawn from its schema: a label (title, else the key), an input that
  * fits its type (choice, switch, number or text), its description and its errors.
  */
+/**
+ * Where the job runs: a choice when the server enables several backends.
+ */
+function BackendField(props: {
+  backends: Backend[];
+  value: string;
+  onChange: (backend: string) => void;
+}): JSX.Element {
+  return (
+    <div className="jp-distrain-field" data-field="backend">
+      <label>
+        <span className="jp-distrain-label">Backend</span>
+        <select
+          className="jp-mod-styled"
+          value={props.value}
+          disabled={props.backends.length < 2}
+          onChange={event => props.onChange(event.target.value)}
+        >
+          {props.backends.map(name => (
+            <option key={name} value={name}>
+              {name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <div className="jp-distrain-help">
+        local: processes on the Jupyter server's machine; kubernetes: pods in
+        the cluster. The default comes from the settings.
+      </div>
+    </div>
+  );
+}
+
 function SchemaField(props: {
   schema: Schema;
   path: string;

@@ -89,6 +89,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
   ): void => {
     const { commands, shell } = app;
     let interval = 2000;
+    let defaultBackend = ''; // the settings'; empty: the server's default
     const model = new JobsModel(interval);
 
     const forms = new WidgetTracker<JobTab<NewJobWidget>>({
@@ -172,6 +173,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           () => {
             const form = new NewJobWidget({
               path,
+              backend: defaultBackend,
               contents: app.serviceManager.contents,
               onSubmitted: job => {
                 tab.dispose();
@@ -342,6 +344,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
         const update = () => {
           interval = settings.get('refreshInterval').composite as number;
           model.interval = interval;
+          defaultBackend = settings.get('defaultBackend').composite as string;
         };
         update();
         settings.changed.connect(update);

@@ -358,6 +358,10 @@ export interface components {
     };
     Cluster: {
       backend: string;
+      /** @description Enabled on this server */
+      backends: ('local' | 'kubernetes')[];
+      /** @enum {string} */
+      default_backend: 'local' | 'kubernetes';
       namespaces: string[];
       volumes: string[];
       cpus?: number | null;
@@ -571,6 +575,8 @@ export interface components {
   };
   parameters: {
     name: string;
+    /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+    backend: 'local' | 'kubernetes';
     /** @description One replica, e.g. worker-0 or setup; all when omitted */
     replica: string;
     /** @description Only the last N lines */
@@ -630,6 +636,8 @@ export interface operations {
     parameters: {
       query?: {
         dry_run?: boolean;
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
       };
       header?: never;
       path?: never;
@@ -914,14 +922,17 @@ export interface operations {
   };
   getCluster: {
     parameters: {
-      query?: never;
+      query?: {
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
+      };
       header?: never;
       path?: never;
       cookie?: never;
     };
     requestBody?: never;
     responses: {
-      /** @description The active backend and what it offers */
+      /** @description What a backend offers, and which backends this server enables */
       200: {
         headers: {
           [name: string]: unknown;
@@ -930,6 +941,7 @@ export interface operations {
           'application/json': components['schemas']['Cluster'];
         };
       };
+      400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
     };
   };

@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 import yaml
-from conftest import CLI, JupyterServer, distrain_command, write_spec
+from conftest import CLI, JupyterServer, assert_nothing_left, distrain_command, write_spec
 from controlplane.cluster import ADMIN, EXIT_CODE, NAMESPACE, REASON, RESTRICTED
 from kubernetes import client
 
@@ -322,5 +322,37 @@ def test_forbidden_answers_reach_the_user_as_a_clear_error(control_plane, tmp_pa
         assert answer.status_code == 403
         assert "Kubernetes refused to list jobs" in answer.json()["message"]
         assert 'User \\"distrain-jupyter\\" cannot list resource \\"configmaps\\"' in answer.text
+    finally:
+        server.stop()
+
+
+def test_one_server_offers_both_backends(control_plane, tmp_path, admin):
+    server = JupyterServer(tmp_path, "--Distrain.backends=local", "--Distrain.backends=kubernetes",
+                           f"--Distrain.namespace={NAMESPACE}",
+                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}")
+    api, headers = f"{server.url}/distrain/api", server.headers
+    try:
+        cluster = requests.get(f"{api}/cluster", headers=headers).json()
+        assert (cluster["backends"], cluster["default_backend"], cluster["backend"]) == \
+            (["local", "kubernetes"], "local", "local")
+        assert requests.get(f"{api}/cluster?backend=kubernetes", headers=headers).json()["gpus"]["capacity"] == 4
+        bogus = requests.post(f"{api}/jobs?backend=slurm", json={"name": "x", "command": "true"}, headers=headers)
+        assert bogus.status_code == 400 and "enabled: local, kubernetes" in bogus.json()["message"]
+
+        in_cluster = {"name": "twin", "command": "python train.py",
+                      "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
+        assert requests.post(f"{api}/jobs?backend=kubernetes", json=in_cluster, headers=headers).status_code == 201
+        here = {"name": "twin", "command": "sleep 30"}
+        assert requests.post(f"{api}/jobs", json=here, headers=headers).status_code == 409  # names are shared
+        here["name"] = "twin-local"
+        assert requests.post(f"{api}/jobs", json=here, headers=headers).status_code == 201
+        listed = {j["name"]: j["backend"] for j in requests.get(f"{api}/jobs", headers=headers).json()}
+        assert listed == {"twin": "kubernetes", "twin-local": "local"}
+        for name in listed:  # each call goes to the job's own backend
+            assert requests.post(f"{api}/jobs/{name}/stop", headers=headers).json()["phase"] == "Stopped"
+            assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
+        assert requests.get(f"{api}/jobs", headers=headers).json() == []
+        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=manifests.JOB).items
+        assert_nothing_left(server.root)
     finally:
         server.stop()

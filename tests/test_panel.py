@@ -227,3 +227,40 @@ def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     logs.get_by_label("Search the log").fill("line 12345")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("11 matching")  # 12345 and 123450-123459
     screenshot(page, "logs-150k")
+
+
+def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_plane, tmp_path):
+    from controlplane.cluster import NAMESPACE, RESTRICTED
+
+    setting = tmp_path / "lab-settings" / "jupyter-distrain" / "plugin.jupyterlab-settings"
+    setting.parent.mkdir(parents=True)
+    setting.write_text(json.dumps({"defaultBackend": "kubernetes"}))
+    server = JupyterServer(tmp_path, "--Distrain.backends=local", "--Distrain.backends=kubernetes",
+                           f"--Distrain.namespace={NAMESPACE}",
+                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}", app="lab")
+    notebook_repo(server.root_dir / "project")
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{server.url}/lab/tree/project?token={server.TOKEN}")
+            page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+            open_panel(page, "filebrowser")
+            page.locator('.jp-DirListing-item[data-file-type="notebook"]').click(button="right")
+            page.get_by_text("Train this notebook's repo").click()
+            form = page.locator(".jp-distrain-form")
+            backend = form.locator('[data-field="backend"] select')
+            expect(backend).to_have_value("kubernetes", timeout=30_000)
+            expect(backend.locator("option")).to_have_text(["local", "kubernetes"])
+            expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
+            form.get_by_role("button", name="Submit").click()
+            expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
+            browser.close()
+        request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", headers=server.headers)
+        job = json.load(urllib.request.urlopen(request, timeout=30))
+        assert job["backend"] == "kubernetes"
+        request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", method="DELETE",
+                                         headers=server.headers)
+        assert urllib.request.urlopen(request, timeout=60).status == 204
+    finally:
+        server.stop()

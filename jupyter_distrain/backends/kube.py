@@ -497,7 +497,7 @@ class KubeBackend:
             "backend": self.name,
             "namespaces": [self.ns],
             "volumes": sorted(c.metadata.name for c in claims),
-            "cpus": sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes),
+            "cpus": int(sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes)),
             "memory_bytes": int(sum(quantity((n.status.allocatable or {}).get("memory", "0")) for n in nodes)),
             "gpus": {"capacity": capacity, "available": max(capacity - held, 0),
                      "devices": [{"node": n.metadata.name, "gpus": int((n.status.allocatable or {}).get(GPU, "0"))}

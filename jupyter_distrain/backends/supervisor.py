@@ -175,11 +175,13 @@ class Supervisor:
         free = iter(str(g["index"]) for g in procs.gpus())
         for name, state in self.states.items():
             self.devices[name] = ",".join(next(free) for _ in range(gpus(self.spec, state.role)))
-        self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=time.time())
         if self.spec["policy"].get("deadline_seconds"):
             self.deadline = time.monotonic() + self.spec["policy"]["deadline_seconds"]
+        started = time.time()
         for name in self.states:
             await self.start_replica(name)
+        # only now: a job is never Running while one of its replicas is still Pending
+        self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=started)
 
     async def start_replica(self, name: str) -> None:
         state = self.states[name]

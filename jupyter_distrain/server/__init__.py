@@ -4,7 +4,7 @@ Configured with traitlets, e.g. in jupyter_server_config.py:
 
     c.Distrain.root = "/data/distrain"
     c.Distrain.tensorboard_idle_timeout = 600
-    c.Distrain.backend = "kubernetes"
+    c.Distrain.backends = ["local", "kubernetes"]   # the panel offers both; `backend` is the default
     c.Distrain.namespace = "training"
 """
 
@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
-from traitlets import Dict, Enum, Float, Int, Unicode, default
+from traitlets import Dict, Enum, Float, Int, List, Unicode, default
 
 from ..backends import BACKENDS, open_backend
 from ..backends.local import LocalBackend, default_root
@@ -29,8 +29,10 @@ class Distrain(ExtensionApp):
     load_other_extensions = True
 
     backend = Enum(list(BACKENDS), default_value="local", config=True,
-                   help="Where jobs run: 'local' runs every replica as a process on this machine; 'kubernetes' "
-                        "as a pod in `namespace` (see the README for the RBAC it needs).")
+                   help="The default backend: 'local' runs every replica as a process on this machine; "
+                        "'kubernetes' as a pod in `namespace` (see the README for the RBAC it needs).")
+    backends = List(Enum(list(BACKENDS)), config=True,
+                    help="Every backend jobs may be submitted to (POST jobs?backend=...). Default: [backend].")
     namespace = Unicode("default", config=True, help="The Kubernetes namespace of the jobs.")
     kubeconfig = Unicode(config=True, help="A kubeconfig file for the Kubernetes backend. Default: $KUBECONFIG, "
                                            "~/.kube/config, or the pod's service account inside a cluster.")
@@ -53,20 +55,24 @@ class Distrain(ExtensionApp):
 
     controller = None
 
+    @property
+    def enabled(self) -> list[str]:
+        return list(dict.fromkeys([self.backend, *self.backends]))
+
     def initialize_settings(self) -> None:
         # terminals and kernels started by this server inherit it: their `distrain` sees the same jobs
         os.environ.update(DISTRAIN_HOME=self.root, DISTRAIN_BACKEND=self.backend, DISTRAIN_NAMESPACE=self.namespace)
         if self.kubeconfig:
             os.environ["KUBECONFIG"] = self.kubeconfig
-        if self.backend == "kubernetes":
+        backends = {"local": LocalBackend(Path(self.root))} if "local" in self.enabled else {}
+        if "kubernetes" in self.enabled:
             from ..backends.kube import Controller
 
-            backend = open_backend("kubernetes", Path(self.root), self.namespace, self.kubeconfig or None,
-                                   images=self.default_images, git_image=self.git_image, output_claim=self.output_claim)
-            self.controller = Controller(backend, self.log)
-        else:
-            backend = LocalBackend(Path(self.root))
-        manager = JobManager(backend)
+            backends["kubernetes"] = open_backend(
+                "kubernetes", Path(self.root), self.namespace, self.kubeconfig or None, images=self.default_images,
+                git_image=self.git_image, output_claim=self.output_claim)
+            self.controller = Controller(backends["kubernetes"], self.log)
+        manager = JobManager(backends, default=self.backend)
         self.tensorboards = tensorboard.TensorBoards(
             base_url=self.serverapp.base_url, idle_timeout=self.tensorboard_idle_timeout,
             start_timeout=self.tensorboard_start_timeout, job_exists=manager.exists, log=self.log,

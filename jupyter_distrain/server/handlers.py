@@ -138,16 +138,17 @@ class VersionHandler(DistrainHandler):
 
 
 class JobsHandler(DistrainHandler):
-    query_params = ("dry_run",)
+    query_params = ("dry_run", "backend")
 
     async def get(self) -> None:
         self.reply([public(job) for job in await call(self.manager.list)])
 
     async def post(self) -> None:
+        backend = self.get_query_argument("backend", None)
         if self.query_bool("dry_run"):
-            self.reply(await call(self.manager.submit, self.body(), self.root_dir, dry_run=True))
+            self.reply(await call(self.manager.submit, self.body(), self.root_dir, dry_run=True, backend=backend))
             return
-        job = await call(self.manager.submit, self.body(), self.root_dir)
+        job = await call(self.manager.submit, self.body(), self.root_dir, backend=backend)
         self.set_header("Location", self.request.path + "/" + job["name"])
         self.reply(public(job), 201)
 
@@ -223,9 +224,12 @@ class RepoHandler(DistrainHandler):
 
 
 class ClusterHandler(DistrainHandler):
+    query_params = ("backend",)
+
     async def get(self) -> None:
-        cluster = await call(self.manager.cluster)
-        self.reply({**cluster, "default_images": self.settings["distrain_config"].default_images})
+        cluster = await call(self.manager.cluster, self.get_query_argument("backend", None))
+        self.reply({**cluster, "default_images": self.settings["distrain_config"].default_images,
+                    "backends": list(self.manager.backends), "default_backend": self.manager.default})
 
 
 class SchemaHandler(DistrainHandler):
