@@ -94,6 +94,13 @@ def end(admin: client.CoreV1Api, job: str, replica_: str, code: int, reason: str
     admin.patch_namespaced_pod(f"{job}-{replica_}", NAMESPACE, {"metadata": {"annotations": annotations}})
 
 
+def dry_run_create(admin: client.CoreV1Api, objects: list[dict]) -> None:
+    """A server-side dry run of each object: schema, names, quantities all validated, nothing stored."""
+    for obj in objects:
+        {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
+         "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+
+
 def names(items) -> set[str]:
     return {i.metadata.name for i in items}
 
@@ -103,9 +110,7 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
                    code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
     objects = manifests.render(spec, SETTINGS)
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4
-    for obj in objects:  # a server-side dry run: schema, names, quantities, all validated, nothing stored
-        {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
-         "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+    dry_run_create(admin, objects)
     assert not admin.list_namespaced_pod(NAMESPACE).items
 
     pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "render-check-worker-1")
@@ -258,9 +263,7 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
                             capture_output=True, text=True, check=True, env={**os.environ, "KUBECONFIG": "/nonexistent"})
     objects = list(yaml.safe_load_all(result.stdout))
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 3
-    for obj in objects:
-        {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
-         "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+    dry_run_create(admin, objects)
     worker = objects[-1]
     assert head in worker["spec"]["initContainers"][0]["command"][-1]
     env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}

@@ -15,6 +15,7 @@ they are written, so they remain readable after the pods are gone.
 
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
@@ -102,11 +103,9 @@ class KubeBackend:
         return found[0]
 
     def _pods(self, name: str) -> dict[str, client.V1Pod]:
-        if self.cache:
-            pods = [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name]
-        else:
-            pods = self._call(lambda: self.core.list_namespaced_pod(
-                self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list pods")
+        if not self.cache:
+            return self._pods_fresh(name)
+        pods = [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name]
         return {p.metadata.labels[REPLICA]: p for p in pods}
 
     def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
@@ -142,8 +141,6 @@ class KubeBackend:
                 raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} in namespace "
                                             f"{self.ns} (create it with 'distrain secret set {secret}')")]) from None
             raise api_error(e, f"read secret {secret}") from None
-        import base64
-
         return {k: base64.b64decode(data.get(k, "")).decode() for k in ("username", "password")}
 
     def set_credentials(self, secret: str, username: str, password: str) -> None:
@@ -165,9 +162,9 @@ class KubeBackend:
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
-        largest = {n.metadata.name: int((n.status.allocatable or {}).get(GPU, "0")) for n in nodes}
+        largest = {n.metadata.name: node_gpus(n) for n in nodes}
         most = max(largest.values(), default=0)
-        for role, _ in spec["replicas"].items():
+        for role in spec["replicas"]:
             if gpus(spec, role) > most:
                 have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
                 errors.append(FieldError(f"replicas.{role}.resources.gpus",
@@ -491,7 +488,7 @@ class KubeBackend:
             field_selector="status.phase!=Succeeded,status.phase!=Failed").items, "list pods")
         held = sum(int((c.resources.limits or {}).get(GPU, 0)) for p in pods if p.spec.node_name
                    for c in p.spec.containers if c.resources)
-        capacity = sum(int((n.status.allocatable or {}).get(GPU, "0")) for n in nodes)
+        capacity = sum(node_gpus(n) for n in nodes)
         claims = self._call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")
         return {
             "backend": self.name,
@@ -500,8 +497,7 @@ class KubeBackend:
             "cpus": int(sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes)),
             "memory_bytes": int(sum(quantity((n.status.allocatable or {}).get("memory", "0")) for n in nodes)),
             "gpus": {"capacity": capacity, "available": max(capacity - held, 0),
-                     "devices": [{"node": n.metadata.name, "gpus": int((n.status.allocatable or {}).get(GPU, "0"))}
-                                 for n in nodes if (n.status.allocatable or {}).get(GPU)]},
+                     "devices": [{"node": n.metadata.name, "gpus": node_gpus(n)} for n in nodes if node_gpus(n)]},
         }
 
     def metrics(self, name: str) -> list[dict]:
@@ -511,6 +507,10 @@ class KubeBackend:
 
 
 # pure helpers
+def node_gpus(node: client.V1Node) -> int:
+    return int((node.status.allocatable or {}).get(GPU, "0"))
+
+
 def new_status(spec: dict) -> dict:
     return {
         "phase": str(Phase.PENDING), "reason": "Created", "message": "", "exit_code": None, "run": 1,
