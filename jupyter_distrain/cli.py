@@ -297,8 +297,25 @@ def secret() -> None:
 @click.pass_obj
 def secret_set(manager: JobManager, name: str, username: str, password: str) -> None:
     """Store a username and password as NAME, for code.credentials."""
-    manager.backend.set_credentials(name, username, password)
+    manager.set_credentials(name, username, password)
     click.echo(f"secret {name} stored")
+
+
+@secret.command(name="list")
+@click.pass_obj
+def secret_list(manager: JobManager) -> None:
+    """The names of the stored secrets."""
+    for name in manager.credential_names():
+        click.echo(name)
+
+
+@secret.command(name="delete")
+@click.argument("name")
+@click.pass_obj
+def secret_delete(manager: JobManager, name: str) -> None:
+    """Delete the secret NAME."""
+    manager.delete_credentials(name)
+    click.echo(f"secret {name} deleted")
 
 
 def follow_job(manager: JobManager, name: str) -> int:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import itertools
+import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
 from . import code, spec as spec_
 from .backends import open_backend
-from .errors import DistrainError, JobConflict, JobNotFound, ReplicaNotFound
+from .errors import DistrainError, JobConflict, JobNotFound, NotFound, ReplicaNotFound
 from .logs import LogLine
 from .spec import FieldError, SpecError
 
@@ -110,16 +111,43 @@ class JobManager:
     def metrics(self, name: str) -> list[dict]:
         return self.backend_of(name).metrics(name)
 
+    # git credentials: written, listed by name, deleted; never read back
+    def set_credentials(self, name: str, username: Any, password: Any, backend: str | None = None) -> None:
+        """Store a username and password as the secret `name`, for specs' code.credentials."""
+        errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
+                             "starting and ending with a letter or digit, at most 63")] \
+            if not secret_name(name) else []
+        errors += [FieldError(field, "must be a non-empty string") for field, value in
+                   (("username", username), ("password", password)) if not (isinstance(value, str) and value)]
+        if errors:
+            raise SpecError(errors, subject="credentials")
+        self.target(backend).set_credentials(name, username, password)
+
+    def credential_names(self, backend: str | None = None) -> list[str]:
+        return sorted(self.target(backend).credential_names())
+
+    def delete_credentials(self, name: str, backend: str | None = None) -> None:
+        if not (secret_name(name) and name in self.credential_names(backend)):
+            raise NotFound(f"no secret named {name!r}")
+        self.target(backend).delete_credentials(name)
+
     def cluster(self, backend: str | None = None) -> dict:
         return self.target(backend).cluster()
 
-    def tensorboard_logdir(self, name: str, replica: str | None) -> Path:
-        """The directory a TensorBoard for this replica (or, with None, the whole job) serves."""
+    def tensorboard(self, name: str, replica: str | None) -> Any:
+        """Where the TensorBoard of this replica (None: the whole job) is: locally, the directory this
+        server serves; on Kubernetes, the job's TensorBoard in the cluster."""
         job = self.get(name)
         names = [r["name"] for r in job["replicas"]]
         if replica is not None and replica not in names:
             raise ReplicaNotFound(name, replica, names)
-        return self.backend_of(name).tensorboard_logdir(job["spec"], replica)
+        return self.backend_of(name).tensorboard(job["spec"], replica)
+
+
+def secret_name(name: str) -> bool:
+    """A name code.credentials may hold (the schema's pattern; also a Kubernetes Secret's name)."""
+    git = next(branch for branch in spec_.schema()["properties"]["code"]["oneOf"] if "git" in branch["properties"])
+    return len(name) <= 63 and re.fullmatch(git["properties"]["credentials"]["pattern"], name) is not None
 
 
 def public(job: dict) -> dict:

@@ -65,13 +65,14 @@ class FieldError:
 class SpecError(ValueError):
     """An invalid job spec; `errors` lists every failing field."""
 
-    def __init__(self, errors: list[FieldError]):
+    def __init__(self, errors: list[FieldError], subject: str = "job spec"):
         self.errors = errors
-        super().__init__("invalid job spec:\n" + "\n".join(f"  {e}" for e in errors))
+        self.subject = subject
+        super().__init__(f"invalid {subject}:\n" + "\n".join(f"  {e}" for e in errors))
 
     def to_json(self) -> dict:
         return {
-            "message": "invalid job spec",
+            "message": f"invalid {self.subject}",
             "errors": [{"path": e.path, "message": e.message} for e in self.errors],
         }
 

@@ -153,6 +153,27 @@ export const serverAPI = {
 };
 
 /**
+ * Git credentials for private repositories, named by code.credentials: stored on
+ * the server (a Secret on Kubernetes) and never read back.
+ */
+export const secretsAPI = {
+  names: async (backend?: string): Promise<string[]> =>
+    (await requestAPI<{ name: string }[]>(withBackend('secrets', backend))).map(
+      secret => secret.name
+    ),
+  store: (
+    name: string,
+    username: string,
+    password: string,
+    backend?: string
+  ): Promise<void> =>
+    requestAPI<void>(
+      withBackend(`secrets/${encodeURIComponent(name)}`, backend),
+      { method: 'PUT', body: JSON.stringify({ username, password }) }
+    )
+};
+
+/**
  * The field errors of a refused spec: each failing field for a 400, the name for a
  * 409 (taken), or one error without a path for anything else.
  */

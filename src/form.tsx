@@ -12,6 +12,7 @@ import {
   Job,
   JobSpec,
   jobsAPI,
+  secretsAPI,
   serverAPI
 } from './api';
 import {
@@ -210,6 +211,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           set={set}
           field={field}
           warnings={loaded.warnings}
+          backend={backend}
         />
       </Section>
       <Section title="Job">
@@ -532,6 +534,7 @@ function CodeFields(props: {
   set: (path: string, value: unknown) => void;
   field: (path: string, input?: JSX.Element) => JSX.Element;
   warnings: string[];
+  backend: string;
 }): JSX.Element {
   const { schema, draft, set, field } = props;
   const options: Schema[] = schemaAt(schema, 'code')?.oneOf ?? [];
@@ -594,12 +597,120 @@ function CodeFields(props: {
               placeholder="pinned from the ref when submitted"
             />
           )}
-          {field('code.credentials', text('code.credentials'))}
+          {field(
+            'code.credentials',
+            <CredentialsInput
+              value={draft.code?.credentials ?? ''}
+              onChange={name => set('code.credentials', name || undefined)}
+              backend={props.backend}
+            />
+          )}
         </>
       ) : (
         field('code.path', text('code.path'))
       )}
     </>
+  );
+}
+
+/**
+ * A stored secret to clone with, or new credentials: stored on the server (the
+ * password goes there once and is never shown again), then chosen.
+ */
+function CredentialsInput(props: {
+  value: string;
+  onChange: (name: string) => void;
+  backend: string;
+}): JSX.Element {
+  const [names, setNames] = React.useState<string[]>([]);
+  const [adding, setAdding] = React.useState(false);
+  const [entry, setEntry] = React.useState({
+    name: '',
+    username: '',
+    password: ''
+  });
+  const [problem, setProblem] = React.useState('');
+  React.useEffect(() => {
+    secretsAPI
+      .names(props.backend || undefined)
+      .then(setNames)
+      .catch(error => setProblem((error as Error).message));
+  }, [props.backend]);
+
+  const store = async () => {
+    try {
+      await secretsAPI.store(
+        entry.name,
+        entry.username,
+        entry.password,
+        props.backend || undefined
+      );
+      setNames(current => [...new Set([...current, entry.name])].sort());
+      props.onChange(entry.name);
+      setEntry({ name: '', username: '', password: '' });
+      setAdding(false);
+      setProblem('');
+    } catch (error) {
+      setProblem(
+        fieldErrors(error)
+          .map(e => (e.path ? `${e.path}: ${e.message}` : e.message))
+          .join('; ')
+      );
+    }
+  };
+  const input = (key: keyof typeof entry, type = 'text') => (
+    <input
+      className="jp-mod-styled"
+      type={type}
+      aria-label={`credentials ${key}`}
+      placeholder={key}
+      autoComplete={type === 'password' ? 'new-password' : 'off'}
+      value={entry[key]}
+      onChange={event => setEntry({ ...entry, [key]: event.target.value })}
+    />
+  );
+  const known = props.value && !names.includes(props.value);
+  return (
+    <div className="jp-distrain-credentials">
+      <select
+        className="jp-mod-styled"
+        value={props.value}
+        onChange={event => props.onChange(event.target.value)}
+      >
+        <option value="">none (a public repository)</option>
+        {[...names, ...(known ? [props.value] : [])].map(name => (
+          <option key={name} value={name}>
+            {name}
+          </option>
+        ))}
+      </select>
+      <button
+        type="button"
+        className="jp-Button jp-mod-styled"
+        onClick={() => setAdding(!adding)}
+      >
+        New credentials…
+      </button>
+      {adding && (
+        <div className="jp-distrain-credentials-new">
+          {input('name')}
+          {input('username')}
+          {input('password', 'password')}
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-accept"
+            onClick={() => void store()}
+          >
+            Store
+          </button>
+        </div>
+      )}
+      {problem && (
+        <div className="jp-distrain-error" role="alert">
+          {problem}
+        </div>
+      )}
+    </div>
   );
 }
 

@@ -202,6 +202,46 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/secrets': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** @description The git credentials stored for code.credentials, by name only */
+    get: operations['listSecrets'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/secrets/{name}': {
+    parameters: {
+      query?: {
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
+      };
+      header?: never;
+      path: {
+        /** @description The secret's name, as code.credentials names it */
+        name: string;
+      };
+      cookie?: never;
+    };
+    get?: never;
+    /** @description Store (or replace) a username and password for cloning a private repository: a file of mode 0600 locally, a Secret on Kubernetes. Never returned, logged or put in a manifest. */
+    put: operations['setSecret'];
+    post?: never;
+    delete: operations['deleteSecret'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/schema': {
     parameters: {
       query?: never;
@@ -247,7 +287,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description TensorBoard for the replica's log directory, started on first request and stopped when the job is deleted or after the idle timeout; proxied untouched (HTTP and websockets). */
+    /** @description Local jobs: TensorBoard for the replica's log directory, started on first request and stopped when the job is deleted or after the idle timeout; proxied untouched (HTTP and websockets). Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), over HTTP; a replica's URL redirects to it with that replica's runs filtered. */
     get: operations['tensorboard'];
     put?: never;
     post?: never;
@@ -945,6 +985,94 @@ export interface operations {
       403: components['responses']['Forbidden'];
     };
   };
+  listSecrets: {
+    parameters: {
+      query?: {
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Their names */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            name: string;
+          }[];
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+    };
+  };
+  setSecret: {
+    parameters: {
+      query?: {
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
+      };
+      header?: never;
+      path: {
+        /** @description The secret's name, as code.credentials names it */
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          username: string;
+          /** Format: password */
+          password: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Stored */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+    };
+  };
+  deleteSecret: {
+    parameters: {
+      query?: {
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
+      };
+      header?: never;
+      path: {
+        /** @description The secret's name, as code.credentials names it */
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+    };
+  };
   getSchema: {
     parameters: {
       query?: never;
@@ -1009,7 +1137,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Redirect to the path with a trailing slash */
+      /** @description Redirect: to the path with a trailing slash, or to the job's TensorBoard */
       302: {
         headers: {
           [name: string]: unknown;

@@ -4,11 +4,13 @@ import base64
 import os
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import write_spec
+import requests
+from conftest import assert_nothing_left, write_spec
 
 USER, PASSWORD = "alice", "s3cr3t-Pa55word"
 
@@ -89,3 +91,44 @@ def test_private_repo_with_stored_credentials(cli, tmp_path, private_repo):
     for path in cli.root.rglob("*"):
         if path.is_file() and path != secret_file:
             assert PASSWORD.encode() not in path.read_bytes(), path
+
+
+def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, private_repo):
+    api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
+    refused = [
+        requests.put(f"{api}/secrets/Bad_Name", json={"username": USER, "password": PASSWORD}, headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json={"username": USER}, headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json=[USER, PASSWORD], headers=headers),
+    ]
+    assert [r.status_code for r in refused] == [400, 400, 400]
+    assert [e["path"] for e in refused[0].json()["errors"]] == ["name"]
+    assert refused[1].json() == {"message": "invalid credentials",
+                                 "errors": [{"path": "password", "message": "must be a non-empty string"}]}
+    assert requests.get(f"{api}/secrets", headers=headers).json() == []
+
+    stored = requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD}, headers=headers)
+    assert (stored.status_code, stored.text) == (204, "")
+    assert requests.get(f"{api}/secrets", headers=headers).json() == [{"name": "repo-creds"}]
+    secret_file = jupyter_server.root / "secrets" / "repo-creds.json"
+    assert secret_file.stat().st_mode & 0o777 == 0o600
+
+    spec = {"name": "private", "code": {"git": private_repo, "ref": "main", "credentials": "repo-creds"},
+            "command": "python train.py"}
+    created = requests.post(f"{api}/jobs", json=spec, headers=headers)
+    assert created.status_code == 201, created.text
+    deadline = time.monotonic() + 120
+    while (job := requests.get(f"{api}/jobs/private", headers=headers)).json()["phase"] not in ("Succeeded", "Failed"):
+        assert time.monotonic() < deadline, job.text
+        time.sleep(0.3)
+    logs = requests.get(f"{api}/jobs/private/logs", headers=headers).text
+    assert job.json()["phase"] == "Succeeded" and "trained from the private repo" in logs, logs
+    assert PASSWORD not in created.text + job.text + logs
+    for path in [*jupyter_server.root.rglob("*"), Path(jupyter_server.log.name)]:
+        if path.is_file() and path != secret_file:
+            assert PASSWORD.encode() not in path.read_bytes(), path
+
+    assert requests.delete(f"{api}/jobs/private", headers=headers).status_code == 204
+    assert requests.delete(f"{api}/secrets/repo-creds", headers=headers).status_code == 204
+    assert not secret_file.exists()
+    assert requests.delete(f"{api}/secrets/repo-creds", headers=headers).status_code == 404
+    assert_nothing_left(jupyter_server.root)

@@ -10,13 +10,15 @@ import json
 import logging
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 import requests
 import yaml
 from conftest import CLI, JupyterServer, assert_nothing_left, distrain_command, write_spec
-from controlplane.cluster import ADMIN, EXIT_CODE, NAMESPACE, REASON, RESTRICTED
+from controlplane.cluster import ADMIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED
 from kubernetes import client
 
 from jupyter_distrain import spec as spec_
@@ -359,3 +361,138 @@ def test_one_server_offers_both_backends(control_plane, tmp_path, admin):
         assert_nothing_left(server.root)
     finally:
         server.stop()
+
+
+def write_scalars(directory: Path, tag: str, values: list[float]) -> None:
+    """An event file of scalars, as a training replica writes it."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(directory))
+    for step, value in enumerate(values):
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+        writer.add_event(event_pb2.Event(step=step, wall_time=time.time(), summary=summary))
+    writer.close()
+
+
+def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(control_plane, kube_server, tmp_path):
+    api, headers = kube_server.api, kube_server.headers
+    spec = {"name": "tb-job", "framework": "tensorflow", "command": "python train.py",
+            "code": {"git": "https://example.com/models.git", "ref": COMMIT},
+            "replicas": {"chief": {}, "worker": {"count": 1}}, "tensorboard": {"enabled": True}}
+    assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+    with control_plane.client(ADMIN) as admin_api:
+        apps, core = client.AppsV1Api(admin_api), client.CoreV1Api(admin_api)
+        deployment = apps.read_namespaced_deployment("tb-job-tensorboard", NAMESPACE)
+        assert [o.name for o in deployment.metadata.owner_references] == ["tb-job"]
+        container = deployment.spec.template.spec.containers[0]
+        mount = container.volume_mounts[0]
+        assert (mount.mount_path, mount.sub_path, mount.read_only) == ("/output", "tb-job", True)
+        selector = f"{manifests.COMPONENT}=tensorboard,{manifests.JOB}=tb-job"
+        wait(lambda: [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+                      if p.status.pod_ip == HOST_IP], "the TensorBoard pod runs", 60)
+
+        # play the kubelet: run the container's command on this machine, /output being the claim's directory
+        output = control_plane.dir / "volumes" / "distrain-outputs" / "tb-job"
+        write_scalars(output / "training_logs" / "chief-0", "loss", [1.0, 0.5, 0.25])
+        write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
+        python, *args = [part.replace("/output", str(output)) for part in container.command]
+        assert python == "python"
+        tensorboard = subprocess.Popen([sys.executable, *args],
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            board = f"{kube_server.url}/distrain/tensorboard/tb-job"
+            runs = wait(lambda: (r := requests.get(f"{board}/all/data/runs", headers=headers)).ok and r.json(),
+                        "the TensorBoard answers through Jupyter and the API server", 60)
+            assert sorted(runs) == ["chief-0", "worker-0"]
+            scalars = requests.get(f"{board}/all/data/plugin/scalars/scalars", params={"run": "worker-0", "tag": "loss"},
+                                   headers=headers).json()
+            assert [value for _, _, value in scalars] == [2.0, 1.0]
+            page = requests.get(f"{board}/all/", headers=headers)
+            assert page.ok and "<tb-webapp>" in page.text  # the page passes the API server's proxy
+            assert requests.get(f"{board}/all/index.js", headers=headers).headers["Content-Type"].startswith(
+                "text/javascript")
+            one = requests.get(f"{board}/worker-0/", headers=headers, allow_redirects=False)
+            assert one.status_code == 302 and one.headers["Location"].endswith("/all/?runFilter=%5Eworker-0%28%2F%7C%24%29")
+            anonymous = requests.get(f"{board}/all/data/runs", allow_redirects=False)  # no Jupyter token
+            assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]
+        finally:
+            tensorboard.terminate()
+            tensorboard.wait()
+
+        assert requests.delete(f"{api}/jobs/tb-job", headers=headers).status_code == 204
+        wait(lambda: not apps.list_namespaced_deployment(NAMESPACE, label_selector=manifests.JOB).items
+             and not core.list_namespaced_service(NAMESPACE, label_selector=manifests.JOB).items
+             and not core.list_namespaced_pod(NAMESPACE, label_selector=manifests.JOB).items,
+             "the garbage collector deleted the TensorBoard", 60)
+
+
+def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(control_plane, kube_server, admin):
+    api, headers, password = kube_server.api, kube_server.headers, "hunter2-not-in-manifests"
+    stored = requests.put(f"{api}/secrets/git-login", json={"username": "alice", "password": password},
+                          headers=headers)
+    assert stored.status_code == 204, stored.text
+    secret = admin.read_namespaced_secret("git-login", NAMESPACE)
+    assert secret.type == "kubernetes.io/basic-auth" and secret.metadata.labels == manifests.MANAGED
+    assert requests.get(f"{api}/secrets", headers=headers).json() == [{"name": "git-login"}]
+
+    spec = {"name": "private-code", "framework": "python", "command": "python train.py",
+            "code": {"git": "https://example.com/private.git", "ref": COMMIT, "credentials": "git-login"}}
+    created = requests.post(f"{api}/jobs", json=spec, headers=headers)
+    assert created.status_code == 201, created.text
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=private-code").items
+    fetch = pods[0].spec.init_containers[0]
+    assert {e.name: e.value_from.secret_key_ref.name for e in fetch.env if e.value_from} == {
+        "DISTRAIN_GIT_USERNAME": "git-login", "DISTRAIN_GIT_PASSWORD": "git-login"}
+    everything = json.dumps([admin.api_client.sanitize_for_serialization(o) for o in [
+        *pods, admin.read_namespaced_config_map("private-code", NAMESPACE),
+        *admin.list_namespaced_service(NAMESPACE).items]]) + created.text
+    assert password not in everything
+
+    assert requests.delete(f"{api}/jobs/private-code", headers=headers).status_code == 204
+    assert requests.delete(f"{api}/secrets/git-login", headers=headers).status_code == 204
+    assert requests.get(f"{api}/secrets", headers=headers).json() == []
+
+
+def test_restart_runs_the_job_again_with_the_edited_spec(backend, admin):
+    backend.submit(tf_spec("again", workers=1))
+    wait_job(backend, "again", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "again", "chief-0", 3)
+    wait_job(backend, "again", lambda j: j["phase"] == "Failed", "the chief's failure fails the job")
+
+    backend.restart("again", tf_spec("again", workers=1, tensorboard={"enabled": True}))
+    job = wait_job(backend, "again", lambda j: j["phase"] == "Running", "the restarted job runs")
+    assert job["run"] == 2 and job["exit_code"] is None
+    assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Running"] * 3
+    with client.ApiClient(admin.api_client.configuration) as api:
+        assert names(client.AppsV1Api(api).list_namespaced_deployment(NAMESPACE).items) == {"again-tensorboard"}
+    end(admin, "again", "chief-0", 0)
+    wait_job(backend, "again", lambda j: j["phase"] == "Succeeded", "the second run succeeds")
+
+
+def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plane, kube_server, admin):
+    import websocket
+
+    api, headers = kube_server.api, kube_server.headers
+    spec = {"name": "streamed", "framework": "python", "command": "python train.py",
+            "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
+    assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+    wait(lambda: requests.get(f"{api}/jobs/streamed", headers=headers).json()["phase"] == "Running", "running")
+    stream = websocket.create_connection(f"{api.replace('http', 'ws', 1)}/jobs/streamed/logs/stream",
+                                         header=[f"Authorization: {headers['Authorization']}"], timeout=60)
+    try:
+        control_plane.write_log("streamed-worker-0", "epoch 1", "epoch 2")
+        received = ""
+        while "epoch 2" not in received:
+            message = json.loads(stream.recv())
+            assert message["type"] == "lines", message
+            received += message["data"]
+        control_plane.write_log("streamed-worker-0", "done")
+        end(admin, "streamed", "worker-0", 0)
+        while (message := json.loads(stream.recv()))["type"] == "lines":
+            received += message["data"]
+        assert message == {"type": "end", "phase": "Succeeded"}
+        assert [line.split(" ", 1)[1] for line in received.splitlines()] == ["epoch 1", "epoch 2", "done"]
+    finally:
+        stream.close()
+    assert requests.delete(f"{api}/jobs/streamed", headers=headers).status_code == 204

@@ -127,6 +127,19 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     screenshot(page, "form-error")
     field("name").locator("input").fill("panel-tf")
     form.get_by_label("Value of steps").fill("600")
+
+    # New git credentials go to the server once, then are chosen by name; the password is never shown.
+    credentials = field("code.credentials")
+    credentials.get_by_role("button", name="New credentials…").click()
+    credentials.get_by_label("credentials name").fill("team-git")
+    credentials.get_by_label("credentials username").fill("alice")
+    credentials.get_by_label("credentials password").fill("pa55-only-on-the-server")
+    credentials.get_by_role("button", name="Store").click()
+    expect(credentials.locator("select")).to_have_value("team-git")
+    expect(credentials.get_by_label("credentials password")).to_have_count(0)
+    stored = json.loads((lab.root / "secrets" / "team-git.json").read_text())
+    assert stored == {"username": "alice", "password": "pa55-only-on-the-server"}
+    credentials.locator("select").select_option("")  # this repository is public
     expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
     expect(field("name").locator(".jp-distrain-error")).to_have_count(0)
     screenshot(page, "form")

@@ -21,9 +21,10 @@ def open_backend(name: str | None = None, root: Path | None = None, namespace: s
         return LocalBackend(root)
     if name != "kubernetes":
         raise DistrainError(f"unknown backend {name!r}; allowed: {', '.join(BACKENDS)}")
-    from .kube import KubeBackend, load_client
+    from .kube import KubeBackend, in_cluster, load_client
     from .local import default_root
     from .manifests import Settings
 
     namespace = namespace or os.environ.get("DISTRAIN_NAMESPACE") or "default"
-    return KubeBackend(root or default_root(), Settings(namespace=namespace, **settings), load_client(kubeconfig))
+    return KubeBackend(root or default_root(), Settings(namespace=namespace, **settings), load_client(kubeconfig),
+                       inside=in_cluster(kubeconfig))

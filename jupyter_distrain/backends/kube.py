@@ -23,6 +23,7 @@ import queue
 import shutil
 import threading
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -61,22 +62,39 @@ def seconds(t: datetime | None) -> float | None:
     return t.timestamp() if t else None
 
 
+def in_cluster(kubeconfig: str | None = None) -> bool:
+    """Whether this process runs in a pod and should use its service account (no kubeconfig given)."""
+    return not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
 def load_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
     """An API client from a kubeconfig file, else from the pod's service account when in a cluster."""
-    if not kubeconfig and os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if in_cluster(kubeconfig):
         config.load_incluster_config()
         return client.ApiClient()
     return config.new_client_from_config(config_file=kubeconfig, context=context)
 
 
+@dataclass(frozen=True)
+class ClusterTensorBoard:
+    """Where a job's TensorBoard in the cluster answers: its URL (through the API server's service proxy
+    from outside the cluster, its Service inside), with the headers and TLS options a request needs."""
+
+    url: str
+    headers: dict = field(default_factory=dict)
+    tls: dict = field(default_factory=dict)
+
+
 class KubeBackend:
     name = "kubernetes"
 
-    def __init__(self, root: Path, settings: Settings, api: client.ApiClient):
+    def __init__(self, root: Path, settings: Settings, api: client.ApiClient, inside: bool = False):
         self.settings = settings
         self.ns = settings.namespace
         self.api = api
+        self.inside = inside  # in the cluster: reach Services directly, not through the API server
         self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
         self.root = Path(root).resolve() / "kubernetes" / self.ns
         self.cache: Cache | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
@@ -86,8 +104,19 @@ class KubeBackend:
     def log_dir(self, name: str) -> Path:
         return self.root / name / "logs"
 
-    def tensorboard_logdir(self, spec: dict, replica: str | None = None) -> Path:
-        raise DistrainError("TensorBoard for Kubernetes jobs runs in the cluster; it is not served from here yet")
+    def tensorboard(self, spec: dict, replica: str | None = None) -> ClusterTensorBoard:
+        """The job's one TensorBoard (a replica is one of its runs)."""
+        if not spec["tensorboard"]["enabled"]:
+            raise DistrainError(f"job {spec['name']} runs no TensorBoard: its tensorboard.enabled is false")
+        service, port = manifests.tensorboard_name(spec["name"]), manifests.TENSORBOARD_PORT
+        if self.inside:
+            return ClusterTensorBoard(f"http://{service}.{self.ns}.svc:{port}")
+        c = self.api.configuration
+        return ClusterTensorBoard(
+            f"{c.host}/api/v1/namespaces/{self.ns}/services/http:{service}:http/proxy",
+            headers={auth["key"]: auth["value"] for auth in c.auth_settings().values()},  # the token, if any
+            tls={"ca_certs": c.ssl_ca_cert, "client_cert": c.cert_file, "client_key": c.key_file,
+                 "validate_cert": c.verify_ssl})
 
     # reading the cluster (from the cache when watching)
     def _roots(self) -> list[client.V1ConfigMap]:
@@ -106,7 +135,7 @@ class KubeBackend:
         if not self.cache:
             return self._pods_fresh(name)
         pods = [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name]
-        return {p.metadata.labels[REPLICA]: p for p in pods}
+        return {p.metadata.labels[REPLICA]: p for p in pods if REPLICA in p.metadata.labels}
 
     def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
         """Events of the job's ConfigMap and of its replicas' pods, the deleted ones' included."""
@@ -154,6 +183,15 @@ class KubeBackend:
                 raise api_error(e, f"create secret {secret}") from None
             self._call(lambda: self.core.replace_namespaced_secret(secret, self.ns, body), f"replace secret {secret}")
 
+    def credential_names(self) -> list[str]:
+        """The Secrets this extension made (other Secrets of the namespace are none of its business)."""
+        secrets = self._call(lambda: self.core.list_namespaced_secret(self.ns, label_selector=SELECTOR).items,
+                             "list secrets")
+        return [s.metadata.name for s in secrets]
+
+    def delete_credentials(self, secret: str) -> None:
+        self._call(lambda: self.core.delete_namespaced_secret(secret, self.ns), f"delete secret {secret}")
+
     # lifecycle
     def check(self, spec: dict, new_job: bool = True) -> None:
         """Refuse, before anything is created, what the cluster can never run; then let the API server
@@ -179,20 +217,23 @@ class KubeBackend:
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
         if errors:
             raise SpecError(errors)
-        for obj in manifests.render(spec, self.settings)[0 if new_job else 1:]:
+        objects = manifests.render(spec, self.settings)
+        if not new_job:  # a restart: the root and the TensorBoard exist
+            objects = [obj for obj in objects if REPLICA in obj["metadata"]["labels"]]
+        for obj in objects:
             self._create(obj, dry_run=True)
 
     def _create(self, obj: dict, dry_run: bool = False) -> dict:
         kind = obj["kind"]
         create = {"ConfigMap": self.core.create_namespaced_config_map, "Service": self.core.create_namespaced_service,
-                  "Pod": self.core.create_namespaced_pod}[kind]
+                  "Pod": self.core.create_namespaced_pod, "Deployment": self.apps.create_namespaced_deployment}[kind]
         try:
             made = create(self.ns, obj, **({"dry_run": "All"} if dry_run else {}))
         except ApiException as e:
             if e.status == 409 and kind == "ConfigMap":
                 raise JobConflict(obj["metadata"]["name"]) from None
             raise api_error(e, f"create {kind} {obj['metadata']['name']}") from None
-        if self.cache and not dry_run and kind != "Service":  # read your own writes
+        if self.cache and not dry_run and kind in ("ConfigMap", "Pod"):  # read your own writes
             self.cache.put(kind.lower() + "s", made)
         return self.api.sanitize_for_serialization(made)
 
@@ -203,6 +244,8 @@ class KubeBackend:
         owner = self._create(owner)
         try:
             self._start(spec, owner)
+            for obj in manifests.tensorboard(spec, self.settings, owner):
+                self._create(obj)
         except DistrainError:
             self._delete_root(spec["name"])
             raise
@@ -251,9 +294,18 @@ class KubeBackend:
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
                           "cluster.json": json.dumps(manifests.addresses(spec, self.ns), sort_keys=True)})
         root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
-        self._start(spec, self.api.sanitize_for_serialization(root))
+        owner = self.api.sanitize_for_serialization(root)
+        self._start(spec, owner)
+        if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
+            self._replace_tensorboard(spec, owner)
         self.event(name, "Restarted", "job restarted")
         return self.get(name)
+
+    def _replace_tensorboard(self, spec: dict, owner: dict) -> None:
+        for kind in ("Deployment", "Service"):
+            self._delete(kind, manifests.tensorboard_name(spec["name"]))
+        for obj in manifests.tensorboard(spec, self.settings, owner):
+            self._create(obj)
 
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -286,7 +338,7 @@ class KubeBackend:
 
     def _pods_fresh(self, name: str) -> dict[str, client.V1Pod]:
         pods = self._call(lambda: self.core.list_namespaced_pod(
-            self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list pods")
+            self.ns, label_selector=f"{SELECTOR},{JOB}={name},{REPLICA}").items, "list pods")
         return {p.metadata.labels[REPLICA]: p for p in pods}
 
     # the policy, applied to what the cluster shows
@@ -364,7 +416,8 @@ class KubeBackend:
                 time.sleep(0.1)
 
     def _delete(self, kind: str, name: str, grace: int | None = None) -> None:
-        delete = {"Pod": self.core.delete_namespaced_pod, "Service": self.core.delete_namespaced_service}[kind]
+        delete = {"Pod": self.core.delete_namespaced_pod, "Service": self.core.delete_namespaced_service,
+                  "Deployment": self.apps.delete_namespaced_deployment}[kind]
         try:
             delete(name, self.ns, grace_period_seconds=grace)
         except ApiException as e:

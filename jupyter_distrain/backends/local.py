@@ -75,8 +75,9 @@ class LocalBackend:
             return self.job_dir(spec["name"]) / "input"
         return self.volume_dir(spec["data"], "")
 
-    def tensorboard_logdir(self, spec: dict, replica: str | None = None) -> Path:
-        """Where a replica writes event files: <output>/<logdir>/<replica>; without a replica, the parent."""
+    def tensorboard(self, spec: dict, replica: str | None = None) -> Path:
+        """Where a replica writes event files, and its TensorBoard (started by the server) reads them:
+        <output>/<logdir>/<replica>; without a replica, the parent."""
         logdir = self.output_dir(spec) / spec["tensorboard"]["logdir"]
         return logdir / replica if replica else logdir
 
@@ -93,6 +94,12 @@ class LocalBackend:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump({"username": username, "password": password}, f)
+
+    def credential_names(self) -> list[str]:
+        return [path.stem for path in (self.root / "secrets").glob("*.json")]
+
+    def delete_credentials(self, secret: str) -> None:
+        (self.root / "secrets" / f"{secret}.json").unlink(missing_ok=True)
 
     def exists(self, name: str) -> bool:
         return self.store.job(name) is not None

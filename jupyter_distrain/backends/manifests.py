@@ -4,6 +4,9 @@
     Service   <job>-<role>-<i>      headless, one per replica, so each has a stable DNS name
     Pod       <job>-<role>-<i>      one per replica: the code fetched by an init container at the
                                     pinned commit, requirements installed, the command run
+    Deployment, Service <job>-tensorboard
+                                    with tensorboard.enabled: one TensorBoard reading the job's
+                                    output volume (every replica a run); it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
@@ -20,8 +24,11 @@ from ..spec import gpus, render_command, replica_name, replicas
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
 JOB, ROLE, INDEX, REPLICA, RESTARTS = (f"{GROUP}/{k}" for k in ("job", "role", "index", "replica", "restarts"))
+COMPONENT = "app.kubernetes.io/component"
 PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
 WORKSPACE = "/workspace"
+TENSORBOARD_PORT = 6006
+TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
 
 # the image of a job whose spec names none
 DEFAULT_IMAGES = {
@@ -195,10 +202,45 @@ def _volumes(spec: dict, settings: Settings) -> tuple[list[dict], list[dict]]:
     return volumes, mounts
 
 
+def tensorboard_name(job: str) -> str:
+    return f"{job}-tensorboard"  # replicas are <job>-<role>-<index>: no clash
+
+
+def tensorboard(spec: dict, settings: Settings, owner: dict) -> list[dict]:
+    """The job's TensorBoard: a Deployment reading the output volume, and its Service; none if disabled."""
+    if not spec["tensorboard"]["enabled"]:
+        return []
+    name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard"}
+    source = spec.get("output", {"volume": settings.output_claim})
+    volume, mount = _volume(source, "output", spec["name"], read_only=True)
+    container = {
+        "name": "tensorboard",
+        "image": settings.images["tensorflow"],
+        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{spec['tensorboard']['logdir']}",
+                    "--bind_all", "--port", str(TENSORBOARD_PORT)],
+        "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}},
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
+        "volumeMounts": [{**mount, "mountPath": "/output"}],
+    }
+    selector = {JOB: spec["name"], COMPONENT: "tensorboard"}
+    return [
+        {"apiVersion": "apps/v1", "kind": "Deployment",
+         "metadata": metadata(name, settings, tb_labels, owner),
+         "spec": {"replicas": 1, "selector": {"matchLabels": selector},
+                  "template": {"metadata": {"labels": tb_labels},
+                               "spec": {"containers": [container], "volumes": [volume]}}}},
+        {"apiVersion": "v1", "kind": "Service",
+         "metadata": metadata(name, settings, tb_labels, owner),
+         "spec": {"selector": selector,
+                  "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": TENSORBOARD_PORT}]}},
+    ]
+
+
 def render(spec: dict, settings: Settings) -> list[dict]:
     """Every object of the job, the ConfigMap first (the others are owned by it once it exists)."""
     owner = root(spec, settings)
     objects = [owner]
     for role, index in replicas(spec):
         objects += [service(spec, role, index, settings, owner), pod(spec, role, index, settings, owner)]
-    return objects
+    return objects + tensorboard(spec, settings, owner)

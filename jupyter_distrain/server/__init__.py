@@ -105,6 +105,8 @@ def routes() -> list[tuple]:
         (f"{job}/metrics", handlers.MetricsHandler),
         (f"{api}/repo", handlers.RepoHandler),
         (f"{api}/cluster", handlers.ClusterHandler),
+        (f"{api}/secrets", handlers.SecretsHandler),
+        (f"{api}/secrets/(?P<name>[^/]+)", handlers.SecretHandler),
         (f"{api}/schema", handlers.SchemaHandler),
         (f"{api}/openapi.json", handlers.OpenAPIHandler),
         (tensorboard.ROUTE, tensorboard.TensorBoardProxyHandler),

@@ -232,6 +232,33 @@ class ClusterHandler(DistrainHandler):
                     "backends": list(self.manager.backends), "default_backend": self.manager.default})
 
 
+class SecretsHandler(DistrainHandler):
+    query_params = ("backend",)
+
+    async def get(self) -> None:
+        """Names only: a secret's contents never leave the server."""
+        names = await call(self.manager.credential_names, self.get_query_argument("backend", None))
+        self.reply([{"name": name} for name in names])
+
+
+class SecretHandler(DistrainHandler):
+    query_params = ("backend",)
+
+    async def put(self, name: str) -> None:
+        body = self.body()
+        if not isinstance(body, dict):
+            raise ApiError(400, {"message": "the body must be an object with username and password"})
+        await call(self.manager.set_credentials, name, body.get("username"), body.get("password"),
+                   self.get_query_argument("backend", None))
+        self.set_status(204)
+        self.finish()
+
+    async def delete(self, name: str) -> None:
+        await call(self.manager.delete_credentials, name, self.get_query_argument("backend", None))
+        self.set_status(204)
+        self.finish()
+
+
 class SchemaHandler(DistrainHandler):
     def get(self) -> None:
         self.reply(spec_.schema())

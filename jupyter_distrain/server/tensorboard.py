@@ -1,7 +1,9 @@
-"""TensorBoard per replica (or per job), started on first request and reached through Jupyter's proxy.
+"""TensorBoard per replica (or per job), reached through Jupyter's authenticated proxy.
 
-Each TensorBoard serves under the very path the browser uses (`--path_prefix`), so the proxy
-forwards requests and responses untouched. Only TensorBoards started here are reachable.
+For local jobs this server starts them on first request; each serves under the very path the
+browser uses (`--path_prefix`), so the proxy forwards requests and responses untouched. A
+Kubernetes job runs its own TensorBoard in the cluster, reached through the API server's service
+proxy (or its Service, from inside the cluster). No other TensorBoard is reachable.
 """
 
 from __future__ import annotations
@@ -14,15 +16,18 @@ from collections import deque
 from dataclasses import dataclass, field
 from logging import Logger
 from pathlib import Path
-from urllib.parse import quote, unquote
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from jupyter_server.utils import url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler
 from tornado import httpclient, web
 
 from ..backends import procs
-from .handlers import AUTH_RESOURCE, JsonErrors, authorize, call
+from .handlers import AUTH_RESOURCE, JUPYTER_QUERY, JsonErrors, authorize, call
+
+if TYPE_CHECKING:
+    from ..backends.kube import ClusterTensorBoard
 
 ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
 WHOLE_JOB = "all"
@@ -137,9 +142,11 @@ class TensorBoards:
 
 
 class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
-    """<base_url>/distrain/tensorboard/<job>/<replica|all>/...: authenticated, to our TensorBoards only."""
+    """<base_url>/distrain/tensorboard/<job>/<replica|all>/...: authenticated, to our TensorBoards only:
+    those this server starts for local jobs, and a Kubernetes job's own TensorBoard in the cluster."""
 
     auth_resource = AUTH_RESOURCE
+    cluster: ClusterTensorBoard | None = None  # set while forwarding to a TensorBoard in the cluster
 
     def initialize(self) -> None:
         self.absolute_url = True  # the TensorBoard serves under the same prefix: nothing to rewrite
@@ -154,21 +161,53 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
         # the decoded prefix TensorBoard serves under; a base URL like /user/a%40b/ must not be escaped twice
         return self.settings["distrain_tensorboards"].prefix(self.path_kwargs["job"], self.path_kwargs["replica"])
 
-    async def target(self, job: str, replica: str) -> int:
+    async def where(self, job: str, replica: str) -> int | ClusterTensorBoard:
+        """The port of this server's TensorBoard for the replica (started if need be), or the cluster's."""
         manager, boards = self.settings["distrain_manager"], self.settings["distrain_tensorboards"]
-        logdir = await call(manager.tensorboard_logdir, job, None if replica == WHOLE_JOB else replica)
-        return await boards.port(job, replica, logdir)
+        found = await call(manager.tensorboard, job, None if replica == WHOLE_JOB else replica)
+        return await boards.port(job, replica, found) if isinstance(found, Path) else found
 
     async def forward(self, job: str, replica: str, path: str | None) -> None:
         if path is None:  # TensorBoard's pages need the trailing slash
             return self.redirect(self.request.path + "/" + (f"?{self.request.query}" if self.request.query else ""))
-        return await self.proxy(HOST, await self.target(job, replica), path)
+        where = await self.where(job, replica)
+        if isinstance(where, int):
+            return await self.proxy(HOST, where, path)
+        if replica != WHOLE_JOB:  # the cluster runs one TensorBoard per job: show it with this replica's runs
+            whole = url_path_join(self.base_url, "distrain", "tensorboard", quote(job), WHOLE_JOB)
+            return self.redirect(f"{whole}/?{urlencode({'runFilter': f'^{replica}(/|$)'})}")
+        self.cluster = where
+        upstream = urlsplit(where.url)
+        return await self.proxy(upstream.hostname, upstream.port, path)
+
+    def _check_host_allowlist(self, host: str) -> bool:
+        return self.cluster is not None or super()._check_host_allowlist(host)
+
+    def get_client_uri(self, protocol: str, host: str, port: int, proxied_path: str) -> str:
+        if self.cluster is None:
+            return super().get_client_uri(protocol, host, port, proxied_path)
+        query = urlencode([(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
+                           if k not in JUPYTER_QUERY])  # Jupyter's token stays here
+        return self.cluster.url + quote(proxied_path) + (f"?{query}" if query else "")
+
+    def proxy_request_headers(self) -> dict:
+        headers = super().proxy_request_headers()
+        if self.cluster is not None:  # the cluster gets its own credentials, never the user's Jupyter ones
+            for name in ("Cookie", "Authorization", "Host", "X-Xsrftoken"):
+                headers.pop(name, None)
+            headers.update(self.cluster.headers)
+        return headers
+
+    def proxy_request_options(self) -> dict:
+        return {**super().proxy_request_options(), **(self.cluster.tls if self.cluster else {})}
 
     async def http_get(self, job: str, replica: str, path: str | None = None) -> None:
         return await self.forward(job, replica, path)
 
     async def open(self, job: str, replica: str, path: str | None = None) -> None:
-        return await self.proxy_open(HOST, await self.target(job, replica), path or "/")
+        where = await self.where(job, replica)
+        if not isinstance(where, int):
+            raise web.HTTPError(404, "a TensorBoard in the cluster is reached over HTTP only")
+        return await self.proxy_open(HOST, where, path or "/")
 
     post = put = delete = patch = options = head = http_get
-

@@ -4,7 +4,9 @@ kube-controller-manager, kube-scheduler, and kwok simulating the nodes and the p
 Built by build.sh from pinned Go modules. Pods never run a container: kwok moves them from
 Pending to Running once scheduled, and to Succeeded or Failed when a test sets the annotation
 EXIT_CODE on them (REASON names the termination, e.g. OOMKilled). A pod's logs are the lines a
-test writes with `write_log`, served through the real pods/log API.
+test writes with `write_log`, served through the real pods/log API. A TensorBoard pod (component
+label `tensorboard`) gets this machine's own address, HOST_IP, as its pod IP: a test that runs the
+pod's command here serves it, and the API server's service proxy reaches it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from contextlib import closing
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import psutil
 import yaml
 
 HERE = Path(__file__).resolve().parent
@@ -28,12 +31,25 @@ EXIT_CODE = "test.distrain.jupyter.org/exit-code"
 REASON = "test.distrain.jupyter.org/reason"
 ADMIN, RESTRICTED = "admin", "distrain-jupyter"
 NAMESPACE = "training"
+COMPONENT = "app.kubernetes.io/component"
+
+
+def host_ip() -> str:
+    """An IPv4 address of this machine that is not loopback (the API server refuses to proxy to loopback)."""
+    for addresses in psutil.net_if_addrs().values():
+        for a in addresses:
+            if a.family == socket.AF_INET and not a.address.startswith("127."):
+                return a.address
+    raise RuntimeError("this machine has no IPv4 address besides loopback")
+
+
+HOST_IP = host_ip()
 
 # Pod stages: scheduled -> Running; annotated EXIT_CODE -> Succeeded (0) or Failed; deleted -> gone.
-POD_STAGES = textwrap.dedent("""
+POD_RUNNING = textwrap.dedent("""
     apiVersion: kwok.x-k8s.io/v1alpha1
     kind: Stage
-    metadata: {name: pod-running}
+    metadata: {name: NAME}
     spec:
       resourceRef: {apiGroup: v1, kind: Pod}
       selector:
@@ -41,6 +57,7 @@ POD_STAGES = textwrap.dedent("""
         - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
         - {key: .spec.nodeName, operator: Exists}
         - {key: .status.phase, operator: In, values: [Pending]}
+        - COMPONENT_EXPRESSION
       next:
         statusTemplate: |
           {{ $now := Now }}
@@ -66,10 +83,18 @@ POD_STAGES = textwrap.dedent("""
             state: {running: {startedAt: {{ $now | Quote }}}}
           {{ end }}
           hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
-          podIP: {{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}
+          podIP: POD_IP
           phase: Running
           startTime: {{ $now | Quote }}
-    ---
+""")
+POD_STAGES = "---\n".join([
+    POD_RUNNING.replace("NAME", "pod-running").replace(
+        "COMPONENT_EXPRESSION", f"{{key: '.metadata.labels[\"{COMPONENT}\"]', operator: DoesNotExist}}").replace(
+        "POD_IP", "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
+    POD_RUNNING.replace("NAME", "tensorboard-running").replace(
+        "COMPONENT_EXPRESSION", f"{{key: '.metadata.labels[\"{COMPONENT}\"]', operator: In, values: [tensorboard]}}"
+    ).replace("POD_IP", f'"{HOST_IP}"'),
+    textwrap.dedent("""
     apiVersion: kwok.x-k8s.io/v1alpha1
     kind: Stage
     metadata: {name: pod-exit}
@@ -109,7 +134,8 @@ POD_STAGES = textwrap.dedent("""
         - {key: .metadata.deletionTimestamp, operator: Exists}
       next:
         delete: true
-""").replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON)
+    """).replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON),
+])
 
 
 def free_port() -> int:
