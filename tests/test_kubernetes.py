@@ -314,6 +314,21 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
     assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",
                                                               "worker-0": "Stopped"}
+    assert [m["phase"] for m in requests.get(f"{api}/jobs/via-rest/metrics", headers=headers).json()] == \
+        ["Succeeded", "Stopped", "Stopped"]
+
+    # clone and restart over REST, stop and delete from the CLI
+    clone = requests.post(f"{api}/jobs/via-rest/clone", headers=headers)
+    assert clone.status_code == 201 and clone.json()["name"] == "via-rest-2"
+    assert clone.json()["spec"]["code"]["commit"] == COMMIT
+    wait(lambda: cli.json("get", "via-rest-2")["phase"] == "Running", "the clone runs")
+    cli("stop", "via-rest-2")
+    assert cli.json("get", "via-rest-2")["phase"] == "Stopped"
+    restarted = requests.post(f"{api}/jobs/via-rest-2/restart", headers=headers)
+    assert restarted.status_code == 200 and restarted.json()["run"] == 2
+    wait(lambda: requests.get(f"{api}/jobs/via-rest-2", headers=headers).json()["phase"] == "Running",
+         "the restarted clone runs")
+    cli("delete", "via-rest-2")
     assert requests.delete(f"{api}/jobs/via-rest", headers=headers).status_code == 204
     assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items

@@ -294,6 +294,8 @@ class KubeBackend:
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
                           "cluster.json": json.dumps(manifests.addresses(spec, self.ns), sort_keys=True)})
         root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
+        if self.cache:  # read your own writes
+            self.cache.put("configmaps", root)
         owner = self.api.sanitize_for_serialization(root)
         self._start(spec, owner)
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
