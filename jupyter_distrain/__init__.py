@@ -6,6 +6,21 @@ except ImportError:  # a source tree that was never built
     __version__ = "0.0.0"
 
 
+def __getattr__(name: str):
+    if name == "Client":  # imported on first use: the CLI and the server never need it
+        from .client import Client
+
+        return Client
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def load_ipython_extension(ipython) -> None:
+    """`%load_ext jupyter_distrain`: the %distrain and %%distrain magics."""
+    from .magics import DistrainMagics
+
+    ipython.register_magics(DistrainMagics)
+
+
 def _jupyter_labextension_paths():
     return [{"src": "labextension", "dest": "jupyter-distrain"}]
 

@@ -54,31 +54,42 @@ output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table"
                              help="Output format.")
 
 
+def spec_options(command):
+    """The flags that build or change a job spec (shared with the %distrain submit magic)."""
+    for option in reversed([
+        click.option("--name", help="Job name (lowercase letters, digits, hyphens)."),
+        click.option("--framework", type=click.Choice(spec_.schema()["properties"]["framework"]["enum"])),
+        click.option("--chief", is_flag=True, default=None, help="Add a chief (TensorFlow)."),
+        click.option("--master", is_flag=True, default=None, help="Add a master (PyTorch)."),
+        click.option("--ps", type=int, help="Number of parameter servers."),
+        click.option("--workers", type=int, help="Number of workers."),
+        click.option("--evaluator", type=int, help="Number of evaluators."),
+        click.option("--gpus", type=int, help="GPUs per worker (and per chief or master)."),
+        click.option("--cpu", help="CPU cores per replica, e.g. 2 or 500m."),
+        click.option("--memory", help="Memory per replica, e.g. 4Gi."),
+        click.option("--data", help="Input data mounted read-only: a volume name (NAME or NAME/sub/dir) or an "
+                                    "absolute host path."),
+        click.option("--output-to", "output_to", help="Where outputs are kept: a volume name or an absolute host path."),
+        click.option("--code", "code_source", help="A git URL (http/https) or a local directory."),
+        click.option("--ref", help="Git branch, tag or commit (with a git --code)."),
+        click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set')."),
+        click.option("--image", help="Container image (Kubernetes)."),
+        click.option("--command", "command_text", help="The command (or give it after '--')."),
+        click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+                     help="A hyperparameter; repeatable."),
+        click.option("--tensorboard/--no-tensorboard", default=None, help="Write and serve TensorBoard logs."),
+        click.option("--logdir", help="TensorBoard log directory, relative to the output directory."),
+        click.option("--resume-from", help="A checkpoint path, or job:NAME for an earlier job's output."),
+        click.option("--success-policy", type=click.Choice(["chief", "all-workers"]),
+                     help="The job succeeds when the chief succeeds, or when every worker does."),
+    ]):
+        command = option(command)
+    return command
+
+
 @main.command(context_settings={"allow_interspersed_args": False})
 @click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), help="A distrain.yaml job spec.")
-@click.option("--name", help="Job name (lowercase letters, digits, hyphens).")
-@click.option("--framework", type=click.Choice(spec_.schema()["properties"]["framework"]["enum"]))
-@click.option("--chief", is_flag=True, default=None, help="Add a chief (TensorFlow).")
-@click.option("--master", is_flag=True, default=None, help="Add a master (PyTorch).")
-@click.option("--ps", type=int, help="Number of parameter servers.")
-@click.option("--workers", type=int, help="Number of workers.")
-@click.option("--evaluator", type=int, help="Number of evaluators.")
-@click.option("--gpus", type=int, help="GPUs per worker (and per chief or master).")
-@click.option("--cpu", help="CPU cores per replica, e.g. 2 or 500m.")
-@click.option("--memory", help="Memory per replica, e.g. 4Gi.")
-@click.option("--data", help="Input data mounted read-only: a volume name (NAME or NAME/sub/dir) or an absolute host path.")
-@click.option("--output-to", "output_to", help="Where outputs are kept: a volume name or an absolute host path.")
-@click.option("--code", "code_source", help="A git URL (http/https) or a local directory.")
-@click.option("--ref", help="Git branch, tag or commit (with a git --code).")
-@click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set').")
-@click.option("--image", help="Container image (Kubernetes).")
-@click.option("--command", "command_text", help="The command (or give it after '--').")
-@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A hyperparameter; repeatable.")
-@click.option("--tensorboard/--no-tensorboard", default=None, help="Write and serve TensorBoard logs.")
-@click.option("--logdir", help="TensorBoard log directory, relative to the output directory.")
-@click.option("--resume-from", help="A checkpoint path, or job:NAME for an earlier job's output.")
-@click.option("--success-policy", type=click.Choice(["chief", "all-workers"]),
-              help="The job succeeds when the chief succeeds, or when every worker does.")
+@spec_options
 @click.option("--follow", is_flag=True, help="Stream every replica's logs and state changes until the job ends.")
 @output_option
 @click.argument("command", nargs=-1)

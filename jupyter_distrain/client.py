@@ -1,0 +1,259 @@
+"""The Python client of a Jupyter server's distrain API, for notebooks (magics, widgets) and scripts.
+
+    from jupyter_distrain import Client
+    client = Client()                      # the Jupyter server running this kernel, or found nearby
+    job = client.submit("distrain.yaml")   # a spec file, YAML text or a dict
+    for line in client.logs(job["name"], follow=True):
+        print(line)
+
+Jobs submitted here are the server's: the panel shows them and they outlive the kernel.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import quote, urlsplit
+
+import requests
+
+from . import spec as spec_
+from .errors import DistrainError
+from .spec import FieldError, SpecError
+
+API = "distrain/api"
+TIMEOUT = 60  # seconds for one request; a followed log has none
+
+
+class ServerNotFound(DistrainError):
+    """No Jupyter server with this extension answered."""
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str  # http://host:port/base_url/
+    token: str = ""
+    root_dir: str = ""
+
+    @property
+    def base_path(self) -> str:
+        """The server's base URL path, as the browser sees it (/user/alice/)."""
+        return urlsplit(self.url).path or "/"
+
+
+def running_servers() -> list[dict]:
+    from jupyter_server.serverapp import list_running_servers
+
+    return list(list_running_servers())
+
+
+def kernel_id() -> str | None:
+    """This kernel's id, when running in a kernel a Jupyter server started (kernel-<id>.json)."""
+    app = sys.modules.get("ipykernel.kernelapp")
+    if app is None or not app.IPKernelApp.initialized():
+        return None
+    match = re.fullmatch(r"kernel-(.+)\.json", Path(app.IPKernelApp.instance().connection_file).name)
+    return match.group(1) if match else None
+
+
+def find_server(url: str | None = None, token: str | None = None) -> Server:
+    """The server to talk to: `url` if given, else $JUPYTER_SERVER_URL, else the running server that
+    started this kernel, else one whose root directory holds the working directory."""
+    token = token if token is not None else os.environ.get("JUPYTER_TOKEN", "")
+    url = url or os.environ.get("JUPYTER_SERVER_URL")
+    if url:
+        return Server(url.rstrip("/") + "/", token)
+    found = running_servers()
+    here, kernel = Path.cwd().resolve(), kernel_id()
+    if kernel:
+        for info in found:
+            try:
+                kernels = requests.get(f"{info['url']}api/kernels", headers=auth(info.get("token", "")),
+                                       timeout=5).json()
+            except (requests.RequestException, ValueError):
+                continue
+            if any(k.get("id") == kernel for k in kernels if isinstance(k, dict)):
+                return Server(info["url"], info.get("token", ""), info.get("root_dir", ""))
+    around = [info for info in found if here.is_relative_to(Path(info.get("root_dir", "/")).resolve())]
+    if around:
+        info = max(around, key=lambda info: len(Path(info["root_dir"]).resolve().parts))
+        return Server(info["url"], info.get("token", ""), info.get("root_dir", ""))
+    from jupyter_core.paths import jupyter_runtime_dir
+
+    raise ServerNotFound(
+        f"no running Jupyter server found for {here} (looked in {jupyter_runtime_dir()}: "
+        f"{len(found)} server(s), none started this kernel or serves this directory); start JupyterLab "
+        "here, or give the server: Client(url='http://host:8888/', token='...') or $JUPYTER_SERVER_URL "
+        "and $JUPYTER_TOKEN")
+
+
+def auth(token: str) -> dict:
+    return {"Authorization": f"token {token}"} if token else {}
+
+
+class Job(dict):
+    """A job as the API returns it (name, phase, replicas, spec, ...), shown as a table in a notebook."""
+
+    def __repr__(self) -> str:
+        return f"<Job {self['name']} {self['phase']} on {self['backend']}: {replica_summary(self)}>"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(repr(self))
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><td>{html.escape(r['name'])}</td><td>{html.escape(r['phase'])}</td>"
+            f"<td>{'' if r['exit_code'] is None else r['exit_code']}</td><td>{html.escape(r['reason'] or '')}</td>"
+            f"<td>{r['restarts']}</td></tr>" for r in self["replicas"])
+        why = f": {html.escape(self['reason'])}" if self.get("reason") else ""
+        code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
+        return (f"<div class='jp-distrain-job'><b>{html.escape(self['name'])}</b> "
+                f"({html.escape(self['backend'])}) <b>{html.escape(self['phase'])}</b>{why}{code}"
+                "<table><thead><tr><th>replica</th><th>phase</th><th>exit code</th><th>reason</th>"
+                f"<th>restarts</th></tr></thead><tbody>{rows}</tbody></table></div>")
+
+
+def replica_summary(job: dict) -> str:
+    running = sum(r["phase"] == "Running" for r in job["replicas"])
+    return f"{running}/{len(job['replicas'])} replicas running"
+
+
+class Client:
+    """The distrain REST API of one Jupyter server. Errors raise DistrainError (SpecError for an
+    invalid spec, listing every failing field) with the server's message."""
+
+    def __init__(self, url: str | None = None, token: str | None = None):
+        self.server = find_server(url, token)
+        self.session = requests.Session()
+        self.session.headers.update(auth(self.server.token))
+        try:
+            self.session.get(self._url("version"), timeout=TIMEOUT).raise_for_status()
+        except requests.RequestException as e:
+            raise ServerNotFound(f"the Jupyter server at {self.server.url} does not answer the distrain API: "
+                                 f"{e}") from None
+
+    def _url(self, endpoint: str) -> str:
+        return f"{self.server.url}{API}/{endpoint}"
+
+    def _call(self, method: str, endpoint: str, body: Any = None, **params: Any) -> Any:
+        response = self.session.request(method, self._url(endpoint), json=body, timeout=TIMEOUT,
+                                        params={k: v for k, v in params.items() if v is not None})
+        if not response.ok:
+            raise error_of(response)
+        return response.json() if response.content else None
+
+    # jobs
+    def submit(self, spec: dict | str | Path, backend: str | None = None, dry_run: bool = False,
+               base_dir: Path | None = None) -> Job | dict:
+        """Submit a spec: a mapping, YAML text, or a distrain.yaml path. A relative code.path is
+        relative to `base_dir`, by default the file's directory (a path) or the working directory.
+        A dry run checks everything a submit checks and returns the spec it would run."""
+        raw, base = load_spec(spec)
+        answer = self._call("POST", "jobs", with_absolute_code(raw, base_dir or base), backend=backend,
+                            dry_run="true" if dry_run else None)
+        return answer if dry_run else Job(answer)
+
+    def jobs(self) -> list[Job]:
+        return [Job(job) for job in self._call("GET", "jobs")]
+
+    def get(self, name: str) -> Job:
+        return Job(self._call("GET", f"jobs/{quote(name)}"))
+
+    def stop(self, name: str) -> Job:
+        return Job(self._call("POST", f"jobs/{quote(name)}/stop"))
+
+    def restart(self, name: str) -> Job:
+        return Job(self._call("POST", f"jobs/{quote(name)}/restart"))
+
+    def delete(self, name: str, purge_output: bool = False) -> None:
+        self._call("DELETE", f"jobs/{quote(name)}", purge_output="true" if purge_output else None)
+
+    def logs(self, name: str, replica: str | None = None, tail: int | None = None,
+             follow: bool = False) -> Iterator[str]:
+        """The job's log lines ("[worker-0] text" unless one replica is asked for); with `follow`,
+        streamed over the server's websocket as they are written, until the job ends."""
+        if not follow:
+            response = self.session.get(self._url(f"jobs/{quote(name)}/logs"), stream=True, timeout=TIMEOUT,
+                                        params={k: v for k, v in (("replica", replica), ("tail", tail)) if v})
+            if not response.ok:
+                raise error_of(response)
+            yield from response.iter_lines(decode_unicode=True)
+            return
+        yield from self._follow(name, replica, tail)
+
+    def _follow(self, name: str, replica: str | None, tail: int | None) -> Iterator[str]:
+        import websocket
+
+        params = "&".join(f"{k}={quote(str(v))}" for k, v in (("replica", replica), ("tail", tail)) if v)
+        url = "ws" + self._url(f"jobs/{quote(name)}/logs/stream")[4:] + (f"?{params}" if params else "")
+        try:
+            stream = websocket.create_connection(url, header=[f"{k}: {v}" for k, v in auth(self.server.token).items()])
+        except websocket.WebSocketBadStatusException as e:
+            raise DistrainError(f"cannot stream the logs of {name!r}: {e}") from None
+        try:
+            while True:
+                message = json.loads(stream.recv())
+                if message["type"] == "end":
+                    return
+                if message["type"] == "error":
+                    raise DistrainError(message["message"])
+                for line in message["data"].splitlines():
+                    text = line.split(" ", 1)[1] if " " in line else ""  # without the time stamp
+                    yield text if replica else f"[{message['replica']}] {text}"
+        finally:
+            stream.close()
+
+    # what the server offers
+    def cluster(self, backend: str | None = None) -> dict:
+        return self._call("GET", "cluster", backend=backend)
+
+    def schema(self) -> dict:
+        return self._call("GET", "schema")
+
+    def repo(self, directory: Path | str = ".") -> dict | None:
+        """The git state of `directory` as the server sees it; None outside the server's root."""
+        path = Path(directory).resolve()
+        root = Path(self.server.root_dir or "/").resolve()
+        if not path.is_relative_to(root):
+            return None
+        return self._call("GET", "repo", path=str(path.relative_to(root)))
+
+    def tensorboard_url(self, name: str, replica: str = "all") -> str:
+        """The path the browser opens the job's (or a replica's) TensorBoard at, on this server."""
+        return f"{self.server.base_path}distrain/tensorboard/{quote(name)}/{quote(replica)}/"
+
+
+def error_of(response: requests.Response) -> DistrainError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {"message": f"{response.status_code} {response.reason}"}
+    if body.get("errors"):
+        return SpecError([FieldError(e["path"], e["message"]) for e in body["errors"]],
+                         subject=body["message"].removeprefix("invalid "))
+    error = DistrainError(body.get("message") or response.reason)
+    error.status = response.status_code
+    return error
+
+
+def load_spec(spec: dict | str | Path) -> tuple[Any, Path]:
+    """The raw spec and the directory its relative code.path is relative to."""
+    if isinstance(spec, dict):
+        return spec, Path.cwd()
+    if isinstance(spec, Path) or (isinstance(spec, str) and "\n" not in spec and spec.endswith((".yaml", ".yml"))):
+        return spec_.load_file(spec), Path(spec).resolve().parent
+    return spec_.load(spec), Path.cwd()
+
+
+def with_absolute_code(raw: Any, base: Path) -> Any:
+    """The server resolves relative paths against its own root: send this side's absolute path."""
+    code = raw.get("code") if isinstance(raw, dict) else None
+    if isinstance(code, dict) and isinstance(code.get("path"), str) and not code["path"].startswith("/"):
+        return {**raw, "code": {**code, "path": str((base / code["path"]).resolve())}}
+    return raw

@@ -1,0 +1,162 @@
+"""`%distrain` and `%%distrain`: launch and watch the Jupyter server's training jobs from a notebook.
+
+    %load_ext jupyter_distrain
+    %distrain submit --name sweep --workers 2 -p lr=0.1 -- python train.py --lr {{ lr }}
+    %%distrain [--backend kubernetes] [--dry-run]      (the cell is a distrain.yaml job spec)
+    %distrain list | status NAME | logs NAME [-f] [--replica R] [--tail N]
+    %distrain stop NAME | delete NAME [--purge-output] | tensorboard NAME [--replica R]
+
+Without code in the spec or `--code`, a job runs the notebook's own code: its git repository at
+the checked-out commit, else its directory, as the panel's form does.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+import click
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
+from IPython.display import IFrame, display
+
+from .client import Client, Job
+from .errors import DistrainError
+from .spec import SpecError
+
+
+def notebook_code(client: Client, directory: Path) -> tuple[dict, list[str]]:
+    """The code of the notebook's directory and what to know about it: its repository at the
+    checked-out commit (the `origin` remote, else the repository itself), else the directory."""
+    repo = client.repo(directory)
+    git = repo and repo["git"]
+    if not git:
+        return {"path": str(directory)}, []
+    remotes = {r["name"]: r["url"] for r in git["remotes"]}
+    url = remotes.get("origin") or next(iter(remotes.values()), git["root"])
+    warnings = []
+    if git["dirty"] or git["untracked"]:
+        warnings.append(f"uncommitted work is not part of the job: it runs commit {git['commit'][:7]} as committed")
+    if git["subdirectory"] != ".":
+        warnings.append(f"the command runs at the repository's top, {git['root']} (this notebook is in "
+                        f"{git['subdirectory']}/)")
+    return {"git": url, "ref": git["commit"] or git["branch"] or "HEAD"}, warnings
+
+
+def submit_command() -> click.Command:
+    from .cli import spec_options
+
+    @click.command(name="%distrain submit", context_settings={"allow_interspersed_args": False})
+    @click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False),
+                  help="A distrain.yaml job spec.")
+    @spec_options
+    @click.option("--backend", help="A backend the server enables; its default when omitted.")
+    @click.argument("command", nargs=-1)
+    def parse(**arguments: Any) -> dict:
+        """Submit a job from flags (and/or a spec file); the command follows '--'."""
+        return arguments
+
+    return parse
+
+
+@magics_class
+class DistrainMagics(Magics):
+    _client: Client | None = None
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client()
+        return self._client
+
+    @line_cell_magic
+    @no_var_expand  # {{ placeholders }} are the job's, not IPython's to expand
+    def distrain(self, line: str, cell: str | None = None) -> Any:
+        """Launch and watch training jobs: see `%distrain --help`."""
+        try:
+            if cell is not None:
+                return self._submit_cell(shlex.split(line), cell)
+            action, *args = shlex.split(line) or ["--help"]
+            handler: Callable | None = getattr(self, f"_{action}", None) if action.isidentifier() else None
+            if handler is None:
+                print(__doc__.split("\n\n")[1])
+                return None
+            return handler(*args)
+        except SpecError as e:
+            raise UsageError(f"{e.to_json()['message']}: " + "; ".join(map(str, e.errors))) from None
+        except (DistrainError, click.ClickException) as e:
+            raise UsageError(e.format_message() if isinstance(e, click.ClickException) else str(e)) from None
+
+    def _submit(self, *args: str) -> Job | None:
+        from .cli import apply_flags
+        from .spec import load_file
+
+        arguments = submit_command().main(list(args), standalone_mode=False)
+        if not isinstance(arguments, dict):  # --help was shown
+            return None
+        spec_file, backend, command = arguments.pop("spec_file"), arguments.pop("backend"), arguments.pop("command")
+        raw = load_file(spec_file) if spec_file else {}
+        raw = apply_flags(raw, arguments, " ".join(command) or arguments.pop("command_text") or "")
+        return self._send(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend)
+
+    def _submit_cell(self, args: list[str], cell: str) -> Job | dict | None:
+        from .spec import load
+
+        @click.command(name="%%distrain")
+        @click.option("--backend", help="A backend the server enables; its default when omitted.")
+        @click.option("--dry-run", is_flag=True, help="Check everything a submit checks; start nothing.")
+        def parse(**arguments: Any) -> dict:
+            """Submit the cell, a distrain.yaml job spec."""
+            return arguments
+
+        arguments = parse.main(args, standalone_mode=False)
+        if not isinstance(arguments, dict):
+            return None
+        return self._send(load(cell), Path.cwd(), arguments["backend"], arguments["dry_run"])
+
+    def _send(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
+        if isinstance(raw, dict) and "code" not in raw:
+            raw["code"], warnings = notebook_code(self.client, Path.cwd())
+            for warning in warnings:
+                print(f"note: {warning}", file=sys.stderr)
+        return self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)
+
+    def _list(self) -> None:
+        jobs = self.client.jobs()
+        for job in jobs:
+            display(job)
+        if not jobs:
+            print("no jobs")
+
+    def _status(self, name: str) -> Job:
+        return self.client.get(name)
+
+    def _logs(self, name: str, *args: str) -> None:
+        @click.command(name="%distrain logs")
+        @click.option("-f", "--follow", is_flag=True, help="Stream new lines until the job ends.")
+        @click.option("--replica", help="One replica, e.g. worker-0.")
+        @click.option("--tail", type=int, help="Only the last N lines.")
+        def parse(**arguments: Any) -> dict:
+            return arguments
+
+        arguments = parse.main(list(args), standalone_mode=False)
+        if isinstance(arguments, dict):
+            try:
+                for line in self.client.logs(name, **arguments):
+                    print(line, flush=True)
+            except KeyboardInterrupt:  # the kernel was interrupted: stop following, the job goes on
+                print(f"(stopped following; {name} goes on)")
+
+    def _stop(self, name: str) -> Job:
+        return self.client.stop(name)
+
+    def _delete(self, name: str, *args: str) -> None:
+        self.client.delete(name, purge_output="--purge-output" in args)
+        print(f"job {name} deleted")
+
+    def _tensorboard(self, name: str, *args: str) -> IFrame:
+        replica = args[args.index("--replica") + 1] if "--replica" in args[:-1] else "all"
+        self.client.get(name)  # a clear error for an unknown job, not a frame showing one
+        return IFrame(self.client.tensorboard_url(name, replica), width="100%", height=640)

@@ -1,0 +1,151 @@
+"""The magics and the Python client, in a real kernel started by a real Jupyter server."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+import requests
+import websocket
+from conftest import EXAMPLES, assert_nothing_left
+
+
+class Kernel:
+    """The kernel of a notebook session (train.ipynb, at the server's root), driven over the server's
+    websocket as JupyterLab does."""
+
+    def __init__(self, server):
+        self.server = server
+        session = {"path": "train.ipynb", "type": "notebook", "name": "train.ipynb", "kernel": {"name": "python3"}}
+        self.id = requests.post(f"{server.url}/api/sessions", headers=server.headers, json=session).json()["kernel"]["id"]
+        self.ws = websocket.create_connection(f"{server.url.replace('http', 'ws', 1)}/api/kernels/{self.id}/channels",
+                                              header=[f"Authorization: {server.headers['Authorization']}"], timeout=180)
+
+    def run(self, code: str) -> str:
+        """Execute a cell; its stdout, stderr, results (text, or HTML when there is some) and errors."""
+        msg_id = uuid.uuid4().hex
+        self.ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": "test",
+                       "version": "5.3"},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True}}))
+        out = []
+        while True:
+            message = json.loads(self.ws.recv())
+            if message["parent_header"].get("msg_id") != msg_id or message["channel"] != "iopub":
+                continue
+            kind, content = message["msg_type"], message["content"]
+            if kind == "stream":
+                out.append(content["text"])
+            elif kind in ("execute_result", "display_data"):
+                data = content["data"]
+                out.append(data.get("text/html") or data.get("text/plain", ""))
+            elif kind == "error":
+                out.append(f"{content['ename']}: {content['evalue']}\n" + "\n".join(content["traceback"]))
+            elif kind == "status" and content["execution_state"] == "idle":
+                return "".join(out)
+
+    def restart(self) -> None:
+        requests.post(f"{self.server.url}/api/kernels/{self.id}/restart", headers=self.server.headers).raise_for_status()
+
+    def close(self) -> None:
+        self.ws.close()
+        requests.delete(f"{self.server.url}/api/kernels/{self.id}", headers=self.server.headers)
+
+
+@pytest.fixture
+def kernel(jupyter_server):
+    shutil.copytree(EXAMPLES / "python", jupyter_server.root_dir, dirs_exist_ok=True)  # the notebook's directory
+    kernel = Kernel(jupyter_server)
+    yield kernel
+    kernel.close()
+
+
+def wait_phase(server, name: str, phases=("Succeeded", "Failed", "Stopped"), timeout: float = 120) -> dict:
+    deadline = time.monotonic() + timeout
+    while (job := requests.get(f"{server.url}/distrain/api/jobs/{name}", headers=server.headers).json())["phase"] \
+            not in phases:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.2)
+    return job
+
+
+def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
+    api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
+    assert kernel.run("%load_ext jupyter_distrain") == ""
+
+    submitted = kernel.run("%distrain submit --name fit -p epochs=3 -- python train.py --epochs {{ epochs }}")
+    assert "<b>fit</b> (local)" in submitted, submitted
+    job = requests.get(f"{api}/jobs/fit", headers=headers).json()  # the server's job
+    assert job["spec"]["code"] == {"path": str(jupyter_server.root_dir)}  # the notebook's own directory
+    followed = kernel.run("%distrain logs fit -f")  # returns when the job ends
+    assert "[worker-0] epoch 3/3 loss" in followed and "[worker-0] done epoch 3" in followed, followed
+    assert wait_phase(jupyter_server, "fit", timeout=5)["phase"] == "Succeeded"
+    assert "<b>Succeeded</b>" in kernel.run("%distrain status fit")
+    assert "worker-0" in kernel.run("%distrain logs fit --tail 1")
+
+    long = kernel.run("%%distrain\nname: long\ncommand: python train.py --epochs 100000\n")
+    assert "<b>long</b>" in long, long
+    wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
+    assert "<b>Stopped</b>" in kernel.run("%distrain stop long")
+
+    frame = kernel.run("%distrain tensorboard fit --replica worker-0")
+    assert 'src="/distrain/tensorboard/fit/worker-0/"' in frame, frame
+
+    # errors are one clear line, not a traceback
+    unknown = kernel.run("%distrain status nope")
+    assert unknown.startswith("UsageError: no job named 'nope'") and "Traceback" not in unknown
+    invalid = kernel.run("%%distrain\nname: Bad_Name\ncommand: python train.py\n")
+    assert invalid.startswith("UsageError: invalid job spec: name:"), invalid
+    assert kernel.run("%distrain submit --workers two -- x").startswith("UsageError: Invalid value for '--workers'")
+
+    # the jobs are the server's: a restarted kernel sees them, and so does the REST API
+    kernel.restart()
+    listed = kernel.run("%load_ext jupyter_distrain\n%distrain list")
+    assert "<b>fit</b>" in listed and "<b>long</b>" in listed
+    assert {j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()} == {"fit", "long"}
+    assert kernel.run("%distrain delete fit\n%distrain delete long") == "job fit deleted\njob long deleted\n"
+    kernel.close()  # the kernel inherits DISTRAIN_HOME, as the jobs' processes do
+    assert_nothing_left(jupyter_server.root)
+
+
+def test_the_client_works_from_a_plain_script(jupyter_server, tmp_path):
+    script = f"""
+from jupyter_distrain import Client
+client = Client({jupyter_server.url!r}, {jupyter_server.TOKEN!r})
+job = client.submit({{"name": "scripted", "code": {{"path": "."}}, "command": "python train.py --epochs 2"}})
+print(repr(job))
+for line in client.logs("scripted", follow=True):
+    print(line)
+print(client.get("scripted")["phase"], [j["name"] for j in client.jobs()])
+client.delete("scripted")
+"""
+    shutil.copytree(EXAMPLES / "python", tmp_path / "code")
+    result = subprocess.run([sys.executable, "-c", script], cwd=tmp_path / "code", capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("<Job scripted Pending on local") or lines[0].startswith("<Job scripted Running")
+    assert any(line.startswith("[worker-0] epoch 2/2 loss") for line in lines), lines
+    assert lines[-1] == "Succeeded ['scripted']"
+    assert_nothing_left(jupyter_server.root)
+
+
+def test_without_a_server_the_magics_say_what_is_wrong(tmp_path):
+    empty = tmp_path / "runtime"
+    empty.mkdir()
+    env = {key: value for key, value in __import__("os").environ.items() if not key.startswith("JUPYTER_")}
+    env["JUPYTER_RUNTIME_DIR"] = str(empty)
+    result = subprocess.run(
+        [sys.executable, "-m", "IPython", "--no-banner", "--colors=NoColor", "-c",
+         "get_ipython().run_line_magic('load_ext', 'jupyter_distrain'); get_ipython().run_line_magic('distrain', 'list')"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    said = result.stdout + result.stderr
+    assert f"UsageError: no running Jupyter server found for {tmp_path}" in said, said
+    assert f"looked in {empty}" in said and "Client(url=" in said and "Traceback" not in said
