@@ -107,16 +107,21 @@ class Job(dict):
         printer.text(repr(self))
 
     def _repr_html_(self) -> str:
+        return f"<div class='jp-distrain-job'>{self.summary_html()}{self.replicas_html()}</div>"
+
+    def summary_html(self) -> str:
+        why = f": {html.escape(self['reason'])}" if self.get("reason") else ""
+        code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
+        return (f"<b>{html.escape(self['name'])}</b> ({html.escape(self['backend'])}) "
+                f"<b>{html.escape(self['phase'])}</b>{why}{code}")
+
+    def replicas_html(self) -> str:
         rows = "".join(
             f"<tr><td>{html.escape(r['name'])}</td><td>{html.escape(r['phase'])}</td>"
             f"<td>{'' if r['exit_code'] is None else r['exit_code']}</td><td>{html.escape(r['reason'] or '')}</td>"
             f"<td>{r['restarts']}</td></tr>" for r in self["replicas"])
-        why = f": {html.escape(self['reason'])}" if self.get("reason") else ""
-        code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
-        return (f"<div class='jp-distrain-job'><b>{html.escape(self['name'])}</b> "
-                f"({html.escape(self['backend'])}) <b>{html.escape(self['phase'])}</b>{why}{code}"
-                "<table><thead><tr><th>replica</th><th>phase</th><th>exit code</th><th>reason</th>"
-                f"<th>restarts</th></tr></thead><tbody>{rows}</tbody></table></div>")
+        return ("<table><thead><tr><th>replica</th><th>phase</th><th>exit code</th><th>reason</th>"
+                f"<th>restarts</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def replica_summary(job: dict) -> str:

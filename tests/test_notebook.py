@@ -27,7 +27,8 @@ class Kernel:
                                               header=[f"Authorization: {server.headers['Authorization']}"], timeout=180)
 
     def run(self, code: str) -> str:
-        """Execute a cell; its stdout, stderr, results (text, or HTML when there is some) and errors."""
+        """Execute a cell; its stdout, stderr, results (text, HTML when there is some, [widget] for a
+        widget) and errors."""
         msg_id = uuid.uuid4().hex
         self.ws.send(json.dumps({
             "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": "test",
@@ -45,11 +46,24 @@ class Kernel:
                 out.append(content["text"])
             elif kind in ("execute_result", "display_data"):
                 data = content["data"]
-                out.append(data.get("text/html") or data.get("text/plain", ""))
+                widget = "application/vnd.jupyter.widget-view+json" in data
+                out.append("[widget]" if widget else data.get("text/html") or data.get("text/plain", ""))
             elif kind == "error":
                 out.append(f"{content['ename']}: {content['evalue']}\n" + "\n".join(content["traceback"]))
             elif kind == "status" and content["execution_state"] == "idle":
                 return "".join(out)
+
+    def widget_updates(self, until, timeout: float = 120) -> list[dict]:
+        """The widget state updates the kernel sends while no cell runs, until `until(updates)`."""
+        states, deadline = [], time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            message = json.loads(self.ws.recv())
+            data = message["content"].get("data", {})
+            if message["msg_type"] == "comm_msg" and data.get("method") == "update":
+                states.append(data["state"])
+                if until(states):
+                    return states
+        raise AssertionError(f"no such widget update in {timeout} s: {states[-5:]}")
 
     def restart(self) -> None:
         requests.post(f"{self.server.url}/api/kernels/{self.id}/restart", headers=self.server.headers).raise_for_status()
@@ -149,3 +163,40 @@ def test_without_a_server_the_magics_say_what_is_wrong(tmp_path):
     said = result.stdout + result.stderr
     assert f"UsageError: no running Jupyter server found for {tmp_path}" in said, said
     assert f"looked in {empty}" in said and "Client(url=" in said and "Traceback" not in said
+
+
+def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, kernel):
+    api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
+    kernel.run("from jupyter_distrain.widgets import JobForm, JobMonitor\nform = JobForm()")
+    assert kernel.run("print(sorted(form.fields), [b.description for b in form.counts.children])") == \
+        "['code', 'command', 'framework', 'gpus', 'hyperparameters', 'name', 'tensorboard.enabled'] ['worker']\n"
+    assert kernel.run("form.fields['framework'].value = 'tensorflow'\n"
+                      "print([b.description for b in form.counts.children])") == "['chief', 'ps', 'worker', 'evaluator']\n"
+    # the server's answers land under their fields
+    refused = kernel.run("form.fields['name'].value = 'Bad_Name'\nprint(form.errors['name'].value)")
+    assert "Bad_Name" in refused and "lowercase" in refused, refused
+    kernel.run("form.fields['framework'].value = 'python'\nform.fields['name'].value = 'ticking'")
+    ticks = "python -u -c \"import time; [print('tick', i, flush=True) or time.sleep(0.5) for i in range(8)]\""
+    accepted = kernel.run(f"form.fields['command'].value = {ticks!r}\nprint(form.errors['name'].value, form.check())")
+    assert accepted == " True\n", accepted
+
+    shown = kernel.run("job = form.submit()\nprint(job['phase'] in ('Pending', 'Running'), form.status.value)")
+    assert shown == "[widget]True Submitted ticking.\n", shown
+    # the monitor the form displayed keeps drawing the job while no cell runs
+    values = lambda states: [str(state.get("value")) for state in states]  # noqa: E731
+    updates = values(kernel.widget_updates(lambda states: any("<b>Succeeded</b>" in v for v in values(states))
+                                           and any("tick 7" in v for v in values(states))))
+    tails = [v for v in updates if v.startswith("[worker-0] tick 0")]
+    assert len(tails) >= 2 and "tick 7" not in tails[0], "the log tail grew while the job ran"
+    assert requests.get(f"{api}/jobs/ticking", headers=headers).json()["phase"] == "Succeeded"
+
+    # Stop, from a monitor of a long job
+    requests.post(f"{api}/jobs", headers=headers, json={
+        "name": "long", "code": {"path": str(jupyter_server.root_dir)}, "command": "python train.py --epochs 100000"})
+    wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
+    assert kernel.run("monitor = JobMonitor('long')\nprint(monitor.stop()['phase'], monitor.stop_button.disabled)") == \
+        "Stopped True\n"
+    for name in ("ticking", "long"):
+        assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
+    kernel.close()
+    assert_nothing_left(jupyter_server.root)

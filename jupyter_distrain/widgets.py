@@ -1,0 +1,206 @@
+"""ipywidgets for notebooks: a job form drawn from the job schema, and a live job monitor.
+
+    from jupyter_distrain.widgets import JobForm, JobMonitor
+    JobForm()              # fields from the schema; the server checks every change, as the panel's form
+    JobMonitor("tf-demo")  # replica states, a log tail, Stop, TensorBoard; kept current while the cell is idle
+
+Both talk to the Jupyter server's API through `Client`, so the jobs are the server's.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import ipywidgets as w
+import yaml
+
+from . import spec as spec_
+from .client import Client, Job
+from .errors import DistrainError
+from .policy import FINISHED
+from .spec import SpecError
+
+LOG_TAIL_LINES = 200
+STATUS_SECONDS = 1.0
+
+
+def schema_at(schema: dict, path: str) -> dict:
+    node = schema
+    for key in path.split("."):
+        node = node.get("properties", {}).get(key, {})
+    return node
+
+
+class JobForm(w.VBox):
+    """Name, framework, command, code, replicas per role with GPUs, hyperparameters and TensorBoard,
+    with the schema's titles, choices, limits and defaults; every change is checked by the server
+    (a dry run) and its errors shown under their fields. Submit opens a JobMonitor below."""
+
+    def __init__(self, client: Client | None = None, backend: str | None = None, **spec: Any):
+        from .magics import notebook_code
+
+        self.client = client or Client()
+        self.backend = backend
+        self.schema = self.client.schema()
+        code, notes = notebook_code(self.client, Path.cwd())
+        self.base = {"code": code, **spec}
+        framework = spec.get("framework", schema_at(self.schema, "framework").get("default", "python"))
+        self.fields: dict[str, w.ValueWidget] = {
+            "name": w.Text(spec.get("name", Path.cwd().name.lower().replace("_", "-")[:50] or "job"),
+                           continuous_update=False),
+            "framework": w.Dropdown(options=schema_at(self.schema, "framework")["enum"], value=framework),
+            "command": w.Textarea(spec.get("command", ""), placeholder="python train.py --lr {{ lr }}",
+                                  continuous_update=False),
+            "code": w.Text(code.get("git") or code.get("path", ""), disabled=True),
+            "hyperparameters": w.Textarea(yaml.safe_dump(spec.get("hyperparameters", {})).strip()
+                                          if spec.get("hyperparameters") else "", placeholder="lr: 0.01",
+                                          continuous_update=False),
+            "gpus": w.BoundedIntText(0, min=0, max=64),
+            "tensorboard.enabled": w.Checkbox(bool(spec.get("tensorboard", {}).get("enabled")), indent=False),
+        }
+        self.counts = w.VBox()
+        self.errors = {key: w.HTML() for key in [*self.fields, "replicas", ""]}
+        self.status = w.HTML("".join(f"<div>note: {html.escape(n)}</div>" for n in notes))
+        self.submit_button = w.Button(description="Submit", button_style="primary")
+        self.submit_button.on_click(lambda _: self.submit())
+        self.monitor = w.Output()
+        self._draw_roles(framework)
+        for widget in [*self.fields.values()]:
+            widget.observe(self._changed, names="value")
+        rows = [self._row(key, widget) for key, widget in self.fields.items()]
+        rows.insert(4, w.VBox([w.HTML("<b>Replicas</b>"), self.counts, self.errors["replicas"]]))
+        super().__init__([*rows, self.errors[""], w.HBox([self.submit_button, self.status]), self.monitor])
+
+    def _row(self, key: str, widget: w.Widget) -> w.Widget:
+        node = schema_at(self.schema, key) if key != "gpus" else {"title": "GPUs per worker"}
+        label = w.HTML(f"<b title='{html.escape(node.get('description', ''))}'>"
+                       f"{html.escape(node.get('title') or key.split('.')[0].capitalize())}</b>",
+                       layout=w.Layout(width="160px"))
+        return w.VBox([w.HBox([label, widget]), self.errors[key]])
+
+    def _draw_roles(self, framework: str) -> None:
+        roles = spec_.roles_by_framework().get(framework, ("worker",))
+        boxes = []
+        for role in roles:
+            box = w.BoundedIntText(int(role == "worker"), min=0, max=1000, description=role,
+                                   layout=w.Layout(width="200px"))
+            box.observe(self._changed, names="value")
+            boxes.append(box)
+        self.counts.children = boxes
+
+    def _changed(self, change: dict) -> None:
+        if change["owner"] is self.fields["framework"]:
+            self._draw_roles(change["new"])
+        self.check()
+
+    def spec(self) -> dict:
+        """The spec the fields describe (before the server's defaults)."""
+        values = {key: widget.value for key, widget in self.fields.items()}
+        gpus = values["gpus"]
+        replicas = {box.description: {"count": box.value, **({"resources": {"gpus": gpus}} if gpus and box.description
+                                                            in ("worker", "chief", "master") else {})}
+                    for box in self.counts.children if box.value}
+        hyperparameters = yaml.safe_load(values["hyperparameters"]) if values["hyperparameters"].strip() else {}
+        return {**self.base, "name": values["name"], "framework": values["framework"], "command": values["command"],
+                "replicas": replicas, "hyperparameters": hyperparameters,
+                "tensorboard": {"enabled": values["tensorboard.enabled"]}}
+
+    def _show(self, errors: list[tuple[str, str]]) -> None:
+        shown = {key: [] for key in self.errors}
+        for path, message in errors:
+            key = next((k for k in self.errors if k and (path == k or path.startswith(k + "."))), "")
+            shown[key].append(f"{path}: {message}" if key == "" or path != key else message)
+        for key, messages in shown.items():
+            self.errors[key].value = "".join(f"<div style='color:var(--jp-error-color1)'>{html.escape(m)}</div>"
+                                             for m in messages)
+
+    def check(self) -> bool:
+        """Ask the server whether it would accept the job; show its answer. True when it would."""
+        try:
+            self.client.submit(self.spec(), backend=self.backend, dry_run=True)
+        except SpecError as e:
+            self._show([(f.path, f.message) for f in e.errors])
+            return False
+        except (DistrainError, yaml.YAMLError) as e:
+            self._show([("", str(e))])
+            return False
+        self._show([])
+        self.status.value = "The server accepts this job."
+        return True
+
+    def submit(self) -> Job | None:
+        if not self.check():
+            return None
+        job = self.client.submit(self.spec(), backend=self.backend)
+        self.status.value = f"Submitted {html.escape(job['name'])}."
+        with self.monitor:
+            from IPython.display import display
+
+            display(JobMonitor(job["name"], self.client))
+        return job
+
+
+class JobMonitor(w.VBox):
+    """One job, kept current by background threads while the cell is idle: its phase and replicas,
+    the last lines of its logs (streamed, drawn once a second), a Stop button and its TensorBoard."""
+
+    def __init__(self, name: str, client: Client | None = None, tail: int = LOG_TAIL_LINES):
+        self.client = client or Client()
+        self.name = name
+        self.header = w.HTML()
+        self.replicas = w.HTML()
+        self.log_tail = w.Textarea(layout=w.Layout(width="100%", height="240px"), disabled=True)
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button.on_click(lambda _: self.stop())
+        url = self.client.tensorboard_url(name)
+        self.tensorboard = w.HTML(f"<a href='{html.escape(url)}' target='_blank'>TensorBoard</a>")
+        self.lines: deque[str] = deque(maxlen=tail)
+        self.lock = threading.Lock()  # the log thread appends, the status thread draws
+        self._show(self.client.get(name))
+        super().__init__([self.header, self.replicas, w.HBox([self.stop_button, self.tensorboard]), self.log_tail])
+        self.logs = threading.Thread(target=self._follow_logs, daemon=True, name=f"distrain-logs-{name}")
+        self.logs.start()
+        threading.Thread(target=self._follow_status, daemon=True, name=f"distrain-monitor-{name}").start()
+
+    @property
+    def phase(self) -> str:
+        return self.job["phase"]
+
+    def _show(self, job: Job) -> None:
+        self.job = job
+        self.header.value = job.summary_html()
+        self.replicas.value = job.replicas_html()
+        self.stop_button.disabled = job["phase"] in FINISHED
+        self.tensorboard.layout.display = None if job["spec"]["tensorboard"]["enabled"] else "none"
+
+    def _follow_status(self) -> None:
+        """Once a second: the job's state, and the log tail if it grew; until the job and its logs end."""
+        while self.logs.is_alive() or self.job["phase"] not in FINISHED:
+            self.logs.join(STATUS_SECONDS)
+            try:
+                self._show(self.client.get(self.name))
+            except DistrainError as e:  # e.g. deleted elsewhere
+                self.header.value = f"<b>{html.escape(self.name)}</b>: {html.escape(str(e))}"
+                return
+            with self.lock:
+                tail = "\n".join(self.lines)
+            if tail != self.log_tail.value:
+                self.log_tail.value = tail
+
+    def _follow_logs(self) -> None:
+        try:
+            for line in self.client.logs(self.name, tail=self.lines.maxlen, follow=True):
+                with self.lock:
+                    self.lines.append(line)
+        except DistrainError as e:
+            with self.lock:
+                self.lines.append(f"({e})")
+
+    def stop(self) -> Job:
+        job = self.client.stop(self.name)
+        self._show(job)
+        return job
