@@ -85,20 +85,21 @@ class JupyterServer:
 
     TOKEN = "secret-token"
 
-    def __init__(self, tmp_path: Path, *args: str, app: str = "server"):
+    def __init__(self, tmp_path: Path, *args: str, app: str = "server", root_dir: Path | None = None,
+                 python: Path = Path(sys.executable), env: dict | None = None):
         from jupyter_distrain.backends.procs import free_ports
 
         self.root = tmp_path / "distrain-home"
-        self.root_dir = tmp_path / "notebooks"
+        self.root_dir = root_dir or tmp_path / "notebooks"
         self.root_dir.mkdir(exist_ok=True)
         self.url = f"http://127.0.0.1:{free_ports(1)[0]}"
         self.log = open(tmp_path / "jupyter-server.log", "wb")
         self.process = subprocess.Popen(
-            [str(Path(sys.executable).with_name("jupyter")), app, "--no-browser",
+            [str(python.with_name("jupyter")), app, "--no-browser",
              f"--port={self.url.rsplit(':', 1)[1]}", f"--IdentityProvider.token={self.TOKEN}",
              "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", f"--Distrain.root={self.root}",
              *(self.lab_state(tmp_path) if app == "lab" else ()), *args],
-            stdout=self.log, stderr=subprocess.STDOUT,
+            stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )
         self.headers = {"Authorization": f"token {self.TOKEN}"}
         deadline = time.monotonic() + 60
