@@ -19,6 +19,7 @@ import ipywidgets as w
 import yaml
 
 from . import spec as spec_
+from .cli import volume_source
 from .client import Client, Job
 from .errors import DistrainError
 from .policy import FINISHED
@@ -35,8 +36,15 @@ def schema_at(schema: dict, path: str) -> dict:
     return node
 
 
+def volume_text(source: dict | None) -> str:
+    if not source:
+        return ""
+    return source.get("host_path") or "/".join(filter(None, (source.get("volume"), source.get("path"))))
+
+
 class JobForm(w.VBox):
-    """Name, framework, command, code, replicas per role with GPUs, hyperparameters and TensorBoard,
+    """Name, framework, command, code, replicas per role with GPUs, hyperparameters, image, data,
+    output and TensorBoard,
     with the schema's titles, choices, limits and defaults; every change is checked by the server
     (a dry run) and its errors shown under their fields. Submit opens a JobMonitor below."""
 
@@ -60,6 +68,12 @@ class JobForm(w.VBox):
                                           if spec.get("hyperparameters") else "", placeholder="lr: 0.01",
                                           continuous_update=False),
             "gpus": w.BoundedIntText(0, min=0, max=64),
+            "image": w.Text(spec.get("image", ""), continuous_update=False,
+                            placeholder="the backend's image for the framework (Kubernetes)"),
+            "data": w.Text(volume_text(spec.get("data")), continuous_update=False,
+                           placeholder="none, a volume (NAME or NAME/sub/dir) or an absolute path"),
+            "output": w.Text(volume_text(spec.get("output")), continuous_update=False,
+                             placeholder="the backend's default, a volume or an absolute path"),
             "tensorboard.enabled": w.Checkbox(bool(spec.get("tensorboard", {}).get("enabled")), indent=False),
         }
         self.counts = w.VBox()
@@ -105,9 +119,12 @@ class JobForm(w.VBox):
                                                             in ("worker", "chief", "master") else {})}
                     for box in self.counts.children if box.value}
         hyperparameters = yaml.safe_load(values["hyperparameters"]) if values["hyperparameters"].strip() else {}
+        optional = {key: volume_source(values[key].strip()) for key in ("data", "output") if values[key].strip()}
+        if values["image"].strip():
+            optional["image"] = values["image"].strip()
         return {**self.base, "name": values["name"], "framework": values["framework"], "command": values["command"],
                 "replicas": replicas, "hyperparameters": hyperparameters,
-                "tensorboard": {"enabled": values["tensorboard.enabled"]}}
+                "tensorboard": {"enabled": values["tensorboard.enabled"]}, **optional}
 
     def _show(self, errors: list[tuple[str, str]]) -> None:
         shown = {key: [] for key in self.errors}

@@ -168,14 +168,18 @@ def test_without_a_server_the_magics_say_what_is_wrong(tmp_path):
 def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, kernel):
     api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
     kernel.run("from jupyter_distrain.widgets import JobForm, JobMonitor\nform = JobForm()")
-    assert kernel.run("print(sorted(form.fields), [b.description for b in form.counts.children])") == \
-        "['code', 'command', 'framework', 'gpus', 'hyperparameters', 'name', 'tensorboard.enabled'] ['worker']\n"
+    assert kernel.run("print(sorted(form.fields), [b.description for b in form.counts.children])") == (
+        "['code', 'command', 'data', 'framework', 'gpus', 'hyperparameters', 'image', 'name', 'output', "
+        "'tensorboard.enabled'] ['worker']\n")
     assert kernel.run("form.fields['framework'].value = 'tensorflow'\n"
                       "print([b.description for b in form.counts.children])") == "['chief', 'ps', 'worker', 'evaluator']\n"
     # the server's answers land under their fields
     refused = kernel.run("form.fields['name'].value = 'Bad_Name'\nprint(form.errors['name'].value)")
     assert "Bad_Name" in refused and "lowercase" in refused, refused
-    kernel.run("form.fields['framework'].value = 'python'\nform.fields['name'].value = 'ticking'")
+    refused = kernel.run("form.fields['data'].value = 'relative/dir/../..'\nprint(form.errors['data'].value)")
+    assert refused.startswith("<div") and "data.path: &quot;dir/../..&quot; is not allowed" in refused, refused
+    kernel.run("form.fields['data'].value = ''\nform.fields['framework'].value = 'python'\n"
+               "form.fields['name'].value = 'ticking'")
     ticks = "python -u -c \"import time; [print('tick', i, flush=True) or time.sleep(0.5) for i in range(8)]\""
     accepted = kernel.run(f"form.fields['command'].value = {ticks!r}\nprint(form.errors['name'].value, form.check())")
     assert accepted == " True\n", accepted
