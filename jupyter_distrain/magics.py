@@ -61,6 +61,17 @@ def submit_command() -> click.Command:
     return parse
 
 
+NAME = click.Argument(["name"])
+BACKEND = click.Option(["--backend"], help="A backend the server enables; its default when omitted.")
+
+
+def parse(usage: str, args: list[str], *params: click.Parameter) -> dict | None:
+    """The arguments of one action, parsed as click parses the CLI's; None when --help was shown."""
+    command = click.Command(usage, params=list(params), callback=lambda **arguments: arguments)
+    arguments = command.main(args, standalone_mode=False)
+    return arguments if isinstance(arguments, dict) else None
+
+
 @magics_class
 class DistrainMagics(Magics):
     _client: Client | None = None
@@ -83,38 +94,30 @@ class DistrainMagics(Magics):
             if handler is None:
                 print(__doc__.split("\n\n")[1])
                 return None
-            return handler(*args)
+            return handler(args)
         except SpecError as e:
             raise UsageError(f"{e.to_json()['message']}: " + "; ".join(map(str, e.errors))) from None
         except (DistrainError, click.ClickException) as e:
             raise UsageError(e.format_message() if isinstance(e, click.ClickException) else str(e)) from None
 
-    def _submit(self, *args: str) -> Job | None:
+    def _submit(self, args: list[str]) -> Job | None:
         from .cli import apply_flags
         from .spec import load_file
 
-        arguments = submit_command().main(list(args), standalone_mode=False)
+        arguments = submit_command().main(args, standalone_mode=False)
         if not isinstance(arguments, dict):  # --help was shown
             return None
         spec_file, backend, command = arguments.pop("spec_file"), arguments.pop("backend"), arguments.pop("command")
-        raw = load_file(spec_file) if spec_file else {}
-        raw = apply_flags(raw, arguments, " ".join(command) or arguments.pop("command_text") or "")
+        command_text = arguments.pop("command_text")
+        raw = apply_flags(load_file(spec_file) if spec_file else {}, arguments, " ".join(command) or command_text or "")
         return self._send(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend)
 
     def _submit_cell(self, args: list[str], cell: str) -> Job | dict | None:
         from .spec import load
 
-        @click.command(name="%%distrain")
-        @click.option("--backend", help="A backend the server enables; its default when omitted.")
-        @click.option("--dry-run", is_flag=True, help="Check everything a submit checks; start nothing.")
-        def parse(**arguments: Any) -> dict:
-            """Submit the cell, a distrain.yaml job spec."""
-            return arguments
-
-        arguments = parse.main(args, standalone_mode=False)
-        if not isinstance(arguments, dict):
-            return None
-        return self._send(load(cell), Path.cwd(), arguments["backend"], arguments["dry_run"])
+        dry_run = click.Option(["--dry-run"], is_flag=True, help="Check everything a submit checks; start nothing.")
+        arguments = parse("%%distrain", args, BACKEND, dry_run)
+        return arguments and self._send(load(cell), Path.cwd(), arguments["backend"], arguments["dry_run"])
 
     def _send(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
         if isinstance(raw, dict) and "code" not in raw:
@@ -123,40 +126,47 @@ class DistrainMagics(Magics):
                 print(f"note: {warning}", file=sys.stderr)
         return self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)
 
-    def _list(self) -> None:
+    def _list(self, args: list[str]) -> None:
+        if parse("%distrain list", args) is None:
+            return
         jobs = self.client.jobs()
         for job in jobs:
             display(job)
         if not jobs:
             print("no jobs")
 
-    def _status(self, name: str) -> Job:
-        return self.client.get(name)
+    def _status(self, args: list[str]) -> Job | None:
+        arguments = parse("%distrain status", args, NAME)
+        return arguments and self.client.get(arguments["name"])
 
-    def _logs(self, name: str, *args: str) -> None:
-        @click.command(name="%distrain logs")
-        @click.option("-f", "--follow", is_flag=True, help="Stream new lines until the job ends.")
-        @click.option("--replica", help="One replica, e.g. worker-0.")
-        @click.option("--tail", type=int, help="Only the last N lines.")
-        def parse(**arguments: Any) -> dict:
-            return arguments
+    def _logs(self, args: list[str]) -> None:
+        arguments = parse("%distrain logs", args, NAME,
+                          click.Option(["-f", "--follow"], is_flag=True, help="Stream new lines until the job ends."),
+                          click.Option(["--replica"], help="One replica, e.g. worker-0."),
+                          click.Option(["--tail"], type=int, help="Only the last N lines."))
+        if arguments is None:
+            return
+        try:
+            for line in self.client.logs(**arguments):
+                print(line, flush=True)
+        except KeyboardInterrupt:  # the kernel was interrupted: stop following, the job goes on
+            print(f"(stopped following; {arguments['name']} goes on)")
 
-        arguments = parse.main(list(args), standalone_mode=False)
-        if isinstance(arguments, dict):
-            try:
-                for line in self.client.logs(name, **arguments):
-                    print(line, flush=True)
-            except KeyboardInterrupt:  # the kernel was interrupted: stop following, the job goes on
-                print(f"(stopped following; {name} goes on)")
+    def _stop(self, args: list[str]) -> Job | None:
+        arguments = parse("%distrain stop", args, NAME)
+        return arguments and self.client.stop(arguments["name"])
 
-    def _stop(self, name: str) -> Job:
-        return self.client.stop(name)
+    def _delete(self, args: list[str]) -> None:
+        arguments = parse("%distrain delete", args, NAME,
+                          click.Option(["--purge-output"], is_flag=True, help="Delete its outputs too."))
+        if arguments is not None:
+            self.client.delete(**arguments)
+            print(f"job {arguments['name']} deleted")
 
-    def _delete(self, name: str, *args: str) -> None:
-        self.client.delete(name, purge_output="--purge-output" in args)
-        print(f"job {name} deleted")
-
-    def _tensorboard(self, name: str, *args: str) -> IFrame:
-        replica = args[args.index("--replica") + 1] if "--replica" in args[:-1] else "all"
-        self.client.get(name)  # a clear error for an unknown job, not a frame showing one
-        return IFrame(self.client.tensorboard_url(name, replica), width="100%", height=640)
+    def _tensorboard(self, args: list[str]) -> IFrame | None:
+        arguments = parse("%distrain tensorboard", args, NAME,
+                          click.Option(["--replica"], default="all", help="One replica's; the whole job's by default."))
+        if arguments is None:
+            return None
+        self.client.get(arguments["name"])  # a clear error for an unknown job, not a frame showing one
+        return IFrame(self.client.tensorboard_url(**arguments), width="100%", height=640)

@@ -118,6 +118,7 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     invalid = kernel.run("%%distrain\nname: Bad_Name\ncommand: python train.py\n")
     assert invalid.startswith("UsageError: invalid job spec: name:"), invalid
     assert kernel.run("%distrain submit --workers two -- x").startswith("UsageError: Invalid value for '--workers'")
+    assert kernel.run("%distrain logs").startswith("UsageError: Missing argument 'NAME'")
 
     # the jobs are the server's: a restarted kernel sees them, and so does the REST API
     kernel.restart()
