@@ -44,9 +44,9 @@ def volume_text(source: dict | None) -> str:
 
 class JobForm(w.VBox):
     """Name, framework, command, code, replicas per role with GPUs, hyperparameters, image, data,
-    output and TensorBoard,
-    with the schema's titles, choices, limits and defaults; every change is checked by the server
-    (a dry run) and its errors shown under their fields. Submit opens a JobMonitor below."""
+    output and TensorBoard, with the schema's titles and choices; `spec` fields preset them. Every
+    change is checked by the server (a dry run), its errors shown under their fields. Submit opens
+    a JobMonitor below."""
 
     def __init__(self, client: Client | None = None, backend: str | None = None, **spec: Any):
         from .magics import notebook_code
@@ -54,8 +54,8 @@ class JobForm(w.VBox):
         self.client = client or Client()
         self.backend = backend
         self.schema = self.client.schema()
-        code, notes = notebook_code(self.client, Path.cwd())
-        self.base = {"code": code, **spec}
+        code, notes = (spec["code"], []) if "code" in spec else notebook_code(self.client, Path.cwd())
+        self.base = {**spec, "code": code}
         framework = spec.get("framework", schema_at(self.schema, "framework").get("default", "python"))
         self.fields: dict[str, w.ValueWidget] = {
             "name": w.Text(spec.get("name", Path.cwd().name.lower().replace("_", "-")[:50] or "job"),
@@ -83,7 +83,7 @@ class JobForm(w.VBox):
         self.submit_button.on_click(lambda _: self.submit())
         self.monitor = w.Output()
         self._draw_roles(framework)
-        for widget in [*self.fields.values()]:
+        for widget in self.fields.values():
             widget.observe(self._changed, names="value")
         rows = [self._row(key, widget) for key, widget in self.fields.items()]
         rows.insert(4, w.VBox([w.HTML("<b>Replicas</b>"), self.counts, self.errors["replicas"]]))
