@@ -41,6 +41,11 @@ class Server:
     token: str = ""
     root_dir: str = ""
 
+    @classmethod
+    def running(cls, info: dict) -> Server:
+        """A server as its runtime file describes it."""
+        return cls(info["url"], info.get("token", ""), info.get("root_dir", ""))
+
     @property
     def base_path(self) -> str:
         """The server's base URL path, as the browser sees it (/user/alice/)."""
@@ -79,11 +84,10 @@ def find_server(url: str | None = None, token: str | None = None) -> Server:
             except (requests.RequestException, ValueError):
                 continue
             if any(k.get("id") == kernel for k in kernels if isinstance(k, dict)):
-                return Server(info["url"], info.get("token", ""), info.get("root_dir", ""))
+                return Server.running(info)
     around = [info for info in found if here.is_relative_to(Path(info.get("root_dir", "/")).resolve())]
     if around:
-        info = max(around, key=lambda info: len(Path(info["root_dir"]).resolve().parts))
-        return Server(info["url"], info.get("token", ""), info.get("root_dir", ""))
+        return Server.running(max(around, key=lambda info: len(Path(info["root_dir"]).resolve().parts)))
     from jupyter_core.paths import jupyter_runtime_dir
 
     raise ServerNotFound(
@@ -222,10 +226,10 @@ class Client:
         return self._call("GET", "schema")
 
     def repo(self, directory: Path | str = ".") -> dict | None:
-        """The git state of `directory` as the server sees it; None outside the server's root."""
-        path = Path(directory).resolve()
-        root = Path(self.server.root_dir or "/").resolve()
-        if not path.is_relative_to(root):
+        """The git state of `directory` as the server sees it; None outside the server's root (or when
+        the server was named by URL, its root unknown)."""
+        path, root = Path(directory).resolve(), Path(self.server.root_dir).resolve()
+        if not self.server.root_dir or not path.is_relative_to(root):
             return None
         return self._call("GET", "repo", path=str(path.relative_to(root)))
 
