@@ -23,6 +23,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from . import logs as logs_
 from . import spec as spec_
 from .errors import DistrainError
 from .spec import FieldError, SpecError
@@ -212,8 +213,8 @@ class Client:
                     return
                 if message["type"] == "error":
                     raise DistrainError(message["message"])
-                for line in message["data"].splitlines():
-                    text = line.split(" ", 1)[1] if " " in line else ""  # without the time stamp
+                for raw in message["data"].encode().splitlines():
+                    text = logs_.parse(raw, message["replica"]).text  # without the time stamp
                     yield text if replica else f"[{message['replica']}] {text}"
         finally:
             stream.close()
@@ -232,6 +233,25 @@ class Client:
         if not self.server.root_dir or not path.is_relative_to(root):
             return None
         return self._call("GET", "repo", path=str(path.relative_to(root)))
+
+    def code_of(self, directory: Path) -> tuple[dict, list[str]]:
+        """The code a job started from `directory` (a notebook's) runs, as the panel's form prefills it,
+        and what to know about it: the repository at the checked-out commit (its `origin` remote, else
+        the repository itself), else the directory."""
+        repo = self.repo(directory)
+        git = repo and repo["git"]
+        if not git:
+            return {"path": str(directory)}, []
+        remotes = {r["name"]: r["url"] for r in git["remotes"]}
+        url = remotes.get("origin") or next(iter(remotes.values()), git["root"])
+        warnings = []
+        if git["dirty"] or git["untracked"]:
+            warnings.append(f"uncommitted work is not part of the job: it runs commit {git['commit'][:7]} "
+                            "as committed")
+        if git["subdirectory"] != ".":
+            warnings.append(f"the command runs at the repository's top, {git['root']} (this notebook is in "
+                            f"{git['subdirectory']}/)")
+        return {"git": url, "ref": git["commit"] or git["branch"] or "HEAD"}, warnings
 
     def tensorboard_url(self, name: str, replica: str = "all") -> str:
         """The path the browser opens the job's (or a replica's) TensorBoard at, on this server."""

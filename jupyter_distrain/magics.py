@@ -27,24 +27,6 @@ from .errors import DistrainError
 from .spec import SpecError
 
 
-def notebook_code(client: Client, directory: Path) -> tuple[dict, list[str]]:
-    """The code of the notebook's directory and what to know about it: its repository at the
-    checked-out commit (the `origin` remote, else the repository itself), else the directory."""
-    repo = client.repo(directory)
-    git = repo and repo["git"]
-    if not git:
-        return {"path": str(directory)}, []
-    remotes = {r["name"]: r["url"] for r in git["remotes"]}
-    url = remotes.get("origin") or next(iter(remotes.values()), git["root"])
-    warnings = []
-    if git["dirty"] or git["untracked"]:
-        warnings.append(f"uncommitted work is not part of the job: it runs commit {git['commit'][:7]} as committed")
-    if git["subdirectory"] != ".":
-        warnings.append(f"the command runs at the repository's top, {git['root']} (this notebook is in "
-                        f"{git['subdirectory']}/)")
-    return {"git": url, "ref": git["commit"] or git["branch"] or "HEAD"}, warnings
-
-
 def submit_command() -> click.Command:
     from .cli import spec_options
 
@@ -121,7 +103,7 @@ class DistrainMagics(Magics):
 
     def _send(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
         if isinstance(raw, dict) and "code" not in raw:
-            raw["code"], warnings = notebook_code(self.client, Path.cwd())
+            raw["code"], warnings = self.client.code_of(Path.cwd())
             for warning in warnings:
                 print(f"note: {warning}", file=sys.stderr)
         return self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)

@@ -49,12 +49,10 @@ class JobForm(w.VBox):
     a JobMonitor below."""
 
     def __init__(self, client: Client | None = None, backend: str | None = None, **spec: Any):
-        from .magics import notebook_code
-
         self.client = client or Client()
         self.backend = backend
         self.schema = self.client.schema()
-        code, notes = (spec["code"], []) if "code" in spec else notebook_code(self.client, Path.cwd())
+        code, notes = (spec["code"], []) if "code" in spec else self.client.code_of(Path.cwd())
         self.base = {**spec, "code": code}
         framework = spec.get("framework", schema_at(self.schema, "framework").get("default", "python"))
         self.fields: dict[str, w.ValueWidget] = {

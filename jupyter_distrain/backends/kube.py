@@ -40,6 +40,8 @@ from .manifests import JOB, MANAGED, REPLICA, RESTARTS, Settings, object_name
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
 GPU = "nvidia.com/gpu"
+OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
+               "Deployment": ("apps", "deployment")}  # the kinds a job is made of: their API group and resource
 
 
 class KubeError(DistrainError):
@@ -223,10 +225,14 @@ class KubeBackend:
         for obj in objects:
             self._create(obj, dry_run=True)
 
+    def _api(self, verb: str, kind: str) -> Callable:
+        """The client call that does `verb` (create, delete) to an object of `kind` in the namespace."""
+        group, resource = OBJECT_APIS[kind]
+        return getattr(getattr(self, group), f"{verb}_namespaced_{resource}")
+
     def _create(self, obj: dict, dry_run: bool = False) -> dict:
         kind = obj["kind"]
-        create = {"ConfigMap": self.core.create_namespaced_config_map, "Service": self.core.create_namespaced_service,
-                  "Pod": self.core.create_namespaced_pod, "Deployment": self.apps.create_namespaced_deployment}[kind]
+        create = self._api("create", kind)
         try:
             made = create(self.ns, obj, **({"dry_run": "All"} if dry_run else {}))
         except ApiException as e:
@@ -418,10 +424,8 @@ class KubeBackend:
                 time.sleep(0.1)
 
     def _delete(self, kind: str, name: str, grace: int | None = None) -> None:
-        delete = {"Pod": self.core.delete_namespaced_pod, "Service": self.core.delete_namespaced_service,
-                  "Deployment": self.apps.delete_namespaced_deployment}[kind]
         try:
-            delete(name, self.ns, grace_period_seconds=grace)
+            self._api("delete", kind)(name, self.ns, grace_period_seconds=grace)
         except ApiException as e:
             if e.status != 404:
                 raise api_error(e, f"delete {kind} {name}") from None

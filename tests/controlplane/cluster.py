@@ -87,13 +87,20 @@ POD_RUNNING = textwrap.dedent("""
           phase: Running
           startTime: {{ $now | Quote }}
 """)
+
+
+def running_stage(name: str, component: str, pod_ip: str) -> str:
+    """Scheduled -> Running for the pods whose component label matches `component` (an operator and
+    values of a selector expression), with `pod_ip` (a template or an address) as their pod IP."""
+    label = f'.metadata.labels["{COMPONENT}"]'
+    return (POD_RUNNING.replace("NAME", name).replace("COMPONENT_EXPRESSION", f"{{key: '{label}', {component}}}")
+            .replace("POD_IP", pod_ip))
+
+
 POD_STAGES = "---\n".join([
-    POD_RUNNING.replace("NAME", "pod-running").replace(
-        "COMPONENT_EXPRESSION", f"{{key: '.metadata.labels[\"{COMPONENT}\"]', operator: DoesNotExist}}").replace(
-        "POD_IP", "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
-    POD_RUNNING.replace("NAME", "tensorboard-running").replace(
-        "COMPONENT_EXPRESSION", f"{{key: '.metadata.labels[\"{COMPONENT}\"]', operator: In, values: [tensorboard]}}"
-    ).replace("POD_IP", f'"{HOST_IP}"'),
+    running_stage("pod-running", "operator: DoesNotExist",
+                  "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
+    running_stage("tensorboard-running", "operator: In, values: [tensorboard]", f'"{HOST_IP}"'),
     textwrap.dedent("""
     apiVersion: kwok.x-k8s.io/v1alpha1
     kind: Stage
