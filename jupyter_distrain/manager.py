@@ -67,14 +67,15 @@ class JobManager:
         backend = self.backend_of(name)
         return backend.restart(name, self.prepare(raw, base_dir, backend.name) if raw is not None else None)
 
-    def clone(self, name: str, changes: Any = None, base_dir: Path | None = None) -> dict:
-        """Submit a new job from `name`'s spec (so the same pinned commit), with top-level fields replaced."""
+    def clone(self, name: str, changes: Any = None, base_dir: Path | None = None, dry_run: bool = False) -> dict:
+        """Submit a new job from `name`'s spec (so the same pinned commit), with top-level fields replaced;
+        a dry run returns the spec it would submit."""
         if changes is not None and not isinstance(changes, dict):
             raise SpecError([FieldError("", "a clone's changes must be an object of spec fields")])
         raw = {**self.get(name)["spec"], **(changes or {})}
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
-        return self.submit(raw, base_dir, backend=self.backend_of(name).name)
+        return self.submit(raw, base_dir, dry_run=dry_run, backend=self.backend_of(name).name)
 
     def free_name(self, name: str) -> str:
         """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""

@@ -37,6 +37,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/check': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** @description Every check a submit makes (fields, resources, a free name), starting nothing, answered as a verdict: the spec the job would run, or every error. For checking a spec as it is typed: a refused draft is an answer here, not a failed request. */
+    post: operations['checkJob'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/jobs/{name}': {
     parameters: {
       query?: never;
@@ -105,7 +122,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** @description A new job from this job's spec, so the same pinned commit. Fields in the body replace the spec's top-level fields; without a name, the clone is called <name>-2, <name>-3, ... */
+    /** @description A new job from this job's spec, so the same pinned commit. Fields in the body replace the spec's top-level fields; without a name, the clone is called <name>-2, <name>-3, ... With dry_run, start nothing and answer the spec the clone would run (to edit it first). */
     post: operations['cloneJob'];
     delete?: never;
     options?: never;
@@ -305,6 +322,15 @@ export interface components {
       message: string;
       errors?: {
         /** @description The failing field, e.g. replicas.worker.count */
+        path: string;
+        message: string;
+      }[];
+    };
+    Check: {
+      /** @description The spec the job would run, its code pinned; null when refused */
+      spec: components['schemas']['JobSpec'] | null;
+      /** @description Empty when accepted; else every problem (a taken name is an error of "name") */
+      errors: {
         path: string;
         message: string;
       }[];
@@ -713,6 +739,34 @@ export interface operations {
       409: components['responses']['Conflict'];
     };
   };
+  checkJob: {
+    parameters: {
+      query?: {
+        /** @description A backend this server enables (see GET cluster); the server's default when omitted */
+        backend?: components['parameters']['backend'];
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': components['schemas']['JobSpec'];
+      };
+    };
+    responses: {
+      /** @description The verdict */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Check'];
+        };
+      };
+      403: components['responses']['Forbidden'];
+    };
+  };
   getJob: {
     parameters: {
       query?: never;
@@ -817,7 +871,9 @@ export interface operations {
   };
   cloneJob: {
     parameters: {
-      query?: never;
+      query?: {
+        dry_run?: boolean;
+      };
       header?: never;
       path: {
         name: components['parameters']['name'];
@@ -830,6 +886,15 @@ export interface operations {
       };
     };
     responses: {
+      /** @description Dry run only; the spec the clone would run */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['JobSpec'];
+        };
+      };
       /** @description The new job */
       201: {
         headers: {

@@ -183,6 +183,25 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     assert [j["name"] for j in (await api("GET", "jobs"))[1]] == ["twice"]
 
 
+async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root):
+    """The form checks as the person types: a refused draft is a 200 verdict, not a failed request."""
+    code, verdict = await api("POST", "check", {**python_job("ok"), "name": "Bad_Name"})
+    assert code == 200 and verdict["spec"] is None and [e["path"] for e in verdict["errors"]] == ["name"]
+    code, verdict = await api("POST", "check", python_job("fine"), backend="nowhere")
+    assert code == 200 and "not enabled" in verdict["errors"][0]["message"]
+    code, verdict = await api("POST", "check", python_job("fine", epochs=1))
+    assert code == 200 and verdict["errors"] == [] and verdict["spec"]["hyperparameters"] == {"epochs": 1}
+    assert (await api("GET", "jobs"))[1] == []
+
+    assert (await api("POST", "jobs", python_job("base", epochs=1)))[0] == 201
+    code, verdict = await api("POST", "check", python_job("base", epochs=1))
+    assert code == 200 and verdict["errors"][0]["path"] == "name" and "exists" in verdict["errors"][0]["message"]
+    code, spec = await api("POST", "jobs/base/clone", dry_run="true")
+    assert code == 200 and spec["name"] == "base-2" and spec["code"] == (await api("GET", "jobs/base"))[1]["spec"]["code"]
+    assert [j["name"] for j in (await api("GET", "jobs"))[1]] == ["base"]  # nothing started
+    await wait_phase(api, "base")
+
+
 async def test_stream_resumes_from_cursor_without_loss_or_repeat(api, jp_ws_fetch, root):
     command = "for i in $(seq 1 400); do echo line $i; sleep 0.005; done"
     assert (await api("POST", "jobs", python_job("count", command=command)))[0] == 201

@@ -96,6 +96,7 @@ def routes() -> list[tuple]:
     return [
         (f"{api}/version", handlers.VersionHandler),
         (f"{api}/jobs", handlers.JobsHandler),
+        (f"{api}/check", handlers.CheckHandler),
         (f"{job}", handlers.JobHandler),
         (f"{job}/stop", handlers.StopHandler),
         (f"{job}/restart", handlers.RestartHandler),

@@ -153,6 +153,23 @@ class JobsHandler(DistrainHandler):
         self.reply(public(job), 201)
 
 
+class CheckHandler(DistrainHandler):
+    query_params = ("backend",)
+
+    async def post(self) -> None:
+        """A dry run answered as a verdict: the spec it would run, or every error of the spec."""
+        try:
+            spec = await call(self.manager.submit, self.body(), self.root_dir, dry_run=True,
+                              backend=self.get_query_argument("backend", None))
+        except ApiError as e:
+            if e.status_code >= 500:
+                raise
+            path = "name" if e.status_code == 409 else ""
+            self.reply({"spec": None, "errors": e.body.get("errors") or [{"path": path, "message": e.body["message"]}]})
+            return
+        self.reply({"spec": spec, "errors": []})
+
+
 class JobHandler(DistrainHandler):
     query_params = ("purge_output",)
 
@@ -178,8 +195,13 @@ class RestartHandler(DistrainHandler):
 
 
 class CloneHandler(DistrainHandler):
+    query_params = ("dry_run",)
+
     async def post(self, name: str) -> None:
         """A new job from this one's spec (same pinned commit); a body overrides top-level fields."""
+        if self.query_bool("dry_run"):
+            self.reply(await call(self.manager.clone, name, self.body(), self.root_dir, dry_run=True))
+            return
         job = await call(self.manager.clone, name, self.body(), self.root_dir)
         self.set_header("Location", self.request.path.rsplit("/", 2)[0] + "/" + job["name"])
         self.reply(public(job), 201)
