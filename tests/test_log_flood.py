@@ -33,7 +33,7 @@ def test_flooding_replica_and_stalled_client(jupyter_server, tmp_path):
 
         # the client reads nothing more while the replica writes its whole flood
         peak, answered = baseline, 0
-        log = server.root / "jobs" / "flood" / "logs" / "worker-0.log"
+        log = server.root / "jobs" / "flood" / "logs" / "1" / "worker-0.log"
         while True:
             job = json.loads((await http.fetch(f"{api}/jobs/flood", headers=server.headers)).body)
             answered += 1
