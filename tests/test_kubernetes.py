@@ -521,7 +521,7 @@ def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plan
         end(admin, "streamed", "worker-0", 0)
         while (message := json.loads(stream.recv()))["type"] == "lines":
             received += message["data"]
-        assert message == {"type": "end", "phase": "Succeeded"}
+        assert message == {"type": "end", "phase": "Succeeded", "run": 1}
         assert [line.split(" ", 1)[1] for line in received.splitlines()] == ["epoch 1", "epoch 2", "done"]
     finally:
         stream.close()

@@ -53,7 +53,7 @@ def test_flooding_replica_and_stalled_client(jupyter_server, tmp_path):
         for message in messages:
             if message["type"] == "lines":
                 numbers += [int(line.split(" ", 2)[1]) for line in message["data"].splitlines()]
-        assert messages[-1] == {"type": "end", "phase": "Succeeded"}
+        assert messages[-1] == {"type": "end", "phase": "Succeeded", "run": 1}
         assert numbers == list(range(LINES))
         assert messages[-2]["offset"] == written
         http.close()
