@@ -52,7 +52,7 @@ async def follow_tail(path, lines: int) -> list[float]:
 async def main(lines: int) -> None:
     with Server() as server:
         (server.code / "emit.py").write_text(EMIT)
-        log = server.root / "jobs" / "latency" / "logs" / "worker-0.log"
+        log = server.root / "jobs" / "latency" / "logs" / "1" / "worker-0.log"
         await asyncio.to_thread(server.submit, "latency", f"python emit.py {lines}")
         while not log.exists():  # tail -F polls once a second for a file that does not exist yet
             await asyncio.sleep(0.05)

@@ -55,7 +55,7 @@ async def main(count: int) -> None:
         (server.code / "flood.py").write_text(FLOOD)
         await asyncio.to_thread(server.submit, "flood", f"python flood.py {count}")
         live_lines, live_seconds = await stream_all(server, "flood")
-        log = server.root / "jobs" / "flood" / "logs" / "worker-0.log"
+        log = server.root / "jobs" / "flood" / "logs" / "1" / "worker-0.log"
         written_seconds = stamps(log)
         size = log.stat().st_size
         again_lines, again_seconds = await stream_all(server, "flood")

@@ -219,16 +219,17 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
 
 @main.command()
 @click.argument("name")
-@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends.")
+@click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends or restarts.")
 @click.option("-r", "--replica", help="Only this replica, e.g. worker-0 (default: all, interleaved).")
 @click.option("-t", "--tail", type=click.IntRange(min=0), help="Only the last N lines.")
 @click.option("--since", help="Only lines newer than a duration (30s, 5m, 2h) or an RFC 3339 time.")
 @click.option("--timestamps", is_flag=True, help="Show each line's time.")
+@click.option("--run", type=int, help="One run of the job: 1, then one more per restart (default: the current run).")
 @click.pass_obj
 def logs(manager: JobManager, name: str, follow: bool, replica: str | None, tail: int | None, since: str | None,
-         timestamps: bool) -> None:
-    """Print a job's logs."""
-    lines = manager.logs(name, replica=replica, tail=tail, since=parse_since(since), follow=follow)
+         timestamps: bool, run: int | None) -> None:
+    """Print a job's logs (of one run: each restart begins a new one)."""
+    lines = manager.logs(name, replica=replica, tail=tail, since=parse_since(since), follow=follow, run=run)
     for line in lines:
         click.echo(format_line(line, prefix=replica is None, timestamps=timestamps))
 

@@ -185,27 +185,33 @@ class Client:
         self._call("DELETE", f"jobs/{quote(name)}", purge_output="true" if purge_output else None)
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None,
-             follow: bool = False) -> Iterator[str]:
-        """The job's log lines ("[worker-0] text" unless one replica is asked for); with `follow`,
-        streamed over the server's websocket as they are written, until the job ends."""
+             follow: bool = False, run: int | None = None) -> Iterator[str]:
+        """The log lines of a run of the job, the current one by default ("[worker-0] text" unless one
+        replica is asked for); with `follow`, streamed over the server's websocket as they are written,
+        until that run ends."""
+        params = {k: v for k, v in (("replica", replica), ("tail", tail), ("run", run)) if v is not None}
         if not follow:
             response = self.session.get(self._url(f"jobs/{quote(name)}/logs"), stream=True, timeout=TIMEOUT,
-                                        params={k: v for k, v in (("replica", replica), ("tail", tail)) if v})
+                                        params=params)
             if not response.ok:
                 raise error_of(response)
             yield from response.iter_lines(decode_unicode=True)
             return
-        yield from self._follow(name, replica, tail)
+        yield from self._follow(name, replica, params)
 
-    def _follow(self, name: str, replica: str | None, tail: int | None) -> Iterator[str]:
+    def _follow(self, name: str, replica: str | None, params: dict) -> Iterator[str]:
         import websocket
 
-        params = "&".join(f"{k}={quote(str(v))}" for k, v in (("replica", replica), ("tail", tail)) if v)
-        url = "ws" + self._url(f"jobs/{quote(name)}/logs/stream")[4:] + (f"?{params}" if params else "")
+        query = "&".join(f"{k}={quote(str(v))}" for k, v in params.items())
+        url = "ws" + self._url(f"jobs/{quote(name)}/logs/stream")[4:] + (f"?{query}" if query else "")
         try:
             stream = websocket.create_connection(url, header=[f"{k}: {v}" for k, v in auth(self.server.token).items()])
-        except websocket.WebSocketBadStatusException as e:
-            raise DistrainError(f"cannot stream the logs of {name!r}: {e}") from None
+        except websocket.WebSocketBadStatusException as e:  # refused before the upgrade: say why, as the REST call
+            try:
+                message = json.loads(e.resp_body)["message"]
+            except (TypeError, ValueError, KeyError):
+                message = f"cannot stream the logs of {name!r}: {e}"
+            raise DistrainError(message) from None
         try:
             while True:
                 message = json.loads(stream.recv())

@@ -21,6 +21,12 @@ class ReplicaNotFound(DistrainError):
         super().__init__(f"job {job!r} has no replica {replica!r}; replicas: {', '.join(replicas)}")
 
 
+class RunNotFound(DistrainError):
+    def __init__(self, job: str, run: int, current: int):
+        runs = "1" if current == 1 else f"1 to {current}"
+        super().__init__(f"job {job!r} has no run {run}; runs: {runs}")
+
+
 class JobConflict(DistrainError):
     status = 409
 

@@ -1,4 +1,5 @@
-"""Replica log files: one line per record, `<RFC 3339 UTC timestamp> <text>`, read with bounded memory."""
+"""Replica log files: one line per record, `<RFC 3339 UTC timestamp> <text>`, read with bounded memory.
+Each run of a job (1, then one more per restart) has its own directory of them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from pathlib import Path
 from typing import BinaryIO, Callable, Iterable, Iterator
 
 from watchfiles import watch
+
+from .errors import ReplicaNotFound, RunNotFound
 
 MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
 READ_CHUNK = 64 * 1024
@@ -40,6 +43,25 @@ def parse_since(value: str | None) -> str | None:
 def timestamp(t: float | None = None) -> str:
     moment = datetime.fromtimestamp(time.time() if t is None else t, timezone.utc)
     return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def run_of(job: str, run: int | None, current: int) -> int:
+    """The run asked for, None meaning the current one; a job's runs are 1 to `current`."""
+    if run is None:
+        return current
+    if not 1 <= run <= current:
+        raise RunNotFound(job, run, current)
+    return run
+
+
+def run_files(job: str, directory: Path, replicas: list[str] | None, replica: str | None = None) -> dict[str, Path]:
+    """Each replica's log file in a run's `directory`, or only `replica`'s. `replicas` are the current
+    run's; None for an earlier run: those its files show."""
+    if replicas is None:
+        replicas = sorted((path.stem for path in directory.glob("*.log")), key=lambda r: (r != "setup", r))
+    if replica and replica not in replicas:
+        raise ReplicaNotFound(job, replica, replicas)
+    return {r: directory / f"{r}.log" for r in replicas if not replica or r == replica}
 
 
 @dataclass(frozen=True, order=True)

@@ -3,7 +3,7 @@
     %load_ext jupyter_distrain
     %distrain submit --name sweep --workers 2 -p lr=0.1 -- python train.py --lr {{ lr }}
     %%distrain [--backend kubernetes] [--dry-run]      (the cell is a distrain.yaml job spec)
-    %distrain list | status NAME | logs NAME [-f] [--replica R] [--tail N]
+    %distrain list | status NAME | logs NAME [-f] [--replica R] [--tail N] [--run N]
     %distrain stop NAME | delete NAME [--purge-output] | tensorboard NAME [--replica R]
 
 Without code in the spec or `--code`, a job runs the notebook's own code: its git repository at
@@ -123,9 +123,11 @@ class DistrainMagics(Magics):
 
     def _logs(self, args: list[str]) -> None:
         arguments = parse("%distrain logs", args, NAME,
-                          click.Option(["-f", "--follow"], is_flag=True, help="Stream new lines until the job ends."),
+                          click.Option(["-f", "--follow"], is_flag=True,
+                                       help="Stream new lines until the job ends or restarts."),
                           click.Option(["--replica"], help="One replica, e.g. worker-0."),
-                          click.Option(["--tail"], type=int, help="Only the last N lines."))
+                          click.Option(["--tail"], type=int, help="Only the last N lines."),
+                          click.Option(["--run"], type=int, help="One run of the job (default: the current run)."))
         if arguments is None:
             return
         try:

@@ -100,14 +100,16 @@ class JobManager:
         return any(backend.exists(name) for backend in self.backends.values())
 
     def logs(self, name: str, **options: Any) -> Iterator[LogLine]:
+        """The job's lines; `run` picks one of its runs (default: the current one)."""
         return self.backend_of(name).logs(name, **options)
 
-    def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
-        return self.backend_of(name).log_files(name, replica)
+    def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
+        return self.backend_of(name).log_files(name, replica, run)
 
-    def log_dir(self, name: str) -> Path:
-        """The directory holding every log file of the job (watched by live streams)."""
-        return self.backend_of(name).log_dir(name)
+    def log_dir(self, name: str, run: int | None = None) -> Path:
+        """The directory holding every log file of a run of the job, the current one by default (watched by
+        live streams)."""
+        return self.backend_of(name).log_dir(name, run)
 
     def metrics(self, name: str) -> list[dict]:
         return self.backend_of(name).metrics(name)

@@ -23,6 +23,11 @@ class Phase(str, Enum):
 FINISHED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPED, Phase.LOST})
 
 
+def run_ended(job: dict, run: int) -> bool:
+    """Whether run `run` of the job is over: the job finished, or a restart began a later run."""
+    return job["phase"] in FINISHED or job["run"] != run
+
+
 @dataclass(frozen=True)
 class Replica:
     role: str

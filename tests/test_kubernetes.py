@@ -24,6 +24,7 @@ from kubernetes import client
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend, KubeError
+from jupyter_distrain.errors import RunNotFound
 from jupyter_distrain.server import DEFAULT_IMAGES
 from jupyter_distrain.spec import SpecError
 
@@ -223,7 +224,7 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
     assert not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
     assert not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items
     assert not backend.exists("gone")
-    assert not backend.log_dir("gone").exists()
+    assert not (backend.root / "gone").exists()
 
 
 def test_a_new_server_keeps_managing_running_jobs(control_plane, admin, tmp_path):
@@ -469,16 +470,30 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
     assert requests.get(f"{api}/secrets", headers=headers).json() == []
 
 
-def test_restart_runs_the_job_again_with_the_edited_spec(backend, admin):
+def chief_lines(kube: KubeBackend, job: str, run: int | None = None) -> list[str]:
+    return [line.text for line in kube.logs(job, replica="chief-0", run=run)]
+
+
+def test_restart_runs_the_job_again_with_the_edited_spec(control_plane, backend, admin):
     backend.submit(tf_spec("again", workers=1))
     wait_job(backend, "again", lambda j: j["phase"] == "Running", "the job runs")
+    control_plane.write_log("again-chief-0", "run 1 step 1")
+    wait(lambda: chief_lines(backend, "again") == ["run 1 step 1"], "run 1's log is copied")
     end(admin, "again", "chief-0", 3)
     wait_job(backend, "again", lambda j: j["phase"] == "Failed", "the chief's failure fails the job")
 
+    (control_plane.dir / "pod-logs" / "again-chief-0.log").write_text("")  # the new pod's log starts empty
     backend.restart("again", tf_spec("again", workers=1, tensorboard={"enabled": True}))
     job = wait_job(backend, "again", lambda j: j["phase"] == "Running", "the restarted job runs")
     assert job["run"] == 2 and job["exit_code"] is None
     assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Running"] * 3
+    assert admin.read_namespaced_pod("again-chief-0", NAMESPACE).metadata.labels[manifests.RUN] == "2"
+    control_plane.write_log("again-chief-0", "run 2 step 1")
+    wait(lambda: chief_lines(backend, "again") == ["run 2 step 1"], "run 2's log is copied into its own run")
+    assert chief_lines(backend, "again", run=1) == ["run 1 step 1"]
+    assert sorted(p.name for p in backend.log_dir("again").parent.iterdir()) == ["1", "2"]
+    with pytest.raises(RunNotFound, match="job 'again' has no run 3; runs: 1 to 2"):
+        backend.logs("again", run=3)
     with client.ApiClient(admin.api_client.configuration) as api:
         assert names(client.AppsV1Api(api).list_namespaced_deployment(NAMESPACE).items) == {"again-tensorboard"}
     end(admin, "again", "chief-0", 0)
@@ -506,7 +521,7 @@ def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plan
         end(admin, "streamed", "worker-0", 0)
         while (message := json.loads(stream.recv()))["type"] == "lines":
             received += message["data"]
-        assert message == {"type": "end", "phase": "Succeeded"}
+        assert message == {"type": "end", "phase": "Succeeded", "run": 1}
         assert [line.split(" ", 1)[1] for line in received.splitlines()] == ["epoch 1", "epoch 2", "done"]
     finally:
         stream.close()

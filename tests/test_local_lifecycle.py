@@ -190,8 +190,16 @@ def test_restart_with_edited_spec_and_delete(cli, tmp_path):
     assert second["run"] == 2 and second["spec"]["hyperparameters"]["n"] == 2
     output = Path(second["output_dir"])
     assert (output / "run-1.txt").exists() and (output / "run-2.txt").read_text() == "run 2\n"
-    logs = cli("logs", "again").stdout
-    assert "run 1" in logs and "run 2" in logs
+    # each run keeps its own logs: the current run's by default, an earlier one's with --run
+    assert cli("logs", "again").stdout == "[worker-0] run 2\n"
+    assert cli("logs", "again", "--run", "1").stdout == "[worker-0] run 1\n"
+    assert cli("logs", "again", "--run", "1", "--follow").stdout == "[worker-0] run 1\n"  # an ended run: at once
+    logs = cli.root / "jobs" / "again" / "logs"
+    assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == \
+        ["1/setup.log", "1/worker-0.log", "2/setup.log", "2/worker-0.log"]
+    for run in ("0", "3"):
+        refused = cli("logs", "again", "--run", run, check=False)
+        assert refused.returncode == 1 and f"job 'again' has no run {run}; runs: 1 to 2" in refused.stderr
     # delete keeps outputs unless asked
     cli("delete", "again")
     assert cli.json("list") == [] and output.exists()
@@ -231,7 +239,7 @@ def test_git_code_pinned_at_submit(cli, tmp_path):
     assert cli.wait("from-git")["phase"] == "Succeeded"
     cli("restart", "from-git")
     assert cli.wait("from-git")["run"] == 2
-    assert cli("logs", "from-git").stdout.count("version one") == 2
+    assert [cli("logs", "from-git", "--run", run).stdout.count("version one") for run in ("1", "2")] == [1, 1]
     bad = {"name": "bad-ref", "code": {"git": str(repo), "ref": "nope"}, "command": "true"}
     result = cli("submit", "-f", str(write_spec(tmp_path / "bad", bad)), check=False)
     assert result.returncode == 1 and "code.ref: no branch or tag 'nope'" in result.stderr

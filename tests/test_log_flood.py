@@ -33,7 +33,7 @@ def test_flooding_replica_and_stalled_client(jupyter_server, tmp_path):
 
         # the client reads nothing more while the replica writes its whole flood
         peak, answered = baseline, 0
-        log = server.root / "jobs" / "flood" / "logs" / "worker-0.log"
+        log = server.root / "jobs" / "flood" / "logs" / "1" / "worker-0.log"
         while True:
             job = json.loads((await http.fetch(f"{api}/jobs/flood", headers=server.headers)).body)
             answered += 1
@@ -53,7 +53,7 @@ def test_flooding_replica_and_stalled_client(jupyter_server, tmp_path):
         for message in messages:
             if message["type"] == "lines":
                 numbers += [int(line.split(" ", 2)[1]) for line in message["data"].splitlines()]
-        assert messages[-1] == {"type": "end", "phase": "Succeeded"}
+        assert messages[-1] == {"type": "end", "phase": "Succeeded", "run": 1}
         assert numbers == list(range(LINES))
         assert messages[-2]["offset"] == written
         http.close()

@@ -65,7 +65,7 @@ async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
 
     ws = await jp_ws_fetch("distrain", "api", "jobs", "fit", "logs", "stream")
     messages = await read_stream(ws)
-    assert messages[-1] == {"type": "end", "phase": "Succeeded"}
+    assert messages[-1] == {"type": "end", "phase": "Succeeded", "run": 1}
     text = "".join(m["data"] for m in messages if m["type"] == "lines" and m["replica"] == "worker-0")
     assert "done epoch 20 loss" in text
 
@@ -103,6 +103,44 @@ async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
     assert (await api("GET", "jobs/fit"))[0] == 404
     assert not (root / "jobs" / "fit").exists() and not (root / "outputs" / "fit").exists()
     assert_nothing_left(root)
+
+
+async def test_a_restart_begins_a_run_with_its_own_logs_and_ends_the_earlier_runs_stream(api, jp_ws_fetch, root):
+    command = "echo run {{ epochs }} begins; sleep 600"
+    assert (await api("POST", "jobs", python_job("rerun", command=command, epochs=1)))[0] == 201
+    first = await jp_ws_fetch("distrain", "api", "jobs", "rerun", "logs", "stream")  # follows run 1
+    message = json.loads(await first.read_message())
+    assert message["replica"] == "worker-0" and message["data"].endswith(" run 1 begins\n")
+
+    code, job = await api("POST", "jobs/rerun/restart", python_job("rerun", command=command, epochs=2))
+    assert code == 200 and job["run"] == 2
+    rest = await read_stream(first)  # run 1's stream ends, saying which run it followed
+    assert rest[-1]["type"] == "end" and rest[-1]["run"] == 1
+    assert "run 2" not in "".join(m.get("data", "") for m in rest)
+
+    second = await jp_ws_fetch("distrain", "api", "jobs", "rerun", "logs", "stream", params={"run": "2"})
+    assert json.loads(await second.read_message())["data"].endswith(" run 2 begins\n")
+    earlier = await jp_ws_fetch("distrain", "api", "jobs", "rerun", "logs", "stream", params={"run": "1"})
+    messages = await read_stream(earlier)  # an earlier run: its lines, then the end at once
+    assert [m["data"].split(" ", 1)[1] for m in messages[:-1]] == ["run 1 begins\n"]
+    assert messages[-1] == {"type": "end", "phase": "Running", "run": 1}
+
+    assert await api("GET", "jobs/rerun/logs") == (200, "[worker-0] run 2 begins\n")
+    assert await api("GET", "jobs/rerun/logs", run="1") == (200, "[worker-0] run 1 begins\n")
+    for run in ("0", "3"):
+        for route in ("logs", "logs/stream"):
+            code, error = await api("GET", f"jobs/rerun/{route}", run=run)
+            assert (code, error["message"]) == (400, f"job 'rerun' has no run {run}; runs: 1 to 2"), route
+    code, error = await api("GET", "jobs/rerun/logs", run="-1")
+    assert code == 400 and "'run'" in error["message"]
+
+    assert (await api("POST", "jobs/rerun/stop"))[0] == 200
+    assert (await read_stream(second))[-1] == {"type": "end", "phase": "Stopped", "run": 2}
+    logs = root / "jobs" / "rerun" / "logs"
+    assert sorted(str(p.relative_to(logs)) for p in logs.rglob("*.log")) == \
+        ["1/setup.log", "1/worker-0.log", "2/setup.log", "2/worker-0.log"]
+    assert (await api("DELETE", "jobs/rerun"))[0] == 204
+    assert not (root / "jobs" / "rerun").exists()
 
 
 async def test_stop_from_rest_leaves_nothing(api, root):

@@ -10,7 +10,8 @@ keeps managing running jobs:
 `Controller` keeps a watch-fed cache of the namespace's jobs, pods and events (no LIST per request)
 and applies the lifecycle policy as they change; without it (the CLI) each call reads the cluster and
 applies the policy once. Logs are copied from the pods/log API into files under the storage root as
-they are written, so they remain readable after the pods are gone.
+they are written, so they remain readable after the pods are gone: <root>/kubernetes/<namespace>/<job>/logs/
+<run>/<replica>.log, each pod's into the directory of the run its label names.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from .. import logs
-from ..errors import DistrainError, JobConflict, JobNotFound, ReplicaNotFound
-from ..policy import FINISHED, Decision, Phase, Replica, decide
+from ..errors import DistrainError, JobConflict, JobNotFound
+from ..policy import FINISHED, Decision, Phase, Replica, decide, run_ended
 from ..spec import FieldError, SpecError, gpus, replica_name, replicas
 from . import manifests
-from .manifests import JOB, MANAGED, REPLICA, RESTARTS, Settings, object_name
+from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, Settings, object_name
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
 GPU = "nvidia.com/gpu"
@@ -103,8 +104,12 @@ class KubeBackend:
         self.lock = threading.RLock()  # one reconcile at a time in this process
 
     # where things are
-    def log_dir(self, name: str) -> Path:
-        return self.root / name / "logs"
+    def log_dir(self, name: str, run: int | None = None) -> Path:
+        """The log directory of run `run` (default: the current run)."""
+        return self._log_dir(name, logs.run_of(name, run, current_run(self._root(name))))
+
+    def _log_dir(self, name: str, run: int) -> Path:
+        return self.root / name / "logs" / str(run)
 
     def tensorboard(self, spec: dict, replica: str | None = None) -> ClusterTensorBoard:
         """The job's one TensorBoard (a replica is one of its runs)."""
@@ -258,11 +263,10 @@ class KubeBackend:
         self.event(spec["name"], "Submitted", "job accepted")
         return self.get(spec["name"])
 
-    def _start(self, spec: dict, owner: dict, restarts: dict[str, int] | None = None) -> None:
+    def _start(self, spec: dict, owner: dict, run: int = 1) -> None:
         for role, index in replicas(spec):
             self._create(manifests.service(spec, role, index, self.settings, owner))
-            self._create(manifests.pod(spec, role, index, self.settings, owner,
-                                       (restarts or {}).get(replica_name(role, index), 0)))
+            self._create(manifests.pod(spec, role, index, self.settings, owner, run=run))
 
     def get(self, name: str, events: int = 20) -> dict:
         root = self._root(name)
@@ -296,14 +300,14 @@ class KubeBackend:
         self.check(spec, new_job=False)
         root = self._root_fresh(name)
         status = new_status(spec)
-        status["run"] = json.loads(root.data["status.json"]).get("run", 1) + 1
+        status["run"] = current_run(root) + 1
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
                           "cluster.json": json.dumps(manifests.addresses(spec, self.ns), sort_keys=True)})
         root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
         if self.cache:  # read your own writes
             self.cache.put("configmaps", root)
         owner = self.api.sanitize_for_serialization(root)
-        self._start(spec, owner)
+        self._start(spec, owner, status["run"])
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
             self._replace_tensorboard(spec, owner)
         self.event(name, "Restarted", "job restarted")
@@ -392,7 +396,7 @@ class KubeBackend:
             self._delete_pod(pod, wait=True)
         role, index = replica_key(name)
         self._create(manifests.pod(spec, role, index, self.settings, self.api.sanitize_for_serialization(root),
-                                   state["restarts"]))
+                                   state["restarts"], current_run(root)))
 
     def _finish(self, spec: dict, status: dict, pods: dict, decision) -> None:
         why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
@@ -458,7 +462,7 @@ class KubeBackend:
                          "message": live.get("message", ""), "node": live.get("node")})
         return {
             "name": spec["name"], "backend": self.name, "phase": status["phase"], "reason": status["reason"],
-            "message": status["message"], "exit_code": status["exit_code"], "run": status.get("run", 1),
+            "message": status["message"], "exit_code": status["exit_code"], "run": current_run(root),
             "output_dir": output_location(spec, self.settings), "spec": spec,
             "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
             "finished": status["finished"], "replicas": rows,
@@ -480,34 +484,38 @@ class KubeBackend:
             pass  # an event is a courtesy: the status in the ConfigMap is the record
 
     # logs: copied from pods/log into files, so they outlive the pods
-    def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
+    def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
+        """Each replica's log file of a run (default: the current one), or only `replica`'s."""
         root = self._root(name)
-        self.log_dir(name).mkdir(parents=True, exist_ok=True)  # watched by live streams
-        names = list(json.loads(root.data["status.json"])["replicas"])
-        if replica and replica not in names:
-            raise ReplicaNotFound(name, replica, names)
-        return {r: self.log_dir(name) / f"{r}.log" for r in names if not replica or r == replica}
+        current = current_run(root)
+        run = logs.run_of(name, run, current)
+        directory = self._log_dir(name, run)
+        directory.mkdir(parents=True, exist_ok=True)  # watched by live streams
+        names = list(json.loads(root.data["status.json"])["replicas"]) if run == current else None
+        return logs.run_files(name, directory, names, replica)
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
-             follow: bool = False, finished: Callable[[], bool] | None = None) -> Iterator[logs.LogLine]:
-        """The job's log files; without a controller in this process, their pods are read first (and,
-        to follow, a controller runs until `finished()`, by default the job's end)."""
-        files = self.log_files(name, replica)
-        finished = finished or (lambda: self.get(name, events=0)["phase"] in FINISHED)
+             follow: bool = False, finished: Callable[[], bool] | None = None,
+             run: int | None = None) -> Iterator[logs.LogLine]:
+        """A run's log files (default: the current run's); without a controller in this process, their
+        pods are read first (and, to follow, a controller runs until `finished()`, by default the run's end)."""
+        run = logs.run_of(name, run, current_run(self._root(name)))
+        files = self.log_files(name, replica, run)
+        finished = finished or (lambda: run_ended(self.get(name, events=0), run))
         if not follow:
             if not self.cache:
                 self.catch_up(name)
             return logs.read(files, tail=tail, since=since)
         if self.cache:
-            return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name))
-        return self._follow_with_controller(name, files, finished, tail, since)
+            return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
+        return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
 
-    def _follow_with_controller(self, name, files, finished, tail, since) -> Iterator[logs.LogLine]:
+    def _follow_with_controller(self, files, finished, tail, since, directory) -> Iterator[logs.LogLine]:
         import logging
 
         controller = Controller(self, logging.getLogger(__name__))
         try:
-            yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name))
+            yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:
             controller.stop()
             self.cache = None
@@ -518,11 +526,12 @@ class KubeBackend:
             self.archive(name, replica, pod)
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
-        """Append the pod's log lines not yet in its file; with `follow`, until the container ends."""
+        """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
+        until the container ends."""
         if not pod.status.container_statuses and pod.status.phase == "Pending":
             return
-        path = self.log_dir(job) / f"{replica}.log"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        run = (pod.metadata.labels or {}).get(RUN)  # none on pods made before runs were labelled: the current run
+        path = (self._log_dir(job, int(run)) if run else self.log_dir(job)) / f"{replica}.log"
         since = last_stamp(path)
         try:
             response = self.core.read_namespaced_pod_log(
@@ -568,6 +577,11 @@ class KubeBackend:
 # pure helpers
 def node_gpus(node: client.V1Node) -> int:
     return int((node.status.allocatable or {}).get(GPU, "0"))
+
+
+def current_run(root: client.V1ConfigMap) -> int:
+    """The job's run: 1, then one more per restart."""
+    return json.loads(root.data["status.json"]).get("run", 1)
 
 
 def new_status(spec: dict) -> dict:
@@ -691,9 +705,11 @@ def last_stamp(path: Path) -> str | None:
 
 def append(path: Path, raw_lines: list[bytes]) -> None:
     """Append pods/log lines not yet in the file: newer than its last line, or as old but not among the
-    lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe."""
+    lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe. The directory is
+    made only for lines: a pod that logged nothing never brings back the directory of a deleted job."""
     if not raw_lines:
         return
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "ab") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         tail = last_lines(path)

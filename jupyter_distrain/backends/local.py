@@ -3,7 +3,9 @@
 State lives in SQLite under the storage root, so any process (CLI, Jupyter server) sees every job:
 
     <root>/jobs.sqlite
-    <root>/jobs/<name>/logs/<replica>.log     kept until the job is deleted
+    <root>/jobs/<name>/logs/<run>/<replica>.log
+                                               each run's (1, then one more per restart) setup and
+                                               replica logs, kept until the job is deleted
     <root>/jobs/<name>/workspace/              the code; exists only while the job runs
     <root>/outputs/<name>/                     default output directory, kept after the job is deleted
     <root>/volumes/<volume>/                   named volumes for data and output
@@ -26,8 +28,8 @@ from typing import Callable, Iterator
 import psutil
 
 from .. import logs
-from ..errors import DistrainError, JobConflict, JobNotFound, ReplicaNotFound
-from ..policy import FINISHED, Phase
+from ..errors import DistrainError, JobConflict, JobNotFound
+from ..policy import FINISHED, Phase, run_ended
 from ..spec import FieldError, SpecError, gpus, replicas
 from ..store import Store
 from . import procs
@@ -54,8 +56,12 @@ class LocalBackend:
     def job_dir(self, name: str) -> Path:
         return self.root / "jobs" / name
 
-    def log_dir(self, name: str) -> Path:
-        return self.job_dir(name) / "logs"
+    def log_dir(self, name: str, run: int | None = None) -> Path:
+        """The log directory of run `run` (default: the current run)."""
+        job = self.store.job(name)
+        if job is None:
+            raise JobNotFound(name)
+        return self.job_dir(name) / "logs" / str(logs.run_of(name, run, job["run"]))
 
     def workspace(self, name: str) -> Path:
         return self.job_dir(name) / "workspace"
@@ -247,24 +253,25 @@ class LocalBackend:
             "gpus": {"capacity": len(devices), "available": max(len(devices) - held, 0), "devices": devices},
         }
 
-    def log_files(self, name: str, replica: str | None = None) -> dict[str, Path]:
-        """Each log file of the job (setup, then the replicas), or only `replica`'s."""
+    def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
+        """Each log file of a run (default: the current one): setup, then the replicas; or only `replica`'s."""
         job = self.store.job(name)
         if job is None:
             raise JobNotFound(name)
-        names = ["setup"] + [r["name"] for r in job["replicas"]]
-        if replica and replica not in names:
-            raise ReplicaNotFound(name, replica, names)
-        return {r: self.log_dir(name) / f"{r}.log" for r in names if not replica or r == replica}
+        run = logs.run_of(name, run, job["run"])
+        current = ["setup"] + [r["name"] for r in job["replicas"]] if run == job["run"] else None
+        return logs.run_files(name, self.log_dir(name, run), current, replica)
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
-             follow: bool = False, finished: Callable[[], bool] | None = None) -> Iterator[logs.LogLine]:
-        """The job's lines; to follow, until `finished()` (default: the job ended)."""
-        files = self.log_files(name, replica)
+             follow: bool = False, finished: Callable[[], bool] | None = None,
+             run: int | None = None) -> Iterator[logs.LogLine]:
+        """A run's lines (default: the current run's); to follow, until `finished()` (default: that run ended)."""
+        run = logs.run_of(name, run, self.get(name, events=0)["run"])
+        files = self.log_files(name, replica, run)
         if not follow:
             return logs.read(files, tail=tail, since=since)
-        finished = finished or (lambda: self.get(name, events=0)["phase"] in FINISHED)
-        return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name))
+        finished = finished or (lambda: run_ended(self.get(name, events=0), run))
+        return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name, run))
 
     def metrics(self, name: str, interval: float = 0.5) -> list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""

@@ -23,7 +23,8 @@ from ..spec import gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
-JOB, ROLE, INDEX, REPLICA, RESTARTS = (f"{GROUP}/{k}" for k in ("job", "role", "index", "replica", "restarts"))
+JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS = (f"{GROUP}/{k}" for k in ("job", "role", "index", "replica", "run",
+                                                                        "restarts"))
 COMPONENT = "app.kubernetes.io/component"
 PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
 WORKSPACE = "/workspace"
@@ -113,7 +114,8 @@ def image(spec: dict, settings: Settings) -> str:
     return spec.get("image") or settings.images.get(spec.get("framework", "python")) or settings.images["python"]
 
 
-def pod(spec: dict, role: str, index: int, settings: Settings, owner: dict, restarts: int = 0) -> dict:
+def pod(spec: dict, role: str, index: int, settings: Settings, owner: dict, restarts: int = 0, run: int = 1) -> dict:
+    """The replica's pod, labelled with the job's run it belongs to (its logs are archived there)."""
     name = replica_name(role, index)
     logdir = f"/output/{spec['tensorboard']['logdir']}/{name}"
     resume = spec.get("resume_from")
@@ -146,7 +148,8 @@ def pod(spec: dict, role: str, index: int, settings: Settings, owner: dict, rest
         body["initContainers"] = [fetch]
     return {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {**metadata(object_name(spec["name"], name), settings, labels(spec["name"], role, index), owner),
+        "metadata": {**metadata(object_name(spec["name"], name), settings,
+                                {**labels(spec["name"], role, index), RUN: str(run)}, owner),
                      "annotations": {RESTARTS: str(restarts)}},
         "spec": body,
     }

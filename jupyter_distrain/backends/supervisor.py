@@ -58,7 +58,7 @@ class Supervisor:
         self.devices: dict[str, str] = {}  # replica -> its CUDA_VISIBLE_DEVICES, kept across restarts
         self.deadline: float | None = None
         self.workspace = backend.workspace(name)
-        self.log_dir = backend.log_dir(name)
+        self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 

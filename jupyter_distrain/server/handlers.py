@@ -208,7 +208,7 @@ class CloneHandler(DistrainHandler):
 
 
 class LogsHandler(DistrainHandler):
-    query_params = ("replica", "tail", "since", "timestamps", "download")
+    query_params = ("replica", "tail", "since", "timestamps", "download", "run")
 
     async def get(self, name: str) -> None:
         """Plain-text logs, streamed in batches so memory stays bounded however long they are."""
@@ -217,7 +217,8 @@ class LogsHandler(DistrainHandler):
             since = logs.parse_since(self.get_query_argument("since", None))
         except ValueError as e:
             raise ApiError(400, {"message": f"query parameter 'since': {e}"}) from None
-        lines = await call(self.manager.logs, name, replica=replica, tail=self.query_int("tail"), since=since)
+        lines = await call(self.manager.logs, name, replica=replica, tail=self.query_int("tail"), since=since,
+                           run=self.query_int("run"))
         timestamps = self.query_bool("timestamps")
         self.set_header("Content-Type", "text/plain; charset=utf-8")
         if self.query_bool("download"):

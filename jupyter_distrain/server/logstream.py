@@ -3,14 +3,19 @@
 The log files are the buffer: each stream keeps a byte offset per replica, reads whole lines in
 bounded chunks and sends the next chunk only once the previous one was flushed to the client.
 So a flooding replica or a slow client costs the server one chunk, never a queue. A file watch
-(inotify/FSEvents through watchfiles, one per followed job) wakes streams when a log grows.
+(inotify/FSEvents through watchfiles, one per followed run) wakes streams when a log grows.
+
+A stream follows one run of the job: `?run=N`, or the current run when it opens. It ends when that
+run ended, by the job finishing or by a restart beginning a later run (an earlier run ends at once,
+once its lines are sent).
 
 Messages, server to client, JSON:
     {"type": "lines", "replica": "worker-0", "offset": 1234, "data": "<time> text\\n..."}
-    {"type": "end", "phase": "Succeeded"}            the job finished and every line was sent
+    {"type": "end", "phase": "Succeeded", "run": 1}  the run ended and every line was sent; `phase` is
+                                                     the job's now, a newer run exists if its run > 1
     {"type": "error", "message": "..."}              e.g. the job was deleted
 `offset` is where the next line of that replica starts: reconnecting with
-`?cursor=worker-0:1234,chief-0:99` resumes without losing or repeating a line.
+`?cursor=worker-0:1234,chief-0:99&run=1` resumes without losing or repeating a line.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from watchfiles import awatch
 
 from .. import logs
-from ..policy import FINISHED
+from ..policy import run_ended
 from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, whole_number
 
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
@@ -35,7 +40,7 @@ IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether i
 
 
 class Watch:
-    """A file watch on one job's log directory; `version` grows on every change."""
+    """A file watch on one run's log directory; `version` grows on every change."""
 
     def __init__(self, directory: Path, log):
         self.version = 0
@@ -67,7 +72,7 @@ class Watch:
 
 
 class LogWatcher:
-    """One watch per followed job, shared by all of its streams, closed with the last of them."""
+    """One watch per followed run, shared by all of its streams, closed with the last of them."""
 
     def __init__(self, log):
         self.log = log
@@ -105,7 +110,7 @@ def parse_cursor(value: str) -> dict[str, int]:
 
 class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHandler):
     auth_resource = AUTH_RESOURCE
-    query_params = ("replica", "tail", "cursor")
+    query_params = ("replica", "tail", "cursor", "run")
 
     async def prepare(self, *args, **kwargs) -> None:
         await super().prepare(*args, **kwargs)
@@ -118,10 +123,12 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
         self.name = name
         self.replica = self.get_query_argument("replica", None) or None
         self.offsets = parse_cursor(self.get_query_argument("cursor", ""))
-        tail = self.get_query_argument("tail", "")
+        tail, run = self.get_query_argument("tail", ""), self.get_query_argument("run", "")
         self.tail = whole_number("tail", tail) if tail else None
-        await call(self.manager.log_files, name, self.replica)  # the job and replica exist
-        self.directory = await call(self.manager.log_dir, name)
+        self.run = whole_number("run", run) if run else (await call(self.manager.get, name))["run"]
+        # the job, replica and run exist; a run's replicas stay the same
+        self.files = await call(self.manager.log_files, name, self.replica, self.run)
+        self.directory = await call(self.manager.log_dir, name, self.run)
         await super().get(name)
 
     def open(self, name: str) -> None:
@@ -137,11 +144,10 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
                 while True:
                     seen = watch.version
                     job = await call(self.manager.get, self.name)  # read before the files: no line is missed
-                    files = await call(self.manager.log_files, self.name, self.replica)
-                    while await self.send_round(files):
+                    while await self.send_round(self.files):
                         pass
-                    if job["phase"] in FINISHED:
-                        await self.write_message({"type": "end", "phase": job["phase"]})
+                    if run_ended(job, self.run):
+                        await self.write_message({"type": "end", "phase": job["phase"], "run": self.run})
                         return self.close()
                     await watch.wait(seen, IDLE_CHECK_SECONDS)
         except ApiError as e:  # e.g. the job was deleted meanwhile
