@@ -83,9 +83,11 @@ def test_stop_leaves_no_process_or_port(cli, tmp_path):
     assert "long stopped" in out.stdout
     job = cli.json("get", "long")
     assert job["phase"] == "Stopped"
-    assert {r["phase"] for r in job["replicas"]} == {"Stopped"}
+    assert {(r["phase"], r["reason"]) for r in job["replicas"]} == {("Stopped", "stopped by request")}
     assert all(r["exit_code"] == 128 + signal.SIGKILL for r in job["replicas"])  # TERM was ignored
     assert time.monotonic() - started < 30
+    assert "Phase:     Stopped  (stopped by request)\n" in cli("get", "long").stdout  # not "Stopped: Stopped"
+    assert cli("list").stdout.splitlines()[1].split()[-1] == "local"  # no reason repeating the phase
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert_nothing_left(cli.root, timeout=0)
 

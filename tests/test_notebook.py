@@ -107,7 +107,8 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     long = kernel.run("%%distrain\nname: long\ncommand: python train.py --epochs 100000\n")
     assert "<b>long</b>" in long, long
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
-    assert "<b>Stopped</b>" in kernel.run("%distrain stop long")
+    stopped = kernel.run("%distrain stop long")
+    assert "<b>long</b> (local) <b>Stopped</b>" in stopped and "<b>Stopped</b>: Stopped" not in stopped, stopped
 
     frame = kernel.run("%distrain tensorboard fit --replica worker-0")
     assert 'src="/distrain/tensorboard/fit/worker-0/"' in frame, frame
@@ -201,6 +202,7 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
     assert kernel.run("monitor = JobMonitor('long')\nprint(monitor.stop()['phase'], monitor.stop_button.disabled)") == \
         "Stopped True\n"
+    assert "<b>Stopped</b>: Stopped" not in kernel.run("print(monitor.header.value)")
     for name in ("ticking", "long"):
         assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
     kernel.close()
