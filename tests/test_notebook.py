@@ -28,8 +28,9 @@ class Kernel:
 
     def run(self, code: str) -> str:
         """Execute a cell; its stdout, stderr, results (text, HTML when there is some, [widget] for a
-        widget) and errors."""
+        widget) and errors. What it wrote on stderr alone is kept in `stderr`."""
         msg_id = uuid.uuid4().hex
+        self.stderr = ""
         self.ws.send(json.dumps({
             "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": "test",
                        "version": "5.3"},
@@ -44,6 +45,7 @@ class Kernel:
             kind, content = message["msg_type"], message["content"]
             if kind == "stream":
                 out.append(content["text"])
+                self.stderr += content["text"] if content["name"] == "stderr" else ""
             elif kind in ("execute_result", "display_data"):
                 data = content["data"]
                 widget = "application/vnd.jupyter.widget-view+json" in data
@@ -128,6 +130,32 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     assert {j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()} == {"fit", "long"}
     assert kernel.run("%distrain delete fit\n%distrain delete long") == "job fit deleted\njob long deleted\n"
     kernel.close()  # the kernel inherits DISTRAIN_HOME, as the jobs' processes do
+    assert_nothing_left(jupyter_server.root)
+
+
+def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, kernel):
+    git = ["git", "-C", str(jupyter_server.root_dir), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "train"]):
+        subprocess.run([*git, *command], check=True)
+    (jupyter_server.root_dir / ".ipynb_checkpoints").mkdir()  # Jupyter's: not work to warn about
+    (jupyter_server.root_dir / ".ipynb_checkpoints" / "train-checkpoint.ipynb").write_text("{}")
+    kernel.run("%load_ext jupyter_distrain")
+    checked = kernel.run("%%distrain --dry-run\nname: clean\ncommand: python train.py\n")
+    assert "note:" not in checked and "'name': 'clean'" in checked, checked
+
+    (jupyter_server.root_dir / "train.py").write_text("print('uncommitted')\n")
+    invalid = kernel.run("%distrain submit --name Bad_Name -- python train.py")
+    assert invalid.startswith("UsageError: invalid job spec: name:") and "note" not in invalid, invalid
+    commit = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
+    note = f"note: uncommitted work is not part of the job: it runs commit {commit} as committed\n"
+    checked = kernel.run("%%distrain --dry-run\nname: checked\ncommand: python train.py\n")
+    assert checked.startswith(note) and "'name': 'checked'" in checked and kernel.stderr == "", checked
+    submitted = kernel.run("%distrain submit --name noted -- python train.py --epochs 1")
+    assert submitted.startswith(note) and "<b>noted</b> (local)" in submitted and kernel.stderr == "", submitted
+    assert wait_phase(jupyter_server, "noted")["phase"] == "Succeeded"
+    assert "uncommitted" not in kernel.run("%distrain logs noted")  # the committed train.py ran
+    assert kernel.run("%distrain delete noted") == "job noted deleted\n"
+    kernel.close()
     assert_nothing_left(jupyter_server.root)
 
 
