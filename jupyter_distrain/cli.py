@@ -70,7 +70,8 @@ def spec_options(command):
         click.option("--data", help="Input data mounted read-only: a volume name (NAME or NAME/sub/dir) or an "
                                     "absolute host path."),
         click.option("--output-to", "output_to", help="Where outputs are kept: a volume name or an absolute host path."),
-        click.option("--code", "code_source", help="A git URL (http/https) or a local directory."),
+        click.option("--code", "code_source", help="A git URL, a local git repository (bare, or with --ref) "
+                                                   "or a local directory."),
         click.option("--ref", help="Git branch, tag or commit (with a git --code)."),
         click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set')."),
         click.option("--image", help="Container image (Kubernetes)."),
@@ -144,8 +145,7 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
         if flags[flag]:
             raw[field] = volume_source(flags[flag])
     if flags["code_source"]:
-        source = flags["code_source"]
-        raw["code"] = {"git": source} if re.match(r"^[a-z][a-z0-9+.-]*://|^git@", source) else {"path": source}
+        raw["code"] = code_source(flags["code_source"], flags["ref"])
     if flags["ref"] or flags["credentials"]:
         code = dict(raw.get("code") or {})
         code.update({k: flags[k] for k in ("ref", "credentials") if flags[k]})
@@ -168,6 +168,17 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
     if flags["success_policy"]:
         raw["policy"] = {**(raw.get("policy") or {}), "success": flags["success_policy"]}
     return raw
+
+
+def code_source(source: str, ref: str | None) -> dict:
+    """--code as a spec's code: a git URL; a local git repository, bare or given with --ref, by its
+    absolute path; else a directory."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://|^git@", source):
+        return {"git": source}
+    path = Path(source)
+    if code.is_bare_repository(path) or (ref and code.is_work_tree(path)):
+        return {"git": str(path.resolve())}
+    return {"path": source}
 
 
 def volume_source(value: str) -> dict:
