@@ -70,7 +70,8 @@ def spec_options(command):
         click.option("--data", help="Input data mounted read-only: a volume name (NAME or NAME/sub/dir) or an "
                                     "absolute host path."),
         click.option("--output-to", "output_to", help="Where outputs are kept: a volume name or an absolute host path."),
-        click.option("--code", "code_source", help="A git URL (http/https) or a local directory."),
+        click.option("--code", "code_source", help="A git URL, a local git repository (bare, or with --ref) "
+                                                   "or a local directory."),
         click.option("--ref", help="Git branch, tag or commit (with a git --code)."),
         click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set')."),
         click.option("--image", help="Container image (Kubernetes)."),
@@ -144,8 +145,7 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
         if flags[flag]:
             raw[field] = volume_source(flags[flag])
     if flags["code_source"]:
-        source = flags["code_source"]
-        raw["code"] = {"git": source} if re.match(r"^[a-z][a-z0-9+.-]*://|^git@", source) else {"path": source}
+        raw["code"] = code_source(flags["code_source"], flags["ref"])
     if flags["ref"] or flags["credentials"]:
         code = dict(raw.get("code") or {})
         code.update({k: flags[k] for k in ("ref", "credentials") if flags[k]})
@@ -170,6 +170,17 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
     return raw
 
 
+def code_source(source: str, ref: str | None) -> dict:
+    """--code as a spec's code: a git URL; a local git repository, bare or given with --ref, by its
+    absolute path; else a directory."""
+    if re.match(r"^[a-z][a-z0-9+.-]*://|^git@", source):
+        return {"git": source}
+    path = Path(source)
+    if code.is_bare_repository(path) or (ref and code.is_work_tree(path)):
+        return {"git": str(path.resolve())}
+    return {"path": source}
+
+
 def volume_source(value: str) -> dict:
     if value.startswith("/"):
         return {"host_path": value}
@@ -186,7 +197,7 @@ def list_jobs(manager: JobManager, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return
-    rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], j["reason"]) for j in jobs]
+    rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], reason(j)) for j in jobs]
     table(("NAME", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"), rows)
 
 
@@ -201,8 +212,9 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
         click.echo(json.dumps(job, indent=2))
         return
     click.echo(f"Name:      {job['name']}")
+    detail = ": ".join(filter(None, (reason(job), job["message"])))
     click.echo(f"Phase:     {click.style(job['phase'], fg=PHASE_COLORS.get(job['phase']))}"
-               + (f"  ({job['reason']}: {job['message']})" if job["reason"] else ""))
+               + (f"  ({detail})" if detail else ""))
     if job["exit_code"] is not None:
         click.echo(f"Exit code: {job['exit_code']}")
     click.echo(f"Backend:   {job['backend']}")
@@ -370,6 +382,11 @@ def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+
+
+def reason(job: dict) -> str:
+    """The job's reason, unless it only repeats its phase ("Stopped")."""
+    return "" if job["reason"] == job["phase"] else job["reason"]
 
 
 def ready(job: dict) -> str:

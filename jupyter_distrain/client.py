@@ -115,7 +115,7 @@ class Job(dict):
         return f"<div class='jp-distrain-job'>{self.summary_html()}{self.replicas_html()}</div>"
 
     def summary_html(self) -> str:
-        why = f": {html.escape(self['reason'])}" if self.get("reason") else ""
+        why = f": {html.escape(self['reason'])}" if self.get("reason") not in ("", None, self["phase"]) else ""
         code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
         return (f"<b>{html.escape(self['name'])}</b> ({html.escape(self['backend'])}) "
                 f"<b>{html.escape(self['phase'])}</b>{why}{code}")

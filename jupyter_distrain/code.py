@@ -28,6 +28,22 @@ def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[st
     return argv + list(args), env
 
 
+def is_bare_repository(path: Path) -> bool:
+    """Whether `path` is a git repository without a work tree: a bare one, or a work tree's .git."""
+    return _rev_parse(path, "--absolute-git-dir") == path.resolve()
+
+
+def is_work_tree(path: Path) -> bool:
+    """Whether `path` is the top of a git work tree."""
+    return _rev_parse(path, "--show-toplevel") == path.resolve()
+
+
+def _rev_parse(path: Path, option: str) -> Path | None:
+    argv, env = git("-C", str(path), "rev-parse", option)
+    result = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    return Path(result.stdout.strip()).resolve() if result.returncode == 0 else None
+
+
 def resolve(spec: dict, base_dir: Path, credentials: dict | None = None) -> dict:
     """The spec with its code made absolute and, for git, the ref pinned to a commit."""
     code = spec.get("code")

@@ -13,7 +13,6 @@ the checked-out commit, else its directory, as the panel's form does.
 from __future__ import annotations
 
 import shlex
-import sys
 from pathlib import Path
 from typing import Any, Callable
 
@@ -102,11 +101,15 @@ class DistrainMagics(Magics):
         return arguments and self._send(load(cell), Path.cwd(), arguments["backend"], arguments["dry_run"])
 
     def _send(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
+        """Submit (or check) a spec; one naming no code runs the notebook's, with notes about it once the
+        server accepted the job."""
+        notes = []
         if isinstance(raw, dict) and "code" not in raw:
-            raw["code"], warnings = self.client.code_of(Path.cwd())
-            for warning in warnings:
-                print(f"note: {warning}", file=sys.stderr)
-        return self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)
+            raw["code"], notes = self.client.code_of(Path.cwd())
+        answer = self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)
+        for note in notes:
+            print(f"note: {note}")
+        return answer
 
     def _list(self, args: list[str]) -> None:
         if parse("%distrain list", args) is None:

@@ -13,7 +13,7 @@ import html
 import threading
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import ipywidgets as w
 import yaml
@@ -27,6 +27,11 @@ from .spec import SpecError
 
 LOG_TAIL_LINES = 200
 STATUS_SECONDS = 1.0
+# A scroll box that browsers keep at its end, the newest line, each time it is drawn anew.
+LOG_TAIL_BOX = ("display:flex; flex-direction:column-reverse; overflow:auto; height:240px; line-height:1.3; "
+                "border:1px solid var(--jp-border-color1, #bdbdbd); padding:2px 4px")
+# Never shrunk to the box (JupyterLab's output <pre> is a scroll box of its own); long lines wrap.
+LOG_TAIL_TEXT = "flex:none; margin:0; white-space:pre-wrap; overflow-wrap:anywhere"
 
 
 def schema_at(schema: dict, path: str) -> dict:
@@ -159,6 +164,12 @@ class JobForm(w.VBox):
         return job
 
 
+def log_tail_html(lines: Iterable[str]) -> str:
+    """The lines, escaped, in a scroll box that shows the last of them."""
+    text = html.escape("\n".join(lines))
+    return f"<div class='jp-distrain-log-tail' style='{LOG_TAIL_BOX}'><pre style='{LOG_TAIL_TEXT}'>{text}</pre></div>"
+
+
 class JobMonitor(w.VBox):
     """One job, kept current by background threads while the cell is idle: its phase and replicas,
     the last lines of its logs (streamed, drawn once a second), a Stop button and its TensorBoard."""
@@ -168,7 +179,7 @@ class JobMonitor(w.VBox):
         self.name = name
         self.header = w.HTML()
         self.replicas = w.HTML()
-        self.log_tail = w.Textarea(layout=w.Layout(width="100%", height="240px"), disabled=True)
+        self.log_tail = w.HTML(log_tail_html([]))
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
         self.stop_button.on_click(lambda _: self.stop())
         url = self.client.tensorboard_url(name)
@@ -202,7 +213,7 @@ class JobMonitor(w.VBox):
                 self.header.value = f"<b>{html.escape(self.name)}</b>: {html.escape(str(e))}"
                 return
             with self.lock:
-                tail = "\n".join(self.lines)
+                tail = log_tail_html(self.lines)
             if tail != self.log_tail.value:
                 self.log_tail.value = tail
 

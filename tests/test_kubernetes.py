@@ -151,7 +151,7 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Succeeded", "the job succeeds")
     assert job["exit_code"] == 0 and job["reason"] == "Completed"
     assert replica(job, "chief-0")["phase"] == "Succeeded"
-    assert replica(job, "ps-0")["phase"] == "Stopped"
+    assert (replica(job, "ps-0")["phase"], replica(job, "ps-0")["reason"]) == ("Stopped", "job succeeded")
     wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items,
          "every pod, parameter server included, is deleted")
     assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items

@@ -83,9 +83,11 @@ def test_stop_leaves_no_process_or_port(cli, tmp_path):
     assert "long stopped" in out.stdout
     job = cli.json("get", "long")
     assert job["phase"] == "Stopped"
-    assert {r["phase"] for r in job["replicas"]} == {"Stopped"}
+    assert {(r["phase"], r["reason"]) for r in job["replicas"]} == {("Stopped", "stopped by request")}
     assert all(r["exit_code"] == 128 + signal.SIGKILL for r in job["replicas"])  # TERM was ignored
     assert time.monotonic() - started < 30
+    assert "Phase:     Stopped  (stopped by request)\n" in cli("get", "long").stdout  # not "Stopped: Stopped"
+    assert cli("list").stdout.splitlines()[1].split()[-1] == "local"  # no reason repeating the phase
     assert not [pid for pid in pids if psutil.pid_exists(pid) and psutil.Process(pid).status() != "zombie"]
     assert_nothing_left(cli.root, timeout=0)
 
@@ -244,6 +246,33 @@ def test_git_code_pinned_at_submit(cli, tmp_path):
     result = cli("submit", "-f", str(write_spec(tmp_path / "bad", bad)), check=False)
     assert result.returncode == 1 and "code.ref: no branch or tag 'nope'" in result.stderr
     assert [j["name"] for j in cli.json("list")] == ["from-git"]
+
+
+def test_code_flag_takes_a_local_git_repository_at_a_ref(cli, tmp_path):
+    repo, bare = tmp_path / "repo", tmp_path / "model.git"
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(bare)], check=True)
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    for branch in ("main", "v2"):
+        subprocess.run([*git, "checkout", "-qB", branch], check=True)
+        (repo / "train.py").write_text(f"print('on {branch}')\n")
+        subprocess.run([*git, "add", "."], check=True)
+        subprocess.run([*git, "commit", "-qm", branch], check=True)
+    subprocess.run([*git, "push", "-q", str(bare), "main", "v2"], check=True)
+    (repo / "train.py").write_text("print('uncommitted')\n")
+
+    submitted = {  # name: --code and --ref, what the job's code is, what it prints
+        "bare-v2": (["--code", str(bare), "--ref", "v2"], {"git": str(bare), "ref": "v2"}, "on v2"),
+        "bare-head": (["--code", "../model.git"], {"git": str(bare), "ref": "HEAD"}, "on main"),
+        "tree-main": (["--code", str(repo), "--ref", "main"], {"git": str(repo), "ref": "main"}, "on main"),
+        "tree-copy": (["--code", str(repo)], {"path": str(repo)}, "uncommitted"),
+    }
+    for name, (flags, _, _) in submitted.items():
+        cli("submit", "--name", name, *flags, "--", "python", "train.py")
+    for name, (_, code, printed) in submitted.items():
+        job = cli.wait(name)
+        assert job["phase"] == "Succeeded" and cli("logs", name, "-r", "worker-0").stdout == printed + "\n", name
+        assert {key: job["spec"]["code"][key] for key in code} == code
 
 
 def test_requirements_installed_before_the_command(cli, tmp_path):

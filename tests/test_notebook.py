@@ -28,8 +28,9 @@ class Kernel:
 
     def run(self, code: str) -> str:
         """Execute a cell; its stdout, stderr, results (text, HTML when there is some, [widget] for a
-        widget) and errors."""
+        widget) and errors. What it wrote on stderr alone is kept in `stderr`."""
         msg_id = uuid.uuid4().hex
+        self.stderr = ""
         self.ws.send(json.dumps({
             "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test", "session": "test",
                        "version": "5.3"},
@@ -44,6 +45,7 @@ class Kernel:
             kind, content = message["msg_type"], message["content"]
             if kind == "stream":
                 out.append(content["text"])
+                self.stderr += content["text"] if content["name"] == "stderr" else ""
             elif kind in ("execute_result", "display_data"):
                 data = content["data"]
                 widget = "application/vnd.jupyter.widget-view+json" in data
@@ -107,7 +109,8 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     long = kernel.run("%%distrain\nname: long\ncommand: python train.py --epochs 100000\n")
     assert "<b>long</b>" in long, long
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
-    assert "<b>Stopped</b>" in kernel.run("%distrain stop long")
+    stopped = kernel.run("%distrain stop long")
+    assert "<b>long</b> (local) <b>Stopped</b>" in stopped and "<b>Stopped</b>: Stopped" not in stopped, stopped
 
     frame = kernel.run("%distrain tensorboard fit --replica worker-0")
     assert 'src="/distrain/tensorboard/fit/worker-0/"' in frame, frame
@@ -127,6 +130,32 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     assert {j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()} == {"fit", "long"}
     assert kernel.run("%distrain delete fit\n%distrain delete long") == "job fit deleted\njob long deleted\n"
     kernel.close()  # the kernel inherits DISTRAIN_HOME, as the jobs' processes do
+    assert_nothing_left(jupyter_server.root)
+
+
+def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, kernel):
+    git = ["git", "-C", str(jupyter_server.root_dir), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    for command in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "train"]):
+        subprocess.run([*git, *command], check=True)
+    (jupyter_server.root_dir / ".ipynb_checkpoints").mkdir()  # Jupyter's: not work to warn about
+    (jupyter_server.root_dir / ".ipynb_checkpoints" / "train-checkpoint.ipynb").write_text("{}")
+    kernel.run("%load_ext jupyter_distrain")
+    checked = kernel.run("%%distrain --dry-run\nname: clean\ncommand: python train.py\n")
+    assert "note:" not in checked and "'name': 'clean'" in checked, checked
+
+    (jupyter_server.root_dir / "train.py").write_text("print('uncommitted')\n")
+    invalid = kernel.run("%distrain submit --name Bad_Name -- python train.py")
+    assert invalid.startswith("UsageError: invalid job spec: name:") and "note" not in invalid, invalid
+    commit = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
+    note = f"note: uncommitted work is not part of the job: it runs commit {commit} as committed\n"
+    checked = kernel.run("%%distrain --dry-run\nname: checked\ncommand: python train.py\n")
+    assert checked.startswith(note) and "'name': 'checked'" in checked and kernel.stderr == "", checked
+    submitted = kernel.run("%distrain submit --name noted -- python train.py --epochs 1")
+    assert submitted.startswith(note) and "<b>noted</b> (local)" in submitted and kernel.stderr == "", submitted
+    assert wait_phase(jupyter_server, "noted")["phase"] == "Succeeded"
+    assert "uncommitted" not in kernel.run("%distrain logs noted")  # the committed train.py ran
+    assert kernel.run("%distrain delete noted") == "job noted deleted\n"
+    kernel.close()
     assert_nothing_left(jupyter_server.root)
 
 
@@ -191,7 +220,7 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
     values = lambda states: [str(state.get("value")) for state in states]  # noqa: E731
     updates = values(kernel.widget_updates(lambda states: any("<b>Succeeded</b>" in v for v in values(states))
                                            and any("tick 7" in v for v in values(states))))
-    tails = [v for v in updates if v.startswith("[worker-0] tick 0")]
+    tails = [v for v in updates if "[worker-0] tick 0" in v]
     assert len(tails) >= 2 and "tick 7" not in tails[0], "the log tail grew while the job ran"
     assert requests.get(f"{api}/jobs/ticking", headers=headers).json()["phase"] == "Succeeded"
 
@@ -201,6 +230,7 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
     assert kernel.run("monitor = JobMonitor('long')\nprint(monitor.stop()['phase'], monitor.stop_button.disabled)") == \
         "Stopped True\n"
+    assert "<b>Stopped</b>: Stopped" not in kernel.run("print(monitor.header.value)")
     for name in ("ticking", "long"):
         assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
     kernel.close()

@@ -277,20 +277,25 @@ async def test_repo_describes_the_notebooks_git_repository(api, jp_root_dir):
     (project / "notebooks" / "explore.ipynb").write_text("{}")
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "first"], check=True)
+    for checkpoints in (project / ".ipynb_checkpoints", project / "notebooks" / ".ipynb_checkpoints"):
+        checkpoints.mkdir()  # Jupyter's, not work: no warning about them
+        (checkpoints / "x-checkpoint.ipynb").write_text("{}")
 
     code, repo = await api("GET", "repo", path="project/notebooks/explore.ipynb")
     assert code == 200, repo
     git_state = repo["git"]
     assert git_state["remotes"] == [{"name": "origin", "url": "https://git.example.com/team/model.git"}]
     assert "s3cret" not in json.dumps(repo)
-    assert git_state["branch"] == "main" and len(git_state["commit"]) == 40 and not git_state["dirty"]
+    assert git_state["branch"] == "main" and len(git_state["commit"]) == 40
+    assert not git_state["dirty"] and git_state["untracked"] == 0, git_state
     assert git_state["subdirectory"] == "notebooks" and git_state["upstream"] is None
     assert repo["files"]["requirements.txt"]["content"] == "numpy\n"
     assert repo["files"]["distrain.yaml"]["spec"] == {"name": "model", "command": "python train.py"}
 
     (project / "requirements.txt").write_text("numpy\npandas\n")
+    (project / "notebooks" / "draft.py").write_text("")
     code, repo = await api("GET", "repo", path="project")
-    assert repo["git"]["dirty"] and repo["git"]["subdirectory"] == "."
+    assert repo["git"]["dirty"] and repo["git"]["untracked"] == 1 and repo["git"]["subdirectory"] == "."
 
     # one commit ahead of the upstream branch
     remote = jp_root_dir.parent / "remote.git"

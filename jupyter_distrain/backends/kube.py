@@ -403,7 +403,7 @@ class KubeBackend:
         now = time.time()
         for name, state in status["replicas"].items():
             if state["phase"] not in (str(p) for p in FINISHED):
-                state.update(phase=str(Phase.STOPPED), reason=f"Stopped: {why}" if state["started"] else "NeverStarted",
+                state.update(phase=str(Phase.STOPPED), reason=why if state["started"] else "NeverStarted",
                              finished=now if state["started"] else None)
         for name, pod in pods.items():
             self.archive(spec["name"], name, pod)

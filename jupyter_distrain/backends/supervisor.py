@@ -273,8 +273,8 @@ class Supervisor:
             code = exit_code(running.process.returncode)
             self.states[name] = replace(self.states[name], phase=Phase.STOPPED, exit_code=code)
             self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), exit_code=code,
-                                      reason=f"Stopped: {why}", finished=time.time())
-            self.event("Stopped", f"stopped ({why})", replica=name)
+                                      reason=why, finished=time.time())
+            self.event("Stopped", why, replica=name)
 
     def finish(self, decision: Decision) -> None:
         """Record the job's end; replicas never started are marked stopped."""

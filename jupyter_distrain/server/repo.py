@@ -13,6 +13,8 @@ from ..errors import DistrainError, NotFound
 
 JOB_FILES = ("distrain.yaml", "requirements.txt")
 MAX_FILE_BYTES = 64 * 1024
+# The whole tree but Jupyter's own notebook checkpoints, anywhere in it: they are no one's work.
+WORK_PATHSPEC = (":(top)", ":(top,exclude,glob)**/.ipynb_checkpoints/**")
 
 
 def inspect(root_dir: Path, path: str) -> dict:
@@ -42,7 +44,7 @@ def git_state(directory: Path) -> dict | None:
     upstream = _git(directory, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
     counts = _git(directory, "rev-list", "--left-right", "--count", "@{upstream}...HEAD") if upstream else None
     behind, ahead = (int(n) for n in counts.split()) if counts else (None, None)
-    status = _git(directory, "status", "--porcelain") or ""
+    status = _git(directory, "status", "--porcelain", "--", *WORK_PATHSPEC) or ""
     changes = [line for line in status.splitlines() if line]
     remotes = {}
     for line in (_git(directory, "remote", "-v") or "").splitlines():

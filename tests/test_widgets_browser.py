@@ -1,0 +1,60 @@
+"""The notebook widgets in a real browser (system Chromium through Playwright), in a real JupyterLab's notebook."""
+
+import json
+
+from playwright.sync_api import expect, sync_playwright
+
+from conftest import JupyterServer, assert_nothing_left
+from test_panel import CHROMIUM_ARGS, screenshot
+
+MONITOR_CELL = """\
+from jupyter_distrain import Client
+from jupyter_distrain.widgets import JobMonitor
+Client().submit({"name": "chatty", "command": "python -c \\"for i in range(300): print('line', i)\\""})
+JobMonitor("chatty")"""
+
+# Whether `text`, in the log tail's <pre>, can be seen: within the tail's scroll box as it is scrolled, and the page's.
+SHOWN_IN_TAIL = """(box, text) => {
+    const node = box.querySelector('pre').firstChild, at = node.data.indexOf(text);
+    if (at < 0) return false;
+    const range = document.createRange();
+    range.setStart(node, at);
+    range.setEnd(node, at + text.length);
+    const line = range.getBoundingClientRect(), view = box.getBoundingClientRect();
+    return line.top >= Math.max(view.top, 0) && line.bottom <= Math.min(view.bottom, window.innerHeight);
+}"""
+
+
+def write_notebook(path, *cells: str) -> None:
+    path.write_text(json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": cell}
+                  for cell in cells],
+        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+        "nbformat": 4, "nbformat_minor": 5}))
+
+
+def test_the_job_monitor_shows_the_newest_log_line(tmp_path):
+    lab = JupyterServer(tmp_path, app="lab")
+    write_notebook(lab.root_dir / "monitor.ipynb", MONITOR_CELL)
+    try:
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(f"{lab.url}/lab/tree/monitor.ipynb?token={lab.TOKEN}")
+            page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+            page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
+            page.keyboard.press("Shift+Enter")
+
+            monitor = page.locator(".jp-OutputArea-output .widget-vbox").first
+            expect(monitor.locator("b", has_text="Succeeded")).to_be_visible(timeout=120_000)
+            tail = monitor.locator(".jp-distrain-log-tail")
+            expect(tail).to_contain_text("[worker-0] line 299", timeout=30_000)
+            tail.scroll_into_view_if_needed()  # scrolls the notebook, not the tail's own box
+            assert tail.evaluate("box => box.scrollHeight > box.clientHeight")  # more lines than it shows
+            assert tail.evaluate(SHOWN_IN_TAIL, "[worker-0] line 299")
+            assert not tail.evaluate(SHOWN_IN_TAIL, "[worker-0] line 100")  # the oldest line of the tail
+            screenshot(page, "monitor-widget")
+            browser.close()
+    finally:
+        lab.stop()  # and its kernel, which has the jobs' DISTRAIN_HOME
+    assert_nothing_left(lab.root)
