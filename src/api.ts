@@ -87,6 +87,7 @@ export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
 export type Repo = components['schemas']['Repo'];
 export type Cluster = components['schemas']['Cluster'];
 export type Backend = Cluster['default_backend'];
+export type Check = components['schemas']['Check'];
 export type FieldError = NonNullable<
   components['schemas']['Error']['errors']
 >[number];
@@ -122,9 +123,12 @@ export const jobsAPI = {
       method: 'POST',
       body: JSON.stringify(spec)
     }),
-  /** Every check a submit makes, starting nothing; resolves to the spec it would run. */
-  dryRun: (spec: JobSpec, backend?: string): Promise<JobSpec> =>
-    requestAPI<JobSpec>(withBackend('jobs?dry_run=true', backend), {
+  /**
+   * Every check a submit makes, starting nothing: the spec it would run, or
+   * every error (a verdict, not a failed request: the form checks as typed).
+   */
+  check: (spec: JobSpec, backend?: string): Promise<Check> =>
+    requestAPI<Check>(withBackend('check', backend), {
       method: 'POST',
       body: JSON.stringify(spec)
     }),
@@ -132,8 +136,11 @@ export const jobsAPI = {
     requestAPI<Job>(jobPath(name, 'stop'), { method: 'POST' }),
   restart: (name: string): Promise<Job> =>
     requestAPI<Job>(jobPath(name, 'restart'), { method: 'POST' }),
-  clone: (name: string): Promise<Job> =>
-    requestAPI<Job>(jobPath(name, 'clone'), { method: 'POST' }),
+  /** The spec a clone of the job would run (same code, a free name), to edit and submit. */
+  cloneSpec: (name: string): Promise<JobSpec> =>
+    requestAPI<JobSpec>(jobPath(name, 'clone?dry_run=true'), {
+      method: 'POST'
+    }),
   remove: (name: string): Promise<void> =>
     requestAPI<void>(jobPath(name), { method: 'DELETE' })
 };
@@ -173,6 +180,11 @@ export const secretsAPI = {
     )
 };
 
+/** Whether a request failed because the job (or what it asked for) does not exist. */
+export function isGone(error: unknown): boolean {
+  return error instanceof APIError && error.response.status === 404;
+}
+
 /**
  * The field errors of a refused spec: each failing field for a 400, the name for a
  * 409 (taken), or one error without a path for anything else.
@@ -190,14 +202,20 @@ export function fieldErrors(error: unknown): FieldError[] {
 }
 
 /**
- * Where the log file of a job (one replica, or all prefixed) downloads from.
+ * Where the log file of a job (one replica, or all prefixed; one run, else the
+ * latest) downloads from.
  */
-export function logsDownloadURL(name: string, replica?: string): string {
+export function logsDownloadURL(
+  name: string,
+  replica?: string,
+  run?: number
+): string {
   const settings = ServerConnection.makeSettings();
   const query = URLExt.objectToQueryString({
     download: 'true',
     timestamps: 'true',
-    ...(replica ? { replica } : {})
+    ...(replica ? { replica } : {}),
+    ...(run !== undefined ? { run: String(run) } : {})
   });
   return (
     URLExt.join(settings.baseUrl, API_NAMESPACE, jobPath(name, 'logs')) + query
@@ -205,20 +223,19 @@ export function logsDownloadURL(name: string, replica?: string): string {
 }
 
 /**
- * The live log stream of a job, resuming after `cursor` ("replica:offset,...").
+ * The live log stream of a job: one replica (else all), one run (else the
+ * latest), resuming after `cursor` ("replica:offset,...").
  */
 export function logStream(
   name: string,
-  replica?: string,
-  cursor?: string
+  options: { replica?: string; cursor?: string; run?: number } = {}
 ): WebSocket {
   const settings = ServerConnection.makeSettings();
   const params: Record<string, string> = {};
-  if (replica) {
-    params.replica = replica;
-  }
-  if (cursor) {
-    params.cursor = cursor;
+  for (const [key, value] of Object.entries(options)) {
+    if (value !== undefined && value !== '') {
+      params[key] = String(value);
+    }
   }
   if (settings.appendToken && settings.token) {
     params.token = settings.token;

@@ -52,6 +52,8 @@ const PLACED = [
 interface IFormProps {
   /** The notebook or directory whose code the job trains, relative to the Jupyter root. */
   path: string;
+  /** A job to copy instead: its spec (same pinned code) under a free name, to edit. */
+  clone?: string;
   contents: Contents.IManager;
   onSubmitted: (job: Job) => void;
   /** The backend chosen in the settings; empty or not enabled: the server's default. */
@@ -63,7 +65,27 @@ interface ILoaded {
   cluster: Cluster;
   spec: Draft;
   warnings: string[];
-  specFile: string;
+  /** Where "Save as" writes the spec; none for a clone. */
+  specFile?: string;
+  /** The backend the form starts on. */
+  backend?: string;
+}
+
+/** What the form starts from: the code around a notebook, or a job to clone. */
+async function start(props: IFormProps): Promise<ILoaded> {
+  const [schema, cluster] = await Promise.all([
+    serverAPI.schema(),
+    serverAPI.cluster()
+  ]);
+  if (props.clone) {
+    const [job, spec] = await Promise.all([
+      jobsAPI.get(props.clone),
+      jobsAPI.cloneSpec(props.clone)
+    ]);
+    return { schema, cluster, spec, warnings: [], backend: job.backend };
+  }
+  const filled = prefill(await serverAPI.repo(props.path), props.path);
+  return { schema, cluster, ...filled };
 }
 
 /**
@@ -81,24 +103,19 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   const [backend, setBackend] = React.useState('');
 
   React.useEffect(() => {
-    Promise.all([
-      serverAPI.schema(),
-      serverAPI.cluster(),
-      serverAPI.repo(props.path)
-    ])
-      .then(([schema, cluster, repo]) => {
-        const filled = prefill(repo, props.path);
-        const wanted = props.backend ?? '';
+    start(props)
+      .then(started => {
+        const wanted = started.backend ?? props.backend ?? '';
         setBackend(
-          cluster.backends.includes(wanted as Backend)
+          started.cluster.backends.includes(wanted as Backend)
             ? wanted
-            : cluster.default_backend
+            : started.cluster.default_backend
         );
-        setLoaded({ schema, cluster, ...filled });
-        setDraft(filled.spec);
+        setLoaded(started);
+        setDraft(started.spec);
       })
       .catch(error => setLoadError(String(error.message ?? error)));
-  }, [props.path]);
+  }, [props.path, props.clone]);
 
   // GPUs and volumes are the chosen backend's.
   React.useEffect(() => {
@@ -122,8 +139,8 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     setChecked(false);
     const timer = setTimeout(() => {
       jobsAPI
-        .dryRun(draft as JobSpec, backend)
-        .then(() => [])
+        .check(draft as JobSpec, backend)
+        .then(verdict => verdict.errors)
         .catch(fieldErrors)
         .then(found => {
           if (current === generation.current) {
@@ -173,20 +190,19 @@ export function NewJobForm(props: IFormProps): JSX.Element {
       setBusy(false);
     }
   };
-  const save = async () => {
+  const save = async (specFile: string) => {
     try {
-      await props.contents.save(loaded.specFile, {
+      await props.contents.save(specFile, {
         type: 'file',
         format: 'text',
         content: YAML.stringify(specForFile(draft))
       });
-      setSaved(`Saved to ${loaded.specFile}`);
+      setSaved(`Saved to ${specFile}`);
     } catch (error) {
-      setSaved(
-        `Could not save ${loaded.specFile}: ${(error as Error).message}`
-      );
+      setSaved(`Could not save ${specFile}: ${(error as Error).message}`);
     }
   };
+  const { specFile } = loaded;
 
   const simple = (parent: string) =>
     Object.keys(schemaAt(schema, parent)?.properties ?? {}).map(key =>
@@ -246,7 +262,9 @@ export function NewJobForm(props: IFormProps): JSX.Element {
             className="jp-mod-styled"
             value={draft.image ?? ''}
             placeholder={
-              cluster.default_images?.[draft.framework ?? 'python'] ?? ''
+              backend === 'local'
+                ? "not used: local jobs run in this server's environment"
+                : (cluster.default_images?.[draft.framework ?? 'python'] ?? '')
             }
             onChange={event => set('image', event.target.value)}
           />
@@ -304,14 +322,16 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         >
           Submit
         </button>
-        <button
-          type="button"
-          className="jp-Button jp-mod-styled jp-mod-reject"
-          onClick={() => void save()}
-          title={`Write this spec to ${loaded.specFile} (without the pinned commit)`}
-        >
-          Save as {loaded.specFile.split('/').pop()}
-        </button>
+        {specFile && (
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            onClick={() => void save(specFile)}
+            title={`Write this spec to ${specFile} (without the pinned commit)`}
+          >
+            Save as {specFile.split('/').pop()}
+          </button>
+        )}
         <span className="jp-distrain-form-status" aria-live="polite">
           {saved ||
             (checked && errors.length === 0
@@ -727,7 +747,11 @@ function ReplicaFields(props: {
   errors: Map<string, string[]>;
 }): JSX.Element {
   const { schema, cluster, draft, onChange } = props;
-  const distributed = isDistributed(draft);
+  // The person's choice: counts typed on the way (say, 1 worker before the ps)
+  // do not flip it.
+  const [distributed, setDistributed] = React.useState(() =>
+    isDistributed(draft)
+  );
   const roles = distributed ? props.roles : ['worker'];
   const gpus = cluster.gpus ?? { capacity: 0, available: 0 };
   const replicaSchema = schemaAt(schema, 'replicas.worker') ?? {};
@@ -776,9 +800,10 @@ function ReplicaFields(props: {
         <input
           type="checkbox"
           checked={distributed}
-          onChange={event =>
-            onChange(withDistributed(draft, event.target.checked))
-          }
+          onChange={event => {
+            setDistributed(event.target.checked);
+            onChange(withDistributed(draft, event.target.checked));
+          }}
         />
         <span className="jp-distrain-label">
           Distributed: several replicas, each in a role
@@ -934,7 +959,9 @@ function VolumeField(props: {
           value={kind === 'volume' ? `volume:${value?.volume}` : kind}
           onChange={event => choose(event.target.value)}
         >
-          <option value="none">None</option>
+          <option value="none">
+            {path === 'output' ? "The job's own directory" : 'None'}
+          </option>
           {volumes.map(volume => (
             <option key={volume} value={`volume:${volume}`}>
               Volume {volume}

@@ -9,6 +9,15 @@ export function ready(job: Job): string {
 }
 
 /**
+ * Why a job is in its phase: its reason (unless it only repeats the phase) and
+ * message, "Completed: worker-0 succeeded".
+ */
+export function why(job: Pick<Job, 'phase' | 'reason' | 'message'>): string {
+  const reason = job.reason === job.phase ? '' : job.reason;
+  return [reason, job.message].filter(Boolean).join(': ');
+}
+
+/**
  * Time since `iso`, in its largest unit: "45s", "12m", "3h", "2d".
  */
 export function age(iso: string, now: number = Date.now()): string {
@@ -52,4 +61,16 @@ export function bytes(count: number): string {
     unit = next;
   }
   return unit === 'B' ? `${value} B` : `${value.toFixed(1)} ${unit}`;
+}
+
+/**
+ * `text` at most `max` characters long, its middle elided: variants of one
+ * experiment ("sweep-lr-0.1", "sweep-lr-0.01") differ at the end.
+ */
+export function shorten(text: string, max = 28): string {
+  if (text.length <= max) {
+    return text;
+  }
+  const head = Math.ceil((max - 1) / 2);
+  return `${text.slice(0, head)}…${text.slice(text.length - (max - 1 - head))}`;
 }

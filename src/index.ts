@@ -13,12 +13,19 @@ import {
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { addIcon, LabIcon, SidePanel } from '@jupyterlab/ui-components';
+import {
+  addIcon,
+  LabIcon,
+  lineFormIcon,
+  listIcon,
+  SidePanel
+} from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { tensorboardURL } from './api';
+import { Job, tensorboardURL } from './api';
 import { NewJobWidget } from './form';
 import { JobsModel, JobsWidget } from './jobs';
+import { shorten } from './format';
 import { JobViewWidget } from './jobview';
 import { LogsWidget } from './logs';
 
@@ -60,6 +67,17 @@ class JobTab<T extends Widget> extends MainAreaWidget<T> {
     super({ content });
     this.title.icon = distrainIcon;
     this.title.closable = true;
+    this.title.className = 'jp-distrain-tab';
+  }
+
+  /**
+   * Label the tab: what it shows first (shortened in the middle), then its kind,
+   * so a narrow tab keeps what tells it apart; the tooltip has it whole.
+   */
+  name(shown: string, kind = '', icon = distrainIcon): void {
+    this.title.label = kind ? `${shorten(shown)} · ${kind}` : shorten(shown);
+    this.title.caption = kind ? `${kind} of ${shown}` : shown;
+    this.title.icon = icon;
   }
 }
 
@@ -125,12 +143,11 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.id = PANEL_ID;
     panel.title.icon = distrainIcon;
     panel.title.caption = 'Distributed training';
-    panel.addWidget(
-      new JobsWidget(
-        model,
-        job => void commands.execute(CommandIDs.openJob, { name: job.name })
-      )
-    );
+    const openJob = (job: Job) =>
+      void commands.execute(CommandIDs.openJob, { name: job.name });
+    const cloneJob = (job: Job) =>
+      void commands.execute(CommandIDs.newJob, { clone: job.name });
+    panel.addWidget(new JobsWidget(model, openJob, cloneJob));
     panel.toolbar.addItem(
       'new-job',
       new ToolbarButton({
@@ -163,16 +180,23 @@ const plugin: JupyterFrontEndPlugin<void> = {
 
     commands.addCommand(CommandIDs.newJob, {
       label: args => (args.isLauncher ? 'Training Job' : 'New Training Job…'),
-      caption: 'Configure a training job for the code around a notebook',
+      caption:
+        'Configure a training job for the code around a notebook, or a copy of a job (clone)',
       icon: distrainIcon,
       execute: args => {
-        const path = (args.path ?? args.cwd ?? currentPath()) as string;
+        const clone = args.clone as string | undefined;
+        const path = clone
+          ? ''
+          : ((args.path ?? args.cwd ?? currentPath()) as string);
+        // A form's tab is the notebook's or directory's, or the cloned job's.
+        const key = clone ? `clone:${clone}` : `path:${path}`;
         return show(
           forms,
-          tab => tab.job === path,
+          tab => tab.job === key,
           () => {
             const form = new NewJobWidget({
               path,
+              clone,
               backend: defaultBackend,
               contents: app.serviceManager.contents,
               onSubmitted: job => {
@@ -182,9 +206,14 @@ const plugin: JupyterFrontEndPlugin<void> = {
                 void commands.execute(CommandIDs.openLogs, { name: job.name });
               }
             });
-            const tab = new JobTab(form, path);
-            tab.id = `${NAMESPACE}-new-job-${path}`;
-            tab.title.label = `New job: ${path.split('/').pop() || 'root'}`;
+            const tab = new JobTab(form, key);
+            tab.id = `${NAMESPACE}-new-job-${key}`;
+            if (clone) {
+              tab.name(clone, 'clone');
+            } else {
+              tab.name(path.split('/').pop() || 'root', 'new job');
+              tab.title.caption = `New job for ${path || 'the root directory'}`;
+            }
             return tab;
           }
         );
@@ -225,6 +254,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
                     name: job,
                     replica
                   }),
+                onClone: cloneJob,
                 onDeleted: () => {
                   tab.dispose();
                   void model.poll.refresh();
@@ -233,7 +263,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
               name
             );
             tab.id = `${NAMESPACE}-job-${name}`;
-            tab.title.label = name;
+            tab.name(name);
             return tab;
           }
         );
@@ -252,17 +282,24 @@ const plugin: JupyterFrontEndPlugin<void> = {
             const view = new LogsWidget(name, replica);
             const tab = new JobTab(view, name);
             tab.id = `${NAMESPACE}-logs-${name}`;
+            const label = () =>
+              tab.name(
+                view.replica ? `${name}/${view.replica}` : name,
+                'logs',
+                listIcon
+              );
             view.replicaChanged.connect(() => {
-              tab.title.label = view.title.label;
+              label();
               void logs.save(tab);
             });
-            tab.title.label = view.title.label;
+            label();
             return tab;
           }
         );
         if (tab.content.replica !== replica && args.replica !== undefined) {
           tab.content.choose(replica);
         }
+        tab.content.showRun(undefined); // asked for the logs: the latest run's
       }
     });
 
@@ -288,7 +325,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
             frame.url = tensorboardURL(name, replica);
             const tab = new JobTab(frame, name, replica);
             tab.id = `${NAMESPACE}-tensorboard-${name}-${replica}`;
-            tab.title.label = `TensorBoard: ${name}/${replica}`;
+            tab.name(`${name}/${replica}`, 'TensorBoard', lineFormIcon);
             return tab;
           }
         );
@@ -298,7 +335,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (restorer) {
       void restorer.restore(forms, {
         command: CommandIDs.newJob,
-        args: tab => ({ path: tab.job }),
+        args: tab =>
+          tab.job.startsWith('clone:')
+            ? { clone: tab.job.slice('clone:'.length) }
+            : { path: tab.job.slice('path:'.length) },
         name: tab => tab.job
       });
       void restorer.restore(views, {

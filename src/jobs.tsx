@@ -17,7 +17,7 @@ import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 
 import { FINISHED, Job, jobsAPI, Phase } from './api';
-import { age, matches, ready } from './format';
+import { age, matches, ready, why } from './format';
 
 /**
  * The jobs, refreshed by a poll that stands by while the panel is hidden;
@@ -69,36 +69,53 @@ export class JobsModel {
 }
 
 function announce(job: Job): void {
-  const detail = job.reason ? ` (${job.reason})` : '';
-  if (job.phase === 'Succeeded') {
-    Notification.success(`Training job ${job.name} succeeded`, {
-      autoClose: 5000
-    });
+  const detail = why(job) ? ` (${why(job)})` : '';
+  const message = `Training job ${job.name} ${job.phase.toLowerCase()}${detail}`;
+  if (job.phase === 'Succeeded' || job.phase === 'Stopped') {
+    // Nothing went wrong: a stop is what someone asked for.
+    Notification.info(message, { autoClose: 5000 });
   } else {
-    Notification.error(`Training job ${job.name} ${job.phase}${detail}`, {
-      autoClose: false
-    });
+    Notification.error(message, { autoClose: false });
   }
 }
 
 type Action = 'stop' | 'restart' | 'clone' | 'delete';
 
+/** What an action asks before it is done; actions without one are done at once. */
+const CONFIRM: Partial<
+  Record<Action, (job: Job) => Partial<Dialog.IOptions<any>>>
+> = {
+  stop: job => ({
+    title: `Stop ${job.name}?`,
+    body: 'Its replicas are stopped; its logs and output are kept, and Restart runs it again.',
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Stop' })]
+  }),
+  delete: job => ({
+    title: `Delete ${job.name}?`,
+    body: 'Its logs are deleted too; its output directory is kept.',
+    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
+  })
+};
+
 /**
- * Carry out an action on a job, asking first before deleting; errors are shown.
+ * Carry out an action on a job, asking first where it cannot be undone;
+ * errors are shown. Cloning opens the new-job form (`onClone`).
  */
-async function act(action: Action, job: Job): Promise<void> {
-  if (action === 'delete') {
-    const answer = await showDialog({
-      title: `Delete ${job.name}?`,
-      body: 'Its logs are deleted too; its output directory is kept.',
-      buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
-    });
-    if (!answer.button.accept) {
-      return;
-    }
+async function act(
+  action: Action,
+  job: Job,
+  onClone: (job: Job) => void
+): Promise<void> {
+  const confirm = CONFIRM[action];
+  if (confirm && !(await showDialog(confirm(job))).button.accept) {
+    return;
   }
   try {
-    await (action === 'delete' ? jobsAPI.remove : jobsAPI[action])(job.name);
+    if (action === 'clone') {
+      onClone(job);
+    } else {
+      await (action === 'delete' ? jobsAPI.remove : jobsAPI[action])(job.name);
+    }
   } catch (error) {
     await showErrorMessage(`Could not ${action} ${job.name}`, error as Error);
   }
@@ -117,7 +134,12 @@ const ACTIONS: {
     when: job => !FINISHED.has(job.phase)
   },
   { action: 'restart', label: 'Restart', icon: refreshIcon, when: () => true },
-  { action: 'clone', label: 'Clone', icon: copyIcon, when: () => true },
+  {
+    action: 'clone',
+    label: 'Clone and edit',
+    icon: copyIcon,
+    when: () => true
+  },
   { action: 'delete', label: 'Delete', icon: deleteIcon, when: () => true }
 ];
 
@@ -144,6 +166,7 @@ export function PhaseBadge(props: {
 export function JobActions(props: {
   job: Job;
   after: () => Promise<void>;
+  onClone: (job: Job) => void;
 }): JSX.Element {
   const { job } = props;
   return (
@@ -154,7 +177,9 @@ export function JobActions(props: {
           className="jp-Button jp-mod-minimal jp-distrain-action"
           title={`${a.label} ${job.name}`}
           aria-label={`${a.label} ${job.name}`}
-          onClick={() => void act(a.action, job).then(props.after)}
+          onClick={() =>
+            void act(a.action, job, props.onClone).then(props.after)
+          }
         >
           <a.icon.react tag="span" elementSize="small" />
         </button>
@@ -169,6 +194,7 @@ export function JobActions(props: {
 export function JobList(props: {
   model: JobsModel;
   onOpen: (job: Job) => void;
+  onClone: (job: Job) => void;
 }): JSX.Element {
   const [filter, setFilter] = React.useState('');
   const shown = props.model.jobs.filter(job => matches(job, filter));
@@ -199,10 +225,7 @@ export function JobList(props: {
               >
                 {job.name}
               </button>
-              <PhaseBadge
-                phase={job.phase}
-                title={[job.reason, job.message].filter(Boolean).join(': ')}
-              />
+              <PhaseBadge phase={job.phase} title={why(job)} />
               <span
                 className="jp-distrain-ready"
                 title="Replicas running / all"
@@ -211,7 +234,11 @@ export function JobList(props: {
               </span>
               <span className="jp-distrain-age">{age(job.created)}</span>
               <span className="jp-distrain-backend">{job.backend}</span>
-              <JobActions job={job} after={() => props.model.poll.refresh()} />
+              <JobActions
+                job={job}
+                after={() => props.model.poll.refresh()}
+                onClone={props.onClone}
+              />
             </li>
           ))}
         </ul>
@@ -226,7 +253,8 @@ export function JobList(props: {
 export class JobsWidget extends ReactWidget {
   constructor(
     readonly model: JobsModel,
-    private readonly onOpen: (job: Job) => void
+    private readonly onOpen: (job: Job) => void,
+    private readonly onClone: (job: Job) => void
   ) {
     super();
     this.addClass('jp-distrain-jobs-widget');
@@ -236,7 +264,13 @@ export class JobsWidget extends ReactWidget {
   render(): JSX.Element {
     return (
       <UseSignal signal={this.model.changed}>
-        {() => <JobList model={this.model} onOpen={this.onOpen} />}
+        {() => (
+          <JobList
+            model={this.model}
+            onOpen={this.onOpen}
+            onClone={this.onClone}
+          />
+        )}
       </UseSignal>
     );
   }

@@ -2,13 +2,21 @@ import { ReactWidget } from '@jupyterlab/apputils';
 import { Poll } from '@lumino/polling';
 import * as React from 'react';
 
-import { FINISHED, Job, jobsAPI, ReplicaMetrics, serverAPI } from './api';
-import { age, bytes } from './format';
+import {
+  FINISHED,
+  isGone,
+  Job,
+  jobsAPI,
+  ReplicaMetrics,
+  serverAPI
+} from './api';
+import { age, bytes, why } from './format';
 import { JobActions, PhaseBadge } from './jobs';
 
 export interface IJobViewActions {
   openLogs: (name: string, replica?: string) => void;
   openTensorBoard: (name: string, replica: string) => void;
+  onClone: (job: Job) => void;
   onDeleted: () => void;
 }
 
@@ -40,7 +48,12 @@ export function JobView(
           : props.interval;
         current.frequency = { ...current.frequency, interval };
       } catch (reason) {
-        setError((reason as Error).message);
+        if (isGone(reason)) {
+          setError(`${props.name} no longer exists`);
+          void current.stop();
+        } else {
+          setError((reason as Error).message);
+        }
       }
     };
     const current = new Poll({
@@ -75,10 +88,8 @@ export function JobView(
       <header className="jp-distrain-job-header">
         <h2>{job.name}</h2>
         <PhaseBadge phase={job.phase} />
-        <span className="jp-distrain-job-reason">
-          {[job.reason, job.message].filter(Boolean).join(': ')}
-        </span>
-        <JobActions job={job} after={after} />
+        <span className="jp-distrain-job-reason">{why(job)}</span>
+        <JobActions job={job} after={after} onClone={props.onClone} />
       </header>
       {error && <div className="jp-distrain-error">{error}</div>}
       <dl className="jp-distrain-job-facts">
@@ -102,6 +113,12 @@ export function JobView(
         </dd>
         <dt>Command</dt>
         <dd className="jp-distrain-mono">{job.spec.command}</dd>
+        <dt>Hyperparameters</dt>
+        <dd className="jp-distrain-mono jp-distrain-hyperparameter-values">
+          {Object.entries(job.spec.hyperparameters ?? {})
+            .map(([key, value]) => `${key} = ${JSON.stringify(value)}`)
+            .join(', ') || '–'}
+        </dd>
       </dl>
       <div className="jp-distrain-job-links">
         <button
@@ -125,12 +142,10 @@ export function JobView(
           <thead>
             <tr>
               <th>Replica</th>
-              <th></th>
-              <th>Role</th>
-              <th>Index</th>
               <th>Phase</th>
               <th>Exit code</th>
               <th>Reason</th>
+              <th></th>
               <th>Node</th>
               <th>Restarts</th>
               <th>Started</th>
@@ -146,6 +161,11 @@ export function JobView(
               return (
                 <tr key={replica.name} data-replica={replica.name}>
                   <td>{replica.name}</td>
+                  <td>
+                    <PhaseBadge phase={replica.phase} />
+                  </td>
+                  <td>{replica.exit_code ?? ''}</td>
+                  <td className="jp-distrain-reason">{replica.reason}</td>
                   <td className="jp-distrain-row-links">
                     <button
                       className="jp-Button jp-mod-minimal"
@@ -164,13 +184,6 @@ export function JobView(
                       </button>
                     )}
                   </td>
-                  <td>{replica.role}</td>
-                  <td>{replica.index}</td>
-                  <td>
-                    <PhaseBadge phase={replica.phase} />
-                  </td>
-                  <td>{replica.exit_code ?? ''}</td>
-                  <td>{replica.reason}</td>
                   <td className="jp-distrain-mono">{replica.address ?? ''}</td>
                   <td>{replica.restarts}</td>
                   <td title={replica.started ?? ''}>

@@ -29,19 +29,30 @@ export class LogBuffer {
 
   /**
    * Add a stream message's lines ("<time> <text>\n" each); `offset` is where
-   * the replica's next line starts.
+   * the replica's next line starts. A replica's lines come in time order, but a
+   * backlog comes a chunk per replica: lines older than those held are merged
+   * in by time (equal times keep their arrival order).
    */
   append(replica: string, data: string, offset: number): void {
+    const incoming: ILogLine[] = [];
     for (const raw of data.split('\n')) {
       if (raw === '') {
         continue;
       }
       const space = raw.indexOf(' ');
-      this._lines.push(
+      incoming.push(
         space < 0
           ? { replica, time: '', text: raw }
           : { replica, time: raw.slice(0, space), text: raw.slice(space + 1) }
       );
+    }
+    const at = this._after(incoming[0]?.time ?? '');
+    const tail = this._lines.splice(at);
+    for (const line of tail.length ? merge(tail, incoming) : incoming) {
+      this._lines.push(line);
+    }
+    if (tail.length) {
+      this._reordered++;
     }
     this._offsets.set(replica, offset);
     const excess = this.end - this.first - this.capacity;
@@ -54,6 +65,11 @@ export class LogBuffer {
       this._lines = this._lines.slice(this._start);
       this._start = 0;
     }
+  }
+
+  /** How many times lines were merged in before others: numbers found earlier may have moved. */
+  get reordered(): number {
+    return this._reordered;
   }
 
   /** `replica:offset,...`, the `cursor` that resumes the stream after these lines. */
@@ -75,8 +91,42 @@ export class LogBuffer {
     return found;
   }
 
+  /** Index in `_lines` of the first held line later than `time` (a line without one: the end). */
+  private _after(time: string): number {
+    let low = this._start;
+    let high = this._lines.length;
+    if (!time) {
+      return high;
+    }
+    while (low < high) {
+      const middle = (low + high) >> 1;
+      if (this._lines[middle].time > time) {
+        high = middle;
+      } else {
+        low = middle + 1;
+      }
+    }
+    return low;
+  }
+
   private _lines: ILogLine[] = [];
   private _start = 0;
   private _dropped = 0;
   private _offsets = new Map<string, number>();
+  private _reordered = 0;
+}
+
+/** Two runs of lines, each in time order, as one; on equal times `held` comes first. */
+function merge(held: ILogLine[], incoming: ILogLine[]): ILogLine[] {
+  const merged: ILogLine[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < held.length && j < incoming.length) {
+    const next =
+      incoming[j].time && incoming[j].time < held[i].time
+        ? incoming[j++]
+        : held[i++];
+    merged.push(next);
+  }
+  return merged.concat(held.slice(i), incoming.slice(j));
 }

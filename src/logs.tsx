@@ -5,15 +5,18 @@ import {
   runIcon,
   searchIcon
 } from '@jupyterlab/ui-components';
+import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 import { FixedSizeList, ListOnScrollProps } from 'react-window';
 
-import { jobsAPI, logsDownloadURL, logStream } from './api';
+import { isGone, Job, jobsAPI, logsDownloadURL, logStream } from './api';
 import { LogBuffer } from './logbuffer';
 
 const ROW_HEIGHT = 18;
 const RECONNECT_MS = 1000;
+const MAX_RECONNECT_MS = 30_000;
+const RUN_CHECK_MS = 3000; // how often a view of the latest run looks for a restart
 const REPLICA_COLORS = 6;
 
 type Status =
@@ -22,18 +25,23 @@ type Status =
   | { state: 'error'; message: string };
 
 /**
- * The live log of a job, one replica or all interleaved with prefixes. The
- * server's files are the buffer: pausing closes the stream and resuming reopens
- * it at the cursor, so nothing is lost; at most `capacity` lines are kept here
- * and only the visible rows are drawn.
+ * The live log of one run of a job (the latest unless `run` is given), one
+ * replica or all interleaved in time order with prefixes. The server's files
+ * are the buffer: pausing closes the stream and resuming reopens it at the
+ * cursor, so nothing is lost; at most `capacity` lines are kept here and only
+ * the visible rows are drawn. When the job is restarted, a view of the latest
+ * run moves on to the new run; earlier runs stay a choice away.
  */
 export function LogView(props: {
   name: string;
   replica: string;
+  /** The run shown; undefined: the latest, following restarts. */
+  run?: number;
   onReplica: (replica: string) => void;
+  onRun: (run: number | undefined) => void;
 }): JSX.Element {
   const { name, replica } = props;
-  const [replicas, setReplicas] = React.useState<string[]>([]);
+  const [job, setJob] = React.useState<Job | null>(null);
   const [paused, setPaused] = React.useState(false);
   const [status, setStatus] = React.useState<Status>({ state: 'connecting' });
   const [query, setQuery] = React.useState('');
@@ -42,28 +50,45 @@ export function LogView(props: {
   const matches = React.useRef<{
     query: string;
     upTo: number;
+    reordered: number;
     lines: number[];
-  }>({ query: '', upTo: 0, lines: [] });
+  }>({ query: '', upTo: 0, reordered: 0, lines: [] });
   const list = React.useRef<FixedSizeList>(null);
   const following = React.useRef(true);
   const [box, size] = useSize<HTMLDivElement>();
+  const run = props.run ?? job?.run;
 
+  // The job, for its replicas and runs; a view of the latest run checks now
+  // and then for a restart.
+  const pinned = props.run !== undefined;
   React.useEffect(() => {
-    jobsAPI
-      .get(name)
-      .then(job => setReplicas(['setup', ...job.replicas.map(r => r.name)]))
-      .catch(() => setReplicas([]));
-  }, [name]);
+    const poll = new Poll({
+      factory: () =>
+        jobsAPI.get(name).then(setJob, error => {
+          if (isGone(error)) {
+            setStatus({ state: 'error', message: `${name} no longer exists` });
+            void poll.stop();
+          }
+        }),
+      frequency: { interval: pinned ? Poll.NEVER : RUN_CHECK_MS },
+      standby: 'when-hidden',
+      name: `jupyter-distrain:logs:${name}`
+    });
+    return () => poll.dispose();
+  }, [name, pinned]);
 
-  // A new replica choice starts a new buffer.
+  // A new replica or run starts a new buffer.
   React.useEffect(() => {
     buffer.current = new LogBuffer();
-    matches.current = { query: '', upTo: 0, lines: [] };
+    matches.current = { query: '', upTo: 0, reordered: 0, lines: [] };
     following.current = true;
     setVersion(v => v + 1);
-  }, [name, replica]);
+  }, [name, replica, run]);
 
   React.useEffect(() => {
+    if (run === undefined) {
+      return;
+    }
     if (paused) {
       setStatus({ state: 'paused' });
       return;
@@ -72,6 +97,7 @@ export function LogView(props: {
     let done = false;
     let frame = 0;
     let retry: ReturnType<typeof setTimeout>;
+    let delay = RECONNECT_MS;
     const redraw = () => {
       frame ||= requestAnimationFrame(() => {
         frame = 0;
@@ -80,8 +106,15 @@ export function LogView(props: {
     };
     const connect = () => {
       setStatus({ state: 'connecting' });
-      socket = logStream(name, replica || undefined, buffer.current.cursor);
-      socket.onopen = () => setStatus({ state: 'following' });
+      socket = logStream(name, {
+        replica: replica || undefined,
+        cursor: buffer.current.cursor,
+        run
+      });
+      socket.onopen = () => {
+        delay = RECONNECT_MS;
+        setStatus({ state: 'following' });
+      };
       socket.onmessage = event => {
         const message = JSON.parse(event.data);
         if (message.type === 'lines') {
@@ -89,17 +122,41 @@ export function LogView(props: {
           redraw();
         } else if (message.type === 'end') {
           done = true;
-          setStatus({ state: 'ended', phase: message.phase });
+          // The job's phase is its latest run's: an earlier run just ended.
+          setStatus({
+            state: 'ended',
+            phase: pinned ? '' : message.phase
+          });
         } else if (message.type === 'error') {
           done = true;
           setStatus({ state: 'error', message: message.message });
         }
       };
+      // Closed without a last word: retry, unless the job is gone (a refused
+      // stream says nothing, so the job is asked).
       socket.onclose = () => {
-        if (!done) {
-          setStatus({ state: 'connecting' });
-          retry = setTimeout(connect, RECONNECT_MS);
+        if (done) {
+          return;
         }
+        setStatus({ state: 'connecting' });
+        jobsAPI.get(name).then(
+          () => {
+            retry = setTimeout(connect, delay);
+            delay = Math.min(2 * delay, MAX_RECONNECT_MS);
+          },
+          error => {
+            if (isGone(error)) {
+              done = true;
+              setStatus({
+                state: 'error',
+                message: `${name} no longer exists`
+              });
+            } else if (!done) {
+              retry = setTimeout(connect, delay);
+              delay = Math.min(2 * delay, MAX_RECONNECT_MS);
+            }
+          }
+        );
       };
     };
     connect();
@@ -109,14 +166,22 @@ export function LogView(props: {
       cancelAnimationFrame(frame);
       socket.close();
     };
-  }, [name, replica, paused]);
+  }, [name, replica, run, paused]);
 
+  const latest = job?.run ?? 1;
+  const runs = Array.from({ length: latest - 1 }, (_, i) => latest - 1 - i);
+  const replicas = job ? ['setup', ...job.replicas.map(r => r.name)] : [];
   const held = buffer.current;
   let rows: number[] | null = null; // line numbers shown when searching
   if (query) {
     const found = matches.current;
-    if (found.query !== query) {
-      matches.current = { query, upTo: held.end, lines: held.search(query) };
+    if (found.query !== query || found.reordered !== held.reordered) {
+      matches.current = {
+        query,
+        upTo: held.end,
+        reordered: held.reordered,
+        lines: held.search(query)
+      };
     } else if (found.upTo < held.end) {
       found.lines.push(...held.search(query, found.upTo));
       found.upTo = held.end;
@@ -141,6 +206,25 @@ export function LogView(props: {
   return (
     <div className="jp-distrain-logs">
       <div className="jp-distrain-logs-toolbar">
+        {latest > 1 && (
+          <select
+            className="jp-mod-styled"
+            aria-label="Run"
+            value={props.run ?? ''}
+            onChange={event =>
+              props.onRun(
+                event.target.value ? Number(event.target.value) : undefined
+              )
+            }
+          >
+            <option value="">Run {latest} (latest)</option>
+            {runs.map(n => (
+              <option key={n} value={n}>
+                Run {n}
+              </option>
+            ))}
+          </select>
+        )}
         <select
           className="jp-mod-styled"
           aria-label="Replica"
@@ -179,7 +263,7 @@ export function LogView(props: {
         </label>
         <a
           className="jp-Button jp-mod-minimal"
-          href={logsDownloadURL(name, replica || undefined)}
+          href={logsDownloadURL(name, replica || undefined, run)}
           download
           title="Download the whole log"
           aria-label="Download the whole log"
@@ -187,6 +271,7 @@ export function LogView(props: {
           <downloadIcon.react tag="span" elementSize="small" />
         </a>
         <span className="jp-distrain-logs-status" data-state={status.state}>
+          {run !== undefined && latest > 1 ? `Run ${run} · ` : ''}
           {describe(status)}
           {query ? ` · ${count} matching` : ` · ${count} lines`}
           {held.first > 0
@@ -248,7 +333,7 @@ function LogRow(props: {
 function describe(status: Status): string {
   switch (status.state) {
     case 'ended':
-      return `Job ${status.phase}; all lines shown`;
+      return `${status.phase ? `Job ${status.phase}` : 'Run ended'}; all lines shown`;
     case 'error':
       return status.message;
     case 'paused':
@@ -318,15 +403,22 @@ export class LogsWidget extends ReactWidget {
   ) {
     super();
     this.addClass('jp-distrain-logs-widget');
-    this.updateTitle();
   }
+
+  /** The run shown; undefined: the latest. Not restored: a reload shows the latest. */
+  run: number | undefined = undefined;
 
   /** Show another replica's log ('' for all). */
   choose(replica: string): void {
     this.replica = replica;
-    this.updateTitle();
     this.update();
     this._replicaChanged.emit();
+  }
+
+  /** Show another run's log; undefined: the latest, following restarts. */
+  showRun(run: number | undefined): void {
+    this.run = run;
+    this.update();
   }
 
   /** Emitted when another replica is chosen (the tab's restored state changes). */
@@ -334,16 +426,14 @@ export class LogsWidget extends ReactWidget {
     return this._replicaChanged;
   }
 
-  private updateTitle(): void {
-    this.title.label = `Logs: ${this.job}${this.replica ? `/${this.replica}` : ''}`;
-  }
-
   render(): JSX.Element {
     return (
       <LogView
         name={this.job}
         replica={this.replica}
+        run={this.run}
         onReplica={replica => this.choose(replica)}
+        onRun={run => this.showRun(run)}
       />
     );
   }

@@ -139,7 +139,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description The logs as plain text, every replica merged in time order with a [replica] prefix. */
+    /** @description The logs of one run as plain text, every replica merged in time order with a [replica] prefix. */
     get: operations['getLogs'];
     put?: never;
     post?: never;
@@ -158,7 +158,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description A websocket. The server sends JSON messages: {"type": "lines", "replica", "offset", "data"} with whole lines, {"type": "end", "phase"} once the job ended and every line was sent, or {"type": "error", "message"}. Reconnect with cursor=<replica>:<offset>,... to resume exactly where the last message of each replica ended. */
+    /** @description A websocket following one run: the given one, else the run current when it opens. The server sends JSON messages: {"type": "lines", "replica", "offset", "data"} with whole lines, {"type": "end", "phase", "run"} once that run ended (the job finished, or a restart began a later run: the job's run is then greater than this run) and every line was sent, or {"type": "error", "message"}. Reconnect with the same run and cursor=<replica>:<offset>,... to resume exactly where the last message of each replica ended. */
     get: operations['streamLogs'];
     put?: never;
     post?: never;
@@ -645,6 +645,8 @@ export interface components {
     backend: 'local' | 'kubernetes';
     /** @description One replica, e.g. worker-0 or setup; all when omitted */
     replica: string;
+    /** @description One run of the job (1, then one more per restart; each keeps its own logs); the current run when omitted. A run the job has not had is refused with a 400 naming its runs. */
+    run: number;
     /** @description Only the last N lines */
     tail: number;
   };
@@ -914,6 +916,8 @@ export interface operations {
   getLogs: {
     parameters: {
       query?: {
+        /** @description One run of the job (1, then one more per restart; each keeps its own logs); the current run when omitted. A run the job has not had is refused with a 400 naming its runs. */
+        run?: components['parameters']['run'];
         /** @description One replica, e.g. worker-0 or setup; all when omitted */
         replica?: components['parameters']['replica'];
         /** @description Only the last N lines */
@@ -949,6 +953,8 @@ export interface operations {
   streamLogs: {
     parameters: {
       query?: {
+        /** @description One run of the job (1, then one more per restart; each keeps its own logs); the current run when omitted. A run the job has not had is refused with a 400 naming its runs. */
+        run?: components['parameters']['run'];
         /** @description One replica, e.g. worker-0 or setup; all when omitted */
         replica?: components['parameters']['replica'];
         /** @description Only the last N lines */

@@ -127,15 +127,14 @@ export function withFramework(
 }
 
 /**
- * Distributed: a replica count per role. Not distributed: one worker, keeping
- * the resources of the workers.
+ * Distributed: a replica count per role, starting from two workers. Not
+ * distributed: one worker, keeping the resources of the workers.
  */
 export function withDistributed(draft: Draft, distributed: boolean): Draft {
   const worker = draft.replicas?.worker ?? {};
-  if (distributed) {
-    return { ...draft, replicas: { ...draft.replicas, worker } };
-  }
-  return { ...draft, replicas: { worker: { ...worker, count: 1 } } };
+  const count = distributed ? Math.max(worker.count ?? 1, 2) : 1;
+  const others = distributed ? draft.replicas : {};
+  return { ...draft, replicas: { ...others, worker: { ...worker, count } } };
 }
 
 export function isDistributed(draft: Draft): boolean {

@@ -80,6 +80,7 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     jobs.get_by_label("Filter jobs").fill("")
 
     jobs.get_by_label("Stop sleeper").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Stop").click()  # stop asks first
     expect(row("sleeper").locator(".jp-distrain-phase")).to_have_text("Stopped", timeout=60_000)
     expect(jobs.get_by_label("Stop sleeper")).to_have_count(0)
 
@@ -277,3 +278,176 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
         assert urllib.request.urlopen(request, timeout=60).status == 204
     finally:
         server.stop()
+
+
+TF_CONFIG_SCRIPT = '''\
+"""Reads the TF_CONFIG the job gave this replica; workers report steps, the ps serves until stopped."""
+import json, os, sys, time
+
+config = json.loads(os.environ["TF_CONFIG"])
+task = config["task"]
+print(f"{task['type']} {task['index']} of", {role: len(hosts) for role, hosts in config["cluster"].items()},
+      flush=True)
+if task["type"] == "ps":
+    time.sleep(600)
+for step in range(int(sys.argv[1])):
+    print(f"step {step} lr {sys.argv[2]}", flush=True)
+    time.sleep(0.25)
+'''
+
+
+def empty_repo(directory: Path) -> Path:
+    """A git repository with a notebook and a script, and no distrain.yaml: everything is typed."""
+    directory.mkdir()
+    (directory / "train.py").write_text(TF_CONFIG_SCRIPT)
+    (directory / "explore.ipynb").write_text(
+        json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    for command in (["init", "-q", "-b", "main"], ["add", "."],
+                    ["-c", "user.email=dev@example.invalid", "-c", "user.name=dev", "commit", "-qm", "start"]):
+        subprocess.run(["git", *command], cwd=directory, check=True)
+    return directory
+
+
+def api_get(server: JupyterServer, route: str):
+    with urllib.request.urlopen(urllib.request.Request(f"{server.url}/distrain/api/{route}",
+                                                       headers=server.headers), timeout=30) as r:
+        return json.load(r)
+
+
+def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete(lab, page):
+    empty_repo(lab.root_dir / "project")
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.goto(f"{lab.url}/lab/tree/project?token={lab.TOKEN}")
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+    open_panel(page, "filebrowser")
+    page.locator('.jp-DirListing-item[data-file-type="notebook"]').click(button="right")
+    page.get_by_text("Train this notebook's repo").click()
+
+    shown = lambda css: page.locator(f".jp-MainAreaWidget:not(.lm-mod-hidden) {css}")  # noqa: E731
+    form = shown(".jp-distrain-form")
+    field = lambda path: form.locator(f'[data-field="{path}"]')  # noqa: E731
+    expect(field("name").locator("input")).to_have_value("explore", timeout=30_000)
+    field("name").locator("input").fill("journey")
+    field("framework").locator("select").select_option("tensorflow")
+    form.get_by_label("Distributed").check()
+    expect(form.get_by_label("Distributed")).to_be_checked()
+    expect(form.locator("[data-role]")).to_have_count(4)  # chief, ps, worker, evaluator
+    expect(form.get_by_label("worker count")).to_have_value("2")
+    form.get_by_label("ps count").fill("1")
+    form.get_by_label("worker count").fill("")  # typed over: the rows stay
+    form.get_by_label("worker count").fill("2")
+    expect(form.locator("[data-role]")).to_have_count(4)
+    field("command").locator("textarea").fill("python train.py 60 {{ lr }}")
+    form.get_by_role("button", name="Add hyperparameter").click()
+    form.get_by_label("Hyperparameter name").fill("lr")
+    form.get_by_label("Value of lr").fill("0.1")
+    expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
+    screenshot(page, "journey-form")
+    form.get_by_role("button", name="Submit").click()
+
+    tab = lambda job: page.locator(f'.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-job-{job}"]')  # noqa: E731
+    tab("journey").click()
+    view = shown(".jp-distrain-job-view")
+    phase = view.locator(".jp-distrain-job-header .jp-distrain-phase")
+    expect(view.locator("h2")).to_have_text("journey", timeout=30_000)
+    expect(view.locator("[data-replica]")).to_have_count(3)  # ps-0, worker-0, worker-1
+    expect(phase).to_have_text("Running", timeout=60_000)
+    expect(view.locator(".jp-distrain-job-facts")).to_contain_text("lr = 0.1")
+    expect(phase).to_have_text("Succeeded", timeout=120_000)  # worker 0 done: the ps is stopped
+    page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-logs-journey"]').click()
+    job = api_get(lab, "jobs/journey")
+    assert job["spec"]["framework"] == "tensorflow" and job["spec"]["hyperparameters"] == {"lr": 0.1}
+    assert {r["name"]: r["phase"] for r in job["replicas"]}["ps-0"] == "Stopped"
+    logs = shown(".jp-distrain-logs")
+    status = logs.locator(".jp-distrain-logs-status")
+    expect(status).to_contain_text("Job Succeeded", timeout=30_000)
+    expect(logs.locator(".jp-distrain-logline", has_text="worker 1 of {'ps': 1, 'worker': 2}")).to_have_count(1)
+    screenshot(page, "journey-succeeded")
+
+    # Restart: the open logs tab moves on to run 2, live; run 1 stays a choice away.
+    tab("journey").click()
+    view.get_by_label("Restart journey").click()
+    expect(view.locator(".jp-distrain-job-facts dd").nth(1)).to_have_text("2", timeout=30_000)  # Run
+    view.locator(".jp-distrain-job-links").get_by_role("button", name="Logs").click()
+    expect(status).to_contain_text("Run 2", timeout=30_000)
+    expect(status).to_contain_text("Following", timeout=30_000)
+    expect(logs.locator(".jp-distrain-logline", has_text="step 1 lr 0.1").first).to_be_visible(timeout=60_000)
+    screenshot(page, "journey-run-2")
+
+    # Stop asks first; a requested stop is no error.
+    tab("journey").click()
+    view.get_by_label("Stop journey").click()
+    dialog = page.locator(".jp-Dialog")
+    expect(dialog).to_contain_text("Stop journey?")
+    dialog.get_by_role("button", name="Stop").click()
+    expect(phase).to_have_text("Stopped", timeout=60_000)
+    expect(page.locator(".jp-Notification-Toast-info", has_text="journey stopped")).to_be_visible(timeout=30_000)
+    expect(page.locator(".jp-Notification-Toast-error")).to_have_count(0)
+    view.locator(".jp-distrain-job-links").get_by_role("button", name="Logs").click()
+    logs.get_by_label("Run").select_option("1")
+    expect(status).to_contain_text("Run 1", timeout=30_000)
+    expect(status).to_contain_text("all lines shown", timeout=30_000)  # run 1's stream ended: its log is whole
+    expect(logs.locator(".jp-distrain-logline", has_text="step 5 lr 0.1")).to_have_count(2)  # worker-0, worker-1
+
+    # "All replicas" stays in time order after looking at one replica.
+    logs.get_by_label("Replica").select_option("worker-1")
+    expect(logs.locator(".jp-distrain-logline", has_text="step 5")).to_have_count(1, timeout=30_000)
+    logs.get_by_label("Replica").select_option("")
+    expect(logs.locator(".jp-distrain-logline", has_text="step 5")).to_have_count(2, timeout=30_000)
+    times = [line.split(" ", 2)[1] for line in logs.locator(".jp-distrain-logline").all_inner_texts()]
+    assert times == sorted(times), times
+
+    # Clone opens the form with the job's spec (the same commit), to change before it runs.
+    tab("journey").click()
+    view.get_by_label("Clone and edit journey").click()
+    expect(field("name").locator("input")).to_have_value("journey-2", timeout=30_000)
+    expect(field("code.commit").locator("input")).to_have_value(job["spec"]["code"]["commit"])
+    expect(form.get_by_label("ps count")).to_have_value("1")
+    form.get_by_label("Value of lr").fill("0.01")
+    expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
+    form.get_by_role("button", name="Submit").click()
+    expect(page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-logs-journey-2"]')).to_be_visible(
+        timeout=30_000)
+    clone = api_get(lab, "jobs/journey-2")
+    assert clone["spec"]["hyperparameters"] == {"lr": 0.01}
+    assert clone["spec"]["code"]["commit"] == job["spec"]["code"]["commit"]
+    expect(logs.locator(".jp-distrain-logline", has_text="lr 0.01").first).to_be_visible(timeout=60_000)
+
+    # A narrow window keeps what matters of the replica table in view.
+    tab("journey-2").click()
+    expect(phase).to_have_text("Succeeded", timeout=120_000)
+    page.set_viewport_size({"width": 760, "height": 800})
+    page.wait_for_timeout(500)
+    for header in ("Replica", "Phase", "Exit code", "Reason"):
+        box = view.locator(".jp-distrain-replicas th", has_text=header).bounding_box()
+        assert box and box["x"] + box["width"] <= 760, (header, box)
+    screenshot(page, "journey-760px")
+    page.set_viewport_size({"width": 480, "height": 800})
+    page.wait_for_timeout(500)
+    assert view.locator("h2").bounding_box()["height"] < 60  # the name is not one letter a line
+    facts = view.locator(".jp-distrain-job-facts dd").first.bounding_box()
+    assert facts["width"] > 100, facts  # labels stack over values rather than squeeze them
+    screenshot(page, "journey-480px")
+    page.set_viewport_size({"width": 1280, "height": 800})
+
+    # Delete journey with its tabs open; after a reload its logs tab says so, and does not retry forever.
+    tab("journey").click()
+    view.get_by_label("Delete journey").click()
+    page.locator(".jp-Dialog").get_by_role("button", name="Delete").click()
+    expect(page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-job-journey"]')).to_have_count(
+        0, timeout=30_000)
+    streams = []
+    page.on("websocket", lambda ws: streams.append(ws.url) if "/jobs/journey/logs/stream" in ws.url else None)
+    page.reload()
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+    page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-logs-journey"]').click()
+    expect(status).to_contain_text("journey no longer exists", timeout=30_000)
+    page.wait_for_timeout(5000)
+    assert len(streams) <= 1, streams
+    screenshot(page, "journey-deleted")
+    assert not errors, errors
+    for name in ("journey-2",):
+        request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/{name}", method="DELETE", headers=lab.headers)
+        assert urllib.request.urlopen(request, timeout=60).status == 204
+    assert_nothing_left(Path(lab.root))

@@ -1,5 +1,5 @@
 import type { Job } from '../api';
-import { age, bytes, matches, ready } from '../format';
+import { age, bytes, matches, ready, shorten, why } from '../format';
 
 const job = {
   name: 'mnist',
@@ -29,5 +29,28 @@ describe('format', () => {
   it('matches every word of a filter', () => {
     expect(matches(job, 'mni run')).toBe(true);
     expect(matches(job, 'mnist failed')).toBe(false);
+  });
+
+  it('says why a job is in its phase without repeating the phase', () => {
+    expect(
+      why({
+        phase: 'Stopped',
+        reason: 'Stopped',
+        message: 'stopped by request'
+      })
+    ).toBe('stopped by request');
+    expect(
+      why({ phase: 'Failed', reason: 'Error', message: 'chief-0 exited 1' })
+    ).toBe('Error: chief-0 exited 1');
+  });
+
+  it('shortens long names in the middle, where variants differ least', () => {
+    expect(shorten('short')).toBe('short');
+    const a = shorten('ps-regression-experiment-lr-0.1', 20);
+    const b = shorten('ps-regression-experiment-lr-0.01', 20);
+    expect(a).toHaveLength(20);
+    expect(a).not.toBe(b);
+    expect(a.startsWith('ps-regre')).toBe(true);
+    expect(a.endsWith('lr-0.1')).toBe(true);
   });
 });

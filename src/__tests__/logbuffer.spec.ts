@@ -39,4 +39,27 @@ describe('LogBuffer', () => {
     expect(buffer.search('loss')).toEqual([2, 3]);
     expect(buffer.search('loss', 3)).toEqual([3]);
   });
+
+  it('keeps all replicas in time order when a backlog comes a replica at a time', () => {
+    const buffer = new LogBuffer();
+    const lines = (replica: string, seconds: number[]) =>
+      seconds.map(s => `2026-01-01T00:00:0${s}Z ${replica} ${s}\n`).join('');
+    buffer.append('chief-0', lines('chief-0', [1, 3, 5]), 10);
+    buffer.append('worker-0', lines('worker-0', [2, 3, 4]), 10);
+    buffer.append('worker-0', lines('worker-0', [6]), 20);
+    const texts = [];
+    for (let n = buffer.first; n < buffer.end; n++) {
+      texts.push(buffer.at(n).text);
+    }
+    expect(texts).toEqual([
+      'chief-0 1',
+      'worker-0 2',
+      'chief-0 3',
+      'worker-0 3',
+      'worker-0 4',
+      'chief-0 5',
+      'worker-0 6'
+    ]);
+    expect(buffer.reordered).toBe(1); // the second message went in among held lines
+  });
 });

@@ -104,6 +104,15 @@ describe('editing a draft', () => {
       worker: { count: 1, resources: { gpus: 1 } }
     });
     expect(isDistributed(single)).toBe(false);
+    // Ticking "Distributed" on a single worker makes it distributed at once.
+    const again = withDistributed(single, true);
+    expect(again.replicas).toEqual({
+      worker: { count: 2, resources: { gpus: 1 } }
+    });
+    expect(isDistributed(again)).toBe(true);
+    expect(withDistributed(distributed, true).replicas).toEqual(
+      distributed.replicas
+    );
   });
 
   it('reads hyperparameter values as numbers and booleans when they are', () => {
