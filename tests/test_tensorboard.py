@@ -63,7 +63,7 @@ async def wait_until(condition, timeout=120, interval=0.5):
     raise AssertionError("timed out")
 
 
-async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
+async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_base_url):
     spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
             "command": "python train.py --steps 100000 --log_every 10 --log_dir {{ logdir }}",
             "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 1}},
@@ -85,6 +85,14 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     assert page.code == 302 and page.headers["Location"].endswith("/distrain/tensorboard/tf/chief-0/")
     page = await fetch(*chief[:-1], "chief-0/")
     assert page.code == 200 and b"<tb-webapp>" in page.body
+
+    # the page's fonts (TensorBoard names them at the site's root) are asked for under the proxy
+    fonts = {url.decode() for url in re.findall(rb"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.body)}
+    mount = f"{jp_base_url}distrain/tensorboard/tf/chief-0/"
+    assert len(fonts) > 10 and all(url.startswith(f"{mount}font-roboto/") for url in fonts), fonts
+    for url in fonts:
+        font = await fetch(url[len(jp_base_url):])
+        assert font.code == 200 and font.headers["Content-Type"] == "font/woff2" and font.body, url
 
     stopped = await fetch("distrain", "api", "jobs", "tf", "stop", method="POST", body="")
     assert json.loads(stopped.body)["phase"] == "Stopped"

@@ -1,14 +1,16 @@
 """TensorBoard per replica (or per job), reached through Jupyter's authenticated proxy.
 
 For local jobs this server starts them on first request; each serves under the very path the
-browser uses (`--path_prefix`), so the proxy forwards requests and responses untouched. A
-Kubernetes job runs its own TensorBoard in the cluster, reached through the API server's service
-proxy (or its Service, from inside the cluster). No other TensorBoard is reachable.
+browser uses (`--path_prefix`), so the proxy forwards requests and responses as they are but for
+one thing: TensorBoard's page loads its fonts from the site's root, which the proxy points under
+its own path. A Kubernetes job runs its own TensorBoard in the cluster, reached through the API
+server's service proxy (or its Service, from inside the cluster). No other TensorBoard is reachable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 import time
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from jupyter_server.utils import url_path_join
-from jupyter_server_proxy.handlers import ProxyHandler
+from jupyter_server_proxy.handlers import ProxyHandler, RewritableResponse
 from tornado import httpclient, web
 
 from ..backends import procs
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
 
 ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
 WHOLE_JOB = "all"
+# TensorBoard's index.html loads its Roboto fonts from the site's root whatever --path_prefix says
+# (tensorflow/tensorboard#1885): `url(/font-roboto/<hash>.woff2)` in an inline <style>. It serves
+# them under its prefix, at font-roboto/<hash>.woff2.
+ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 5.0
 
@@ -149,8 +155,22 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
     cluster: ClusterTensorBoard | None = None  # set while forwarding to a TensorBoard in the cluster
 
     def initialize(self) -> None:
-        self.absolute_url = True  # the TensorBoard serves under the same prefix: nothing to rewrite
+        self.absolute_url = True  # the TensorBoard serves under the same prefix: its paths are ours
         self.host_allowlist = [HOST]
+        self.rewrite_response = lambda response: self.fonts_under_prefix(response)
+
+    def mount(self) -> str:
+        """This TensorBoard's path as the browser writes it: <base_url>distrain/tensorboard/<job>/<replica>."""
+        rest = self.request.path[len(self.base_url):]  # the route matched the raw path after base_url
+        return self.base_url + rest[:re.match(ROUTE, rest).end("replica")]
+
+    def fonts_under_prefix(self, response: RewritableResponse) -> None:
+        """Point the page's fonts, asked for at the site's root, to this proxy, where they are served
+        (with the page's authentication)."""
+        plain = response.headers.get("Content-Encoding", "identity") == "identity"
+        if plain and response.headers.get("Content-Type", "").startswith("text/html"):
+            fonts = f'url("{self.mount()}/font-roboto/'.encode()
+            response.body = ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', response.body)
 
     async def prepare(self, *args, **kwargs) -> None:
         await super().prepare(*args, **kwargs)
