@@ -13,7 +13,12 @@ import {
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { addIcon, LabIcon, SidePanel } from '@jupyterlab/ui-components';
+import {
+  addIcon,
+  LabIcon,
+  SidePanel,
+  Toolbar
+} from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
 import { tensorboardURL } from './api';
@@ -50,6 +55,12 @@ export const distrainIcon = new LabIcon({
 /**
  * A main-area tab that knows what it shows, for restoring it: a job's name (for a
  * new-job form, the notebook path) and a replica.
+ *
+ * Its toolbar, which has no items, is a plain one: MainAreaWidget's default
+ * ReactiveToolbar answers being shown with a throttled resize that runs a tick
+ * later and throws ("Cannot read properties of null (reading 'promise')") when the
+ * tab was disposed meanwhile, as File > Close All Tabs does to the tab that
+ * becomes current when the current one closes.
  */
 class JobTab<T extends Widget> extends MainAreaWidget<T> {
   constructor(
@@ -57,7 +68,7 @@ class JobTab<T extends Widget> extends MainAreaWidget<T> {
     readonly job: string,
     readonly replica = ''
   ) {
-    super({ content });
+    super({ content, toolbar: new Toolbar() });
     this.title.icon = distrainIcon;
     this.title.closable = true;
   }
