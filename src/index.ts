@@ -310,7 +310,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
       void restorer.restore(forms, {
         command: CommandIDs.newJob,
         args: tab => ({ path: tab.job }),
-        name: tab => tab.job
+        // never empty: the restorer skips a tab whose name is '' (a form for the root)
+        name: tab => `path:${tab.job}`
       });
       void restorer.restore(views, {
         command: CommandIDs.openJob,
