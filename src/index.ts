@@ -18,7 +18,8 @@ import {
   LabIcon,
   lineFormIcon,
   listIcon,
-  SidePanel
+  SidePanel,
+  Toolbar
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
@@ -57,6 +58,12 @@ export const distrainIcon = new LabIcon({
 /**
  * A main-area tab that knows what it shows, for restoring it: a job's name (for a
  * new-job form, the notebook path) and a replica.
+ *
+ * Its toolbar, which has no items, is a plain one: MainAreaWidget's default
+ * ReactiveToolbar answers being shown with a throttled resize that runs a tick
+ * later and throws ("Cannot read properties of null (reading 'promise')") when the
+ * tab was disposed meanwhile, as File > Close All Tabs does to the tab that
+ * becomes current when the current one closes.
  */
 class JobTab<T extends Widget> extends MainAreaWidget<T> {
   constructor(
@@ -64,7 +71,7 @@ class JobTab<T extends Widget> extends MainAreaWidget<T> {
     readonly job: string,
     readonly replica = ''
   ) {
-    super({ content });
+    super({ content, toolbar: new Toolbar() });
     this.title.icon = distrainIcon;
     this.title.closable = true;
     this.title.className = 'jp-distrain-tab';
@@ -339,6 +346,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
           tab.job.startsWith('clone:')
             ? { clone: tab.job.slice('clone:'.length) }
             : { path: tab.job.slice('path:'.length) },
+        // never empty (the restorer skips a tab named ''): "path:" for the root's form
         name: tab => tab.job
       });
       void restorer.restore(views, {

@@ -304,7 +304,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description Local jobs: TensorBoard for the replica's log directory, started on first request and stopped when the job is deleted or after the idle timeout; proxied untouched (HTTP and websockets). Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), over HTTP; a replica's URL redirects to it with that replica's runs filtered. */
+    /** @description Local jobs: TensorBoard for the replica's log directory, started on first request and stopped when the job is deleted or after the idle timeout, its one run named after the replica; proxied as is (HTTP and websockets) but for its page's font URLs, which TensorBoard roots at the site and the proxy points under this path. Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), over HTTP; a replica's URL redirects to it with that replica's runs filtered. */
     get: operations['tensorboard'];
     put?: never;
     post?: never;

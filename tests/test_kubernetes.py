@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -426,6 +427,10 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             assert [value for _, _, value in scalars] == [2.0, 1.0]
             page = requests.get(f"{board}/all/", headers=headers)
             assert page.ok and "<tb-webapp>" in page.text  # the page passes the API server's proxy
+            fonts = set(re.findall(r"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.text))
+            assert fonts and all(url.startswith("/distrain/tensorboard/tb-job/all/font-roboto/") for url in fonts)
+            font = requests.get(f"{kube_server.url}{min(fonts)}", headers=headers)
+            assert font.ok and font.headers["Content-Type"] == "font/woff2"
             assert requests.get(f"{board}/all/index.js", headers=headers).headers["Content-Type"].startswith(
                 "text/javascript")
             one = requests.get(f"{board}/worker-0/", headers=headers, allow_redirects=False)

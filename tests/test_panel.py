@@ -3,6 +3,7 @@
 import json
 import shutil
 import subprocess
+import time
 import urllib.request
 from pathlib import Path
 
@@ -241,6 +242,50 @@ def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     logs.get_by_label("Search the log").fill("line 12345")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("11 matching")  # 12345 and 123450-123459
     screenshot(page, "logs-150k")
+
+
+def test_every_tab_comes_back_after_a_reload_and_close_all_tabs_closes_them(lab, page):
+    """A new-job form for the root directory is restored too; File > Close All Tabs closes the tabs
+    without an error (JupyterLab's reactive toolbar throws on a tab shown and disposed at once)."""
+    errors = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    submit(lab, {"name": "idle", "command": "sleep 600", "tensorboard": {"enabled": True}})
+    page.locator(".jp-LauncherCard", has_text="Training Job").click()  # a form for the file browser's root
+    expect(page.locator(".jp-distrain-form")).to_be_visible(timeout=30_000)
+    open_panel(page)
+    page.locator('[data-job="idle"]').get_by_title("Open idle").click()
+    links = page.locator(".jp-distrain-job-links")
+    links.get_by_role("button", name="Logs").click()
+    page.locator(".lm-DockPanel .lm-TabBar-tab", has_text="idle").first.click()
+    links.get_by_role("button", name="TensorBoard (all replicas)").click()
+    tabs = page.locator(".lm-DockPanel .lm-TabBar-tab")
+    expect(tabs).to_have_count(4)
+    labels = tabs.all_inner_texts()
+
+    def saved_tabs() -> list[str]:  # the main area's tabs in the saved workspace
+        def widgets(area: dict) -> list[str]:
+            if area.get("type") == "tab-area":
+                return area["widgets"]
+            return [name for child in area.get("children", []) for name in widgets(child)]
+        for workspace in (lab.root.parent / "lab-workspaces").glob("*"):
+            layout = json.loads(workspace.read_text())["data"].get("layout-restorer:data", {})
+            return widgets((layout.get("main") or {}).get("dock") or {})
+        return []
+
+    deadline = time.monotonic() + 30
+    while len(saved_tabs()) < 4 and time.monotonic() < deadline:  # the workspace is saved a moment later
+        time.sleep(0.2)
+    page.reload()
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+    expect(tabs).to_have_count(4, timeout=30_000)
+    assert sorted(tabs.all_inner_texts()) == sorted(labels)
+    tabs.first.click()  # closing it shows the next one, which closes at once
+    page.locator(".lm-MenuBar-itemLabel", has_text="File").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Close All Tabs").click()
+    expect(tabs).to_have_count(1)  # JupyterLab opens a launcher when the main area empties
+    expect(tabs).to_have_text(["Launcher"])
+    page.wait_for_timeout(1000)
+    assert errors == []
 
 
 def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_plane, tmp_path):

@@ -63,7 +63,7 @@ async def wait_until(condition, timeout=120, interval=0.5):
     raise AssertionError("timed out")
 
 
-async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
+async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_base_url):
     spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
             "command": "python train.py --steps 100000 --log_every 10 --log_dir {{ logdir }}",
             "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 1}},
@@ -76,7 +76,7 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     async def live_loss():
         job = json.loads((await fetch("distrain", "api", "jobs", "tf")).body)
         assert job["phase"] in ("Pending", "Running"), job
-        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run=".", tag="loss")
+        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="chief-0", tag="loss")
         return scalars.code == 200 and len(json.loads(scalars.body)) >= 2
 
     await wait_until(live_loss)  # scalars arrive while the job is still running
@@ -86,6 +86,18 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     page = await fetch(*chief[:-1], "chief-0/")
     assert page.code == 200 and b"<tb-webapp>" in page.body
 
+    # the page's fonts (TensorBoard names them at the site's root) are asked for under the proxy
+    fonts = {url.decode() for url in re.findall(rb"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.body)}
+    mount = f"{jp_base_url}distrain/tensorboard/tf/chief-0/"
+    assert len(fonts) > 10 and all(url.startswith(f"{mount}font-roboto/") for url in fonts), fonts
+    for url in fonts:
+        font = await fetch(url[len(jp_base_url):])
+        assert font.code == 200 and font.headers["Content-Type"] == "font/woff2" and font.body, url
+
+    # the replica's one run is named after it
+    runs = await fetch(*chief, "data", "runs")
+    assert runs.code == 200 and json.loads(runs.body) == ["chief-0"]
+
     stopped = await fetch("distrain", "api", "jobs", "tf", "stop", method="POST", body="")
     assert json.loads(stopped.body)["phase"] == "Stopped"
     logs = (await fetch("distrain", "api", "jobs", "tf", "logs", replica="chief-0")).body.decode()
@@ -93,7 +105,7 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     assert len(printed) >= 2
 
     async def all_points():
-        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run=".", tag="loss")
+        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="chief-0", tag="loss")
         points = {step: value for _, step, value in json.loads(scalars.body)}
         return points if set(printed) <= set(points) else None
 
@@ -108,12 +120,13 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root):
     # idle TensorBoards stop by themselves; a new request starts one again
     await wait_until(lambda: not tensorboards(root), timeout=IDLE_TIMEOUT * 4)
     again = await fetch(*chief, "data", "plugin", "scalars", "tags")
-    assert again.code == 200 and "loss" in json.loads(again.body)["."]
+    assert again.code == 200 and "loss" in json.loads(again.body)["chief-0"]
     assert tensorboards(root)
 
     # deleting the job stops its TensorBoards; nothing is left
     assert (await fetch("distrain", "api", "jobs", "tf", method="DELETE")).code == 204
     assert not tensorboards(root)
+    assert not list((root / "tensorboards").iterdir())  # nor the directory naming the replica's run
     assert (await fetch(*chief[:-1], "chief-0/")).code == 404
     assert_nothing_left(root)
 

@@ -76,6 +76,7 @@ class Distrain(ExtensionApp):
         self.tensorboards = tensorboard.TensorBoards(
             base_url=self.serverapp.base_url, idle_timeout=self.tensorboard_idle_timeout,
             start_timeout=self.tensorboard_start_timeout, job_exists=manager.exists, log=self.log,
+            runs_root=Path(self.root) / "tensorboards",
         )
         self.settings.update(distrain_manager=manager, distrain_tensorboards=self.tensorboards,
                              distrain_watcher=logstream.LogWatcher(self.log), distrain_config=self)

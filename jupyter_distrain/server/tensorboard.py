@@ -1,16 +1,20 @@
 """TensorBoard per replica (or per job), reached through Jupyter's authenticated proxy.
 
 For local jobs this server starts them on first request; each serves under the very path the
-browser uses (`--path_prefix`), so the proxy forwards requests and responses untouched. A
-Kubernetes job runs its own TensorBoard in the cluster, reached through the API server's service
-proxy (or its Service, from inside the cluster). No other TensorBoard is reachable.
+browser uses (`--path_prefix`), so the proxy forwards requests and responses as they are but for
+one thing: TensorBoard's page loads its fonts from the site's root, which the proxy points under
+its own path. A Kubernetes job runs its own TensorBoard in the cluster, reached through the API
+server's service proxy (or its Service, from inside the cluster). No other TensorBoard is reachable.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+import shutil
 import signal
 import sys
+import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from jupyter_server.utils import url_path_join
-from jupyter_server_proxy.handlers import ProxyHandler
+from jupyter_server_proxy.handlers import ProxyHandler, RewritableResponse
 from tornado import httpclient, web
 
 from ..backends import procs
@@ -31,6 +35,10 @@ if TYPE_CHECKING:
 
 ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
 WHOLE_JOB = "all"
+# TensorBoard's index.html loads its Roboto fonts from the site's root whatever --path_prefix says
+# (tensorflow/tensorboard#1885): `url(/font-roboto/<hash>.woff2)` in an inline <style>. It serves
+# them under its prefix, at font-roboto/<hash>.woff2.
+ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 5.0
 
@@ -41,16 +49,22 @@ class Board:
     port: int
     process: asyncio.subprocess.Process
     ready: asyncio.Future
+    runs: Path | None = None  # a replica's: the --logdir whose one entry, named after it, links to its own
     last_used: float = field(default_factory=time.monotonic)
     output: deque = field(default_factory=lambda: deque(maxlen=20))
+
+    def remove_runs(self) -> None:
+        if self.runs is not None:
+            shutil.rmtree(self.runs, ignore_errors=True)  # the link only, never what it points to
 
 
 class TensorBoards:
     """The running TensorBoards, keyed by (job, replica); each stops when its job goes or it idles."""
 
     def __init__(self, base_url: str, idle_timeout: float, start_timeout: float, job_exists: Callable[[str], bool],
-                 log: Logger):
+                 log: Logger, runs_root: Path):
         self.base_url = base_url
+        self.runs_root = runs_root  # where a replica's TensorBoard gets the directory naming its run
         self.job_exists = job_exists
         self.idle_timeout = idle_timeout
         self.start_timeout = start_timeout
@@ -77,13 +91,27 @@ class TensorBoards:
         logdir.mkdir(parents=True, exist_ok=True)
         port = procs.free_ports(1)[0]
         prefix = self.prefix(job, replica)
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tensorboard.main", "--logdir", str(logdir), "--host", HOST, "--port", str(port),
-            "--path_prefix", prefix, "--reload_interval", "2",
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-        board = Board(prefix, port, process, asyncio.get_running_loop().create_future())
+        runs = None
+        if replica != WHOLE_JOB:
+            # TensorBoard names a run by its directory's path under --logdir: the replica's own directory
+            # would be ".", and `--logdir_spec <replica>:<dir>` makes it "<replica>/.". Under a directory
+            # whose one entry is a link named after the replica, it is "<replica>" (and a subdirectory's
+            # "<replica>/<sub>"), as in the whole job's TensorBoard.
+            self.runs_root.mkdir(parents=True, exist_ok=True)
+            runs = Path(tempfile.mkdtemp(prefix=f"{job}.{replica}.", dir=self.runs_root))
+            (runs / replica).symlink_to(logdir, target_is_directory=True)
+        try:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tensorboard.main", "--logdir", str(runs or logdir), "--host", HOST,
+                "--port", str(port), "--path_prefix", prefix, "--reload_interval", "2",
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        except BaseException:
+            if runs is not None:
+                shutil.rmtree(runs, ignore_errors=True)
+            raise
+        board = Board(prefix, port, process, asyncio.get_running_loop().create_future(), runs)
         self.log.info("TensorBoard for %s/%s on port %d (pid %d), logdir %s", job, replica, port, process.pid, logdir)
         asyncio.ensure_future(self._watch(board))
         if self.reaper is None:
@@ -111,6 +139,7 @@ class TensorBoards:
         while line := await board.process.stdout.readline():
             board.output.append(line.decode(errors="replace").rstrip())
         await board.process.wait()
+        board.remove_runs()
         await probe
 
     async def stop(self, job: str | None = None) -> None:
@@ -125,6 +154,7 @@ class TensorBoards:
         """SIGTERM to the TensorBoard's process group (it has a data-server child), SIGKILL if it lingers."""
         await procs.stop_groups([board.process], STOP_GRACE_SECONDS)
         procs.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
+        board.remove_runs()
 
     async def _reap(self) -> None:
         """Stop TensorBoards idle too long, or whose job was deleted elsewhere (e.g. by the CLI)."""
@@ -149,8 +179,22 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
     cluster: ClusterTensorBoard | None = None  # set while forwarding to a TensorBoard in the cluster
 
     def initialize(self) -> None:
-        self.absolute_url = True  # the TensorBoard serves under the same prefix: nothing to rewrite
+        self.absolute_url = True  # the TensorBoard serves under the same prefix: its paths are ours
         self.host_allowlist = [HOST]
+        self.rewrite_response = lambda response: self.fonts_under_prefix(response)
+
+    def mount(self) -> str:
+        """This TensorBoard's path as the browser writes it: <base_url>distrain/tensorboard/<job>/<replica>."""
+        rest = self.request.path[len(self.base_url):]  # the route matched the raw path after base_url
+        return self.base_url + rest[:re.match(ROUTE, rest).end("replica")]
+
+    def fonts_under_prefix(self, response: RewritableResponse) -> None:
+        """Point the page's fonts, asked for at the site's root, to this proxy, where they are served
+        (with the page's authentication)."""
+        plain = response.headers.get("Content-Encoding", "identity") == "identity"
+        if plain and response.headers.get("Content-Type", "").startswith("text/html"):
+            fonts = f'url("{self.mount()}/font-roboto/'.encode()
+            response.body = ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', response.body)
 
     async def prepare(self, *args, **kwargs) -> None:
         await super().prepare(*args, **kwargs)
