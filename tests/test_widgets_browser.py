@@ -2,10 +2,10 @@
 
 import json
 
-from playwright.sync_api import expect, sync_playwright
+from playwright.sync_api import expect
 
 from conftest import JupyterServer, assert_nothing_left
-from test_panel import CHROMIUM_ARGS, screenshot
+from test_panel import lab_page, screenshot
 
 MONITOR_CELL = """\
 from jupyter_distrain import Client
@@ -37,11 +37,7 @@ def test_the_job_monitor_shows_the_newest_log_line(tmp_path):
     lab = JupyterServer(tmp_path, app="lab")
     write_notebook(lab.root_dir / "monitor.ipynb", MONITOR_CELL)
     try:
-        with sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-            page = browser.new_page(viewport={"width": 1280, "height": 800})
-            page.goto(f"{lab.url}/lab/tree/monitor.ipynb?token={lab.TOKEN}")
-            page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+        with lab_page(lab, "lab/tree/monitor.ipynb") as page:
             page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
             page.keyboard.press("Shift+Enter")
 
@@ -54,7 +50,6 @@ def test_the_job_monitor_shows_the_newest_log_line(tmp_path):
             assert tail.evaluate(SHOWN_IN_TAIL, "[worker-0] line 299")
             assert not tail.evaluate(SHOWN_IN_TAIL, "[worker-0] line 100")  # the oldest line of the tail
             screenshot(page, "monitor-widget")
-            browser.close()
     finally:
         lab.stop()  # and its kernel, which has the jobs' DISTRAIN_HOME
     assert_nothing_left(lab.root)
