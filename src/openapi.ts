@@ -753,7 +753,7 @@ export interface operations {
     };
     requestBody: {
       content: {
-        'application/json': components['schemas']['JobSpec'];
+        'application/json': Record<string, never>;
       };
     };
     responses: {
@@ -766,6 +766,7 @@ export interface operations {
           'application/json': components['schemas']['Check'];
         };
       };
+      400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
     };
   };

@@ -366,6 +366,8 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     empty_repo(lab.root_dir / "project")
     errors = []
     page.on("pageerror", lambda error: errors.append(str(error)))
+    # a draft the server refuses is an answer, not a failed request (the browser logs those in red)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" and "status of 400" in m.text else None)
     page.goto(f"{lab.url}/lab/tree/project?token={lab.TOKEN}")
     page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
     open_panel(page, "filebrowser")
@@ -376,6 +378,8 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     form = shown(".jp-distrain-form")
     field = lambda path: form.locator(f'[data-field="{path}"]')  # noqa: E731
     expect(field("name").locator("input")).to_have_value("explore", timeout=30_000)
+    field("name").locator("input").fill("Journey")
+    expect(field("name").locator(".jp-distrain-error")).to_contain_text("not allowed", timeout=15_000)
     field("name").locator("input").fill("journey")
     field("framework").locator("select").select_option("tensorflow")
     form.get_by_label("Distributed").check()

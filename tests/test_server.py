@@ -225,8 +225,10 @@ async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root
     """The form checks as the person types: a refused draft is a 200 verdict, not a failed request."""
     code, verdict = await api("POST", "check", {**python_job("ok"), "name": "Bad_Name"})
     assert code == 200 and verdict["spec"] is None and [e["path"] for e in verdict["errors"]] == ["name"]
-    code, verdict = await api("POST", "check", python_job("fine"), backend="nowhere")
-    assert code == 200 and "not enabled" in verdict["errors"][0]["message"]
+    code, error = await api("POST", "check", python_job("fine"), backend="nowhere")  # a bad request, not a draft
+    assert code == 400 and "not enabled" in error["message"]
+    for body in ("[1, 2]", "null"):
+        assert (await api("POST", "check", json.loads(body)))[0] == 400
     code, verdict = await api("POST", "check", python_job("fine", epochs=1))
     assert code == 200 and verdict["errors"] == [] and verdict["spec"]["hyperparameters"] == {"epochs": 1}
     assert (await api("GET", "jobs"))[1] == []

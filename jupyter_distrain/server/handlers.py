@@ -157,10 +157,14 @@ class CheckHandler(DistrainHandler):
     query_params = ("backend",)
 
     async def post(self) -> None:
-        """A dry run answered as a verdict: the spec it would run, or every error of the spec."""
+        """A dry run answered as a verdict: the spec it would run, or every error of the spec. The request
+        itself (a JSON object, an enabled backend) is checked as any other."""
+        draft, backend = self.body(), self.get_query_argument("backend", None)
+        if not isinstance(draft, dict):
+            raise ApiError(400, {"message": "the body must be a job spec: a JSON object"})
+        await call(self.manager.target, backend)
         try:
-            spec = await call(self.manager.submit, self.body(), self.root_dir, dry_run=True,
-                              backend=self.get_query_argument("backend", None))
+            spec = await call(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend)
         except ApiError as e:
             if e.status_code >= 500:
                 raise
