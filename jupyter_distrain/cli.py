@@ -20,7 +20,7 @@ from . import code
 from .backends import BACKENDS, manifests, open_backend
 from .backends.manifests import Settings
 from .manager import JobManager, public
-from .policy import FINISHED
+from .policy import FINISHED, shown_reason
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
@@ -197,7 +197,7 @@ def list_jobs(manager: JobManager, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return
-    rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], reason(j)) for j in jobs]
+    rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], shown_reason(j)) for j in jobs]
     table(("NAME", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"), rows)
 
 
@@ -212,7 +212,7 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
         click.echo(json.dumps(job, indent=2))
         return
     click.echo(f"Name:      {job['name']}")
-    detail = ": ".join(filter(None, (reason(job), job["message"])))
+    detail = ": ".join(filter(None, (shown_reason(job), job["message"])))
     click.echo(f"Phase:     {click.style(job['phase'], fg=PHASE_COLORS.get(job['phase']))}"
                + (f"  ({detail})" if detail else ""))
     if job["exit_code"] is not None:
@@ -382,11 +382,6 @@ def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-
-
-def reason(job: dict) -> str:
-    """The job's reason, unless it only repeats its phase ("Stopped")."""
-    return "" if job["reason"] == job["phase"] else job["reason"]
 
 
 def ready(job: dict) -> str:

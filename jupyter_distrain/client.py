@@ -26,6 +26,7 @@ import requests
 from . import logs as logs_
 from . import spec as spec_
 from .errors import DistrainError
+from .policy import shown_reason
 from .spec import FieldError, SpecError
 
 API = "distrain/api"
@@ -115,7 +116,7 @@ class Job(dict):
         return f"<div class='jp-distrain-job'>{self.summary_html()}{self.replicas_html()}</div>"
 
     def summary_html(self) -> str:
-        why = f": {html.escape(self['reason'])}" if self.get("reason") not in ("", None, self["phase"]) else ""
+        why = f": {html.escape(reason)}" if (reason := shown_reason(self)) else ""
         code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
         return (f"<b>{html.escape(self['name'])}</b> ({html.escape(self['backend'])}) "
                 f"<b>{html.escape(self['phase'])}</b>{why}{code}")

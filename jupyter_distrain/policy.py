@@ -99,3 +99,9 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
         pending = ", ".join(r.name for r in replicas if r.phase == Phase.PENDING)
         return Decision(Phase.PENDING, reason="ReplicasPending", message=f"waiting for {pending}", restart=restart)
     return Decision(Phase.RUNNING, restart=restart)
+
+
+def shown_reason(job: dict) -> str:
+    """A job's reason as people read it: none where it only repeats the phase ("Stopped")."""
+    reason = job.get("reason") or ""
+    return "" if reason == job["phase"] else reason
