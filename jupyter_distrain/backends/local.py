@@ -61,7 +61,10 @@ class LocalBackend:
         job = self.store.job(name)
         if job is None:
             raise JobNotFound(name)
-        return self.job_dir(name) / "logs" / str(logs.run_of(name, run, job["run"]))
+        return self._log_dir(name, logs.run_of(name, run, job["run"]))
+
+    def _log_dir(self, name: str, run: int) -> Path:
+        return self.job_dir(name) / "logs" / str(run)
 
     def workspace(self, name: str) -> Path:
         return self.job_dir(name) / "workspace"
@@ -260,7 +263,7 @@ class LocalBackend:
             raise JobNotFound(name)
         run = logs.run_of(name, run, job["run"])
         current = ["setup"] + [r["name"] for r in job["replicas"]] if run == job["run"] else None
-        return logs.run_files(name, self.log_dir(name, run), current, replica)
+        return logs.run_files(name, self._log_dir(name, run), current, replica)
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
              follow: bool = False, finished: Callable[[], bool] | None = None,
@@ -271,7 +274,7 @@ class LocalBackend:
         if not follow:
             return logs.read(files, tail=tail, since=since)
         finished = finished or (lambda: run_ended(self.get(name, events=0), run))
-        return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self.log_dir(name, run))
+        return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
 
     def metrics(self, name: str, interval: float = 0.5) -> list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""
