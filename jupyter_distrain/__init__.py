@@ -5,6 +5,8 @@ try:
 except ImportError:  # a source tree that was never built
     __version__ = "0.0.0"
 
+from .errors import DistrainError, SpecError  # every refusal is a DistrainError; a spec's, a SpecError
+
 
 def __getattr__(name: str):
     if name == "Client":  # imported on first use: the CLI and the server never need it

@@ -32,8 +32,6 @@ class Distrain(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
-        except spec_.SpecError as e:
-            raise click.ClickException("invalid job spec: " + "; ".join(map(str, e.errors))) from None
         except DistrainError as e:
             raise click.ClickException(str(e)) from None
 

@@ -24,10 +24,10 @@ from urllib.parse import quote, urlsplit
 import requests
 
 from . import logs as logs_
+from . import repo as repo_
 from . import spec as spec_
-from .errors import DistrainError
+from .errors import DistrainError, FieldError, SpecError
 from .policy import shown_reason
-from .spec import FieldError, SpecError
 
 API = "distrain/api"
 TIMEOUT = 60  # seconds for one request; a followed log has none
@@ -242,23 +242,13 @@ class Client:
         return self._call("GET", "repo", path=str(path.relative_to(root)))
 
     def code_of(self, directory: Path) -> tuple[dict, list[str]]:
-        """The code a job started from `directory` (a notebook's) runs, as the panel's form prefills it,
-        and what to know about it: the repository at the checked-out commit (its `origin` remote, else
-        the repository itself), else the directory."""
-        repo = self.repo(directory)
-        git = repo and repo["git"]
-        if not git:
-            return {"path": str(directory)}, []
-        remotes = {r["name"]: r["url"] for r in git["remotes"]}
-        url = remotes.get("origin") or next(iter(remotes.values()), git["root"])
-        warnings = []
-        if git["dirty"] or git["untracked"]:
-            warnings.append(f"uncommitted work is not part of the job: it runs commit {git['commit'][:7]} "
-                            "as committed")
-        if git["subdirectory"] != ".":
-            warnings.append(f"the command runs at the repository's top, {git['root']} (this notebook is in "
-                            f"{git['subdirectory']}/)")
-        return {"git": url, "ref": git["commit"] or git["branch"] or "HEAD"}, warnings
+        """The code a job started from `directory` (a notebook's) runs, and what to know about it: the
+        server's proposal, as the panel's form prefills it (here, by the same rule, outside its root)."""
+        found = self.repo(directory)
+        if found is None:
+            path = Path(directory).resolve()
+            found = repo_.proposed_code(path, repo_.git_state(path))
+        return found["code"], found["notes"]
 
     def tensorboard_url(self, name: str, replica: str = "all") -> str:
         """The path the browser opens the job's (or a replica's) TensorBoard at, on this server."""

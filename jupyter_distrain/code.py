@@ -7,7 +7,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from .spec import FieldError, SpecError
+from .errors import FieldError, SpecError
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 # Answers git's credential requests from the environment, so a password never appears in argv or a URL.

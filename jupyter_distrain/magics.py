@@ -23,7 +23,6 @@ from IPython.display import IFrame, display
 
 from .client import Client, Job
 from .errors import DistrainError
-from .spec import SpecError
 
 
 def submit_command() -> click.Command:
@@ -76,8 +75,6 @@ class DistrainMagics(Magics):
                 print(__doc__.split("\n\n")[1])
                 return None
             return handler(args)
-        except SpecError as e:
-            raise UsageError(f"{e.to_json()['message']}: " + "; ".join(map(str, e.errors))) from None
         except (DistrainError, click.ClickException) as e:
             raise UsageError(e.format_message() if isinstance(e, click.ClickException) else str(e)) from None
 

@@ -10,11 +10,10 @@ from typing import Any, Iterator
 
 from . import code, spec as spec_
 from .backends import open_backend
-from .errors import DistrainError, JobConflict, JobNotFound, NotFound, ReplicaNotFound
+from .errors import DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError
 from .logs import LogLine
-from .spec import FieldError, SpecError
 
-PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir")
+PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
 
 

@@ -7,13 +7,14 @@ import json
 import re
 import shlex
 import sys
-from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 import yaml
+
+from .errors import FieldError, SpecError
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
@@ -51,30 +52,6 @@ def roles_by_framework() -> dict[str, tuple[str, ...]]:
         allowed = rule["then"]["properties"]["replicas"]["propertyNames"]["enum"]
         roles.update({f: tuple(allowed) for f in frameworks})
     return roles
-
-
-@dataclass(frozen=True)
-class FieldError:
-    path: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.path or '(spec)'}: {self.message}"
-
-
-class SpecError(ValueError):
-    """An invalid job spec; `errors` lists every failing field."""
-
-    def __init__(self, errors: list[FieldError], subject: str = "job spec"):
-        self.errors = errors
-        self.subject = subject
-        super().__init__(f"invalid {subject}:\n" + "\n".join(f"  {e}" for e in errors))
-
-    def to_json(self) -> dict:
-        return {
-            "message": f"invalid {self.subject}",
-            "errors": [{"path": e.path, "message": e.message} for e in self.errors],
-        }
 
 
 def load(text: str) -> Any:

@@ -21,9 +21,8 @@ import yaml
 from . import spec as spec_
 from .cli import volume_source
 from .client import Client, Job
-from .errors import DistrainError
+from .errors import DistrainError, FieldError, SpecError
 from .policy import FINISHED
-from .spec import SpecError
 
 LOG_TAIL_LINES = 200
 STATUS_SECONDS = 1.0
@@ -121,7 +120,10 @@ class JobForm(w.VBox):
         replicas = {box.description: {"count": box.value, **({"resources": {"gpus": gpus}} if gpus and box.description
                                                             in ("worker", "chief", "master") else {})}
                     for box in self.counts.children if box.value}
-        hyperparameters = yaml.safe_load(values["hyperparameters"]) if values["hyperparameters"].strip() else {}
+        try:
+            hyperparameters = yaml.safe_load(values["hyperparameters"]) if values["hyperparameters"].strip() else {}
+        except yaml.YAMLError as e:
+            raise SpecError([FieldError("hyperparameters", f"not valid YAML: {e}")]) from None
         optional = {key: volume_source(values[key].strip()) for key in ("data", "output") if values[key].strip()}
         if values["image"].strip():
             optional["image"] = values["image"].strip()
@@ -142,11 +144,8 @@ class JobForm(w.VBox):
         """Ask the server whether it would accept the job; show its answer. True when it would."""
         try:
             self.client.submit(self.spec(), backend=self.backend, dry_run=True)
-        except SpecError as e:
-            self._show([(f.path, f.message) for f in e.errors])
-            return False
-        except (DistrainError, yaml.YAMLError) as e:
-            self._show([("", str(e))])
+        except DistrainError as e:
+            self._show([(f.path, f.message) for f in e.errors] if isinstance(e, SpecError) else [("", str(e))])
             return False
         self._show([])
         self.status.value = "The server accepts this job."

@@ -27,7 +27,7 @@ from jupyter_distrain.backends import manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend, KubeError
 from jupyter_distrain.errors import RunNotFound
 from jupyter_distrain.server import DEFAULT_IMAGES
-from jupyter_distrain.spec import SpecError
+from jupyter_distrain.errors import SpecError
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = manifests.Settings(namespace=NAMESPACE, images=DEFAULT_IMAGES)

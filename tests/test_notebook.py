@@ -141,13 +141,15 @@ def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, k
     (jupyter_server.root_dir / ".ipynb_checkpoints" / "train-checkpoint.ipynb").write_text("{}")
     kernel.run("%load_ext jupyter_distrain")
     checked = kernel.run("%%distrain --dry-run\nname: clean\ncommand: python train.py\n")
-    assert "note:" not in checked and "'name': 'clean'" in checked, checked
+    no_remote = f"note: The repository has no remote: the job clones it from {jupyter_server.root_dir}, "
+    assert checked.startswith(no_remote) and "Uncommitted" not in checked and "'name': 'clean'" in checked, checked
 
     (jupyter_server.root_dir / "train.py").write_text("print('uncommitted')\n")
     invalid = kernel.run("%distrain submit --name Bad_Name -- python train.py")
     assert invalid.startswith("UsageError: invalid job spec: name:") and "note" not in invalid, invalid
     commit = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
-    note = f"note: uncommitted work is not part of the job: it runs commit {commit} as committed\n"
+    note = (f"note: Uncommitted work (changed files) is not part of the job: it runs commit {commit} as committed. "
+            "Commit first to train those changes.\n" + no_remote)
     checked = kernel.run("%%distrain --dry-run\nname: checked\ncommand: python train.py\n")
     assert checked.startswith(note) and "'name': 'checked'" in checked and kernel.stderr == "", checked
     submitted = kernel.run("%distrain submit --name noted -- python train.py --epochs 1")
@@ -161,8 +163,12 @@ def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, k
 
 def test_the_client_works_from_a_plain_script(jupyter_server, tmp_path):
     script = f"""
-from jupyter_distrain import Client
+from jupyter_distrain import Client, DistrainError
 client = Client({jupyter_server.url!r}, {jupyter_server.TOKEN!r})
+try:  # the documented way to handle every refusal, spec errors included
+    client.submit({{"name": "Not A Name", "command": "true"}})
+except DistrainError as e:
+    print("refused:", e)
 job = client.submit({{"name": "scripted", "code": {{"path": "."}}, "command": "python train.py --epochs 2"}})
 print(repr(job))
 for line in client.logs("scripted", follow=True):
@@ -175,6 +181,7 @@ client.delete("scripted")
                             timeout=120)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
+    assert lines.pop(0).startswith("refused: invalid job spec: name: "), result.stdout
     assert lines[0].startswith("<Job scripted Pending on local") or lines[0].startswith("<Job scripted Running")
     assert any(line.startswith("[worker-0] epoch 2/2 loss") for line in lines), lines
     assert lines[-1] == "Succeeded ['scripted']"

@@ -293,11 +293,18 @@ async def test_repo_describes_the_notebooks_git_repository(api, jp_root_dir):
     assert git_state["subdirectory"] == "notebooks" and git_state["upstream"] is None
     assert repo["files"]["requirements.txt"]["content"] == "numpy\n"
     assert repo["files"]["distrain.yaml"]["spec"] == {"name": "model", "command": "python train.py"}
+    # the code a job from this notebook runs: the branch, pinned to its commit
+    assert repo["code"] == {"git": "https://git.example.com/team/model.git", "ref": "main",
+                            "commit": git_state["commit"]}
+    assert [note.split(":")[0] for note in repo["notes"]] == ["Branch main has no upstream on origin",
+                                                              "The command runs at the repository's top, "
+                                                              f"{project}, not in notebooks/."], repo["notes"]
 
     (project / "requirements.txt").write_text("numpy\npandas\n")
     (project / "notebooks" / "draft.py").write_text("")
     code, repo = await api("GET", "repo", path="project")
     assert repo["git"]["dirty"] and repo["git"]["untracked"] == 1 and repo["git"]["subdirectory"] == "."
+    assert repo["notes"][0].startswith("Uncommitted work (changed files and 1 untracked file) is not part of the job")
 
     # one commit ahead of the upstream branch
     remote = jp_root_dir.parent / "remote.git"
@@ -312,6 +319,7 @@ async def test_repo_describes_the_notebooks_git_repository(api, jp_root_dir):
     (jp_root_dir / "plain").mkdir()
     code, repo = await api("GET", "repo", path="plain")
     assert code == 200 and repo["git"] is None and repo["files"] == {"distrain.yaml": None, "requirements.txt": None}
+    assert repo["code"] == {"path": str(jp_root_dir / "plain")} and "not in a git repository" in repo["notes"][0]
     assert (await api("GET", "repo", path="../outside"))[0] == 400
     assert (await api("GET", "repo", path="missing.ipynb"))[0] == 404
 

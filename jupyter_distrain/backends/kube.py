@@ -33,9 +33,9 @@ from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from .. import logs
-from ..errors import DistrainError, JobConflict, JobNotFound
+from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Decision, Phase, Replica, decide, run_ended
-from ..spec import FieldError, SpecError, gpus, replica_name, replicas
+from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, Settings, object_name
 
@@ -465,7 +465,7 @@ class KubeBackend:
             "message": status["message"], "exit_code": status["exit_code"], "run": current_run(root),
             "output_dir": output_location(spec, self.settings), "spec": spec,
             "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
-            "finished": status["finished"], "replicas": rows,
+            "finished": status["finished"], "replicas": rows, "logs": [row["name"] for row in rows],
         }
 
     def event(self, name: str, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:

@@ -28,9 +28,9 @@ from typing import Callable, Iterator
 import psutil
 
 from .. import logs
-from ..errors import DistrainError, JobConflict, JobNotFound
+from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Phase, run_ended
-from ..spec import FieldError, SpecError, gpus, replicas
+from ..spec import gpus, replicas
 from ..store import Store
 from . import procs
 
@@ -176,13 +176,12 @@ class LocalBackend:
 
     def _reconcile(self, job: dict) -> dict:
         """A job whose supervisor vanished is never reported as running: its replicas are Lost."""
-        if job["phase"] in FINISHED or not job["supervisor_pid"]:
-            return job
-        if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
-            return job
+        if job["phase"] in FINISHED or not job["supervisor_pid"] or procs.alive(job["supervisor_pid"],
+                                                                                  job["supervisor_started"]):
+            return {**job, "logs": ["setup"] + [r["name"] for r in job["replicas"]]}
         job = self.store.job(job["name"])  # the supervisor may have finished just now
         if job["phase"] in FINISHED:
-            return job
+            return self._reconcile(job)
         for r in job["replicas"]:
             if r["phase"] in FINISHED:
                 continue
@@ -199,7 +198,7 @@ class LocalBackend:
             phase, reason, message = Phase.FAILED, "SupervisorVanished", "the job's supervisor process exited unexpectedly"
         self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
         self.store.add_event(job["name"], reason, message, type="Warning")
-        return self.store.job(job["name"])
+        return self._reconcile(self.store.job(job["name"]))
 
     def stop(self, name: str, timeout: float = STOP_GRACE_SECONDS + 20) -> dict:
         job = self.get(name, events=0)

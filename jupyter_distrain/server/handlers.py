@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
 from typing import Any, Callable
@@ -12,12 +13,10 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.utils import ensure_async
 from tornado import web
 
-from .. import __version__, logs
+from .. import __version__, logs, repo
 from .. import spec as spec_
 from ..errors import DistrainError
 from ..manager import JobManager, public
-from ..spec import SpecError
-from . import repo
 from .openapi import openapi_document
 
 AUTH_RESOURCE = "distrain"
@@ -64,10 +63,8 @@ async def call(method: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run a blocking job-manager call off the event loop; domain errors become 4xx replies."""
     try:
         return await asyncio.to_thread(method, *args, **kwargs)
-    except SpecError as e:
-        raise ApiError(400, e.to_json()) from None
     except DistrainError as e:
-        raise ApiError(e.status, {"message": str(e)}) from None
+        raise ApiError(e.status, e.to_json()) from None
 
 
 class JsonErrors:
@@ -164,12 +161,11 @@ class CheckHandler(DistrainHandler):
             raise ApiError(400, {"message": "the body must be a job spec: a JSON object"})
         await call(self.manager.target, backend)
         try:
-            spec = await call(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend)
-        except ApiError as e:
-            if e.status_code >= 500:
-                raise
-            path = "name" if e.status_code == 409 else ""
-            self.reply({"spec": None, "errors": e.body.get("errors") or [{"path": path, "message": e.body["message"]}]})
+            spec = await asyncio.to_thread(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend)
+        except DistrainError as e:
+            if e.status >= 500:
+                raise ApiError(e.status, e.to_json()) from None
+            self.reply({"spec": None, "errors": [asdict(f) for f in e.field_errors()]})
             return
         self.reply({"spec": spec, "errors": []})
 

@@ -1,4 +1,4 @@
-"""What the panel needs to prefill a job from the git repository around a notebook."""
+"""The git state around a notebook, and the code a job started from it runs (the panel and the magics ask)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from ..errors import DistrainError, NotFound
+from .errors import DistrainError, NotFound
 
 JOB_FILES = ("distrain.yaml", "requirements.txt")
 MAX_FILE_BYTES = 64 * 1024
@@ -33,7 +33,43 @@ def inspect(root_dir: Path, path: str) -> dict:
         "directory": str(directory),
         "git": info,
         "files": {name: job_file(searched, name) for name in JOB_FILES},
+        **proposed_code(directory, info),
     }
+
+
+def proposed_code(directory: Path, git: dict | None) -> dict:
+    """The code a job started from `directory` (a notebook's) runs, and what to know about it: the one
+    rule the panel's form and the magics both follow. In a repository, its `origin` remote (else its
+    first, else the repository itself) at the checked-out branch, pinned to the checked-out commit;
+    outside one, the directory."""
+    if git is None:
+        return {"code": {"path": str(directory)},
+                "notes": [f"{directory} is not in a git repository: the job runs its files as they are when it "
+                          "starts, and cannot be repeated at a pinned commit."]}
+    remotes = {r["name"]: r["url"] for r in git["remotes"]}
+    remote = "origin" if "origin" in remotes else next(iter(remotes), None)
+    commit, short = git["commit"], (git["commit"] or "HEAD")[:7]
+    code = {"git": remotes[remote] if remote else git["root"], "ref": git["branch"] or commit or "HEAD",
+            **({"commit": commit} if commit else {})}
+    notes = []
+    if git["dirty"] or git["untracked"]:
+        changes = " and ".join(filter(None, ("changed files" if git["dirty"] else "",
+                                             f"{git['untracked']} untracked file{'s' * (git['untracked'] > 1)}" if git["untracked"] else "")))
+        notes.append(f"Uncommitted work ({changes}) is not part of the job: it runs commit {short} as committed. "
+                     "Commit first to train those changes.")
+    if remote and not git["upstream"]:
+        notes.append(f"Branch {git['branch'] or '(detached)'} has no upstream on {remote}: the replicas clone "
+                     f"{remotes[remote]}, which may not have commit {short}. Push it first.")
+    elif remote and git["ahead"]:
+        verb = "commits are" if git["ahead"] > 1 else "commit is"
+        notes.append(f"{git['ahead']} {verb} not pushed to {git['upstream']}: the replicas clone "
+                     f"{remotes[remote]}, which does not have commit {short} yet. Push first.")
+    if not remote:
+        notes.append(f"The repository has no remote: the job clones it from {git['root']}, which only a backend "
+                     "on this machine can read.")
+    if git["subdirectory"] != ".":
+        notes.append(f"The command runs at the repository's top, {git['root']}, not in {git['subdirectory']}/.")
+    return {"code": code, "notes": notes}
 
 
 def git_state(directory: Path) -> dict | None:
