@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from .spec import chief, replica_name
@@ -35,6 +35,7 @@ class Replica:
     phase: Phase
     exit_code: int | None = None
     restarts: int = 0
+    started: bool = False  # it ran at least once
 
     @property
     def name(self) -> str:
@@ -53,6 +54,49 @@ class Decision:
     stop_others: bool = False  # stop every replica still running (the job has ended)
 
 
+STOP_REQUESTED = Decision(Phase.STOPPED, "Stopped", "stopped by request", stop_others=True)
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened to a job (or, with `replica`, to one of its replicas)."""
+
+    reason: str
+    message: str
+    replica: str = ""
+    type: str = "Normal"  # or Warning, as Kubernetes events
+
+
+@dataclass(frozen=True)
+class Ending:
+    """What a finished decision records, whatever the backend: the job's fields, each unfinished replica's
+    fields, and the event."""
+
+    job: dict
+    replicas: dict[str, dict]
+    event: Event
+
+
+def restart_event(replica: Replica) -> Event:
+    """The event of a failed replica the policy restarts."""
+    return Event("Restarting", f"restart {replica.restarts + 1} after exit code {replica.exit_code}",
+                 replica.name, "Warning")
+
+
+def ending(decision: Decision, replicas: list[Replica], now: float) -> Ending:
+    """The end of a job: its phase, reason and exit code; every replica not finished yet is stopped
+    (NeverStarted if it never ran)."""
+    why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
+    stopped = {r.name: {"phase": str(Phase.STOPPED), "reason": why if r.started else "NeverStarted",
+                        "finished": now if r.started else None}
+               for r in replicas if r.phase not in FINISHED}
+    job = {"phase": str(decision.phase), "reason": decision.reason, "message": decision.message,
+           "exit_code": decision.exit_code, "finished": now}
+    event = Event(decision.reason or str(decision.phase), decision.message,
+                  type="Normal" if decision.phase == Phase.SUCCEEDED else "Warning")
+    return Ending(job, stopped, event)
+
+
 def may_restart(spec: dict, replica: Replica) -> bool:
     """Whether a failed replica is restarted: Kubeflow's Never / OnFailure / ExitCode (128-255 only)."""
     policy = spec["policy"]
@@ -67,7 +111,7 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
     """Apply the job's policy to its replicas' current phases."""
     restart = tuple(r.name for r in replicas if may_restart(spec, r))
     # A replica about to be restarted counts as running again.
-    replicas = [Replica(r.role, r.index, Phase.RUNNING, None, r.restarts) if r.name in restart else r for r in replicas]
+    replicas = [replace(r, phase=Phase.RUNNING, exit_code=None) if r.name in restart else r for r in replicas]
     for r in replicas:
         if r.phase in (Phase.FAILED, Phase.LOST):
             why = "exited with code %s" % r.exit_code if r.phase == Phase.FAILED else "vanished"

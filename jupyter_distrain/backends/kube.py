@@ -34,7 +34,7 @@ from kubernetes.client.exceptions import ApiException
 
 from .. import logs
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
-from ..policy import FINISHED, Decision, Phase, Replica, decide, run_ended
+from ..policy import FINISHED, STOP_REQUESTED, Event, Phase, Replica, decide, ending, restart_event, run_ended
 from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, Settings, object_name
@@ -260,7 +260,7 @@ class KubeBackend:
         except DistrainError:
             self._delete_root(spec["name"])
             raise
-        self.event(spec["name"], "Submitted", "job accepted")
+        self.record(spec["name"], Event("Submitted", "job accepted"))
         return self.get(spec["name"])
 
     def _start(self, spec: dict, owner: dict, run: int = 1) -> None:
@@ -310,7 +310,7 @@ class KubeBackend:
         self._start(spec, owner, status["run"])
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
             self._replace_tensorboard(spec, owner)
-        self.event(name, "Restarted", "job restarted")
+        self.record(name, Event("Restarted", "job restarted"))
         return self.get(name)
 
     def _replace_tensorboard(self, spec: dict, owner: dict) -> None:
@@ -367,17 +367,16 @@ class KubeBackend:
                     self.archive(spec["name"], name, pod)
             before = json.dumps(status, sort_keys=True)
             status["replicas"] = states
-            policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"])
+            policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]))
                       for n, s in states.items()]
-            decision = decide(spec, policy)
-            if status["stop_requested"]:
-                decision = Decision(Phase.STOPPED, "Stopped", "stopped by request", stop_others=True)
+            decision = STOP_REQUESTED if status["stop_requested"] else decide(spec, policy)
             if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
                 status["started"] = time.time()
-            for name in decision.restart:
-                self._restart_replica(spec, root, name, states[name], pods.get(name))
+            for replica in policy:
+                if replica.name in decision.restart:
+                    self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
             if decision.phase in FINISHED:
-                self._finish(spec, status, pods, decision)
+                self._finish(spec, status, pods, ending(decision, policy, time.time()))
             else:
                 status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
                 unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
@@ -388,32 +387,24 @@ class KubeBackend:
                 root = self._write_status(root, status) or root
             return self._view(root, pods if decision.phase not in FINISHED else {})
 
-    def _restart_replica(self, spec: dict, root, name: str, state: dict, pod) -> None:
-        self.event(spec["name"], "Restarting", f"restart {state['restarts'] + 1} after exit code {state['exit_code']}",
-                   replica=name, type="Warning")
+    def _restart_replica(self, spec: dict, root, replica: Replica, state: dict, pod) -> None:
+        self.record(spec["name"], restart_event(replica))
         state.update(phase=str(Phase.PENDING), reason="Restarting", restarts=state["restarts"] + 1, exit_code=None)
         if pod is not None:
             self._delete_pod(pod, wait=True)
-        role, index = replica_key(name)
-        self._create(manifests.pod(spec, role, index, self.settings, self.api.sanitize_for_serialization(root),
-                                   state["restarts"], current_run(root)))
+        self._create(manifests.pod(spec, replica.role, replica.index, self.settings,
+                                   self.api.sanitize_for_serialization(root), state["restarts"], current_run(root)))
 
-    def _finish(self, spec: dict, status: dict, pods: dict, decision) -> None:
-        why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
-        now = time.time()
-        for name, state in status["replicas"].items():
-            if state["phase"] not in (str(p) for p in FINISHED):
-                state.update(phase=str(Phase.STOPPED), reason=why if state["started"] else "NeverStarted",
-                             finished=now if state["started"] else None)
+    def _finish(self, spec: dict, status: dict, pods: dict, end) -> None:
+        for name, fields in end.replicas.items():
+            status["replicas"][name].update(fields)
         for name, pod in pods.items():
             self.archive(spec["name"], name, pod)
             self._delete_pod(pod)
         for role, index in replicas(spec):
             self._delete("Service", object_name(spec["name"], replica_name(role, index)))
-        status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message,
-                      exit_code=decision.exit_code, finished=now)
-        self.event(spec["name"], decision.reason or str(decision.phase), decision.message,
-                   type="Normal" if decision.phase == Phase.SUCCEEDED else "Warning")
+        status.update(end.job)
+        self.record(spec["name"], end.event)
 
     def _delete_pod(self, pod, wait: bool = False) -> None:
         self._delete("Pod", pod.metadata.name, grace=0)
@@ -468,8 +459,9 @@ class KubeBackend:
             "finished": status["finished"], "replicas": rows, "logs": [row["name"] for row in rows],
         }
 
-    def event(self, name: str, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
-        """A Kubernetes Event on the job's ConfigMap (or, with `replica`, its pod)."""
+    def record(self, name: str, event: Event) -> None:
+        """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod)."""
+        reason, message, replica, type = event.reason, event.message, event.replica, event.type
         involved = object_name(name, replica) if replica else name
         now = datetime.now(timezone.utc)
         body = client.CoreV1Event(

@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import code as code_
 from ..clusterenv import Dirs, replica_env
 from ..logs import LogWriter, pump
-from ..policy import FINISHED, Decision, Phase, Replica, decide
+from ..policy import FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, decide, ending, restart_event
 from ..spec import gpus, render_command, replica_name, replicas
 from . import procs
 from .local import STOP_GRACE_SECONDS, LocalBackend
@@ -207,7 +207,7 @@ class Supervisor:
         )
         writer = LogWriter(self.log_dir / f"{name}.log")
         self.running[name] = Running(process, asyncio.ensure_future(pump(process.stdout, writer)))
-        self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None)
+        self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None, started=True)
         self.store.update_replica(
             self.name, name, phase=str(Phase.RUNNING), reason="", exit_code=None, pid=process.pid,
             pid_started=procs.started_at(process.pid), address=self.addresses[role][index], started=time.time(),
@@ -226,7 +226,7 @@ class Supervisor:
                 if task not in done:
                     task.cancel()
             if stop in done:
-                return Decision(Phase.STOPPED, "Stopped", "stopped by request")
+                return STOP_REQUESTED
             if not done:
                 return Decision(Phase.FAILED, "DeadlineExceeded",
                                 f"the job ran longer than {self.spec['policy']['deadline_seconds']} s")
@@ -238,8 +238,7 @@ class Supervisor:
             for name in decision.restart:
                 state = self.states[name]
                 self.states[name] = replace(state, restarts=state.restarts + 1)
-                self.event("Restarting", f"restart {state.restarts + 1} after exit code {state.exit_code}",
-                           replica=name, type="Warning")
+                self.record(restart_event(state))
                 await self.start_replica(name)
 
     async def record_exit(self, name: str) -> None:
@@ -277,17 +276,18 @@ class Supervisor:
             self.event("Stopped", why, replica=name)
 
     def finish(self, decision: Decision) -> None:
-        """Record the job's end; replicas never started are marked stopped."""
-        for name, state in self.states.items():
-            if state.phase == Phase.PENDING:
-                self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), reason="NeverStarted")
-        self.store.update_job(self.name, phase=str(decision.phase), reason=decision.reason, message=decision.message,
-                              exit_code=decision.exit_code, finished=time.time())
-        self.event(decision.reason or str(decision.phase), decision.message,
-                   type="Normal" if decision.phase == Phase.SUCCEEDED else "Warning")
+        """Record the job's end (replicas never started are marked stopped)."""
+        end = ending(decision, list(self.states.values()), time.time())
+        for name, fields in end.replicas.items():
+            self.store.update_replica(self.name, name, **fields)
+        self.store.update_job(self.name, **end.job)
+        self.record(end.event)
 
     def event(self, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
-        self.store.add_event(self.name, reason, message, replica=replica, type=type)
+        self.record(Event(reason, message, replica, type))
+
+    def record(self, event: Event) -> None:
+        self.store.add_event(self.name, event.reason, event.message, replica=event.replica, type=event.type)
 
 
 def exit_code(returncode: int) -> int:
