@@ -28,6 +28,6 @@ def _jupyter_labextension_paths():
 
 
 def _jupyter_server_extension_points():
-    from .server import Distrain
+    from .server import DistrainExtension
 
-    return [{"module": "jupyter_distrain", "app": Distrain}]
+    return [{"module": "jupyter_distrain", "app": DistrainExtension}]

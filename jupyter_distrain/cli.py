@@ -17,8 +17,8 @@ from . import spec as spec_
 from .errors import DistrainError
 from .logs import LogLine
 from . import code
-from .backends import BACKENDS, manifests, open_backend
-from .backends.manifests import Settings
+from .backends import manifests
+from .config import Distrain
 from .manager import JobManager, public
 from .policy import FINISHED, shown_reason
 
@@ -26,7 +26,7 @@ OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
 
 
-class Distrain(click.Group):
+class Commands(click.Group):
     """Every expected error becomes one line on stderr and exit status 1."""
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -36,16 +36,19 @@ class Distrain(click.Group):
             raise click.ClickException(str(e)) from None
 
 
-@click.group(cls=Distrain)
-@click.option("--backend", envvar="DISTRAIN_BACKEND", type=click.Choice(BACKENDS), default="local", show_default=True,
-              help="Where jobs run [env DISTRAIN_BACKEND]; kubernetes uses $KUBECONFIG or ~/.kube/config.")
-@click.option("--namespace", envvar="DISTRAIN_NAMESPACE", default="default", show_default=True,
-              help="The Kubernetes namespace of the jobs [env DISTRAIN_NAMESPACE].")
+@click.group(cls=Commands)
+@click.option("--backend", help="Where jobs run: local or kubernetes [env DISTRAIN_BACKEND; default: c.Distrain.backend "
+                                "of Jupyter's config, else local].")
+@click.option("--namespace", help="The Kubernetes namespace of the jobs [env DISTRAIN_NAMESPACE; default: "
+                                  "c.Distrain.namespace, else default].")
 @click.pass_context
-def main(ctx: click.Context, backend: str, namespace: str) -> None:
-    """Launch and manage training jobs, single-machine or distributed."""
-    if ctx.invoked_subcommand not in OFFLINE_COMMANDS:
-        ctx.obj = JobManager(open_backend(backend, namespace=namespace))
+def main(ctx: click.Context, backend: str | None, namespace: str | None) -> None:
+    """Launch and manage training jobs, single-machine or distributed.
+
+    Settings come from Jupyter's config files, as the Jupyter server reads them (c.Distrain.* in
+    jupyter_server_config.py), then the environment, then these options."""
+    config = Distrain.load(backend=backend, namespace=namespace)
+    ctx.obj = config if ctx.invoked_subcommand in OFFLINE_COMMANDS else JobManager.from_config(config, [config.backend])
 
 
 output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table", "json"]), default="table",
@@ -296,14 +299,13 @@ def validate(spec_file: str) -> None:
 
 @main.command()
 @click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), required=True)
-@click.pass_context
-def render(ctx: click.Context, spec_file: str) -> None:
+@click.pass_obj
+def render(settings: Distrain, spec_file: str) -> None:
     """Print the Kubernetes objects of a job, as YAML, without a cluster (like `helm template`).
 
     The git ref is pinned to its commit, as a submit would. Objects that a submit makes the job's
     ConfigMap own (garbage collection) carry no ownerReferences here: the ConfigMap's uid is unknown."""
     spec = code.resolve(spec_.validate(spec_.load_file(spec_file)), Path(spec_file).parent)
-    settings = Settings(namespace=ctx.parent.params["namespace"])
     click.echo(yaml.safe_dump_all(manifests.render(spec, settings), sort_keys=False), nl=False)
 
 

@@ -6,12 +6,17 @@ import itertools
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 from . import code, spec as spec_
-from .backends import open_backend
+from .backends.base import Backend, JobRecord, TensorBoardTarget
 from .errors import DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError
 from .logs import LogLine
+
+if TYPE_CHECKING:
+    import logging
+
+    from .config import Distrain
 
 PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
@@ -20,17 +25,31 @@ PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "addres
 class JobManager:
     """Routes each call to the backend holding the job; submits go to the named or the default one."""
 
-    def __init__(self, backends: Any = None, default: str | None = None):
-        backends = backends or open_backend()
-        self.backends = backends if isinstance(backends, dict) else {backends.name: backends}
+    def __init__(self, backends: dict[str, Backend], default: str | None = None):
+        self.backends = backends
         self.default = default or next(iter(self.backends))
 
+    @classmethod
+    def from_config(cls, config: Distrain, names: list[str] | None = None) -> JobManager:
+        """The backends `names` (default: every enabled one), the first the default."""
+        names = names or config.enabled
+        return cls({name: config.open(name) for name in names}, default=names[0])
+
+    def start(self, log: logging.Logger) -> None:
+        """Keep every backend's view current, for a long-lived process (the Jupyter server)."""
+        for backend in self.backends.values():
+            backend.start(log)
+
+    def close(self) -> None:
+        for backend in self.backends.values():
+            backend.close()
+
     @property
-    def backend(self):
+    def backend(self) -> Backend:
         """The default backend."""
         return self.backends[self.default]
 
-    def target(self, backend: str | None) -> Any:
+    def target(self, backend: str | None) -> Backend:
         if backend is None:
             return self.backend
         if backend not in self.backends:
@@ -38,7 +57,7 @@ class JobManager:
                                 f"{', '.join(self.backends)}")
         return self.backends[backend]
 
-    def backend_of(self, name: str) -> Any:
+    def backend_of(self, name: str) -> Backend:
         for backend in self.backends.values():
             if backend.exists(name):
                 return backend
@@ -51,7 +70,8 @@ class JobManager:
         credentials = self.target(backend).credentials(source["credentials"]) if source.get("credentials") else None
         return code.resolve(spec, Path(base_dir or Path.cwd()), credentials)
 
-    def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False, backend: str | None = None) -> dict:
+    def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False,
+               backend: str | None = None) -> JobRecord | dict:
         """Start a job; a dry run checks everything a submit checks and returns the spec it would run."""
         target = self.target(backend)
         spec = self.prepare(raw, base_dir, backend)
@@ -62,11 +82,12 @@ class JobManager:
             return spec
         return target.submit(spec)
 
-    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> dict:
+    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> JobRecord:
         backend = self.backend_of(name)
         return backend.restart(name, self.prepare(raw, base_dir, backend.name) if raw is not None else None)
 
-    def clone(self, name: str, changes: Any = None, base_dir: Path | None = None, dry_run: bool = False) -> dict:
+    def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
+              dry_run: bool = False) -> JobRecord | dict:
         """Submit a new job from `name`'s spec (so the same pinned commit), with top-level fields replaced;
         a dry run returns the spec it would submit."""
         if changes is not None and not isinstance(changes, dict):
@@ -83,13 +104,13 @@ class JobManager:
         candidates = (f"{name[:longest - 1 - len(str(n))]}-{n}" for n in itertools.count(2))
         return next(c for c in candidates if c not in taken)
 
-    def get(self, name: str) -> dict:
+    def get(self, name: str) -> JobRecord:
         return self.backend_of(name).get(name)
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[JobRecord]:
         return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
 
-    def stop(self, name: str) -> dict:
+    def stop(self, name: str) -> JobRecord:
         return self.backend_of(name).stop(name)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
@@ -136,7 +157,7 @@ class JobManager:
     def cluster(self, backend: str | None = None) -> dict:
         return self.target(backend).cluster()
 
-    def tensorboard(self, name: str, replica: str | None) -> Any:
+    def tensorboard(self, name: str, replica: str | None) -> TensorBoardTarget:
         """Where the TensorBoard of this replica (None: the whole job) is: locally, the directory this
         server serves; on Kubernetes, the job's TensorBoard in the cluster."""
         job = self.get(name)

@@ -25,12 +25,15 @@ from kubernetes import client
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend, KubeError
-from jupyter_distrain.errors import RunNotFound
-from jupyter_distrain.server import DEFAULT_IMAGES
-from jupyter_distrain.errors import SpecError
+from jupyter_distrain.config import Distrain
+from jupyter_distrain.errors import RunNotFound, SpecError
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
-SETTINGS = manifests.Settings(namespace=NAMESPACE, images=DEFAULT_IMAGES)
+SETTINGS = Distrain(namespace=NAMESPACE)
+
+
+def settings(root: Path, namespace: str = NAMESPACE) -> Distrain:
+    return Distrain(root=str(root), namespace=namespace)
 
 
 def tf_spec(name: str, workers: int = 2, gpus: int = 0, **extra) -> dict:
@@ -53,7 +56,7 @@ def admin(control_plane):
 def backend(control_plane, tmp_path):
     """The backend as the Jupyter server runs it: the restricted user's token, a watch-fed controller."""
     api = control_plane.client(RESTRICTED)
-    kube = KubeBackend(tmp_path / "distrain-home", SETTINGS, api)
+    kube = KubeBackend(settings(tmp_path / "distrain-home"), api)
     controller = Controller(kube, logging.getLogger("test"))
     yield kube
     controller.stop()
@@ -229,13 +232,13 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
 
 
 def test_a_new_server_keeps_managing_running_jobs(control_plane, admin, tmp_path):
-    first = KubeBackend(tmp_path / "home", SETTINGS, control_plane.client(RESTRICTED))
+    first = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
     controller = Controller(first, logging.getLogger("first"))
     first.submit(tf_spec("survivor"))
     wait_job(first, "survivor", lambda j: j["phase"] == "Running", "the job runs")
     controller.stop()  # the Jupyter server goes away; the job runs on in the cluster
     end(admin, "survivor", "chief-0", 0)
-    second = KubeBackend(tmp_path / "home", SETTINGS, control_plane.client(RESTRICTED))
+    second = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
     Controller(second, logging.getLogger("second"))
     job = wait_job(second, "survivor", lambda j: j["phase"] == "Succeeded", "the new server finishes the job")
     assert replica(job, "ps-0")["phase"] == "Stopped"
@@ -244,8 +247,7 @@ def test_a_new_server_keeps_managing_running_jobs(control_plane, admin, tmp_path
 
 
 def test_the_restricted_token_is_refused_clearly_outside_its_namespace(control_plane, tmp_path):
-    elsewhere = manifests.Settings(namespace="default", images=DEFAULT_IMAGES)
-    kube = KubeBackend(tmp_path, elsewhere, control_plane.client(RESTRICTED))
+    kube = KubeBackend(settings(tmp_path, namespace="default"), control_plane.client(RESTRICTED))
     with pytest.raises(KubeError) as refused:
         kube.submit(tf_spec("nope"))
     assert refused.value.status == 403
@@ -275,12 +277,22 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
         ("from-cli-master-0.training.svc", "23456", "2", "3")
 
 
+CONFIGURED_IMAGE = "registry.example.com/team/tensorflow:2.16"
+
+
 @pytest.fixture
 def kube_server(control_plane, tmp_path):
-    """A real Jupyter server on the Kubernetes backend, with the restricted user's kubeconfig."""
-    server = JupyterServer(tmp_path, "--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
-                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}")
+    """A real Jupyter server on the Kubernetes backend, with the restricted user's kubeconfig, an image and an
+    output volume of its own: configured in a Jupyter config file, as an administrator would."""
+    config_dir = tmp_path / "jupyter-config"
+    config_dir.mkdir()
+    (config_dir / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
+        "backend": "kubernetes", "namespace": NAMESPACE, "kubeconfig": str(control_plane.kubeconfig(RESTRICTED)),
+        "default_images": {"tensorflow": CONFIGURED_IMAGE, "python": "python:3.11-slim"},
+        "output_claim": "datasets"}}))
+    server = JupyterServer(tmp_path, env={**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir)})
     server.api = f"{server.url}/distrain/api"
+    server.config_dir = config_dir
     yield server
     server.stop()
 
@@ -304,9 +316,8 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     control_plane.write_log("via-rest-chief-0", "hello from the chief")
     wait(lambda: requests.get(f"{api}/jobs/via-rest", headers=headers).json()["phase"] == "Running", "running")
 
-    cli = CLI(kube_server.root, tmp_path)
-    cli.env.update(DISTRAIN_BACKEND="kubernetes", DISTRAIN_NAMESPACE=NAMESPACE,
-                   KUBECONFIG=str(control_plane.kubeconfig(RESTRICTED)))
+    cli = CLI(kube_server.root, tmp_path)  # a terminal's: the server's config files, as the server exports
+    cli.env.update(JUPYTER_CONFIG_DIR=str(kube_server.config_dir), DISTRAIN_BACKEND="kubernetes")
     assert [j["name"] for j in cli.json("list")] == ["via-rest"]
     assert "hello from the chief" in cli("logs", "via-rest", "--replica", "chief-0").stdout
     wait(lambda: "hello from the chief" in requests.get(f"{api}/jobs/via-rest/logs", headers=headers).text,
@@ -319,17 +330,20 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     assert [m["phase"] for m in requests.get(f"{api}/jobs/via-rest/metrics", headers=headers).json()] == \
         ["Succeeded", "Stopped", "Stopped"]
 
-    # clone and restart over REST, stop and delete from the CLI
+    # clone over REST; stop, restart and delete from the CLI, which renders pods as the server does
     clone = requests.post(f"{api}/jobs/via-rest/clone", headers=headers)
     assert clone.status_code == 201 and clone.json()["name"] == "via-rest-2"
     assert clone.json()["spec"]["code"]["commit"] == COMMIT
     wait(lambda: cli.json("get", "via-rest-2")["phase"] == "Running", "the clone runs")
     cli("stop", "via-rest-2")
     assert cli.json("get", "via-rest-2")["phase"] == "Stopped"
-    restarted = requests.post(f"{api}/jobs/via-rest-2/restart", headers=headers)
-    assert restarted.status_code == 200 and restarted.json()["run"] == 2
+    cli("restart", "via-rest-2")
     wait(lambda: requests.get(f"{api}/jobs/via-rest-2", headers=headers).json()["phase"] == "Running",
          "the restarted clone runs")
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=via-rest-2,{manifests.RUN}=2").items
+    assert len(pods) == 3 and {p.spec.containers[0].image for p in pods} == {CONFIGURED_IMAGE}
+    assert {v.persistent_volume_claim.claim_name for p in pods for v in p.spec.volumes
+            if v.persistent_volume_claim} == {"datasets"}
     cli("delete", "via-rest-2")
     assert requests.delete(f"{api}/jobs/via-rest", headers=headers).status_code == 204
     assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
@@ -512,7 +526,12 @@ def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plan
     spec = {"name": "streamed", "framework": "python", "command": "python train.py",
             "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
     assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
-    wait(lambda: requests.get(f"{api}/jobs/streamed", headers=headers).json()["phase"] == "Running", "running")
+    job = wait(lambda: (j := requests.get(f"{api}/jobs/streamed", headers=headers).json())["phase"] == "Running" and j,
+               "running")
+    assert job["logs"] == ["worker-0"]  # no setup log in a cluster: the panel offers only these
+    refused = requests.get(f"{api}/jobs/streamed/logs/stream?replica=setup", headers=headers)
+    assert refused.status_code == 400 and refused.json() == {
+        "message": "job 'streamed' has no replica 'setup'; replicas: worker-0"}
     stream = websocket.create_connection(f"{api.replace('http', 'ws', 1)}/jobs/streamed/logs/stream",
                                          header=[f"Authorization: {headers['Authorization']}"], timeout=60)
     try:

@@ -19,15 +19,15 @@ from __future__ import annotations
 import base64
 import fcntl
 import json
+import logging
 import os
 import queue
 import shutil
 import threading
 import time
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
@@ -37,7 +37,11 @@ from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecEr
 from ..policy import FINISHED, STOP_REQUESTED, Event, Phase, Replica, decide, ending, restart_event, run_ended
 from ..spec import gpus, replica_name, replicas
 from . import manifests
-from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, Settings, object_name
+from .base import ClusterTensorBoard, JobRecord
+from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, object_name
+
+if TYPE_CHECKING:
+    from ..config import Distrain
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
 GPU = "nvidia.com/gpu"
@@ -78,30 +82,36 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> cl
     return config.new_client_from_config(config_file=kubeconfig, context=context)
 
 
-@dataclass(frozen=True)
-class ClusterTensorBoard:
-    """Where a job's TensorBoard in the cluster answers: its URL (through the API server's service proxy
-    from outside the cluster, its Service inside), with the headers and TLS options a request needs."""
-
-    url: str
-    headers: dict = field(default_factory=dict)
-    tls: dict = field(default_factory=dict)
-
-
 class KubeBackend:
     name = "kubernetes"
 
-    def __init__(self, root: Path, settings: Settings, api: client.ApiClient, inside: bool = False):
+    def __init__(self, settings: Distrain, api: client.ApiClient | None = None):
+        """Jobs in `settings.namespace`, through `api` (default: from `settings.kubeconfig`, $KUBECONFIG,
+        ~/.kube/config, or the pod's service account inside a cluster)."""
         self.settings = settings
         self.ns = settings.namespace
-        self.api = api
-        self.inside = inside  # in the cluster: reach Services directly, not through the API server
-        self.core = client.CoreV1Api(api)
-        self.apps = client.AppsV1Api(api)
-        self.root = Path(root).resolve() / "kubernetes" / self.ns
+        kubeconfig = settings.kubeconfig or None
+        self.api = api or load_client(kubeconfig)
+        self.inside = api is None and in_cluster(kubeconfig)  # reach Services directly, not through the API server
+        self.core = client.CoreV1Api(self.api)
+        self.apps = client.AppsV1Api(self.api)
+        self.root = Path(settings.root).resolve() / "kubernetes" / self.ns
         self.cache: Cache | None = None
+        self.controller: Controller | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
         self.lock = threading.RLock()  # one reconcile at a time in this process
+
+    @classmethod
+    def from_config(cls, config: Distrain) -> KubeBackend:
+        return cls(config)
+
+    def start(self, log: logging.Logger) -> None:
+        """Watch the namespace and apply the policy as it changes (see Controller)."""
+        self.controller = Controller(self, log)
+
+    def close(self) -> None:
+        if self.controller:
+            self.controller.stop()
 
     # where things are
     def log_dir(self, name: str, run: int | None = None) -> Path:
@@ -503,8 +513,6 @@ class KubeBackend:
         return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
 
     def _follow_with_controller(self, files, finished, tail, since, directory) -> Iterator[logs.LogLine]:
-        import logging
-
         controller = Controller(self, logging.getLogger(__name__))
         try:
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
@@ -651,7 +659,7 @@ def event_view(e: client.CoreV1Event, job: str) -> dict:
             "replica": name[len(job) + 1:] if name != job else ""}
 
 
-def output_location(spec: dict, settings: Settings) -> str:
+def output_location(spec: dict, settings: Distrain) -> str:
     source = spec.get("output", {"volume": settings.output_claim})
     if "host_path" in source:
         return source["host_path"]

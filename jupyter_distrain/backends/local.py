@@ -15,6 +15,7 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import signal
@@ -23,7 +24,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 import psutil
 
@@ -33,24 +34,30 @@ from ..policy import FINISHED, Phase, run_ended
 from ..spec import gpus, replicas
 from ..store import Store
 from . import procs
+from .base import EventFiles, JobRecord
+
+if TYPE_CHECKING:
+    from ..config import Distrain
 
 STOP_GRACE_SECONDS = 10.0
-
-
-def default_root() -> Path:
-    if os.environ.get("DISTRAIN_HOME"):
-        return Path(os.environ["DISTRAIN_HOME"])
-    from jupyter_core.paths import jupyter_data_dir
-
-    return Path(jupyter_data_dir()) / "distrain"
 
 
 class LocalBackend:
     name = "local"
 
-    def __init__(self, root: Path | None = None):
-        self.root = Path(root or default_root()).resolve()
+    def __init__(self, root: Path):
+        self.root = Path(root).resolve()
         self.store = Store(self.root / "jobs.sqlite")
+
+    @classmethod
+    def from_config(cls, config: Distrain) -> LocalBackend:
+        return cls(Path(config.root))
+
+    def start(self, log: logging.Logger) -> None:
+        """Nothing to keep current: every call reads the store, and supervisors run the jobs."""
+
+    def close(self) -> None:
+        self.store.close()
 
     # where things are
     def job_dir(self, name: str) -> Path:
@@ -84,11 +91,14 @@ class LocalBackend:
             return self.job_dir(spec["name"]) / "input"
         return self.volume_dir(spec["data"], "")
 
-    def tensorboard(self, spec: dict, replica: str | None = None) -> Path:
-        """Where a replica writes event files, and its TensorBoard (started by the server) reads them:
-        <output>/<logdir>/<replica>; without a replica, the parent."""
+    def event_files(self, spec: dict, replica: str | None = None) -> Path:
+        """Where a replica writes event files: <output>/<logdir>/<replica>; without a replica, the parent."""
         logdir = self.output_dir(spec) / spec["tensorboard"]["logdir"]
         return logdir / replica if replica else logdir
+
+    def tensorboard(self, spec: dict, replica: str | None = None) -> EventFiles:
+        """The event files, for a TensorBoard the server starts."""
+        return EventFiles(self.event_files(spec, replica))
 
     def credentials(self, secret: str) -> dict:
         path = self.root / "secrets" / f"{secret}.json"

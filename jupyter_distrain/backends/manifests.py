@@ -1,4 +1,5 @@
-"""Kubernetes objects for a job, as plain dicts: pure functions of the spec and the settings. No I/O.
+"""Kubernetes objects for a job, as plain dicts: pure functions of the spec and the settings
+(c.Distrain.*). No I/O.
 
     ConfigMap <job>                 the job's root: its spec and cluster addresses; owns the rest
     Service   <job>-<role>-<i>      headless, one per replica, so each has a stable DNS name
@@ -14,11 +15,11 @@ from __future__ import annotations
 
 import json
 import shlex
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
+from ..config import Distrain
 from ..spec import gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
@@ -30,25 +31,6 @@ PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as
 WORKSPACE = "/workspace"
 TENSORBOARD_PORT = 6006
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
-
-# the image of a job whose spec names none
-DEFAULT_IMAGES = {
-    "tensorflow": "tensorflow/tensorflow:2.16.1",
-    "keras": "tensorflow/tensorflow:2.16.1",
-    "pytorch": "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
-    "paddle": "paddlepaddle/paddle:2.6.1",
-    "python": "python:3.11-slim",
-}
-
-
-@dataclass(frozen=True)
-class Settings:
-    """What the cluster side needs beyond the spec."""
-
-    namespace: str = "default"
-    images: dict = field(default_factory=lambda: dict(DEFAULT_IMAGES))
-    git_image: str = "alpine/git:2.47.2"
-    output_claim: str = "distrain-outputs"  # the PersistentVolumeClaim /output lives on by default
 
 
 def object_name(job: str, replica: str) -> str:
@@ -75,7 +57,7 @@ def labels(job: str, role: str | None = None, index: int | None = None) -> dict[
     return out
 
 
-def metadata(name: str, settings: Settings, labels: dict, owner: dict) -> dict:
+def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     """Metadata of an object the job's ConfigMap owns, once it exists (has a uid): deleting it deletes them."""
     meta = {"name": name, "namespace": settings.namespace, "labels": labels}
     if owner["metadata"].get("uid"):
@@ -84,7 +66,7 @@ def metadata(name: str, settings: Settings, labels: dict, owner: dict) -> dict:
     return meta
 
 
-def root(spec: dict, settings: Settings) -> dict:
+def root(spec: dict, settings: Distrain) -> dict:
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": spec["name"], "namespace": settings.namespace, "labels": labels(spec["name"])},
@@ -95,7 +77,7 @@ def root(spec: dict, settings: Settings) -> dict:
     }
 
 
-def service(spec: dict, role: str, index: int, settings: Settings, owner: dict) -> dict:
+def service(spec: dict, role: str, index: int, settings: Distrain, owner: dict) -> dict:
     name = object_name(spec["name"], replica_name(role, index))
     return {
         "apiVersion": "v1", "kind": "Service",
@@ -110,11 +92,11 @@ def service(spec: dict, role: str, index: int, settings: Settings, owner: dict) 
     }
 
 
-def image(spec: dict, settings: Settings) -> str:
-    return spec.get("image") or settings.images.get(spec.get("framework", "python")) or settings.images["python"]
+def image(spec: dict, settings: Distrain) -> str:
+    return spec.get("image") or settings.default_images.get(spec.get("framework", "python")) or settings.default_images["python"]
 
 
-def pod(spec: dict, role: str, index: int, settings: Settings, owner: dict, restarts: int = 0, run: int = 1) -> dict:
+def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, restarts: int = 0, run: int = 1) -> dict:
     """The replica's pod, labelled with the job's run it belongs to (its logs are archived there)."""
     name = replica_name(role, index)
     logdir = f"/output/{spec['tensorboard']['logdir']}/{name}"
@@ -155,7 +137,7 @@ def pod(spec: dict, role: str, index: int, settings: Settings, owner: dict, rest
     }
 
 
-def _fetch_code(spec: dict, settings: Settings) -> dict | None:
+def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
     source = spec.get("code", {})
     if "git" not in source:
         return None
@@ -189,7 +171,7 @@ def _volume(source: dict, name: str, default_sub: str, read_only: bool) -> tuple
     return {"name": name, "persistentVolumeClaim": {"claimName": source["volume"], "readOnly": read_only}}, mount
 
 
-def _volumes(spec: dict, settings: Settings) -> tuple[list[dict], list[dict]]:
+def _volumes(spec: dict, settings: Distrain) -> tuple[list[dict], list[dict]]:
     volumes = [{"name": "workspace", "emptyDir": {}}]
     mounts = [{"name": "workspace", "mountPath": WORKSPACE}]
     wanted = [("output", spec.get("output", {"volume": settings.output_claim}), spec["name"], False, "/output")]
@@ -209,7 +191,7 @@ def tensorboard_name(job: str) -> str:
     return f"{job}-tensorboard"  # replicas are <job>-<role>-<index>: no clash
 
 
-def tensorboard(spec: dict, settings: Settings, owner: dict) -> list[dict]:
+def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     """The job's TensorBoard: a Deployment reading the output volume, and its Service; none if disabled."""
     if not spec["tensorboard"]["enabled"]:
         return []
@@ -218,7 +200,7 @@ def tensorboard(spec: dict, settings: Settings, owner: dict) -> list[dict]:
     volume, mount = _volume(source, "output", spec["name"], read_only=True)
     container = {
         "name": "tensorboard",
-        "image": settings.images["tensorflow"],
+        "image": settings.default_images["tensorflow"],
         "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{spec['tensorboard']['logdir']}",
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
@@ -240,7 +222,7 @@ def tensorboard(spec: dict, settings: Settings, owner: dict) -> list[dict]:
     ]
 
 
-def render(spec: dict, settings: Settings) -> list[dict]:
+def render(spec: dict, settings: Distrain) -> list[dict]:
     """Every object of the job, the ConfigMap first (the others are owned by it once it exists)."""
     owner = root(spec, settings)
     objects = [owner]

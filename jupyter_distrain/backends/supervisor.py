@@ -194,7 +194,7 @@ class Supervisor:
         dirs = Dirs(
             input=str(inputs),
             output=str(output),
-            logdir=str(self.backend.tensorboard(self.spec, name)),
+            logdir=str(self.backend.event_files(self.spec, name)),
             resume_from=str(self.backend.resume_path(resume)) if resume else None,
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from logging import Logger
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
 from jupyter_server.utils import url_path_join
@@ -28,10 +28,8 @@ from jupyter_server_proxy.handlers import ProxyHandler, RewritableResponse
 from tornado import httpclient, web
 
 from ..backends import procs
+from ..backends.base import ClusterTensorBoard, EventFiles
 from .handlers import AUTH_RESOURCE, JUPYTER_QUERY, JsonErrors, authorize, call
-
-if TYPE_CHECKING:
-    from ..backends.kube import ClusterTensorBoard
 
 ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
 WHOLE_JOB = "all"
@@ -206,10 +204,15 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
         return self.settings["distrain_tensorboards"].prefix(self.path_kwargs["job"], self.path_kwargs["replica"])
 
     async def where(self, job: str, replica: str) -> int | ClusterTensorBoard:
-        """The port of this server's TensorBoard for the replica (started if need be), or the cluster's."""
+        """The port of this server's TensorBoard of the replica's event files (started if need be), or the
+        cluster's TensorBoard."""
         manager, boards = self.settings["distrain_manager"], self.settings["distrain_tensorboards"]
-        found = await call(manager.tensorboard, job, None if replica == WHOLE_JOB else replica)
-        return await boards.port(job, replica, found) if isinstance(found, Path) else found
+        target = await call(manager.tensorboard, job, None if replica == WHOLE_JOB else replica)
+        match target:
+            case EventFiles(logdir):
+                return await boards.port(job, replica, logdir)
+            case ClusterTensorBoard():
+                return target
 
     async def forward(self, job: str, replica: str, path: str | None) -> None:
         if path is None:  # TensorBoard's pages need the trailing slash

@@ -1,0 +1,158 @@
+"""The contract every backend keeps, and the records it answers with. The job manager holds backends
+only through this Protocol; a backend is named in `c.Distrain.backend_classes` and made by `from_config`."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, Union
+
+if TYPE_CHECKING:
+    from ..config import Distrain
+    from ..logs import LogLine
+
+
+class ReplicaRecord(TypedDict):
+    """One replica of a job's current run (times in seconds since the epoch)."""
+
+    name: str  # <role>-<index>
+    role: str
+    idx: int
+    phase: str  # policy.Phase
+    exit_code: int | None
+    reason: str
+    address: str | None  # host:port its peers reach it at
+    pid: int | None  # local only
+    restarts: int
+    started: float | None
+    finished: float | None
+
+
+class EventRecord(TypedDict):
+    time: float | None
+    type: str  # Normal or Warning
+    replica: str  # "" for the job's own
+    reason: str
+    message: str
+
+
+class JobFields(TypedDict):
+
+    name: str
+    backend: str
+    phase: str  # policy.Phase
+    reason: str
+    message: str
+    exit_code: int | None
+    run: int  # 1, then one more per restart
+    output_dir: str
+    created: float
+    started: float | None
+    finished: float | None
+    spec: dict
+    replicas: list[ReplicaRecord]
+    logs: list[str]  # the logs of the current run, for `replica=`: local setup, then each replica
+
+
+class JobRecord(JobFields, total=False):
+    """A job as every backend reports it (manager.public turns it into the API's JSON)."""
+
+    events: list[EventRecord]  # the most recent, when asked for
+
+
+@dataclass(frozen=True)
+class EventFiles:
+    """Event files that this server serves with a TensorBoard of its own."""
+
+    logdir: Path
+
+
+@dataclass(frozen=True)
+class ClusterTensorBoard:
+    """A TensorBoard already running in a cluster: its URL (through the API server's service proxy from
+    outside the cluster, its Service inside), with the headers and TLS options a request needs."""
+
+    url: str
+    headers: dict = field(default_factory=dict)
+    tls: dict = field(default_factory=dict)
+
+
+TensorBoardTarget = Union[EventFiles, ClusterTensorBoard]
+
+
+class Backend(Protocol):
+    """Runs jobs somewhere. Every method raises DistrainError (or a subclass) for what it refuses."""
+
+    name: str
+
+    @classmethod
+    def from_config(cls, config: Distrain) -> Backend:
+        """The backend, with its settings from `config`."""
+
+    def start(self, log: logging.Logger) -> None:
+        """Keep this process's view current (watches, reconcilers) while a long-lived process (the Jupyter
+        server) uses the backend; a command that makes one call never starts it."""
+
+    def close(self) -> None:
+        """Stop what `start` started; the jobs go on."""
+
+    # jobs
+    def check(self, spec: dict) -> None:
+        """Refuse, before anything is created, a validated spec this backend cannot run (SpecError)."""
+
+    def submit(self, spec: dict) -> JobRecord:
+        """Start a job from a validated spec with its code pinned; JobConflict if the name is taken."""
+
+    def exists(self, name: str) -> bool:
+        """Whether this backend holds a job of that name."""
+
+    def get(self, name: str, events: int = 20) -> JobRecord:
+        """The job, with its `events` most recent events; JobNotFound if there is none."""
+
+    def list(self) -> list[JobRecord]:
+        """Every job of this backend, without events."""
+
+    def stop(self, name: str) -> JobRecord:
+        """Stop every replica (a grace period, then kill) and return the job once it is finished."""
+
+    def restart(self, name: str, spec: dict | None = None) -> JobRecord:
+        """Begin the job's next run, from its spec or an edited one of the same name."""
+
+    def delete(self, name: str, purge_output: bool = False) -> None:
+        """Stop the job and forget it, logs included; its output stays unless `purge_output`."""
+
+    # logs and observation
+    def log_dir(self, name: str, run: int | None = None) -> Path:
+        """The directory of a run's log files (default: the current run), which live streams watch."""
+
+    def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
+        """A run's log files by log name (those of JobRecord.logs for the current run), or only `replica`'s;
+        ReplicaNotFound or RunNotFound for what the job does not have."""
+
+    def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
+             follow: bool = False, finished: Callable[[], bool] | None = None,
+             run: int | None = None) -> Iterator[LogLine]:
+        """A run's lines in time order; to follow, until `finished()` (default: the run ended)."""
+
+    def metrics(self, name: str) -> list[dict]:
+        """CPU, memory and GPU use per replica (None where unknown)."""
+
+    def cluster(self) -> dict:
+        """What jobs can use: volumes, CPUs, memory, GPUs (capacity and available)."""
+
+    def tensorboard(self, spec: dict, replica: str | None = None) -> TensorBoardTarget:
+        """Where the TensorBoard of a job (or one replica's) is to be found."""
+
+    # git credentials: written, listed by name, deleted; never read back by a request
+    def credentials(self, secret: str) -> dict:
+        """The username and password of a stored secret (for pinning a private repository's ref)."""
+
+    def set_credentials(self, secret: str, username: str, password: str) -> None:
+        """Store (or replace) a secret."""
+
+    def credential_names(self) -> list[str]:
+        """The stored secrets' names."""
+
+    def delete_credentials(self, secret: str) -> None:
+        """Delete a secret."""

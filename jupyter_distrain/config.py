@@ -1,0 +1,119 @@
+"""Every setting of jupyter-distrain, in one Configurable. The server reads it from Jupyter's config, the
+`distrain` CLI from the same files (with its flags and environment on top); both hand it to the backends.
+
+    # jupyter_server_config.py
+    c.Distrain.root = "/data/distrain"
+    c.Distrain.backends = ["local", "kubernetes"]   # the panel offers both; `backend` is the default
+    c.Distrain.namespace = "training"
+    c.Distrain.tensorboard_idle_timeout = 600
+
+The server exports only DISTRAIN_HOME (`root`) and DISTRAIN_BACKEND (`backend`) to its terminals and
+kernels; every other setting a terminal's `distrain` reads from these files.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import import_module
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from traitlets import Dict, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets.config import Config, Configurable
+
+from .errors import DistrainError
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+
+# the image of a job whose spec names none
+DEFAULT_IMAGES = {
+    "tensorflow": "tensorflow/tensorflow:2.16.1",
+    "keras": "tensorflow/tensorflow:2.16.1",
+    "pytorch": "pytorch/pytorch:2.3.1-cuda12.1-cudnn8-runtime",
+    "paddle": "paddlepaddle/paddle:2.6.1",
+    "python": "python:3.11-slim",
+}
+BACKEND_CLASSES = {"local": "jupyter_distrain.backends.local.LocalBackend",
+                   "kubernetes": "jupyter_distrain.backends.kube.KubeBackend"}
+
+
+class Distrain(Configurable):
+    """The settings of jupyter-distrain (c.Distrain.* in Jupyter's config)."""
+
+    backend_classes = Dict(BACKEND_CLASSES, config=True,
+                           help="Each backend's name and the class (module.Class) that implements it "
+                                "(jupyter_distrain.backends.base.Backend).")
+    backend = Unicode("local", config=True,
+                      help="The default backend: 'local' runs every replica as a process on this machine; "
+                           "'kubernetes' as a pod in `namespace` (see the README for the RBAC it needs).")
+    backends = List(Unicode(), config=True,
+                    help="Every backend jobs may be submitted to (POST jobs?backend=...). Default: [backend].")
+    root = Unicode(config=True, help="Storage root: the local backend's job records, logs, outputs and volumes; "
+                                     "the copied logs of Kubernetes jobs. "
+                                     "Default: $DISTRAIN_HOME, else <jupyter data dir>/distrain.")
+    namespace = Unicode("default", config=True, help="The Kubernetes namespace of the jobs.")
+    kubeconfig = Unicode(config=True, help="A kubeconfig file for the Kubernetes backend. Default: $KUBECONFIG, "
+                                           "~/.kube/config, or the pod's service account inside a cluster.")
+    output_claim = Unicode("distrain-outputs", config=True,
+                           help="The PersistentVolumeClaim that keeps a Kubernetes job's /output when its spec "
+                                "names no output volume.")
+    git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
+    default_images = Dict(DEFAULT_IMAGES, config=True,
+                          help="Container image per framework, for jobs whose spec names none.")
+    tensorboard_idle_timeout = Int(900, config=True,
+                                   help="Seconds without a request after which a TensorBoard is stopped; 0 keeps it.")
+    tensorboard_start_timeout = Float(60, config=True, help="Seconds a TensorBoard may take to start serving.")
+
+    @default("root")
+    def _default_root(self) -> str:
+        if os.environ.get("DISTRAIN_HOME"):
+            return os.environ["DISTRAIN_HOME"]
+        from jupyter_core.paths import jupyter_data_dir
+
+        return str(Path(jupyter_data_dir()) / "distrain")
+
+    @validate("backend")
+    def _known_backend(self, proposal: Any) -> str:
+        self._check_names([proposal["value"]], "backend")
+        return proposal["value"]
+
+    @validate("backends")
+    def _known_backends(self, proposal: Any) -> list[str]:
+        self._check_names(proposal["value"], "backends")
+        return proposal["value"]
+
+    def _check_names(self, names: list[str], trait: str) -> None:
+        unknown = [n for n in names if n not in self.backend_classes]
+        if unknown:
+            raise TraitError(f"Distrain.{trait}: unknown backend {unknown[0]!r}; allowed: "
+                             f"{', '.join(self.backend_classes)}")
+
+    @property
+    def enabled(self) -> list[str]:
+        """The default backend first, then the others jobs may go to."""
+        return list(dict.fromkeys([self.backend, *self.backends]))
+
+    def open(self, name: str) -> Backend:
+        """The backend `name`, made from these settings."""
+        module, _, cls = self.backend_classes[name].rpartition(".")
+        return getattr(import_module(module), cls).from_config(self)
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Distrain:
+        """The settings as a `distrain` command sees them: Jupyter server's config files (the ones the
+        server reads), then $DISTRAIN_HOME, $DISTRAIN_BACKEND and $DISTRAIN_NAMESPACE, then `overrides`
+        (None: not given)."""
+        from jupyter_core.application import JupyterApp
+
+        files = JupyterApp(config_file_name="jupyter_server_config")
+        files.load_config_file()
+        environment = {"root": "DISTRAIN_HOME", "backend": "DISTRAIN_BACKEND", "namespace": "DISTRAIN_NAMESPACE"}
+        section = Config({key: os.environ[var] for key, var in environment.items() if os.environ.get(var)})
+        section.update({key: value for key, value in overrides.items() if value is not None})
+        config = Config(files.config)
+        config.Distrain.merge(section)
+        try:
+            return cls(config=config)
+        except TraitError as e:
+            raise DistrainError(str(e)) from None
