@@ -5,51 +5,125 @@
     %%distrain [--backend kubernetes] [--dry-run]      (the cell is a distrain.yaml job spec)
     %distrain list | status NAME | logs NAME [-f] [--replica R] [--tail N] [--run N]
     %distrain stop NAME | delete NAME [--purge-output] | tensorboard NAME [--replica R]
+    %distrain [COMMAND] --help
 
-Without code in the spec or `--code`, a job runs the notebook's own code: its git repository at
-the checked-out commit, else its directory, as the panel's form does.
+`%distrain` is one click group, as the `distrain` CLI is: its help, and its messages for unknown
+commands and bad options, read as the CLI's. Those and every DistrainError are IPython's UsageError:
+a message, no traceback. Without code in the spec or `--code`, a job runs the notebook's own code:
+its git repository at the checked-out commit, else its directory, as the panel's form does.
 """
 
 from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import click
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import IFrame, display
 
+from .cli import apply_flags, spec_options
 from .client import Client, Job
 from .errors import DistrainError
+from .spec import load, load_file
+
+BACKEND = click.option("--backend", help="A backend the server enables; its default when omitted.")
 
 
-def submit_command() -> click.Command:
-    from .cli import spec_options
+@click.group(name="%distrain")
+def commands() -> None:
+    """Launch and watch the Jupyter server's training jobs; `%%distrain [--backend B] [--dry-run]`
+    submits its cell, a distrain.yaml job spec.
 
-    @click.command(name="%distrain submit", context_settings={"allow_interspersed_args": False})
-    @click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False),
-                  help="A distrain.yaml job spec.")
-    @spec_options
-    @click.option("--backend", help="A backend the server enables; its default when omitted.")
-    @click.argument("command", nargs=-1)
-    def parse(**arguments: Any) -> dict:
-        """Submit a job from flags (and/or a spec file); the command follows '--'."""
-        return arguments
-
-    return parse
+    A job whose spec names no code runs the notebook's: its git repository at the checked-out
+    commit, else its directory."""
 
 
-NAME = click.Argument(["name"])
-BACKEND = click.Option(["--backend"], help="A backend the server enables; its default when omitted.")
+@commands.command(context_settings={"allow_interspersed_args": False})
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False),
+              help="A distrain.yaml job spec.")
+@spec_options
+@BACKEND
+@click.argument("command", nargs=-1)
+@click.pass_obj
+def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
+           command_text: str | None, **flags: Any) -> Job:
+    """Submit a job from flags and/or a spec file. COMMAND follows '--'."""
+    raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
+    return magics.submit(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend)
 
 
-def parse(usage: str, args: list[str], *params: click.Parameter) -> dict | None:
-    """The arguments of one action, parsed as click parses the CLI's; None when --help was shown."""
-    command = click.Command(usage, params=list(params), callback=lambda **arguments: arguments)
-    arguments = command.main(args, standalone_mode=False)
-    return arguments if isinstance(arguments, dict) else None
+@commands.command(name="list")
+@click.pass_obj
+def list_jobs(magics: DistrainMagics) -> None:
+    """Show every job of the server."""
+    jobs = magics.client.jobs()
+    for job in jobs:
+        display(job)
+    if not jobs:
+        print("no jobs")
+
+
+@commands.command()
+@click.argument("name")
+@click.pass_obj
+def status(magics: DistrainMagics, name: str) -> Job:
+    """Show a job and its replicas."""
+    return magics.client.get(name)
+
+
+@commands.command()
+@click.argument("name")
+@click.option("-f", "--follow", is_flag=True, help="Stream new lines until the job ends or restarts.")
+@click.option("--replica", help="One replica, e.g. worker-0.")
+@click.option("--tail", type=int, help="Only the last N lines.")
+@click.option("--run", type=int, help="One run of the job (default: the current run).")
+@click.pass_obj
+def logs(magics: DistrainMagics, name: str, **options: Any) -> None:
+    """Print a job's logs; interrupt the kernel to stop following."""
+    try:
+        for line in magics.client.logs(name, **options):
+            print(line, flush=True)
+    except KeyboardInterrupt:  # the kernel was interrupted: stop following, the job goes on
+        print(f"(stopped following; {name} goes on)")
+
+
+@commands.command()
+@click.argument("name")
+@click.pass_obj
+def stop(magics: DistrainMagics, name: str) -> Job:
+    """Stop a job."""
+    return magics.client.stop(name)
+
+
+@commands.command()
+@click.argument("name")
+@click.option("--purge-output", is_flag=True, help="Delete its outputs too.")
+@click.pass_obj
+def delete(magics: DistrainMagics, name: str, purge_output: bool) -> None:
+    """Stop and delete a job."""
+    magics.client.delete(name, purge_output=purge_output)
+    print(f"job {name} deleted")
+
+
+@commands.command()
+@click.argument("name")
+@click.option("--replica", default="all", help="One replica's; the whole job's by default.")
+@click.pass_obj
+def tensorboard(magics: DistrainMagics, name: str, replica: str) -> IFrame:
+    """Show a job's TensorBoard in the notebook."""
+    magics.client.get(name)  # a clear error for an unknown job, not a frame showing one
+    return IFrame(magics.client.tensorboard_url(name, replica), width="100%", height=640)
+
+
+@click.command(name="%%distrain")
+@BACKEND
+@click.option("--dry-run", is_flag=True, help="Check everything a submit checks; start nothing.")
+def cell_options(**options: Any) -> dict:
+    """Submit the cell, a distrain.yaml job spec."""
+    return options
 
 
 @magics_class
@@ -66,38 +140,25 @@ class DistrainMagics(Magics):
     @no_var_expand  # {{ placeholders }} are the job's, not IPython's to expand
     def distrain(self, line: str, cell: str | None = None) -> Any:
         """Launch and watch training jobs: see `%distrain --help`."""
+        args = shlex.split(line)
         try:
-            if cell is not None:
-                return self._submit_cell(shlex.split(line), cell)
-            action, *args = shlex.split(line) or ["--help"]
-            handler: Callable | None = getattr(self, f"_{action}", None) if action.isidentifier() else None
-            if handler is None:
-                print(__doc__.split("\n\n")[1])
-                return None
-            return handler(args)
+            if cell is None:
+                return self._invoke(commands, args or ["--help"])
+            options = self._invoke(cell_options, args)
+            return options and self.submit(load(cell), Path.cwd(), **options)
         except (DistrainError, click.ClickException) as e:
-            raise UsageError(e.format_message() if isinstance(e, click.ClickException) else str(e)) from None
+            raise UsageError(message_of(e)) from None
 
-    def _submit(self, args: list[str]) -> Job | None:
-        from .cli import apply_flags
-        from .spec import load_file
-
-        arguments = submit_command().main(args, standalone_mode=False)
-        if not isinstance(arguments, dict):  # --help was shown
+    def _invoke(self, command: click.Command, args: list[str]) -> Any:
+        """What the command returns for these arguments; None when it showed its help. (Not click's
+        main(), which turns an interrupted kernel's KeyboardInterrupt into click.Abort.)"""
+        try:
+            with command.make_context(command.name, args, obj=self) as context:
+                return command.invoke(context)
+        except click.exceptions.Exit:  # --help
             return None
-        spec_file, backend, command = arguments.pop("spec_file"), arguments.pop("backend"), arguments.pop("command")
-        command_text = arguments.pop("command_text")
-        raw = apply_flags(load_file(spec_file) if spec_file else {}, arguments, " ".join(command) or command_text or "")
-        return self._send(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend)
 
-    def _submit_cell(self, args: list[str], cell: str) -> Job | dict | None:
-        from .spec import load
-
-        dry_run = click.Option(["--dry-run"], is_flag=True, help="Check everything a submit checks; start nothing.")
-        arguments = parse("%%distrain", args, BACKEND, dry_run)
-        return arguments and self._send(load(cell), Path.cwd(), arguments["backend"], arguments["dry_run"])
-
-    def _send(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
+    def submit(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
         """Submit (or check) a spec; one naming no code runs the notebook's, with notes about it once the
         server accepted the job."""
         notes = []
@@ -108,49 +169,11 @@ class DistrainMagics(Magics):
             print(f"note: {note}")
         return answer
 
-    def _list(self, args: list[str]) -> None:
-        if parse("%distrain list", args) is None:
-            return
-        jobs = self.client.jobs()
-        for job in jobs:
-            display(job)
-        if not jobs:
-            print("no jobs")
 
-    def _status(self, args: list[str]) -> Job | None:
-        arguments = parse("%distrain status", args, NAME)
-        return arguments and self.client.get(arguments["name"])
-
-    def _logs(self, args: list[str]) -> None:
-        arguments = parse("%distrain logs", args, NAME,
-                          click.Option(["-f", "--follow"], is_flag=True,
-                                       help="Stream new lines until the job ends or restarts."),
-                          click.Option(["--replica"], help="One replica, e.g. worker-0."),
-                          click.Option(["--tail"], type=int, help="Only the last N lines."),
-                          click.Option(["--run"], type=int, help="One run of the job (default: the current run)."))
-        if arguments is None:
-            return
-        try:
-            for line in self.client.logs(**arguments):
-                print(line, flush=True)
-        except KeyboardInterrupt:  # the kernel was interrupted: stop following, the job goes on
-            print(f"(stopped following; {arguments['name']} goes on)")
-
-    def _stop(self, args: list[str]) -> Job | None:
-        arguments = parse("%distrain stop", args, NAME)
-        return arguments and self.client.stop(arguments["name"])
-
-    def _delete(self, args: list[str]) -> None:
-        arguments = parse("%distrain delete", args, NAME,
-                          click.Option(["--purge-output"], is_flag=True, help="Delete its outputs too."))
-        if arguments is not None:
-            self.client.delete(**arguments)
-            print(f"job {arguments['name']} deleted")
-
-    def _tensorboard(self, args: list[str]) -> IFrame | None:
-        arguments = parse("%distrain tensorboard", args, NAME,
-                          click.Option(["--replica"], default="all", help="One replica's; the whole job's by default."))
-        if arguments is None:
-            return None
-        self.client.get(arguments["name"])  # a clear error for an unknown job, not a frame showing one
-        return IFrame(self.client.tensorboard_url(**arguments), width="100%", height=640)
+def message_of(error: DistrainError | click.ClickException) -> str:
+    """The error as the CLI says it; a usage error adds where its help is."""
+    if not isinstance(error, click.ClickException):
+        return str(error)
+    if isinstance(error, click.UsageError) and error.ctx is not None:
+        return f"{error.format_message()}\nTry '{error.ctx.command_path} --help' for help."
+    return error.format_message()

@@ -133,6 +133,25 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     assert_nothing_left(jupyter_server.root)
 
 
+def test_magics_help_and_unknown_commands_read_as_the_clis(kernel):
+    kernel.run("%load_ext jupyter_distrain")
+    helped = kernel.run("%distrain --help")
+    assert helped.startswith("Usage: %distrain [OPTIONS] COMMAND [ARGS]...\n"), helped
+    commands = helped.split("Commands:\n")[1]
+    assert [line.split()[0] for line in commands.splitlines()] == \
+        ["delete", "list", "logs", "status", "stop", "submit", "tensorboard"], helped
+    assert kernel.run("%distrain") == helped  # and nothing else is displayed
+
+    logs_help = kernel.run("%distrain logs --help")
+    assert logs_help.startswith("Usage: %distrain logs [OPTIONS] NAME\n"), logs_help
+    assert all(option in logs_help for option in ("-f, --follow", "--replica", "--tail", "--run")), logs_help
+
+    unknown = kernel.run("%distrain send x")
+    assert unknown == "UsageError: No such command 'send'.\nTry '%distrain --help' for help.\n", unknown
+    assert kernel.run("%distrain log x").startswith("UsageError: No such command 'log'. Did you mean 'logs'?")
+    assert kernel.run("%%distrain --help\nname: x\n").startswith("Usage: %%distrain [OPTIONS]\n")
+
+
 def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, kernel):
     git = ["git", "-C", str(jupyter_server.root_dir), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     for command in (["init", "-q", "-b", "main"], ["add", "."], ["commit", "-qm", "train"]):
