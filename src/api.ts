@@ -84,7 +84,10 @@ export type JobSpec = components['schemas']['JobSpec'];
 export type Phase = components['schemas']['Phase'];
 export type JobEvent = components['schemas']['Event'];
 export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
-export type Repo = components['schemas']['Repo'];
+/** Its `code` is a spec's code (the OpenAPI document calls it an object only). */
+export type Repo = Omit<components['schemas']['Repo'], 'code'> & {
+  code: NonNullable<JobSpec['code']>;
+};
 export type Cluster = components['schemas']['Cluster'];
 export type Backend = Cluster['default_backend'];
 export type Check = components['schemas']['Check'];

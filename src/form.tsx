@@ -64,7 +64,8 @@ interface ILoaded {
   schema: Schema;
   cluster: Cluster;
   spec: Draft;
-  warnings: string[];
+  /** What to know about the code before training it; none for a clone. */
+  notes: string[];
   /** Where "Save as" writes the spec; none for a clone. */
   specFile?: string;
   /** The backend the form starts on. */
@@ -82,7 +83,7 @@ async function start(props: IFormProps): Promise<ILoaded> {
       jobsAPI.get(props.clone),
       jobsAPI.cloneSpec(props.clone)
     ]);
-    return { schema, cluster, spec, warnings: [], backend: job.backend };
+    return { schema, cluster, spec, notes: [], backend: job.backend };
   }
   const filled = prefill(await serverAPI.repo(props.path), props.path);
   return { schema, cluster, ...filled };
@@ -226,7 +227,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           draft={draft}
           set={set}
           field={field}
-          warnings={loaded.warnings}
+          notes={loaded.notes}
           backend={backend}
         />
       </Section>
@@ -553,7 +554,8 @@ function CodeFields(props: {
   draft: Draft;
   set: (path: string, value: unknown) => void;
   field: (path: string, input?: JSX.Element) => JSX.Element;
-  warnings: string[];
+  /** What to know about the code before training it. */
+  notes: string[];
   backend: string;
 }): JSX.Element {
   const { schema, draft, set, field } = props;
@@ -568,9 +570,9 @@ function CodeFields(props: {
   );
   return (
     <>
-      {props.warnings.map(warning => (
-        <div key={warning} className="jp-distrain-warning" role="note">
-          {warning}
+      {props.notes.map(note => (
+        <div key={note} className="jp-distrain-warning" role="note">
+          {note}
         </div>
       ))}
       <label className="jp-distrain-field">

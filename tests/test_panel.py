@@ -128,7 +128,8 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(field("code.git").locator("input")).to_have_value(str(repo))
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     expect(field("code.commit").locator("input")).to_have_value(commit)
-    expect(form.locator(".jp-distrain-warning")).to_contain_text("no remote")
+    expect(form.locator(".jp-distrain-warning")).to_have_text(  # the server's notes, as they are
+        [f"The repository has no remote: the job clones it from {repo}, which only a backend on this machine can read."])
     expect(form.locator('[data-role="worker"]').get_by_label("worker count")).to_have_value("2")
     expect(form.get_by_label("Value of steps")).to_have_value("200")
 
