@@ -110,6 +110,17 @@ function withBackend(path: string, backend?: string): string {
   return `${path}${path.includes('?') ? '&' : '?'}backend=${encodeURIComponent(backend)}`;
 }
 
+/** `?key=value&...` of the options that are set; '' when none is. */
+function queryString(options: Record<string, string | number | undefined>) {
+  return URLExt.objectToQueryString(
+    Object.fromEntries(
+      Object.entries(options)
+        .filter(([, value]) => value !== undefined && value !== '')
+        .map(([key, value]) => [key, String(value)])
+    )
+  );
+}
+
 function jobPath(name: string, action?: string): string {
   return `jobs/${encodeURIComponent(name)}` + (action ? `/${action}` : '');
 }
@@ -145,7 +156,16 @@ export const jobsAPI = {
       method: 'POST'
     }),
   remove: (name: string): Promise<void> =>
-    requestAPI<void>(jobPath(name), { method: 'DELETE' })
+    requestAPI<void>(jobPath(name), { method: 'DELETE' }),
+  /**
+   * The log of one run (else the latest) as text: one replica (else all), its
+   * last `tail` lines (0: none, only whether that log is there).
+   */
+  logs: (
+    name: string,
+    options: { replica?: string; run?: number; tail?: number } = {}
+  ): Promise<string> =>
+    requestAPI<string>(jobPath(name, 'logs') + queryString(options))
 };
 
 /**
@@ -186,6 +206,15 @@ export const secretsAPI = {
 /** Whether a request failed because the job (or what it asked for) does not exist. */
 export function isGone(error: unknown): boolean {
   return error instanceof APIError && error.response.status === 404;
+}
+
+/**
+ * Whether the server refused a request for what it asked (a 4xx: no such job,
+ * replica or run, ...), so that asking again gets the same answer.
+ */
+export function isRefused(error: unknown): error is APIError {
+  const status = error instanceof APIError ? error.response.status : 0;
+  return status >= 400 && status < 500;
 }
 
 /**
@@ -234,18 +263,10 @@ export function logStream(
   options: { replica?: string; cursor?: string; run?: number } = {}
 ): WebSocket {
   const settings = ServerConnection.makeSettings();
-  const params: Record<string, string> = {};
-  for (const [key, value] of Object.entries(options)) {
-    if (value !== undefined && value !== '') {
-      params[key] = String(value);
-    }
-  }
-  if (settings.appendToken && settings.token) {
-    params.token = settings.token;
-  }
+  const token = settings.appendToken ? settings.token : undefined;
   const url =
     URLExt.join(settings.wsUrl, API_NAMESPACE, jobPath(name, 'logs/stream')) +
-    URLExt.objectToQueryString(params);
+    queryString({ ...options, token });
   return new settings.WebSocket(url);
 }
 
