@@ -219,7 +219,8 @@ export function isRefused(error: unknown): error is APIError {
 
 /**
  * The field errors of a refused spec: each failing field for a 400, the name for a
- * 409 (taken), or one error without a path for anything else.
+ * 409 (taken: a submit's answer names no field; a check's verdict does, itself),
+ * or one error without a path for anything else.
  */
 export function fieldErrors(error: unknown): FieldError[] {
   if (error instanceof APIError) {
