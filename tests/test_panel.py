@@ -358,9 +358,12 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
             form.get_by_role("button", name="Submit").click()
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
+            # its logs tab offers the replicas' logs only: a Kubernetes job has no setup log
+            replicas = page.locator(".jp-distrain-logs").get_by_label("Replica").locator("option")
+            expect(replicas).to_have_text(["All replicas", "chief-0", "ps-0", "worker-0", "worker-1"], timeout=30_000)
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", headers=server.headers)
         job = json.load(urllib.request.urlopen(request, timeout=30))
-        assert job["backend"] == "kubernetes"
+        assert job["backend"] == "kubernetes" and job["logs"] == ["chief-0", "ps-0", "worker-0", "worker-1"]
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", method="DELETE",
                                          headers=server.headers)
         assert urllib.request.urlopen(request, timeout=60).status == 204
