@@ -84,7 +84,10 @@ export type JobSpec = components['schemas']['JobSpec'];
 export type Phase = components['schemas']['Phase'];
 export type JobEvent = components['schemas']['Event'];
 export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
-export type Repo = components['schemas']['Repo'];
+/** Its `code` is a spec's code (the OpenAPI document calls it an object only). */
+export type Repo = Omit<components['schemas']['Repo'], 'code'> & {
+  code: NonNullable<JobSpec['code']>;
+};
 export type Cluster = components['schemas']['Cluster'];
 export type Backend = Cluster['default_backend'];
 export type Check = components['schemas']['Check'];
@@ -105,6 +108,17 @@ function withBackend(path: string, backend?: string): string {
     return path;
   }
   return `${path}${path.includes('?') ? '&' : '?'}backend=${encodeURIComponent(backend)}`;
+}
+
+/** `?key=value&...` of the options that are set; '' when none is. */
+function queryString(options: Record<string, string | number | undefined>) {
+  return URLExt.objectToQueryString(
+    Object.fromEntries(
+      Object.entries(options)
+        .filter(([, value]) => value !== undefined && value !== '')
+        .map(([key, value]) => [key, String(value)])
+    )
+  );
 }
 
 function jobPath(name: string, action?: string): string {
@@ -142,7 +156,16 @@ export const jobsAPI = {
       method: 'POST'
     }),
   remove: (name: string): Promise<void> =>
-    requestAPI<void>(jobPath(name), { method: 'DELETE' })
+    requestAPI<void>(jobPath(name), { method: 'DELETE' }),
+  /**
+   * The log of one run (else the latest) as text: one replica (else all), its
+   * last `tail` lines (0: none, only whether that log is there).
+   */
+  logs: (
+    name: string,
+    options: { replica?: string; run?: number; tail?: number } = {}
+  ): Promise<string> =>
+    requestAPI<string>(jobPath(name, 'logs') + queryString(options))
 };
 
 /**
@@ -186,8 +209,18 @@ export function isGone(error: unknown): boolean {
 }
 
 /**
+ * Whether the server refused a request for what it asked (a 4xx: no such job,
+ * replica or run, ...), so that asking again gets the same answer.
+ */
+export function isRefused(error: unknown): error is APIError {
+  const status = error instanceof APIError ? error.response.status : 0;
+  return status >= 400 && status < 500;
+}
+
+/**
  * The field errors of a refused spec: each failing field for a 400, the name for a
- * 409 (taken), or one error without a path for anything else.
+ * 409 (taken: a submit's answer names no field; a check's verdict does, itself),
+ * or one error without a path for anything else.
  */
 export function fieldErrors(error: unknown): FieldError[] {
   if (error instanceof APIError) {
@@ -231,18 +264,10 @@ export function logStream(
   options: { replica?: string; cursor?: string; run?: number } = {}
 ): WebSocket {
   const settings = ServerConnection.makeSettings();
-  const params: Record<string, string> = {};
-  for (const [key, value] of Object.entries(options)) {
-    if (value !== undefined && value !== '') {
-      params[key] = String(value);
-    }
-  }
-  if (settings.appendToken && settings.token) {
-    params.token = settings.token;
-  }
+  const token = settings.appendToken ? settings.token : undefined;
   const url =
     URLExt.join(settings.wsUrl, API_NAMESPACE, jobPath(name, 'logs/stream')) +
-    URLExt.objectToQueryString(params);
+    queryString({ ...options, token });
   return new settings.WebSocket(url);
 }
 

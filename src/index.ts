@@ -24,7 +24,8 @@ import {
 import { Widget } from '@lumino/widgets';
 
 import { Job, tensorboardURL } from './api';
-import { NewJobWidget } from './form';
+// Not './form': a lib/form.js left by a build before the split would win.
+import { NewJobWidget } from './form/index';
 import { JobsModel, JobsWidget } from './jobs';
 import { shorten } from './format';
 import { JobViewWidget } from './jobview';

@@ -10,7 +10,14 @@ import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 import { FixedSizeList, ListOnScrollProps } from 'react-window';
 
-import { isGone, Job, jobsAPI, logsDownloadURL, logStream } from './api';
+import {
+  isGone,
+  isRefused,
+  Job,
+  jobsAPI,
+  logsDownloadURL,
+  logStream
+} from './api';
 import { LogBuffer } from './logbuffer';
 
 const ROW_HEIGHT = 18;
@@ -104,14 +111,22 @@ export function LogView(props: {
         setVersion(v => v + 1);
       });
     };
+    const retryLater = () => {
+      if (!done) {
+        retry = setTimeout(connect, delay);
+        delay = Math.min(2 * delay, MAX_RECONNECT_MS);
+      }
+    };
     const connect = () => {
       setStatus({ state: 'connecting' });
+      let opened = false;
       socket = logStream(name, {
         replica: replica || undefined,
         cursor: buffer.current.cursor,
         run
       });
       socket.onopen = () => {
+        opened = true;
         delay = RECONNECT_MS;
         setStatus({ state: 'following' });
       };
@@ -132,31 +147,28 @@ export function LogView(props: {
           setStatus({ state: 'error', message: message.message });
         }
       };
-      // Closed without a last word: retry, unless the job is gone (a refused
-      // stream says nothing, so the job is asked).
+      // Closed without a last word: retry. A stream refused before it opened
+      // tells the browser nothing, so the same log is asked over HTTP (no lines):
+      // refused there too (no such job, replica or run), it ends with the reason.
       socket.onclose = () => {
         if (done) {
           return;
         }
         setStatus({ state: 'connecting' });
-        jobsAPI.get(name).then(
-          () => {
-            retry = setTimeout(connect, delay);
-            delay = Math.min(2 * delay, MAX_RECONNECT_MS);
-          },
-          error => {
-            if (isGone(error)) {
-              done = true;
-              setStatus({
-                state: 'error',
-                message: `${name} no longer exists`
-              });
+        if (opened) {
+          retryLater();
+          return;
+        }
+        jobsAPI
+          .logs(name, { replica: replica || undefined, run, tail: 0 })
+          .then(retryLater, error => {
+            if (!isRefused(error)) {
+              retryLater();
             } else if (!done) {
-              retry = setTimeout(connect, delay);
-              delay = Math.min(2 * delay, MAX_RECONNECT_MS);
+              done = true;
+              setStatus({ state: 'error', message: error.message });
             }
-          }
-        );
+          });
       };
     };
     connect();
@@ -170,7 +182,10 @@ export function LogView(props: {
 
   const latest = job?.run ?? 1;
   const runs = Array.from({ length: latest - 1 }, (_, i) => latest - 1 - i);
-  const replicas = job ? ['setup', ...job.replicas.map(r => r.name)] : [];
+  // The logs of the job's current run; the one shown stays listed when it has none.
+  const offered = job?.logs ?? [];
+  const replicas =
+    !replica || offered.includes(replica) ? offered : [...offered, replica];
   const held = buffer.current;
   let rows: number[] | null = null; // line numbers shown when searching
   if (query) {

@@ -356,6 +356,8 @@ export interface components {
       finished?: string | null;
       replicas: components['schemas']['Replica'][];
       spec: components['schemas']['JobSpec'];
+      /** @description The logs of its current run, for ?replica= of the logs endpoints: the local backend's setup, then each replica */
+      logs: string[];
       events?: components['schemas']['Event'][];
     };
     Replica: {
@@ -421,6 +423,10 @@ export interface components {
         'distrain.yaml'?: components['schemas']['JobFile'];
         'requirements.txt'?: components['schemas']['JobFile'];
       };
+      /** @description The code a job started here runs: the repository's remote (or the repository) at the checked-out branch, pinned to its commit; outside git, the directory. The panel and the magics both use it. */
+      code: Record<string, never>;
+      /** @description What to know before training from that code (uncommitted or unpushed work, no remote, a subdirectory) */
+      notes: string[];
     };
     Cluster: {
       backend: string;

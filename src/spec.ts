@@ -203,8 +203,8 @@ export function jobName(text: string, maxLength = 50): string {
 
 export interface Prefill {
   spec: Draft;
-  /** What the person should know before training from this code. */
-  warnings: string[];
+  /** What to know before training from this code: the server's notes. */
+  notes: string[];
   /** Where, relative to the Jupyter root, the repo's distrain.yaml is (or would be saved). */
   specFile: string;
 }
@@ -212,79 +212,39 @@ export interface Prefill {
 /**
  * A job for the code around `notebook` (a path relative to the Jupyter root): the
  * repo's distrain.yaml if any, else one replica running the notebook; the code
- * pinned to the checked-out commit, with what that commit leaves out.
+ * the server proposes (pinned to the checked-out commit), with its notes.
  */
 export function prefill(repo: Repo, notebook: string): Prefill {
   const file = repo.files?.['distrain.yaml'];
   const loaded = isObject(file?.spec) ? (file?.spec as Draft) : undefined;
-  const warnings: string[] = [];
-  const git = repo.git;
   const isNotebook = notebook.endsWith('.ipynb');
   const notebookDir = isNotebook
     ? notebook.slice(0, Math.max(0, notebook.lastIndexOf('/')))
     : notebook;
   const fileName = notebook.slice(notebook.lastIndexOf('/') + 1);
-  let code: Draft;
-  let commandPath = fileName;
-  if (git) {
-    const remote =
-      git.remotes?.find(r => r.name === 'origin') ?? git.remotes?.[0];
-    const commit = git.commit ?? undefined;
-    const short = commit?.slice(0, 7) ?? 'HEAD';
-    code = {
-      git: remote?.url ?? git.root,
-      ref: git.branch ?? commit ?? 'HEAD',
-      ...(commit ? { commit } : {})
-    };
-    if (git.subdirectory && git.subdirectory !== '.') {
-      commandPath = `${git.subdirectory}/${fileName}`;
-    }
-    if (git.dirty || git.untracked) {
-      const changes = [
-        git.dirty ? 'changed files' : '',
-        git.untracked ? `${git.untracked} untracked files` : ''
-      ].filter(Boolean);
-      warnings.push(
-        `Uncommitted work (${changes.join(' and ')}) is not part of the job: ` +
-          `it runs commit ${short} as committed. Commit first to train those changes.`
-      );
-    }
-    if (remote && !git.upstream) {
-      warnings.push(
-        `Branch ${git.branch ?? '(detached)'} has no upstream on ${remote.name}: ` +
-          `the replicas clone ${remote.url}, which may not have commit ${short}. Push it first.`
-      );
-    } else if (remote && git.ahead) {
-      warnings.push(
-        `${git.ahead} commit${git.ahead > 1 ? 's are' : ' is'} not pushed to ${git.upstream}: ` +
-          `the replicas clone ${remote.url}, which does not have commit ${short} yet. Push first.`
-      );
-    }
-    if (!remote) {
-      warnings.push(
-        `The repository has no remote: the job clones it from ${git.root}, ` +
-          'which only a backend on this machine can read.'
-      );
-    }
-  } else {
-    code = { path: repo.directory };
-    warnings.push(
-      `${repo.directory} is not in a git repository: the job runs its files as ` +
-        'they are when it starts, and cannot be repeated at a pinned commit.'
-    );
-  }
+  // The command runs at the repository's top.
+  const subdirectory = repo.git?.subdirectory ?? '.';
+  const commandPath =
+    subdirectory === '.' ? fileName : `${subdirectory}/${fileName}`;
   const base: Draft = loaded ?? {
     name: jobName(
       isNotebook
         ? fileName
-        : ((git?.root ?? repo.directory).split('/').pop() ?? '')
+        : ((repo.git?.root ?? repo.directory).split('/').pop() ?? '')
     ),
     framework: 'python',
     command: isNotebook ? `ipython ${shellQuote(commandPath)}` : '',
     replicas: { worker: { count: 1 } }
   };
-  const spec = { ...base, code: fileCode(loaded?.code, file?.path) ?? code };
-  return { spec, warnings, specFile: specFilePath(repo, notebookDir) };
+  const spec = {
+    ...base,
+    code: fileCode(loaded?.code, file?.path) ?? repo.code
+  };
+  return {
+    spec,
+    notes: repo.notes,
+    specFile: specFilePath(repo, notebookDir)
+  };
 }
 
 /**

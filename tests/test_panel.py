@@ -128,7 +128,8 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(field("code.git").locator("input")).to_have_value(str(repo))
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
     expect(field("code.commit").locator("input")).to_have_value(commit)
-    expect(form.locator(".jp-distrain-warning")).to_contain_text("no remote")
+    expect(form.locator(".jp-distrain-warning")).to_have_text(  # the server's notes, as they are
+        [f"The repository has no remote: the job clones it from {repo}, which only a backend on this machine can read."])
     expect(form.locator('[data-role="worker"]').get_by_label("worker count")).to_have_value("2")
     expect(form.get_by_label("Value of steps")).to_have_value("200")
 
@@ -252,6 +253,45 @@ def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     screenshot(page, "logs-150k")
 
 
+def test_a_refused_log_stream_ends_with_the_reason_and_is_not_retried(lab, page):
+    """Run 1 of a job has two workers, run 2 (restarted with an edited spec) one: a logs tab on worker-1
+    follows the restart to run 2, which has no worker-1 log. The server refuses that stream before it
+    opens; the tab says why and does not retry, and neither does the same tab restored after a reload."""
+    spec = {"name": "pair", "command": "sleep 600", "replicas": {"worker": {"count": 2}}}
+    submit(lab, spec)
+    open_panel(page)
+    page.locator('[data-job="pair"]').get_by_title("Open pair").click()
+    view = page.locator(".jp-distrain-job-view")
+    view.locator('[data-replica="worker-1"]').get_by_role("button", name="Logs").click()
+    logs = page.locator(".jp-distrain-logs")
+    status = logs.locator(".jp-distrain-logs-status")
+    expect(logs.get_by_label("Replica")).to_have_value("worker-1")
+    expect(logs.get_by_label("Replica").locator("option")).to_have_text(  # a local job's logs: setup, then replicas
+        ["All replicas", "setup", "worker-0", "worker-1"])
+    expect(status).to_contain_text("Following", timeout=30_000)
+
+    streams = []
+    page.on("websocket", lambda ws: streams.append(ws.url) if "/jobs/pair/logs/stream" in ws.url else None)
+    request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/pair/restart", method="POST", headers=lab.headers,
+                                     data=json.dumps({**spec, "replicas": {"worker": {"count": 1}}}).encode())
+    assert urllib.request.urlopen(request, timeout=60).status == 200
+    refused = "job 'pair' has no replica 'worker-1'; replicas: setup, worker-0"
+    expect(status).to_contain_text(f"Run 2 · {refused}", timeout=30_000)
+    page.wait_for_timeout(5000)
+    assert len(streams) == 1 and "run=2" in streams[0], streams
+
+    streams.clear()
+    page.reload()
+    page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+    page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-logs-pair"]').click()
+    expect(status).to_contain_text(refused, timeout=30_000)
+    page.wait_for_timeout(5000)
+    assert len(streams) == 1, streams
+    request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/pair", method="DELETE", headers=lab.headers)
+    assert urllib.request.urlopen(request, timeout=60).status == 204
+    assert_nothing_left(Path(lab.root))
+
+
 def test_every_tab_comes_back_after_a_reload_and_close_all_tabs_closes_them(lab, page):
     """A new-job form for the root directory is restored too; File > Close All Tabs closes the tabs
     without an error (JupyterLab's reactive toolbar throws on a tab shown and disposed at once)."""
@@ -318,9 +358,12 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
             form.get_by_role("button", name="Submit").click()
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
+            # its logs tab offers the replicas' logs only: a Kubernetes job has no setup log
+            replicas = page.locator(".jp-distrain-logs").get_by_label("Replica").locator("option")
+            expect(replicas).to_have_text(["All replicas", "chief-0", "ps-0", "worker-0", "worker-1"], timeout=30_000)
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", headers=server.headers)
         job = json.load(urllib.request.urlopen(request, timeout=30))
-        assert job["backend"] == "kubernetes"
+        assert job["backend"] == "kubernetes" and job["logs"] == ["chief-0", "ps-0", "worker-0", "worker-1"]
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", method="DELETE",
                                          headers=server.headers)
         assert urllib.request.urlopen(request, timeout=60).status == 204

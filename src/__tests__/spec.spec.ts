@@ -16,6 +16,12 @@ import {
 
 const COMMIT = 'a'.repeat(40);
 
+const CODE = {
+  git: 'https://example.com/me/project.git',
+  ref: 'main',
+  commit: COMMIT
+};
+
 function repo(
   overrides: Partial<Repo> = {},
   git: Partial<NonNullable<Repo['git']>> = {}
@@ -26,7 +32,7 @@ function repo(
     git: {
       root: '/home/me/work/project',
       subdirectory: '.',
-      remotes: [{ name: 'origin', url: 'https://example.com/me/project.git' }],
+      remotes: [{ name: 'origin', url: CODE.git }],
       branch: 'main',
       commit: COMMIT,
       dirty: false,
@@ -37,6 +43,8 @@ function repo(
       ...git
     },
     files: {},
+    code: CODE,
+    notes: [],
     ...overrides
   };
 }
@@ -143,45 +151,18 @@ describe('server errors', () => {
 });
 
 describe('prefill from the notebook repository', () => {
-  it('pins the checked-out commit of the pushed branch', () => {
-    const { spec, warnings, specFile } = prefill(
-      repo(),
-      'work/project/train.ipynb'
-    );
-    expect(spec.code).toEqual({
-      git: 'https://example.com/me/project.git',
-      ref: 'main',
-      commit: COMMIT
-    });
+  it("takes the server's code and notes as they are", () => {
+    const notes = ['Uncommitted work (changed files) is not part of the job'];
+    const {
+      spec,
+      notes: shown,
+      specFile
+    } = prefill(repo({ notes }), 'work/project/train.ipynb');
+    expect(spec.code).toEqual(CODE);
+    expect(shown).toEqual(notes);
     expect(spec.name).toBe('train');
     expect(spec.command).toBe('ipython train.ipynb');
-    expect(warnings).toEqual([]);
     expect(specFile).toBe('work/project/distrain.yaml');
-  });
-
-  it('warns of uncommitted work, unpushed commits and a missing upstream', () => {
-    const dirty = prefill(
-      repo({}, { dirty: true, untracked: 2, ahead: 3 }),
-      'work/project/a.ipynb'
-    );
-    expect(dirty.warnings.join('\n')).toMatch(
-      /changed files and 2 untracked files/
-    );
-    expect(dirty.warnings.join('\n')).toMatch(/3 commits are not pushed/);
-    const local = prefill(
-      repo({}, { upstream: null, ahead: null }),
-      'work/project/a.ipynb'
-    );
-    expect(local.warnings.join('\n')).toMatch(/no upstream on origin/);
-  });
-
-  it('clones a repository without a remote from its directory', () => {
-    const { spec, warnings } = prefill(
-      repo({}, { remotes: [] }),
-      'work/project/a.ipynb'
-    );
-    expect(spec.code.git).toBe('/home/me/work/project');
-    expect(warnings.join('\n')).toMatch(/no remote/);
   });
 
   it('runs a notebook below the repository root from there', () => {
@@ -219,11 +200,30 @@ describe('prefill from the notebook repository', () => {
     expect(specFile).toBe('work/project/distrain.yaml');
   });
 
-  it('runs the files of a directory outside git as they are', () => {
-    const { spec, warnings } = prefill(repo({ git: null }), 'work/project');
-    expect(spec.code).toEqual({ path: '/home/me/work/project' });
+  it("runs the server's code when distrain.yaml names none", () => {
+    const found = repo({
+      files: {
+        'distrain.yaml': {
+          path: '/home/me/work/project/distrain.yaml',
+          content: '',
+          truncated: false,
+          spec: { name: 'from-file', command: 'python train.py' }
+        }
+      }
+    });
+    expect(prefill(found, 'work/project/train.ipynb').spec).toEqual({
+      name: 'from-file',
+      command: 'python train.py',
+      code: CODE
+    });
+  });
+
+  it('names a job for a directory outside git after the directory', () => {
+    const code = { path: '/home/me/work/project' };
+    const { spec } = prefill(repo({ git: null, code }), 'work/project');
+    expect(spec.code).toEqual(code);
     expect(spec.name).toBe('project');
-    expect(warnings.join('\n')).toMatch(/not in a git repository/);
+    expect(spec.command).toBe('');
   });
 
   it('saves specs without the pinned commit', () => {

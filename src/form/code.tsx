@@ -1,0 +1,196 @@
+import * as React from 'react';
+
+import { fieldErrors, secretsAPI } from '../api';
+import { Draft, getIn, Schema, schemaAt, setIn } from '../spec';
+import { Field } from './fields';
+
+/**
+ * Git repository (URL, ref, pinned commit) or local directory, as the schema's
+ * `oneOf` offers; changing the ref unpins the commit, which the server pins again.
+ */
+export function CodeFields(props: {
+  schema: Schema;
+  draft: Draft;
+  set: (path: string, value: unknown) => void;
+  field: Field;
+  /** What to know about the code before training it. */
+  notes: string[];
+  backend: string;
+}): JSX.Element {
+  const { schema, draft, set, field } = props;
+  const options: Schema[] = schemaAt(schema, 'code')?.oneOf ?? [];
+  const kind = draft.code && 'path' in draft.code ? 1 : 0;
+  const text = (path: string, onChange = (v: string) => set(path, v)) => (
+    <input
+      className="jp-mod-styled"
+      value={getIn(draft, path) ?? ''}
+      onChange={event => onChange(event.target.value)}
+    />
+  );
+  return (
+    <>
+      {props.notes.map(note => (
+        <div key={note} className="jp-distrain-warning" role="note">
+          {note}
+        </div>
+      ))}
+      <label className="jp-distrain-field">
+        <span className="jp-distrain-label">
+          {schemaAt(schema, 'code')?.title}
+        </span>
+        <select
+          className="jp-mod-styled"
+          value={kind}
+          onChange={event =>
+            set(
+              'code',
+              Number(event.target.value) === 1
+                ? { path: '.' }
+                : { git: '', ref: 'HEAD' }
+            )
+          }
+        >
+          {options.map((option, index) => (
+            <option key={index} value={index}>
+              {option.title}
+            </option>
+          ))}
+        </select>
+      </label>
+      {kind === 0 ? (
+        <>
+          {field('code.git', text('code.git'))}
+          {field(
+            'code.ref',
+            text('code.ref', ref =>
+              set('code', {
+                ...setIn(draft.code, 'ref', ref),
+                commit: undefined
+              })
+            )
+          )}
+          {field(
+            'code.commit',
+            <input
+              className="jp-mod-styled jp-distrain-commit"
+              readOnly
+              value={draft.code?.commit ?? ''}
+              placeholder="pinned from the ref when submitted"
+            />
+          )}
+          {field(
+            'code.credentials',
+            <CredentialsInput
+              value={draft.code?.credentials ?? ''}
+              onChange={name => set('code.credentials', name || undefined)}
+              backend={props.backend}
+            />
+          )}
+        </>
+      ) : (
+        field('code.path', text('code.path'))
+      )}
+    </>
+  );
+}
+
+/**
+ * A stored secret to clone with, or new credentials: stored on the server (the
+ * password goes there once and is never shown again), then chosen.
+ */
+function CredentialsInput(props: {
+  value: string;
+  onChange: (name: string) => void;
+  backend: string;
+}): JSX.Element {
+  const [names, setNames] = React.useState<string[]>([]);
+  const [adding, setAdding] = React.useState(false);
+  const [entry, setEntry] = React.useState({
+    name: '',
+    username: '',
+    password: ''
+  });
+  const [problem, setProblem] = React.useState('');
+  React.useEffect(() => {
+    secretsAPI
+      .names(props.backend || undefined)
+      .then(setNames)
+      .catch(error => setProblem((error as Error).message));
+  }, [props.backend]);
+
+  const store = async () => {
+    try {
+      await secretsAPI.store(
+        entry.name,
+        entry.username,
+        entry.password,
+        props.backend || undefined
+      );
+      setNames(current => [...new Set([...current, entry.name])].sort());
+      props.onChange(entry.name);
+      setEntry({ name: '', username: '', password: '' });
+      setAdding(false);
+      setProblem('');
+    } catch (error) {
+      setProblem(
+        fieldErrors(error)
+          .map(e => (e.path ? `${e.path}: ${e.message}` : e.message))
+          .join('; ')
+      );
+    }
+  };
+  const input = (key: keyof typeof entry, type = 'text') => (
+    <input
+      className="jp-mod-styled"
+      type={type}
+      aria-label={`credentials ${key}`}
+      placeholder={key}
+      autoComplete={type === 'password' ? 'new-password' : 'off'}
+      value={entry[key]}
+      onChange={event => setEntry({ ...entry, [key]: event.target.value })}
+    />
+  );
+  const known = props.value && !names.includes(props.value);
+  return (
+    <div className="jp-distrain-credentials">
+      <select
+        className="jp-mod-styled"
+        value={props.value}
+        onChange={event => props.onChange(event.target.value)}
+      >
+        <option value="">none (a public repository)</option>
+        {[...names, ...(known ? [props.value] : [])].map(name => (
+          <option key={name} value={name}>
+            {name}
+          </option>
+        ))}
+      </select>
+      <button
+        type="button"
+        className="jp-Button jp-mod-styled"
+        onClick={() => setAdding(!adding)}
+      >
+        New credentials…
+      </button>
+      {adding && (
+        <div className="jp-distrain-credentials-new">
+          {input('name')}
+          {input('username')}
+          {input('password', 'password')}
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-accept"
+            onClick={() => void store()}
+          >
+            Store
+          </button>
+        </div>
+      )}
+      {problem && (
+        <div className="jp-distrain-error" role="alert">
+          {problem}
+        </div>
+      )}
+    </div>
+  );
+}

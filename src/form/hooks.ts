@@ -1,0 +1,126 @@
+import * as React from 'react';
+
+import {
+  Backend,
+  Cluster,
+  FieldError,
+  fieldErrors,
+  JobSpec,
+  jobsAPI,
+  serverAPI
+} from '../api';
+import { Draft, prefill, Schema } from '../spec';
+
+/** How long typing pauses before the server checks the spec. */
+const VALIDATE_DELAY_MS = 300;
+
+/** What a form starts from: the code around a notebook or directory, or a job to clone. */
+export interface IFormSource {
+  /** The notebook or directory whose code the job trains, relative to the Jupyter root. */
+  path: string;
+  /** A job to copy instead: its spec (same pinned code) under a free name, to edit. */
+  clone?: string;
+  /** The backend chosen in the settings; empty or not enabled: the server's default. */
+  backend?: string;
+}
+
+export interface ILoaded {
+  schema: Schema;
+  cluster: Cluster;
+  spec: Draft;
+  /** What to know about the code before training it; none for a clone. */
+  notes: string[];
+  /** Where "Save as" writes the spec; none for a clone. */
+  specFile?: string;
+  /** The backend the form starts on. */
+  backend?: string;
+}
+
+async function start(source: IFormSource): Promise<ILoaded> {
+  const [schema, cluster] = await Promise.all([
+    serverAPI.schema(),
+    serverAPI.cluster()
+  ]);
+  if (source.clone) {
+    const [job, spec] = await Promise.all([
+      jobsAPI.get(source.clone),
+      jobsAPI.cloneSpec(source.clone)
+    ]);
+    return { schema, cluster, spec, notes: [], backend: job.backend };
+  }
+  const filled = prefill(await serverAPI.repo(source.path), source.path);
+  return { schema, cluster, ...filled };
+}
+
+/**
+ * The draft spec and the backend it goes to, started from `source`, with the
+ * schema and the chosen backend's cluster (its GPUs and volumes).
+ */
+export function useDraft(source: IFormSource) {
+  const [loaded, setLoaded] = React.useState<ILoaded | null>(null);
+  const [loadError, setLoadError] = React.useState('');
+  const [draft, setDraft] = React.useState<Draft>({});
+  const [backend, setBackend] = React.useState('');
+
+  React.useEffect(() => {
+    start(source)
+      .then(started => {
+        const wanted = started.backend ?? source.backend ?? '';
+        setBackend(
+          started.cluster.backends.includes(wanted as Backend)
+            ? wanted
+            : started.cluster.default_backend
+        );
+        setLoaded(started);
+        setDraft(started.spec);
+      })
+      .catch(error => setLoadError(String(error.message ?? error)));
+  }, [source.path, source.clone]);
+
+  React.useEffect(() => {
+    if (loaded && backend && backend !== loaded.cluster.backend) {
+      serverAPI
+        .cluster(backend)
+        .then(cluster =>
+          setLoaded(current => current && { ...current, cluster })
+        )
+        .catch(error => setLoadError(String(error.message ?? error)));
+    }
+  }, [backend, loaded]);
+
+  return { loaded, loadError, draft, setDraft, backend, setBackend };
+}
+
+/**
+ * The server's verdict on the draft (a dry run: every error, or none), asked
+ * once typing pauses and only once the form has `started`; only the latest
+ * answer counts. `checked`: the verdict is the current draft's.
+ */
+export function useDryRun(draft: Draft, backend: string, started: boolean) {
+  const [errors, setErrors] = React.useState<FieldError[]>([]);
+  const [checked, setChecked] = React.useState(false);
+  const generation = React.useRef(0);
+
+  React.useEffect(() => {
+    if (!started) {
+      return;
+    }
+    const current = ++generation.current;
+    setChecked(false);
+    const timer = setTimeout(() => {
+      jobsAPI
+        .check(draft as JobSpec, backend)
+        .then(verdict => verdict.errors)
+        .catch(fieldErrors)
+        .then(found => {
+          if (current === generation.current) {
+            setErrors(found);
+            setChecked(true);
+          }
+        });
+    }, VALIDATE_DELAY_MS);
+    return () => clearTimeout(timer);
+  }, [draft, backend, started]);
+
+  return { errors, setErrors, checked };
+}

@@ -1,0 +1,242 @@
+import { ReactWidget } from '@jupyterlab/apputils';
+import { Contents } from '@jupyterlab/services';
+import * as React from 'react';
+import YAML from 'yaml';
+
+import { fieldErrors, Job, JobSpec, jobsAPI } from '../api';
+import {
+  assignErrors,
+  Draft,
+  getIn,
+  rolesFor,
+  Schema,
+  schemaAt,
+  setIn,
+  specForFile
+} from '../spec';
+import { CodeFields } from './code';
+import { Field, SchemaField, Section } from './fields';
+import { IFormSource, useDraft, useDryRun } from './hooks';
+import { HyperparameterFields } from './hyperparameters';
+import { JobFields } from './job';
+import { MoreFields, ObjectFields } from './more';
+import { ReplicaFields } from './replicas';
+import { VolumeField } from './volumes';
+
+interface IFormProps extends IFormSource {
+  contents: Contents.IManager;
+  onSubmitted: (job: Job) => void;
+}
+
+/**
+ * A new job for the code around a notebook: fields, titles, choices and limits
+ * come from the job spec's JSON Schema; the server checks the spec as it is typed.
+ */
+export function NewJobForm(props: IFormProps): JSX.Element {
+  const { loaded, loadError, draft, setDraft, backend, setBackend } =
+    useDraft(props);
+  const { errors, setErrors, checked } = useDryRun(
+    draft,
+    backend,
+    loaded !== null
+  );
+  const [busy, setBusy] = React.useState(false);
+  const [saved, setSaved] = React.useState('');
+
+  if (loadError) {
+    return <div className="jp-distrain-error">{loadError}</div>;
+  }
+  if (!loaded) {
+    return <div className="jp-distrain-form">Loading…</div>;
+  }
+  const { schema, cluster, specFile } = loaded;
+  const roles = rolesFor(
+    schema,
+    draft.framework ?? schema.properties.framework.default
+  );
+  const { byField, general } = assignErrors(
+    errors,
+    shownFields(schema, draft, roles)
+  );
+  const set = (path: string, value: unknown) =>
+    setDraft(current => setIn(current, path, value));
+  const field: Field = (path, input) => (
+    <SchemaField
+      key={path}
+      schema={schema}
+      path={path}
+      value={getIn(draft, path)}
+      onChange={value => set(path, value)}
+      errors={byField.get(path)}
+      input={input}
+    />
+  );
+
+  const submit = async () => {
+    setBusy(true);
+    try {
+      props.onSubmitted(await jobsAPI.submit(draft as JobSpec, backend));
+    } catch (error) {
+      setErrors(fieldErrors(error));
+    } finally {
+      setBusy(false);
+    }
+  };
+  const save = async (specFile: string) => {
+    try {
+      await props.contents.save(specFile, {
+        type: 'file',
+        format: 'text',
+        content: YAML.stringify(specForFile(draft))
+      });
+      setSaved(`Saved to ${specFile}`);
+    } catch (error) {
+      setSaved(`Could not save ${specFile}: ${(error as Error).message}`);
+    }
+  };
+
+  return (
+    <form
+      className="jp-distrain-form"
+      onSubmit={event => {
+        event.preventDefault();
+        void submit();
+      }}
+    >
+      <Section title="Code">
+        <CodeFields
+          schema={schema}
+          draft={draft}
+          set={set}
+          field={field}
+          notes={loaded.notes}
+          backend={backend}
+        />
+      </Section>
+      <Section title="Job">
+        <JobFields
+          schema={schema}
+          cluster={cluster}
+          draft={draft}
+          setDraft={setDraft}
+          field={field}
+          backend={backend}
+          setBackend={setBackend}
+        />
+      </Section>
+      <Section title={schemaAt(schema, 'replicas')?.title ?? 'Replicas'}>
+        <ReplicaFields
+          schema={schema}
+          cluster={cluster}
+          draft={draft}
+          roles={roles}
+          onChange={setDraft}
+          errors={byField}
+        />
+      </Section>
+      <Section title={schemaAt(schema, 'hyperparameters')?.title}>
+        <HyperparameterFields
+          value={draft.hyperparameters ?? {}}
+          onChange={value => set('hyperparameters', value)}
+          errors={byField}
+          help={schemaAt(schema, 'hyperparameters')?.description}
+        />
+      </Section>
+      <Section title="Data and output">
+        {['data', 'output'].map(key => (
+          <VolumeField
+            key={key}
+            schema={schema}
+            path={key}
+            cluster={cluster}
+            value={draft[key]}
+            onChange={value => set(key, value)}
+            errors={byField}
+          />
+        ))}
+      </Section>
+      <Section title={schemaAt(schema, 'tensorboard')?.title}>
+        <ObjectFields schema={schema} parent="tensorboard" field={field} />
+      </Section>
+      <MoreFields schema={schema} field={field} />
+      {general.map(message => (
+        <div key={message} className="jp-distrain-error" role="alert">
+          {message}
+        </div>
+      ))}
+      <div className="jp-distrain-form-buttons">
+        <button
+          type="submit"
+          className="jp-Button jp-mod-styled jp-mod-accept"
+          disabled={busy}
+        >
+          Submit
+        </button>
+        {specFile && (
+          <button
+            type="button"
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            onClick={() => void save(specFile)}
+            title={`Write this spec to ${specFile} (without the pinned commit)`}
+          >
+            Save as {specFile.split('/').pop()}
+          </button>
+        )}
+        <span className="jp-distrain-form-status" aria-live="polite">
+          {saved ||
+            (checked && errors.length === 0
+              ? 'The server accepts this job.'
+              : '')}
+        </span>
+      </div>
+    </form>
+  );
+}
+
+/**
+ * Every field path the form shows, so server errors land on the closest one.
+ */
+function shownFields(schema: Schema, draft: Draft, roles: string[]): string[] {
+  const fields = Object.keys(schema.properties);
+  for (const parent of ['tensorboard', 'policy']) {
+    for (const key of Object.keys(schemaAt(schema, parent)?.properties ?? {})) {
+      fields.push(`${parent}.${key}`);
+    }
+  }
+  for (const key of ['git', 'ref', 'commit', 'credentials', 'path']) {
+    fields.push(`code.${key}`);
+  }
+  for (const role of roles) {
+    for (const key of [
+      'count',
+      'resources.gpus',
+      'resources.cpu',
+      'resources.memory'
+    ]) {
+      fields.push(`replicas.${role}.${key}`);
+    }
+  }
+  for (const key of Object.keys(draft.hyperparameters ?? {})) {
+    fields.push(`hyperparameters.${key}`);
+  }
+  for (const volume of ['data', 'output']) {
+    for (const key of ['volume', 'path', 'host_path']) {
+      fields.push(`${volume}.${key}`);
+    }
+  }
+  return fields;
+}
+
+/**
+ * The new-job form as a main-area tab.
+ */
+export class NewJobWidget extends ReactWidget {
+  constructor(readonly props: IFormProps) {
+    super();
+    this.addClass('jp-distrain-form-widget');
+  }
+
+  render(): JSX.Element {
+    return <NewJobForm {...this.props} />;
+  }
+}

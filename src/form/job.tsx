@@ -1,0 +1,98 @@
+import * as React from 'react';
+
+import { Backend, Cluster } from '../api';
+import { Draft, Schema, schemaAt, setIn, withFramework } from '../spec';
+import { Field, SchemaInput } from './fields';
+
+/**
+ * Where the job runs, its name, framework, command and image; changing the
+ * framework keeps only the replica roles it allows.
+ */
+export function JobFields(props: {
+  schema: Schema;
+  cluster: Cluster;
+  draft: Draft;
+  setDraft: React.Dispatch<React.SetStateAction<Draft>>;
+  field: Field;
+  backend: string;
+  setBackend: (backend: string) => void;
+}): JSX.Element {
+  const { schema, cluster, draft, setDraft, field, backend } = props;
+  const set = (key: string, value: string) =>
+    setDraft(current => setIn(current, key, value));
+  return (
+    <>
+      <BackendField
+        backends={cluster.backends}
+        value={backend}
+        onChange={props.setBackend}
+      />
+      {field('name')}
+      {field(
+        'framework',
+        <SchemaInput
+          node={schemaAt(schema, 'framework') ?? {}}
+          value={draft.framework}
+          onChange={value =>
+            setDraft(current => withFramework(schema, current, String(value)))
+          }
+        />
+      )}
+      {field(
+        'command',
+        <textarea
+          className="jp-mod-styled jp-distrain-command"
+          rows={3}
+          value={draft.command ?? ''}
+          onChange={event => set('command', event.target.value)}
+        />
+      )}
+      {field(
+        'image',
+        <input
+          className="jp-mod-styled"
+          value={draft.image ?? ''}
+          placeholder={
+            backend === 'local'
+              ? "not used: local jobs run in this server's environment"
+              : (cluster.default_images?.[draft.framework ?? 'python'] ?? '')
+          }
+          onChange={event => set('image', event.target.value)}
+        />
+      )}
+    </>
+  );
+}
+
+/**
+ * Where the job runs: a choice when the server enables several backends.
+ */
+function BackendField(props: {
+  backends: Backend[];
+  value: string;
+  onChange: (backend: string) => void;
+}): JSX.Element {
+  return (
+    <div className="jp-distrain-field" data-field="backend">
+      <label>
+        <span className="jp-distrain-label">Backend</span>
+        <select
+          className="jp-mod-styled"
+          value={props.value}
+          disabled={props.backends.length < 2}
+          onChange={event => props.onChange(event.target.value)}
+        >
+          {props.backends.map(name => (
+            <option key={name} value={name}>
+              {name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <div className="jp-distrain-help">
+        local: processes on the Jupyter server's machine; kubernetes: pods in
+        the cluster. The default comes from the settings.
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,53 @@
+import * as React from 'react';
+
+import { Schema, schemaAt } from '../spec';
+import { Field } from './fields';
+
+/** Top-level fields with a place in the layout; any other is drawn under "more". */
+const PLACED = [
+  'code',
+  'name',
+  'framework',
+  'command',
+  'image',
+  'replicas',
+  'hyperparameters',
+  'data',
+  'output',
+  'tensorboard',
+  'policy'
+];
+
+/** Each field of the object at `parent` ("tensorboard", "policy"), as its schema lists them. */
+export function ObjectFields(props: {
+  schema: Schema;
+  parent: string;
+  field: Field;
+}): JSX.Element {
+  const node = schemaAt(props.schema, props.parent);
+  return (
+    <>
+      {Object.keys(node?.properties ?? {}).map(key =>
+        props.field(`${props.parent}.${key}`)
+      )}
+    </>
+  );
+}
+
+/** The restart policy, then every top-level field without a place of its own, folded. */
+export function MoreFields(props: {
+  schema: Schema;
+  field: Field;
+}): JSX.Element {
+  const { schema, field } = props;
+  const others = Object.keys(schema.properties).filter(
+    key => !PLACED.includes(key)
+  );
+  return (
+    <details className="jp-distrain-section">
+      <summary>{schemaAt(schema, 'policy')?.title} and more</summary>
+      <ObjectFields schema={schema} parent="policy" field={field} />
+      {others.map(key => field(key))}
+    </details>
+  );
+}
