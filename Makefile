@@ -25,4 +25,5 @@ run: install
 
 test: install $(CHROMIUM)
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
+	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
 	$(BIN)/pytest

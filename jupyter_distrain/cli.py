@@ -398,7 +398,7 @@ def dash(value: Any) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-def human_bytes(n: int | None) -> str:
+def human_bytes(n: float | None) -> str:
     if n is None:
         return "-"
     for unit in ("B", "KiB", "MiB", "GiB"):

@@ -209,7 +209,7 @@ class Client:
             stream = websocket.create_connection(url, header=[f"{k}: {v}" for k, v in auth(self.server.token).items()])
         except websocket.WebSocketBadStatusException as e:  # refused before the upgrade: say why, as the REST call
             try:
-                message = json.loads(e.resp_body)["message"]
+                message = json.loads(e.resp_body or b"")["message"]
             except (TypeError, ValueError, KeyError):
                 message = f"cannot stream the logs of {name!r}: {e}"
             raise DistrainError(message) from None

@@ -49,7 +49,7 @@ def commands() -> None:
 @click.argument("command", nargs=-1)
 @click.pass_obj
 def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
-           command_text: str | None, **flags: Any) -> Job:
+           command_text: str | None, **flags: Any) -> Job | dict:
     """Submit a job from flags and/or a spec file. COMMAND follows '--'."""
     raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
     return magics.submit(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend)
@@ -161,7 +161,7 @@ class DistrainMagics(Magics):
     def submit(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
         """Submit (or check) a spec; one naming no code runs the notebook's, with notes about it once the
         server accepted the job."""
-        notes = []
+        notes: list[str] = []
         if isinstance(raw, dict) and "code" not in raw:
             raw["code"], notes = self.client.code_of(Path.cwd())
         answer = self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)

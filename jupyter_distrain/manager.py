@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import builtins  # `list` is also a method name below
 import itertools
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import code, spec as spec_
 from .backends.base import Backend, JobRecord, TensorBoardTarget
@@ -131,7 +132,7 @@ class JobManager:
         live streams)."""
         return self.backend_of(name).log_dir(name, run)
 
-    def metrics(self, name: str) -> list[dict]:
+    def metrics(self, name: str) -> builtins.list[dict]:
         return self.backend_of(name).metrics(name)
 
     # git credentials: written, listed by name, deleted; never read back
@@ -146,7 +147,7 @@ class JobManager:
             raise SpecError(errors, subject="credentials")
         self.target(backend).set_credentials(name, username, password)
 
-    def credential_names(self, backend: str | None = None) -> list[str]:
+    def credential_names(self, backend: str | None = None) -> builtins.list[str]:
         return sorted(self.target(backend).credential_names())
 
     def delete_credentials(self, name: str, backend: str | None = None) -> None:
@@ -173,7 +174,7 @@ def secret_name(name: str) -> bool:
     return len(name) <= 63 and re.fullmatch(git["properties"]["credentials"]["pattern"], name) is not None
 
 
-def public(job: dict) -> dict:
+def public(job: Mapping[str, Any]) -> dict:
     """The JSON shape of a job shown to users: no internal bookkeeping, times in ISO 8601."""
     out = {key: job[key] for key in PUBLIC_JOB_FIELDS}
     out.update({key: iso(job[key]) for key in ("created", "started", "finished")})

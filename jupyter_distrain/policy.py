@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from enum import Enum
+from typing import Any, Mapping
 
 from .spec import chief, replica_name
 
@@ -23,7 +24,7 @@ class Phase(str, Enum):
 FINISHED = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.STOPPED, Phase.LOST})
 
 
-def run_ended(job: dict, run: int) -> bool:
+def run_ended(job: Mapping[str, Any], run: int) -> bool:
     """Whether run `run` of the job is over: the job finished, or a restart began a later run."""
     return job["phase"] in FINISHED or job["run"] != run
 

@@ -82,7 +82,7 @@ def git_state(directory: Path) -> dict | None:
     behind, ahead = (int(n) for n in counts.split()) if counts else (None, None)
     status = _git(directory, "status", "--porcelain", "--", *WORK_PATHSPEC) or ""
     changes = [line for line in status.splitlines() if line]
-    remotes = {}
+    remotes: dict[str, str] = {}
     for line in (_git(directory, "remote", "-v") or "").splitlines():
         name, url, *_ = line.split()
         remotes.setdefault(name, strip_credentials(url))
@@ -116,11 +116,11 @@ def job_file(directories: list[Path], name: str) -> dict | None:
         if path.is_file():
             with open(path, "rb") as f:
                 raw = f.read(MAX_FILE_BYTES + 1)
-            found = {"path": str(path), "content": raw[:MAX_FILE_BYTES].decode(errors="replace"),
-                     "truncated": len(raw) > MAX_FILE_BYTES}
+            content = raw[:MAX_FILE_BYTES].decode(errors="replace")
+            found = {"path": str(path), "content": content, "truncated": len(raw) > MAX_FILE_BYTES}
             if name.endswith(".yaml"):
                 try:
-                    found["spec"] = yaml.safe_load(found["content"])
+                    found["spec"] = yaml.safe_load(content)
                 except yaml.YAMLError:
                     found["spec"] = None
             return found

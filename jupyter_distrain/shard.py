@@ -34,9 +34,12 @@ def my_files(paths: Sequence[str]) -> list[str]:
     Files without a numeric suffix are shared out by position instead.
     """
     index, count = shard()
-    numbered, unnumbered = [], []
+    mine: list[str] = []
+    unnumbered: list[str] = []
     for path in paths:
         match = _SUFFIX.search(os.path.basename(path))
-        (numbered if match else unnumbered).append((path, match))
-    mine = [p for p, m in numbered if int(m.group(1)) % count == index]
-    return mine + [p for i, (p, _) in enumerate(unnumbered) if i % count == index]
+        if not match:
+            unnumbered.append(path)
+        elif int(match.group(1)) % count == index:
+            mine.append(path)
+    return mine + [p for i, p in enumerate(unnumbered) if i % count == index]

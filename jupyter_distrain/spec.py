@@ -165,8 +165,10 @@ def _describe(error: ValidationError, raw: Any) -> FieldError:
     sub = error.schema if isinstance(error.schema, dict) else {}
     got = json.dumps(error.instance) if not isinstance(error.instance, (dict, list)) else None
     v = error.validator
+    value: Any = error.validator_value
+    instance: Any = error.instance
     if "propertyNames" in error.absolute_schema_path:
-        allowed = ", ".join(error.validator_value) if v == "enum" else sub.get("description", error.message)
+        allowed = ", ".join(value) if v == "enum" else sub.get("description", error.message)
         framework = ""
         if error.absolute_schema_path[0] == "allOf":
             framework = f" for framework {raw.get('framework', 'python')}"
@@ -179,17 +181,17 @@ def _describe(error: ValidationError, raw: Any) -> FieldError:
         return FieldError(_field_path([*error.absolute_path, missing]), "is required")
     if v == "additionalProperties":
         allowed = ", ".join(sub.get("properties", {}))
-        extras = ", ".join(sorted(set(error.instance) - set(sub.get("properties", {}))))
+        extras = ", ".join(sorted(set(instance) - set(sub.get("properties", {}))))
         return FieldError(path, f"unknown field(s) {extras}; allowed: {allowed}")
     if v == "enum":
-        return FieldError(path, f"{got} is not allowed; allowed: {', '.join(map(str, error.validator_value))}")
+        return FieldError(path, f"{got} is not allowed; allowed: {', '.join(map(str, value))}")
     if v in ("pattern", "minLength", "maxLength") and sub.get("description"):
         return FieldError(path, f"{got} is not allowed: must be {sub['description']}")
     if v in ("oneOf", "anyOf"):
         branch = _matching_branch(error)
         if branch:
             return _describe(branch, raw)
-        options = [s.get("title") or s.get("description") or s.get("type") for s in map(_resolve, error.validator_value)]
+        options = [s.get("title") or s.get("description") or s.get("type") for s in map(_resolve, value)]
         return FieldError(path, f"must be one of: {'; '.join(map(str, options))}")
     if v in ("minimum", "maximum", "exclusiveMinimum"):
         low = sub.get("minimum", sub.get("exclusiveMinimum"))
@@ -198,13 +200,13 @@ def _describe(error: ValidationError, raw: Any) -> FieldError:
             bounds = f"greater than {low}"
         return FieldError(path, f"{got} is not allowed: must be {bounds}")
     if v == "type":
-        return FieldError(path, f"{got if got else 'value'} is not allowed: must be of type {error.validator_value}")
+        return FieldError(path, f"{got if got else 'value'} is not allowed: must be of type {value}")
     return FieldError(path, error.message)
 
 
 def _matching_branch(error: ValidationError) -> ValidationError | None:
     """For a failed oneOf, the error of the one branch the value was evidently meant for."""
-    by_branch: dict[int, list[ValidationError]] = {}
+    by_branch: dict[int | str, list[ValidationError]] = {}
     for e in error.context:
         by_branch.setdefault(e.schema_path[0], []).append(e)
     meant = [

@@ -132,7 +132,7 @@ class JobForm(w.VBox):
                 "tensorboard": {"enabled": values["tensorboard.enabled"]}, **optional}
 
     def _show(self, errors: list[tuple[str, str]]) -> None:
-        shown = {key: [] for key in self.errors}
+        shown: dict[str, list[str]] = {key: [] for key in self.errors}
         for path, message in errors:
             key = next((k for k in self.errors if k and (path == k or path.startswith(k + "."))), "")
             shown[key].append(f"{path}: {message}" if key == "" or path != key else message)
@@ -151,7 +151,7 @@ class JobForm(w.VBox):
         self.status.value = "The server accepts this job."
         return True
 
-    def submit(self) -> Job | None:
+    def submit(self) -> Job | dict | None:
         if not self.check():
             return None
         job = self.client.submit(self.spec(), backend=self.backend)

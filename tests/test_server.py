@@ -245,6 +245,8 @@ async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root
 async def test_stream_resumes_from_cursor_without_loss_or_repeat(api, jp_ws_fetch, root):
     command = "for i in $(seq 1 400); do echo line $i; sleep 0.005; done"
     assert (await api("POST", "jobs", python_job("count", command=command)))[0] == 201
+    assert await api("GET", "jobs/count/logs/stream") == (  # a plain GET, not a WebSocket: said in JSON
+        400, {"message": "this endpoint streams over a WebSocket: send 'Upgrade: websocket'"})
 
     received, cursor = [], {}
     for _ in range(1000):  # reconnect after every second message until the end

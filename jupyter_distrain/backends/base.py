@@ -3,10 +3,11 @@ only through this Protocol; a backend is named in `c.Distrain.backend_classes` a
 
 from __future__ import annotations
 
+import builtins  # `list` is also a method name below
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, TypeVar, Union
 
 if TYPE_CHECKING:
     from ..config import Distrain
@@ -79,6 +80,7 @@ class ClusterTensorBoard:
 
 
 TensorBoardTarget = Union[EventFiles, ClusterTensorBoard]
+SomeBackend = TypeVar("SomeBackend", bound="Backend")
 
 
 class Backend(Protocol):
@@ -87,7 +89,7 @@ class Backend(Protocol):
     name: str
 
     @classmethod
-    def from_config(cls, config: Distrain) -> Backend:
+    def from_config(cls: type[SomeBackend], config: Distrain) -> SomeBackend:
         """The backend, with its settings from `config`."""
 
     def start(self, log: logging.Logger) -> None:
@@ -135,7 +137,7 @@ class Backend(Protocol):
              run: int | None = None) -> Iterator[LogLine]:
         """A run's lines in time order; to follow, until `finished()` (default: the run ended)."""
 
-    def metrics(self, name: str) -> list[dict]:
+    def metrics(self, name: str) -> builtins.list[dict]:
         """CPU, memory and GPU use per replica (None where unknown)."""
 
     def cluster(self) -> dict:
@@ -151,7 +153,7 @@ class Backend(Protocol):
     def set_credentials(self, secret: str, username: str, password: str) -> None:
         """Store (or replace) a secret."""
 
-    def credential_names(self) -> list[str]:
+    def credential_names(self) -> builtins.list[str]:
         """The stored secrets' names."""
 
     def delete_credentials(self, secret: str) -> None:

@@ -14,6 +14,7 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
 
 from __future__ import annotations
 
+import builtins  # `list` is also a method name below
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
@@ -34,7 +35,7 @@ from ..policy import FINISHED, Phase, run_ended
 from ..spec import gpus, replicas
 from ..store import Store
 from . import procs
-from .base import EventFiles, JobRecord
+from .base import EventFiles, EventRecord, JobRecord
 
 if TYPE_CHECKING:
     from ..config import Distrain
@@ -63,11 +64,16 @@ class LocalBackend:
     def job_dir(self, name: str) -> Path:
         return self.root / "jobs" / name
 
-    def log_dir(self, name: str, run: int | None = None) -> Path:
-        """The log directory of run `run` (default: the current run)."""
+    def record(self, name: str) -> dict:
+        """The job's row as stored (no reconciling); JobNotFound if there is none."""
         job = self.store.job(name)
         if job is None:
             raise JobNotFound(name)
+        return job
+
+    def log_dir(self, name: str, run: int | None = None) -> Path:
+        """The log directory of run `run` (default: the current run)."""
+        job = self.record(name)
         return self._log_dir(name, logs.run_of(name, run, job["run"]))
 
     def _log_dir(self, name: str, run: int) -> Path:
@@ -114,7 +120,7 @@ class LocalBackend:
         with os.fdopen(fd, "w") as f:
             json.dump({"username": username, "password": password}, f)
 
-    def credential_names(self) -> list[str]:
+    def credential_names(self) -> builtins.list[str]:
         return [path.stem for path in (self.root / "secrets").glob("*.json")]
 
     def delete_credentials(self, secret: str) -> None:
@@ -124,7 +130,7 @@ class LocalBackend:
         return self.store.job(name) is not None
 
     # lifecycle
-    def submit(self, spec: dict) -> dict:
+    def submit(self, spec: dict) -> JobRecord:
         self.check(spec)
         output = self.output_dir(spec)
         try:
@@ -172,26 +178,29 @@ class LocalBackend:
                                   finished=time.time())
             raise DistrainError(f"could not start the job's supervisor: {message}")
 
-    def get(self, name: str, events: int = 20) -> dict:
-        job = self.store.job(name)
-        if job is None:
-            raise JobNotFound(name)
-        job = self._reconcile(job)
+    def get(self, name: str, events: int = 20) -> JobRecord:
+        job = self._view(self._reconcile(self.record(name)))
         if events:
-            job["events"] = self.store.events(name, limit=events)
+            job["events"] = cast(builtins.list[EventRecord], self.store.events(name, limit=events))
         return job
 
-    def list(self) -> list[dict]:
-        return [self._reconcile(job) for job in self.store.jobs()]
+    def list(self) -> list[JobRecord]:
+        return [self._view(self._reconcile(job)) for job in self.store.jobs()]
+
+    @staticmethod
+    def _view(row: dict) -> JobRecord:
+        """The job as every backend reports it: its row, with its logs (setup, then each replica)."""
+        return cast(JobRecord, {**row, "logs": ["setup"] + [r["name"] for r in row["replicas"]]})
 
     def _reconcile(self, job: dict) -> dict:
         """A job whose supervisor vanished is never reported as running: its replicas are Lost."""
-        if job["phase"] in FINISHED or not job["supervisor_pid"] or procs.alive(job["supervisor_pid"],
-                                                                                  job["supervisor_started"]):
-            return {**job, "logs": ["setup"] + [r["name"] for r in job["replicas"]]}
-        job = self.store.job(job["name"])  # the supervisor may have finished just now
+        if job["phase"] in FINISHED or not job["supervisor_pid"]:
+            return job
+        if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
+            return job
+        job = self.record(job["name"])  # the supervisor may have finished just now
         if job["phase"] in FINISHED:
-            return self._reconcile(job)
+            return job
         for r in job["replicas"]:
             if r["phase"] in FINISHED:
                 continue
@@ -208,24 +217,21 @@ class LocalBackend:
             phase, reason, message = Phase.FAILED, "SupervisorVanished", "the job's supervisor process exited unexpectedly"
         self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
         self.store.add_event(job["name"], reason, message, type="Warning")
-        return self._reconcile(self.store.job(job["name"]))
+        return self.record(job["name"])
 
-    def stop(self, name: str, timeout: float = STOP_GRACE_SECONDS + 20) -> dict:
-        job = self.get(name, events=0)
+    def stop(self, name: str, timeout: float = STOP_GRACE_SECONDS + 20) -> JobRecord:
+        job = self._reconcile(self.record(name))
         if job["phase"] in FINISHED:
             return self.get(name)
         self.store.update_job(name, stop_requested=1)
         if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
             os.kill(job["supervisor_pid"], signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            job = self.get(name, events=0)
-            if job["phase"] in FINISHED:
-                break
+        while time.monotonic() < deadline and self.get(name, events=0)["phase"] not in FINISHED:
             time.sleep(0.05)
         return self.get(name)
 
-    def restart(self, name: str, spec: dict | None = None) -> dict:
+    def restart(self, name: str, spec: dict | None = None) -> JobRecord:
         """Run the job again from its spec, or from an edited one with the same name."""
         job = self.get(name, events=0)
         spec = spec or job["spec"]
@@ -267,9 +273,7 @@ class LocalBackend:
 
     def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
         """Each log file of a run (default: the current one): setup, then the replicas; or only `replica`'s."""
-        job = self.store.job(name)
-        if job is None:
-            raise JobNotFound(name)
+        job = self.record(name)
         run = logs.run_of(name, run, job["run"])
         current = ["setup"] + [r["name"] for r in job["replicas"]] if run == job["run"] else None
         return logs.run_files(name, self._log_dir(name, run), current, replica)
@@ -285,9 +289,9 @@ class LocalBackend:
         finished = finished or (lambda: run_ended(self.get(name, events=0), run))
         return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
 
-    def metrics(self, name: str, interval: float = 0.5) -> list[dict]:
+    def metrics(self, name: str, interval: float = 0.5) -> builtins.list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""
-        job = self.get(name, events=0)
+        job = self._reconcile(self.record(name))
         running = {r["name"]: r for r in job["replicas"] if procs.alive(r["pid"], r["pid_started"])}
         trees = {n: procs.tree_usage(r["pid"])[0] for n, r in running.items()}
         for processes in trees.values():

@@ -50,7 +50,7 @@ def addresses(spec: dict, namespace: str) -> dict[str, list[str]]:
     return out
 
 
-def labels(job: str, role: str | None = None, index: int | None = None) -> dict[str, str]:
+def labels(job: str, role: str | None = None, index: int = 0) -> dict[str, str]:
     out = {**MANAGED, JOB: job}
     if role is not None:
         out.update({ROLE: role, INDEX: str(index), REPLICA: replica_name(role, index)})
@@ -143,7 +143,7 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
         return None
     script = (f"git clone --quiet --no-checkout -- {shlex.quote(source['git'])} {WORKSPACE}"
               f" && git -C {WORKSPACE} checkout --quiet --detach {source['commit']}")
-    env = [{"name": "GIT_TERMINAL_PROMPT", "value": "0"}]
+    env: list[dict] = [{"name": "GIT_TERMINAL_PROMPT", "value": "0"}]
     if source.get("credentials"):
         script = script.replace("git clone", f"git -c credential.helper={shlex.quote(CREDENTIAL_HELPER)} clone", 1)
         env += [{"name": f"DISTRAIN_GIT_{key.upper()}",

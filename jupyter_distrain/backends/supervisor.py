@@ -49,7 +49,7 @@ class Supervisor:
         self.backend = backend
         self.store = backend.store
         self.name = name
-        self.job = self.store.job(name)
+        self.job = backend.record(name)
         self.spec = self.job["spec"]
         self.states = {replica_name(r, i): Replica(r, i, Phase.PENDING) for r, i in replicas(self.spec)}
         self.running: dict[str, Running] = {}
@@ -67,7 +67,7 @@ class Supervisor:
         for sig in procs.TERMINATING:
             loop.add_signal_handler(sig, self.stop_requested.set)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, procs.TERMINATING)
-        if self.store.job(self.name)["stop_requested"]:
+        if self.backend.record(self.name)["stop_requested"]:
             self.stop_requested.set()
         try:
             decision = await self.lifecycle()
@@ -151,9 +151,11 @@ class Supervisor:
             start_new_session=True,
         )
         lines: list[bytes] = []
+        output = process.stdout
+        assert output is not None  # a pipe
 
         async def copy() -> None:
-            while chunk := await process.stdout.read(65536):
+            while chunk := await output.read(65536):
                 log.feed(chunk)
                 lines[:] = (lines + chunk.splitlines())[-5:]
 
@@ -191,21 +193,23 @@ class Supervisor:
         output.mkdir(parents=True, exist_ok=True)
         inputs.mkdir(parents=True, exist_ok=True)
         resume = self.spec.get("resume_from")
+        logdir = str(self.backend.event_files(self.spec, name))
         dirs = Dirs(
             input=str(inputs),
             output=str(output),
-            logdir=str(self.backend.event_files(self.spec, name)),
+            logdir=logdir,
             resume_from=str(self.backend.resume_path(resume)) if resume else None,
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
         command = render_command(self.spec, {"job": self.name, "role": role, "index": str(index),
-                                             "input": dirs.input, "output": dirs.output, "logdir": dirs.logdir})
+                                             "input": dirs.input, "output": dirs.output, "logdir": logdir})
         process = await asyncio.create_subprocess_exec(
             "/bin/sh", "-c", command, cwd=self.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
         writer = LogWriter(self.log_dir / f"{name}.log")
+        assert process.stdout is not None  # a pipe
         self.running[name] = Running(process, asyncio.ensure_future(pump(process.stdout, writer)))
         self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None, started=True)
         self.store.update_replica(
@@ -243,7 +247,7 @@ class Supervisor:
 
     async def record_exit(self, name: str) -> None:
         running = self.running.pop(name)
-        code = exit_code(running.process.returncode)
+        code = exit_code(await running.process.wait())
         await self.reap(running)
         phase = Phase.SUCCEEDED if code == 0 else Phase.FAILED
         reason = exit_reason(code)
@@ -269,7 +273,7 @@ class Supervisor:
         for name, running in list(self.running.items()):
             self.running.pop(name)
             await self.reap(running)
-            code = exit_code(running.process.returncode)
+            code = exit_code(await running.process.wait())
             self.states[name] = replace(self.states[name], phase=Phase.STOPPED, exit_code=code)
             self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), exit_code=code,
                                       reason=why, finished=time.time())

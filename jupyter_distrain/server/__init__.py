@@ -21,6 +21,7 @@ class DistrainExtension(ExtensionApp):
 
     def initialize_settings(self) -> None:
         config = Distrain(parent=self)
+        assert self.serverapp is not None  # an extension is initialized by its server
         # terminals and kernels started by this server inherit these: their `distrain` sees the same jobs
         os.environ.update(DISTRAIN_HOME=config.root, DISTRAIN_BACKEND=config.backend)
         manager = JobManager.from_config(config)

@@ -67,7 +67,7 @@ async def call(method: Callable, *args: Any, **kwargs: Any) -> Any:
         raise ApiError(e.status, e.to_json()) from None
 
 
-class JsonErrors:
+class JsonErrors(web.RequestHandler):
     """Errors are JSON with a message (and, for specs, every failing field), on every route."""
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
@@ -90,8 +90,8 @@ class DistrainHandler(JsonErrors, APIHandler):
     auth_resource = AUTH_RESOURCE
     query_params: tuple[str, ...] = ()  # as documented in openapi.yaml (a test compares them)
 
-    async def prepare(self) -> None:
-        await super().prepare()
+    async def prepare(self, **kwargs: Any) -> None:
+        await super().prepare(**kwargs)
         await authorize(self)
         check_query(self, self.query_params)
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import AsyncIterator
@@ -74,7 +75,7 @@ class Watch:
 class LogWatcher:
     """One watch per followed run, shared by all of its streams, closed with the last of them."""
 
-    def __init__(self, log):
+    def __init__(self, log: logging.Logger):
         self.log = log
         self.watches: dict[Path, Watch] = {}
 
@@ -129,16 +130,18 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
         # the job, replica and run exist; a run's replicas stay the same
         self.files = await call(self.manager.log_files, name, self.replica, self.run)
         self.directory = await call(self.manager.log_dir, name, self.run)
+        if self.request.headers.get("Upgrade", "").lower() != "websocket":  # tornado would answer in HTML
+            raise ApiError(400, {"message": "this endpoint streams over a WebSocket: send 'Upgrade: websocket'"})
         await super().get(name)
 
     def open(self, name: str) -> None:
         super().open()
-        self.task = asyncio.ensure_future(self.stream())
+        self.task = asyncio.ensure_future(self.send_logs())
 
     def on_close(self) -> None:
         self.task.cancel()
 
-    async def stream(self) -> None:
+    async def send_logs(self) -> None:
         try:
             async with self.settings["distrain_watcher"].subscribe(self.directory) as watch:
                 while True:

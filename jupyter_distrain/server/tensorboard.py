@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
 
-from jupyter_server.utils import url_path_join
+from jupyter_server.utils import ensure_async, url_path_join
 from jupyter_server_proxy.handlers import ProxyHandler, RewritableResponse
 from tornado import httpclient, web
 
@@ -134,7 +134,9 @@ class TensorBoards:
             await self._terminate(board)
 
         probe = asyncio.ensure_future(ready())
-        while line := await board.process.stdout.readline():
+        output = board.process.stdout
+        assert output is not None  # a pipe
+        while line := await output.readline():
             board.output.append(line.decode(errors="replace").rstrip())
         await board.process.wait()
         board.remove_runs()
@@ -184,7 +186,9 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
     def mount(self) -> str:
         """This TensorBoard's path as the browser writes it: <base_url>distrain/tensorboard/<job>/<replica>."""
         rest = self.request.path[len(self.base_url):]  # the route matched the raw path after base_url
-        return self.base_url + rest[:re.match(ROUTE, rest).end("replica")]
+        matched = re.match(ROUTE, rest)
+        assert matched is not None  # this handler's route
+        return self.base_url + rest[:matched.end("replica")]
 
     def fonts_under_prefix(self, response: RewritableResponse) -> None:
         """Point the page's fonts, asked for at the site's root, to this proxy, where they are served
@@ -195,7 +199,7 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
             response.body = ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', response.body)
 
     async def prepare(self, *args, **kwargs) -> None:
-        await super().prepare(*args, **kwargs)
+        await ensure_async(super().prepare(*args, **kwargs))
         if not self._finished:  # not already redirected to the login page
             await authorize(self)
 
@@ -208,11 +212,9 @@ class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
         cluster's TensorBoard."""
         manager, boards = self.settings["distrain_manager"], self.settings["distrain_tensorboards"]
         target = await call(manager.tensorboard, job, None if replica == WHOLE_JOB else replica)
-        match target:
-            case EventFiles(logdir):
-                return await boards.port(job, replica, logdir)
-            case ClusterTensorBoard():
-                return target
+        if isinstance(target, EventFiles):
+            return await boards.port(job, replica, target.logdir)
+        return target
 
     async def forward(self, job: str, replica: str, path: str | None) -> None:
         if path is None:  # TensorBoard's pages need the trailing slash
