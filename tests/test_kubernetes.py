@@ -6,12 +6,14 @@ an exit code, and writes the lines its pods/log serves. Real training runs on th
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -24,7 +26,7 @@ from kubernetes import client
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
-from jupyter_distrain.backends.kube import Controller, KubeBackend, KubeError
+from jupyter_distrain.backends.kube import Cache, Controller, KubeBackend, KubeError, WorkQueue
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
 
@@ -550,3 +552,219 @@ def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plan
     finally:
         stream.close()
     assert requests.delete(f"{api}/jobs/streamed", headers=headers).status_code == 204
+
+
+# the cache and the work queue
+def configmap(name: str, version: str, status: str = "") -> client.V1ConfigMap:
+    return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, resource_version=version,
+                                                           labels={**manifests.MANAGED, manifests.JOB: name}),
+                              data={"status.json": status})
+
+
+def cached(cache: Cache, name: str) -> str | None:
+    """The resourceVersion of the cached job ConfigMap `name` (None: not cached)."""
+    return next((cm.metadata.resource_version for cm in cache.items("configmaps") if cm.metadata.name == name), None)
+
+
+def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_numbers():
+    cache = Cache(None, NAMESPACE, lambda job: None, logging.getLogger("test"))  # not started: the test plays the watch
+    cache.ready["configmaps"].set()
+    watched = lambda type_, version: cache._deliver("configmaps", type_, configmap("j", version))  # noqa: E731
+    watched("ADDED", "zz-9")
+
+    # the answer comes before the watch delivers the write: shown, and older events skipped until it
+    with cache.writing("configmaps", "j") as write:
+        write.put(configmap("j", "a-10"))  # "smaller" than zz-9 as a string and not a number: versions are opaque
+    assert cached(cache, "j") == "a-10"
+    watched("MODIFIED", "b-3")  # another writer's change, before ours in the stream
+    assert cached(cache, "j") == "a-10"
+    watched("MODIFIED", "a-10")
+    watched("MODIFIED", "0")  # after ours: applies
+    assert cached(cache, "j") == "0"
+
+    # the watch delivers the write (and a later change) before its answer: the answer is stale, dropped
+    with cache.writing("configmaps", "j") as write:
+        watched("MODIFIED", "m-1")
+        watched("MODIFIED", "m-2")
+        write.put(configmap("j", "m-1"))
+    assert cached(cache, "j") == "m-2"
+    watched("MODIFIED", "m-3")  # and nothing waits for an event that has passed
+    assert cached(cache, "j") == "m-3"
+
+    # a deletion: gone at once; changes before it are skipped until its DELETED event; a new one shows
+    with cache.writing("configmaps", "j") as write:
+        write.forget()
+    watched("MODIFIED", "m-4")
+    assert cached(cache, "j") is None
+    watched("DELETED", "m-5")
+    watched("ADDED", "n-1")
+    assert cached(cache, "j") == "n-1"
+
+    # a listing replaces everything: a write in flight across it drops its answer (the watch brings it)
+    listing = client.V1ConfigMapList(metadata=client.V1ListMeta(resource_version="list-1"),
+                                     items=[configmap("j", "n-2")])
+    with cache.writing("configmaps", "j") as write:
+        cache._list("configmaps", lambda: listing)
+        write.put(configmap("j", "n-3"))
+    assert cached(cache, "j") == "n-2" and cache.versions["configmaps"] == "list-1"
+    watched("MODIFIED", "n-3")
+    assert cached(cache, "j") == "n-3" and cache.versions["configmaps"] == "n-3"
+    assert not cache.awaited["configmaps"] and not cache.in_flight["configmaps"]
+
+
+def test_the_work_queue_holds_a_job_once_and_never_gives_it_to_two_workers():
+    work = WorkQueue()
+    for _ in range(100):
+        work.add("a")
+    work.add("b")
+    assert work.get() == "a"
+    for _ in range(50):  # changes while "a" is reconciled: "a" once more, after
+        work.add("a")
+    assert work.get() == "b"
+    work.done("b")
+    assert list(work.waiting) == []
+    work.done("a")
+    assert work.get() == "a" and list(work.waiting) == []
+    work.done("a")
+
+    # a burst from many threads: each job reconciled by one worker at a time, again after its last change
+    ticket = itertools.count()
+    added, started, processed, busy, overlaps = {}, {}, [], set(), []
+
+    def worker():
+        while (name := work.get()) is not None:
+            if name in busy:
+                overlaps.append(name)
+            busy.add(name)
+            started[name] = next(ticket)
+            time.sleep(0.002)
+            processed.append(name)
+            busy.discard(name)
+            work.done(name)
+
+    def burst(names):
+        for i in range(1000):
+            name = names[i % len(names)]
+            added[name] = next(ticket)
+            work.add(name)
+
+    workers = [threading.Thread(target=worker) for _ in range(4)]
+    bursts = [threading.Thread(target=burst, args=([f"job-{i}" for i in range(k, k + 3)],)) for k in (0, 3)]
+    for t in workers + bursts:
+        t.start()
+    for t in bursts:
+        t.join()
+    wait(lambda: not work.waiting and not work.processing, "the queue drains")
+    work.shut_down()
+    for t in workers:
+        t.join(5)
+    assert not overlaps
+    assert all(started[name] > added[name] for name in added)  # every change seen by a later reconcile
+    assert len(processed) < 2000 / 4, len(processed)  # de-duplicated
+
+
+def apiserver_requests(control_plane, verb: str, resource: str) -> int:
+    """The API server's count of namespaced `verb` requests on `resource`, from its /metrics."""
+    metrics = requests.get(f"{control_plane.url}/metrics", verify=str(control_plane.dir / "ca.crt"),
+                           headers={"Authorization": f"Bearer {control_plane.tokens[ADMIN]}"}, timeout=10)
+    metrics.raise_for_status()
+    total = 0
+    for line in metrics.text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels, value = line[len("apiserver_request_total{"):].rsplit("} ", 1)
+            fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            if (fields["verb"], fields["resource"], fields["scope"]) == (verb, resource, "namespace"):
+                total += int(float(value))
+    return total
+
+
+def test_watches_resume_from_their_version_without_listing_again(control_plane, admin, tmp_path):
+    kinds = ("configmaps", "pods", "events")
+    lists = {k: apiserver_requests(control_plane, "LIST", k) for k in kinds}
+    watches = apiserver_requests(control_plane, "WATCH", "configmaps")
+    started = time.monotonic()
+    kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
+    controller = Controller(kube, logging.getLogger("test"), watch_timeout=1)
+    try:
+        kube.submit(tf_spec("resumed", workers=1))  # its changes cross many one-second watches
+        wait_job(kube, "resumed", lambda j: j["phase"] == "Running", "the job runs")
+        end(admin, "resumed", "chief-0", 0)
+        wait_job(kube, "resumed", lambda j: j["phase"] == "Succeeded", "the job succeeds")
+        wait(lambda: apiserver_requests(control_plane, "WATCH", "configmaps") >= watches + 4, "four watches ended")
+        assert {k: apiserver_requests(control_plane, "LIST", k) - lists[k] for k in kinds} == \
+            {"configmaps": 1, "pods": 1, "events": 1}
+        print(f"{apiserver_requests(control_plane, 'WATCH', 'configmaps') - watches} configmap watches, one LIST per kind,"
+              f" {time.monotonic() - started:.1f} s")
+    finally:
+        if kube.exists("resumed"):
+            kube.delete("resumed")
+        controller.stop()
+
+
+def compact_etcd(control_plane) -> None:
+    """Make etcd forget every version before its current one, as the API server does every few minutes."""
+    revision = requests.post(f"{control_plane.etcd}/v3/kv/range", json={"key": "AA=="}, timeout=10).json()
+    requests.post(f"{control_plane.etcd}/v3/kv/compaction", json={"revision": revision["header"]["revision"]},
+                  timeout=10).raise_for_status()
+
+
+def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog):
+    caplog.set_level(logging.DEBUG, logger="test")
+    seen = []
+    cache = Cache(admin, NAMESPACE, seen.append, logging.getLogger("test")).start()
+    try:
+        admin.create_namespaced_config_map(NAMESPACE, configmap("expiry", None))
+        wait(lambda: cached(cache, "expiry"), "the cache holds the job")
+        cache.items("events")
+        lists = apiserver_requests(control_plane, "LIST", "events")
+        # the events watch fell behind: it resumes from a version etcd has compacted (the API server keeps no
+        # watch cache of events), and is told 410 Gone
+        cache.versions["events"] = "1"
+        compact_etcd(control_plane)
+        cache.watches["events"].stop()
+        wait(lambda: apiserver_requests(control_plane, "LIST", "events") == lists + 1, "the cache lists events again")
+        assert len([r for r in caplog.records if "(410)" in r.getMessage() and "too old" in r.getMessage()]) == 1
+        seen.clear()
+        admin.create_namespaced_event(NAMESPACE, client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name="expiry."), reason="Checked", message="after the relist",
+            involved_object=client.V1ObjectReference(kind="ConfigMap", name="expiry", namespace=NAMESPACE)))
+        wait(lambda: "Checked" in [e.reason for e in cache.items("events")], "the watch from the new listing runs")
+        assert seen == ["expiry"]
+        time.sleep(1)
+        assert apiserver_requests(control_plane, "LIST", "events") == lists + 1
+        cache.stop()
+        for thread in cache.threads:  # each blocked reading its watch (of 300 s) until stop() ended it
+            thread.join(10)
+        assert not [t.name for t in cache.threads if t.is_alive()]
+    finally:
+        cache.stop()
+        admin.delete_namespaced_config_map("expiry", NAMESPACE)
+
+
+def test_a_finished_runs_stray_pod_is_deleted(control_plane, backend, admin):
+    spec = tf_spec("strays", workers=1)
+    backend.submit(spec)
+    wait_job(backend, "strays", lambda j: j["phase"] == "Running", "the job runs")
+    backend.stop("strays")
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=strays").items,
+         "the stopped job's pods are deleted")
+    # a reconcile that lost the status write to the stop replaced a replica as the job stopped
+    owner = admin.api_client.sanitize_for_serialization(admin.read_namespaced_config_map("strays", NAMESPACE))
+    admin.create_namespaced_pod(NAMESPACE, manifests.pod(spec, "worker", 0, SETTINGS, owner, restarts=1))
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=strays").items,
+         "the stray pod is deleted")
+    assert backend.get("strays")["phase"] == "Stopped"
+
+
+def test_a_stop_requested_on_a_stale_version_is_recorded(control_plane, admin, tmp_path):
+    kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))  # no controller: as the CLI
+    kube.submit(tf_spec("stale-stop", workers=1))
+    stale = kube._root_fresh("stale-stop")
+    admin.patch_namespaced_config_map("stale-stop", NAMESPACE, {"metadata": {"annotations": {"touched": "yes"}}})
+    stale_once = iter([stale])  # what a cache a step behind shows stop: its status write meets a 409
+    kube._root = lambda name: next(stale_once, None) or KubeBackend._root(kube, name)
+    try:
+        assert kube.stop("stale-stop")["phase"] == "Stopped"
+    finally:
+        del kube._root
+        kube.delete("stale-stop")

@@ -21,10 +21,11 @@ import fcntl
 import json
 import logging
 import os
-import queue
 import shutil
 import threading
 import time
+from collections import deque
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -47,6 +48,7 @@ SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
 GPU = "nvidia.com/gpu"
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
                "Deployment": ("apps", "deployment")}  # the kinds a job is made of: their API group and resource
+CACHED = {"ConfigMap": "configmaps", "Pod": "pods"}  # the kinds written here that the Cache holds
 
 
 class KubeError(DistrainError):
@@ -99,7 +101,6 @@ class KubeBackend:
         self.cache: Cache | None = None
         self.controller: Controller | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
-        self.lock = threading.RLock()  # one reconcile at a time in this process
 
     @classmethod
     def from_config(cls, config: Distrain) -> KubeBackend:
@@ -245,17 +246,26 @@ class KubeBackend:
         group, resource = OBJECT_APIS[kind]
         return getattr(getattr(self, group), f"{verb}_namespaced_{resource}")
 
-    def _create(self, obj: dict, dry_run: bool = False) -> dict:
-        kind = obj["kind"]
+    def _writing(self, kind: str | None, name: str):
+        """Bracket a write to object `name` of the cached `kind` (see Cache: read your own writes); for
+        another kind, or without a cache, the `Write` does nothing."""
+        return self.cache.writing(kind, name) if self.cache and kind else nullcontext(Write(None, "", name))
+
+    def _create(self, obj: dict, dry_run: bool = False, exists_ok: bool = False) -> dict:
+        """Create the object, and answer what was made; with `exists_ok`, an object of its name that exists
+        already is left as it is (the answer: {})."""
+        kind, name = obj["kind"], obj["metadata"]["name"]
         create = self._api("create", kind)
-        try:
-            made = create(self.ns, obj, **({"dry_run": "All"} if dry_run else {}))
-        except ApiException as e:
-            if e.status == 409 and kind == "ConfigMap":
-                raise JobConflict(obj["metadata"]["name"]) from None
-            raise api_error(e, f"create {kind} {obj['metadata']['name']}") from None
-        if self.cache and not dry_run and kind in ("ConfigMap", "Pod"):  # read your own writes
-            self.cache.put(kind.lower() + "s", made)
+        with self._writing(None if dry_run else CACHED.get(kind), name) as write:
+            try:
+                made = create(self.ns, obj, **({"dry_run": "All"} if dry_run else {}))
+            except ApiException as e:
+                if e.status == 409 and exists_ok:
+                    return {}
+                if e.status == 409 and kind == "ConfigMap":
+                    raise JobConflict(name) from None
+                raise api_error(e, f"create {kind} {name}") from None
+            write.put(made)
         return self.api.sanitize_for_serialization(made)
 
     def submit(self, spec: dict) -> dict:
@@ -292,11 +302,17 @@ class KubeBackend:
 
     def stop(self, name: str, timeout: float = 30) -> dict:
         root = self._root(name)
-        status = json.loads(root.data["status.json"])
-        if status["phase"] not in FINISHED:
+        for _ in range(10):
+            status = json.loads(root.data["status.json"])
+            if status["phase"] in FINISHED:
+                return self.get(name)
             status["stop_requested"] = True
-            self._write_status(root, status)
-            self.reconcile(self._root_fresh(name), self._pods_fresh(name))
+            if self._write_status(root, status):
+                break
+            root = self._root_fresh(name)  # another writer came first (409): request the stop on its version
+        else:
+            raise KubeError(f"job {name} kept changing: its stop could not be recorded")
+        self.reconcile(self._root_fresh(name), self._pods_fresh(name))
         return self.get(name)
 
     def restart(self, name: str, spec: dict | None = None) -> dict:
@@ -313,9 +329,9 @@ class KubeBackend:
         status["run"] = current_run(root) + 1
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
                           "cluster.json": json.dumps(manifests.addresses(spec, self.ns), sort_keys=True)})
-        root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
-        if self.cache:  # read your own writes
-            self.cache.put("configmaps", root)
+        with self._writing("configmaps", name) as write:
+            root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
+            write.put(root)
         owner = self.api.sanitize_for_serialization(root)
         self._start(spec, owner, status["run"])
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
@@ -342,13 +358,14 @@ class KubeBackend:
         shutil.rmtree(self.root / name, ignore_errors=True)
 
     def _delete_root(self, name: str) -> None:
-        try:
-            self.core.delete_namespaced_config_map(name, self.ns, propagation_policy="Background")
-        except ApiException as e:
-            if e.status != 404:
-                raise api_error(e, f"delete job {name}") from None
-        if self.cache:
-            self.cache.forget("configmaps", name)
+        with self._writing("configmaps", name) as write:
+            try:
+                self.core.delete_namespaced_config_map(name, self.ns, propagation_policy="Background")
+            except ApiException as e:
+                if e.status != 404:
+                    raise api_error(e, f"delete job {name}") from None
+                return  # deleted by another: the watch brings (or brought) its deletion
+            write.forget()
 
     def _root_fresh(self, name: str) -> client.V1ConfigMap:
         try:
@@ -365,37 +382,48 @@ class KubeBackend:
 
     # the policy, applied to what the cluster shows
     def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> dict:
-        """Apply the lifecycle policy once: restart, stop or clean up pods, record the job's status."""
-        with self.lock:
-            spec = json.loads(root.data["spec.json"])
-            status = json.loads(root.data["status.json"])
-            if status["phase"] in FINISHED:
-                return self._view(root, pods)
-            states = {name: replica_state(status["replicas"][name], pods.get(name)) for name in status["replicas"]}
-            for name, pod in pods.items():
-                if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
-                    self.archive(spec["name"], name, pod)
-            before = json.dumps(status, sort_keys=True)
-            status["replicas"] = states
-            policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]))
-                      for n, s in states.items()]
-            decision = STOP_REQUESTED if status["stop_requested"] else decide(spec, policy)
-            if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
-                status["started"] = time.time()
-            for replica in policy:
-                if replica.name in decision.restart:
-                    self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
-            if decision.phase in FINISHED:
-                self._finish(spec, status, pods, ending(decision, policy, time.time()))
-            else:
-                status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
-                unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
-                if unschedulable:
-                    status.update(reason="Unschedulable",
-                                  message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
-            if json.dumps(status, sort_keys=True) != before:
-                root = self._write_status(root, status) or root
-            return self._view(root, pods if decision.phase not in FINISHED else {})
+        """Apply the lifecycle policy once to what `root` and `pods` show: restart, stop or clean up pods,
+        record the job's status.
+
+        No lock is held while the API server answers, so reconciles of one job may overlap: the controller's
+        work queue gives a job to one worker at a time, but `stop` (here or in a CLI) and other servers
+        reconcile too. That is safe because each acts on its own snapshot with requests that are conditional
+        or idempotent: the status is written only if `root` is still the current version (a 409 means another
+        writer came first, and its write brings the next reconcile); a pod is deleted by uid, never a successor
+        of the same name; a replacement pod that exists already (409) and a deletion of what is gone (404) are
+        work done; copying logs skips lines already copied. Pods that a reconcile which lost the status write
+        made for a run that has finished are deleted by the next reconcile.
+        """
+        spec = json.loads(root.data["spec.json"])
+        status = json.loads(root.data["status.json"])
+        if status["phase"] in FINISHED:
+            self._delete_strays(spec["name"], current_run(root), pods)
+            return self._view(root, pods)
+        states = {name: replica_state(status["replicas"][name], pods.get(name)) for name in status["replicas"]}
+        for name, pod in pods.items():
+            if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
+                self.archive(spec["name"], name, pod)
+        before = json.dumps(status, sort_keys=True)
+        status["replicas"] = states
+        policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]))
+                  for n, s in states.items()]
+        decision = STOP_REQUESTED if status["stop_requested"] else decide(spec, policy)
+        if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
+            status["started"] = time.time()
+        for replica in policy:
+            if replica.name in decision.restart:
+                self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
+        if decision.phase in FINISHED:
+            self._finish(spec, status, pods, ending(decision, policy, time.time()))
+        else:
+            status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
+            unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
+            if unschedulable:
+                status.update(reason="Unschedulable",
+                              message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+        if json.dumps(status, sort_keys=True) != before:
+            root = self._write_status(root, status) or root
+        return self._view(root, pods if decision.phase not in FINISHED else {})
 
     def _restart_replica(self, spec: dict, root, replica: Replica, state: dict, pod) -> None:
         self.record(spec["name"], restart_event(replica))
@@ -403,7 +431,16 @@ class KubeBackend:
         if pod is not None:
             self._delete_pod(pod, wait=True)
         self._create(manifests.pod(spec, replica.role, replica.index, self.settings,
-                                   self.api.sanitize_for_serialization(root), state["restarts"], current_run(root)))
+                                   self.api.sanitize_for_serialization(root), state["restarts"], current_run(root)),
+                     exists_ok=True)
+
+    def _delete_strays(self, job: str, run: int, pods: dict) -> None:
+        """Delete the pods of a finished run (up to `run`) that are not being deleted: those a concurrent
+        reconcile made as the run finished. A later run's pods are kept (`run` may predate a restart)."""
+        for name, pod in pods.items():
+            if not pod.metadata.deletion_timestamp and int((pod.metadata.labels or {}).get(RUN, run)) <= run:
+                self.archive(job, name, pod)
+                self._delete_pod(pod)
 
     def _finish(self, spec: dict, status: dict, pods: dict, end) -> None:
         for name, fields in end.replicas.items():
@@ -417,22 +454,26 @@ class KubeBackend:
         self.record(spec["name"], end.event)
 
     def _delete_pod(self, pod, wait: bool = False) -> None:
-        self._delete("Pod", pod.metadata.name, grace=0)
+        """Delete this pod (its uid: a successor of the same name is left alone); with `wait`, until it is gone."""
+        self._delete("Pod", pod.metadata.name, grace=0, uid=pod.metadata.uid)
         if wait:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 try:
-                    self.core.read_namespaced_pod(pod.metadata.name, self.ns)
+                    if self.core.read_namespaced_pod(pod.metadata.name, self.ns).metadata.uid != pod.metadata.uid:
+                        return
                 except ApiException as e:
                     if e.status == 404:
                         return
                 time.sleep(0.1)
 
-    def _delete(self, kind: str, name: str, grace: int | None = None) -> None:
+    def _delete(self, kind: str, name: str, grace: int | None = None, uid: str | None = None) -> None:
+        """Delete the object (with `uid`, only if the name still holds that object); gone already is done."""
+        options = {"body": client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))} if uid else {}
         try:
-            self._api("delete", kind)(name, self.ns, grace_period_seconds=grace)
+            self._api("delete", kind)(name, self.ns, grace_period_seconds=grace, **options)
         except ApiException as e:
-            if e.status != 404:
+            if e.status != 404 and not (uid and e.status == 409):  # 409: the uid precondition failed
                 raise api_error(e, f"delete {kind} {name}") from None
 
     def _write_status(self, root: client.V1ConfigMap, status: dict) -> client.V1ConfigMap | None:
@@ -440,13 +481,13 @@ class KubeBackend:
         patch = {"metadata": {"resourceVersion": root.metadata.resource_version},
                  "data": {"status.json": json.dumps(status)}}
         try:
-            updated = self.core.patch_namespaced_config_map(root.metadata.name, self.ns, patch)
+            with self._writing("configmaps", root.metadata.name) as write:
+                updated = self.core.patch_namespaced_config_map(root.metadata.name, self.ns, patch)
+                write.put(updated)
         except ApiException as e:
             if e.status in (404, 409):
                 return None
             raise api_error(e, f"record the status of {root.metadata.name}") from None
-        if self.cache:
-            self.cache.put("configmaps", updated)
         return updated
 
     def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> dict:
@@ -725,24 +766,71 @@ def append(path: Path, raw_lines: list[bytes]) -> None:
         f.write(b"".join(out))
 
 
+WATCH_TIMEOUT = 300  # seconds the API server lets a watch run; it then resumes where it was
+_GONE = object()  # a write's answer and a watch's note that the object was deleted
+
+
+class Write:
+    """One write of this process to a cached object: `put` the API server's answer, or `forget` the
+    object once deleted, by `Cache`'s rule (without a cache, both do nothing)."""
+
+    def __init__(self, cache: Cache | None, kind: str, name: str, generation: int = 0):
+        self.cache, self.kind, self.name, self.generation = cache, kind, name, generation
+
+    def put(self, obj) -> None:
+        if self.cache:
+            self.cache._answer(self, obj.metadata.resource_version, obj)
+
+    def forget(self) -> None:
+        if self.cache:
+            self.cache._answer(self, _GONE, None)
+
+
 class Cache:
-    """An informer: list then watch pods, job ConfigMaps and events of one namespace, calling
-    `changed(job)` for every job a change touches."""
+    """An informer: list, then watch the namespace's job ConfigMaps, pods and events, calling
+    `changed(job)` for every job a change touches.
+
+    Each kind is listed once, then watched from the listing's resourceVersion. A watch that ends (the API
+    server ends it after `watch_timeout`, the connection drops, an error after a backoff) resumes from the
+    last resourceVersion it delivered, bookmarks included; only 410 Gone (that version has left the API
+    server's window) lists again.
+
+    resourceVersions are opaque: only equality means anything. The watch is the ordered truth, and this
+    process reads its own writes at once by one rule:
+    - a write runs in `writing(kind, name)`; while it is in flight, the watch notes the versions it
+      delivers for that name;
+    - its answer (`Write.put`, `Write.forget`) is dropped if the watch already delivered it: the cache holds
+      it or later. Otherwise the answer is shown, and the watch's events for that name are skipped until the
+      one with its version (for a deletion, its DELETED event): they come before it in the stream;
+    - a listing replaces everything and forgets the answers awaiting their event (a listing asked for after
+      a write shows it or later); a write in flight across a listing drops its answer (the watch from the
+      listing brings what the listing lacks).
+    """
 
     KINDS = ("configmaps", "pods", "events")
     WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events"}
+    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event"}  # what the watch delivers
 
-    def __init__(self, core: client.CoreV1Api, namespace: str, changed, log):
+    def __init__(self, core: client.CoreV1Api, namespace: str, changed, log, watch_timeout: int = WATCH_TIMEOUT):
         self.core, self.ns, self.changed, self.log = core, namespace, changed, log
+        self.watch_timeout = watch_timeout
         self.objects: dict[str, dict[str, Any]] = {k: {} for k in self.KINDS}
+        self.versions: dict[str, str | None] = dict.fromkeys(self.KINDS)  # where each watch resumes; None: list
+        self.generation = dict.fromkeys(self.KINDS, 0)  # listings applied
+        self.awaited: dict[str, dict[str, Any]] = {k: {} for k in self.KINDS}  # name -> its answer's version
+        self.in_flight: dict[str, dict[str, list]] = {k: {} for k in self.KINDS}  # name -> [writes, versions seen]
         self.ready = {k: threading.Event() for k in self.KINDS}
         self.errors: dict[str, Exception] = {}  # the last failure of each kind's list or watch
+        self.watches: dict[str, watch.Watch] = {}  # each kind's current watch, ended by stop()
         self.stopping = threading.Event()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # held around dictionary operations only
         self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"distrain-watch-{k}")
                         for k in self.KINDS]
+
+    def start(self) -> Cache:
         for t in self.threads:
             t.start()
+        return self
 
     def items(self, kind: str) -> list:
         """The cached objects; until the first listing, its failure if it failed (e.g. Forbidden)."""
@@ -756,15 +844,56 @@ class Cache:
         with self.lock:
             return list(self.objects[kind].values())
 
-    def put(self, kind: str, obj) -> None:
+    # this process's writes
+    @contextmanager
+    def writing(self, kind: str, name: str) -> Iterator[Write]:
+        """Bracket a write to object `name` of `kind`: the API call, then the `Write`'s answer."""
         with self.lock:
-            current = self.objects[kind].get(obj.metadata.name)
-            if current is None or int(current.metadata.resource_version) <= int(obj.metadata.resource_version):
-                self.objects[kind][obj.metadata.name] = obj
+            self.in_flight[kind].setdefault(name, [0, set()])[0] += 1
+            write = Write(self, kind, name, self.generation[kind])
+        try:
+            yield write
+        finally:
+            with self.lock:
+                entry = self.in_flight[kind][name]
+                entry[0] -= 1
+                if not entry[0]:
+                    del self.in_flight[kind][name]
 
-    def forget(self, kind: str, name: str) -> None:
+    def _answer(self, write: Write, version, obj) -> None:
+        kind, name = write.kind, write.name
         with self.lock:
+            if write.generation != self.generation[kind] or version in self.in_flight[kind][name][1]:
+                return
+            if obj is None:
+                self.objects[kind].pop(name, None)
+            else:
+                self.objects[kind][name] = obj
+            self.awaited[kind][name] = version
+
+    # the watch
+    def _deliver(self, kind: str, type_: str, obj) -> str | None:
+        """Apply one watch event; the job it touches."""
+        with self.lock:
+            job = self._job_of(kind, obj)
+            self._apply(kind, type_, obj)
+            self.versions[kind] = obj.metadata.resource_version
+        return job
+
+    def _apply(self, kind: str, type_: str, obj) -> None:
+        """One watch event (the lock held), unless it comes before an answer awaiting its event."""
+        name, version = obj.metadata.name, obj.metadata.resource_version
+        if name in self.in_flight[kind]:
+            self.in_flight[kind][name][1].update((version, _GONE) if type_ == "DELETED" else (version,))
+        awaited = self.awaited[kind].get(name)
+        if awaited is not None:
+            if awaited != version and not (awaited is _GONE and type_ == "DELETED"):
+                return
+            del self.awaited[kind][name]
+        if type_ == "DELETED":
             self.objects[kind].pop(name, None)
+        else:
+            self.objects[kind][name] = obj
 
     def _lister(self, kind: str):
         return {
@@ -774,63 +903,142 @@ class Cache:
         }[kind]
 
     def _job_of(self, kind: str, obj) -> str | None:
+        """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
         if kind == "events":
             name = obj.involved_object.name or ""
-            jobs = [j for j in list(self.objects["configmaps"]) if name == j or name.startswith(j + "-")]
+            jobs = [j for j in self.objects["configmaps"] if name == j or name.startswith(j + "-")]
             return max(jobs, key=len) if jobs else None
         return (obj.metadata.labels or {}).get(JOB)
 
     def _run(self, kind: str) -> None:
         lister = self._lister(kind)
+        failures = 0
+        error: Exception
         while not self.stopping.is_set():
             try:
-                listing = lister()
-                with self.lock:
-                    self.objects[kind] = {o.metadata.name: o for o in listing.items}
-                self.ready[kind].set()
-                for o in listing.items:
-                    job = self._job_of(kind, o)
-                    if job:
-                        self.changed(job)
-                version = listing.metadata.resource_version
-                stream = watch.Watch()
-                for event in stream.stream(lister, resource_version=version, timeout_seconds=60,
-                                           allow_watch_bookmarks=True):
-                    if self.stopping.is_set():
-                        stream.stop()
-                        break
-                    obj = event["object"]
-                    if event["type"] == "BOOKMARK":
-                        continue
-                    if event["type"] == "DELETED":
-                        self.forget(kind, obj.metadata.name)
-                    else:
-                        self.put(kind, obj)
-                    job = self._job_of(kind, obj)
-                    if job:
-                        self.changed(job)
-            except Exception as e:  # 410 Gone, a dropped connection, Forbidden: list again
-                self.errors[kind] = e
-                if not self.stopping.is_set():
-                    self.log.debug("watch of %s restarts: %s", kind, e)
-                    time.sleep(0.5)
+                if self.versions[kind] is None:
+                    self._list(kind, lister)
+                self._watch(kind, lister)
+                failures = 0
+                continue
+            except ApiException as e:
+                error = e
+                if e.status == 410:  # the version has left the API server's window: list again
+                    self.versions[kind] = None
+            except Exception as e:  # a dropped connection, Forbidden, ...: resume after a backoff
+                error = e
+            if self.stopping.is_set():
+                return
+            self.errors[kind] = error
+            self.log.debug("watch of %s restarts: %s", kind, error)
+            if failures or not (isinstance(error, ApiException) and error.status == 410):
+                self.stopping.wait(min(0.5 * 2 ** failures, 10))
+            failures += 1
+
+    def _list(self, kind: str, lister) -> None:
+        listing = lister()
+        with self.lock:
+            touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
+            self.objects[kind] = {o.metadata.name: o for o in listing.items}
+            touched |= {self._job_of(kind, o) for o in listing.items}
+            self.awaited[kind].clear()
+            self.generation[kind] += 1
+            self.versions[kind] = listing.metadata.resource_version
+        self.errors.pop(kind, None)
+        self.ready[kind].set()
+        for job in touched - {None}:
+            self.changed(job)
+
+    def _watch(self, kind: str, lister) -> None:
+        """Watch from `versions[kind]` until the API server ends the watch (raises its failure)."""
+        stream = watch.Watch(return_type=self.MODELS[kind])  # a lambda names no type to find
+        with self.lock:
+            self.watches[kind] = stream
+        if self.stopping.is_set():
+            return
+        for event in stream.stream(lister, resource_version=self.versions[kind], timeout_seconds=self.watch_timeout,
+                                   allow_watch_bookmarks=True, _request_timeout=(30, self.watch_timeout + 30)):
+            if self.stopping.is_set():
+                return
+            if event["type"] == "BOOKMARK":  # no object, only how far the stream has come
+                self.versions[kind] = event["raw_object"]["metadata"]["resourceVersion"]
+                continue
+            job = self._deliver(kind, event["type"], event["object"])
+            if job:
+                self.changed(job)
 
     def stop(self) -> None:
         self.stopping.set()
+        with self.lock:
+            watches = list(self.watches.values())
+        for stream in watches:
+            stream.stop()  # unblocks the thread reading it
+
+
+class WorkQueue:
+    """Job names to reconcile, as client-go's workqueue: a name added while it waits waits once (the dirty
+    set); a name added while a worker processes it is processed again after `done`, never by two workers
+    at once (the processing set)."""
+
+    def __init__(self):
+        self.condition = threading.Condition()
+        self.waiting: deque[str] = deque()
+        self.dirty: set[str] = set()
+        self.processing: set[str] = set()
+        self.closed = False
+
+    def add(self, name: str) -> None:
+        with self.condition:
+            if self.closed or name in self.dirty:
+                return
+            self.dirty.add(name)
+            if name not in self.processing:
+                self.waiting.append(name)
+                self.condition.notify()
+
+    def get(self) -> str | None:
+        """The next name, now processing until `done(name)`; None once shut down."""
+        with self.condition:
+            while not self.waiting and not self.closed:
+                self.condition.wait()
+            if self.closed:
+                return None
+            name = self.waiting.popleft()
+            self.dirty.discard(name)
+            self.processing.add(name)
+            return name
+
+    def done(self, name: str) -> None:
+        with self.condition:
+            self.processing.discard(name)
+            if name in self.dirty and not self.closed:
+                self.waiting.append(name)
+                self.condition.notify()
+
+    def shut_down(self) -> None:
+        with self.condition:
+            self.closed = True
+            self.condition.notify_all()
 
 
 class Controller:
-    """Keeps the backend's cache current and applies the policy to every job a change touches; copies
-    running pods' logs into the log files as they are written."""
+    """Keeps the backend's cache current and applies the policy to every job a change touches, a few jobs
+    at a time and each job by one worker at a time (see WorkQueue); copies running pods' logs into the log
+    files as they are written."""
 
-    def __init__(self, backend: KubeBackend, log):
+    WORKERS = 4
+
+    def __init__(self, backend: KubeBackend, log, watch_timeout: int = WATCH_TIMEOUT):
         self.backend, self.log = backend, log
-        self.queue: queue.Queue[str | None] = queue.Queue()
+        self.queue = WorkQueue()
         self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
         self.stopping = False
-        self.worker = threading.Thread(target=self._work, daemon=True, name="distrain-reconcile")
-        self.worker.start()
-        backend.cache = Cache(backend.core, backend.ns, self.queue.put, log)
+        self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
+                        for i in range(self.WORKERS)]
+        for worker in self.workers:
+            worker.start()
+        backend.cache = Cache(backend.core, backend.ns, self.queue.add, log, watch_timeout)
+        backend.cache.start()
 
     def _work(self) -> None:
         while (name := self.queue.get()) is not None:
@@ -843,6 +1051,8 @@ class Controller:
                     self._follow(name, pods)
             except Exception:
                 self.log.exception("reconciling job %s", name)
+            finally:
+                self.queue.done(name)
 
     def _follow(self, job: str, pods: dict[str, client.V1Pod]) -> None:
         for replica, pod in pods.items():
@@ -872,6 +1082,6 @@ class Controller:
     def stop(self) -> None:
         self.stopping = True
         self.backend.cache.stop()
-        self.queue.put(None)
+        self.queue.shut_down()
         for response in list(self.backend.streams):
             response.shutdown()  # unblocks the copier reading it
