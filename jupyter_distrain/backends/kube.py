@@ -17,6 +17,7 @@ they are written, so they remain readable after the pods are gone: <root>/kubern
 from __future__ import annotations
 
 import base64
+import builtins  # `list` is also a method name below
 import fcntl
 import json
 import logging
@@ -28,17 +29,18 @@ from collections import deque
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from kubernetes import client, config, watch
 from kubernetes.client.exceptions import ApiException
 
 from .. import logs
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
+from ..logs import LogLine
 from ..policy import FINISHED, STOP_REQUESTED, Event, Phase, Replica, decide, ending, restart_event, run_ended
 from ..spec import gpus, replica_name, replicas
 from . import manifests
-from .base import ClusterTensorBoard, JobRecord
+from .base import ClusterTensorBoard, EventRecord, JobRecord
 from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, object_name
 
 if TYPE_CHECKING:
@@ -201,7 +203,7 @@ class KubeBackend:
                 raise api_error(e, f"create secret {secret}") from None
             self._call(lambda: self.core.replace_namespaced_secret(secret, self.ns, body), f"replace secret {secret}")
 
-    def credential_names(self) -> list[str]:
+    def credential_names(self) -> builtins.list[str]:
         """The Secrets this extension made (other Secrets of the namespace are none of its business)."""
         secrets = self._call(lambda: self.core.list_namespaced_secret(self.ns, label_selector=SELECTOR).items,
                              "list secrets")
@@ -268,7 +270,7 @@ class KubeBackend:
             write.put(made)
         return self.api.sanitize_for_serialization(made)
 
-    def submit(self, spec: dict) -> dict:
+    def submit(self, spec: dict) -> JobRecord:
         self.check(spec)
         owner = manifests.root(spec, self.settings)
         owner["data"]["status.json"] = json.dumps(new_status(spec))
@@ -288,19 +290,19 @@ class KubeBackend:
             self._create(manifests.service(spec, role, index, self.settings, owner))
             self._create(manifests.pod(spec, role, index, self.settings, owner, run=run))
 
-    def get(self, name: str, events: int = 20) -> dict:
+    def get(self, name: str, events: int = 20) -> JobRecord:
         root = self._root(name)
         pods = self._pods(name)
         job = self.reconcile(root, pods) if not self.cache else self._view(root, pods)
         if events:
-            job["events"] = [event_view(e, name) for e in sorted(
+            job["events"] = [cast(EventRecord, event_view(e, name)) for e in sorted(
                 self._events(name, [r["name"] for r in job["replicas"]]), key=lambda e: event_time(e) or 0)][-events:]
         return job
 
-    def list(self) -> list[dict]:
+    def list(self) -> list[JobRecord]:
         return [self.get(cm.metadata.name, events=0) for cm in self._roots()]
 
-    def stop(self, name: str, timeout: float = 30) -> dict:
+    def stop(self, name: str, timeout: float = 30) -> JobRecord:
         root = self._root(name)
         for _ in range(10):
             status = json.loads(root.data["status.json"])
@@ -315,7 +317,7 @@ class KubeBackend:
         self.reconcile(self._root_fresh(name), self._pods_fresh(name))
         return self.get(name)
 
-    def restart(self, name: str, spec: dict | None = None) -> dict:
+    def restart(self, name: str, spec: dict | None = None) -> JobRecord:
         root = self._root_fresh(name)
         old = json.loads(root.data["spec.json"])
         spec = spec or old
@@ -381,7 +383,7 @@ class KubeBackend:
         return {p.metadata.labels[REPLICA]: p for p in pods}
 
     # the policy, applied to what the cluster shows
-    def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> dict:
+    def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> JobRecord:
         """Apply the lifecycle policy once to what `root` and `pods` show: restart, stop or clean up pods,
         record the job's status.
 
@@ -490,7 +492,7 @@ class KubeBackend:
             raise api_error(e, f"record the status of {root.metadata.name}") from None
         return updated
 
-    def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> dict:
+    def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> JobRecord:
         """The job as every backend reports it (see manager.public)."""
         spec = json.loads(root.data["spec.json"])
         status = json.loads(root.data["status.json"])
@@ -502,13 +504,13 @@ class KubeBackend:
             rows.append({"name": name, "role": role, "idx": index, "pid": None, "address": cluster[role][index],
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
                          "message": live.get("message", ""), "node": live.get("node")})
-        return {
+        return cast(JobRecord, {
             "name": spec["name"], "backend": self.name, "phase": status["phase"], "reason": status["reason"],
             "message": status["message"], "exit_code": status["exit_code"], "run": current_run(root),
             "output_dir": output_location(spec, self.settings), "spec": spec,
             "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
             "finished": status["finished"], "replicas": rows, "logs": [row["name"] for row in rows],
-        }
+        })
 
     def record(self, name: str, event: Event) -> None:
         """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod)."""
@@ -539,7 +541,7 @@ class KubeBackend:
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
              follow: bool = False, finished: Callable[[], bool] | None = None,
-             run: int | None = None) -> Iterator[logs.LogLine]:
+             run: int | None = None) -> Iterator[LogLine]:
         """A run's log files (default: the current run's); without a controller in this process, their
         pods are read first (and, to follow, a controller runs until `finished()`, by default the run's end)."""
         run = logs.run_of(name, run, current_run(self._root(name)))
@@ -553,7 +555,7 @@ class KubeBackend:
             return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
         return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
 
-    def _follow_with_controller(self, files, finished, tail, since, directory) -> Iterator[logs.LogLine]:
+    def _follow_with_controller(self, files, finished, tail, since, directory) -> Iterator[LogLine]:
         controller = Controller(self, logging.getLogger(__name__))
         try:
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
@@ -609,7 +611,7 @@ class KubeBackend:
                      "devices": [{"node": n.metadata.name, "gpus": node_gpus(n)} for n in nodes if node_gpus(n)]},
         }
 
-    def metrics(self, name: str) -> list[dict]:
+    def metrics(self, name: str) -> builtins.list[dict]:
         """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""
         return [{"replica": r["name"], "phase": r["phase"], "cpu_percent": None, "memory_bytes": None,
                  "gpu_memory_mib": None, "gpu_utilization": None} for r in self.get(name, events=0)["replicas"]]
@@ -980,7 +982,7 @@ class WorkQueue:
     set); a name added while a worker processes it is processed again after `done`, never by two workers
     at once (the processing set)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.condition = threading.Condition()
         self.waiting: deque[str] = deque()
         self.dirty: set[str] = set()
@@ -1037,14 +1039,13 @@ class Controller:
                         for i in range(self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        backend.cache = Cache(backend.core, backend.ns, self.queue.add, log, watch_timeout)
-        backend.cache.start()
+        self.cache = backend.cache = Cache(backend.core, backend.ns, self.queue.add, log, watch_timeout)
+        self.cache.start()
 
     def _work(self) -> None:
         while (name := self.queue.get()) is not None:
             try:
-                cache = self.backend.cache
-                roots = [cm for cm in cache.items("configmaps") if cm.metadata.name == name]
+                roots = [cm for cm in self.cache.items("configmaps") if cm.metadata.name == name]
                 if roots:
                     pods = self.backend._pods(name)
                     self.backend.reconcile(roots[0], pods)
@@ -1067,8 +1068,7 @@ class Controller:
         try:
             while not self.stopping:
                 self.backend.archive(job, replica, pod, follow=True)
-                current = self.backend.cache and next(
-                    (p for p in self.backend.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
+                current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
                 if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
                     self.backend.archive(job, replica, current or pod)
                     return
@@ -1081,7 +1081,7 @@ class Controller:
 
     def stop(self) -> None:
         self.stopping = True
-        self.backend.cache.stop()
+        self.cache.stop()
         self.queue.shut_down()
         for response in list(self.backend.streams):
             response.shutdown()  # unblocks the copier reading it
