@@ -234,7 +234,7 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
 @click.argument("name")
 @click.option("-f", "--follow", is_flag=True, help="Keep printing new lines until the job ends or restarts.")
 @click.option("-r", "--replica", help="Only this replica, e.g. worker-0 (default: all, interleaved).")
-@click.option("-t", "--tail", type=click.IntRange(min=0), help="Only the last N lines.")
+@click.option("-t", "--tail", type=click.IntRange(0, spec_.SAFE_INTEGER), help="Only the last N lines.")
 @click.option("--since", help="Only lines newer than a duration (30s, 5m, 2h) or an RFC 3339 time.")
 @click.option("--timestamps", is_flag=True, help="Show each line's time.")
 @click.option("--run", type=int, help="One run of the job: 1, then one more per restart (default: the current run).")

@@ -30,6 +30,8 @@ def parse_since(value: str | None) -> str | None:
     match = re.fullmatch(r"(\d+)([smhd])", value)
     if match:
         seconds = int(match.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match.group(2)]
+        if seconds > time.time():
+            raise ValueError("a duration reaching back at most to 1970")
         return timestamp(time.time() - seconds)
     try:
         moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -37,6 +39,8 @@ def parse_since(value: str | None) -> str | None:
         raise ValueError("use a duration like 30s, 5m, 2h or an RFC 3339 time") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=timezone.utc)
+    if moment.timestamp() < 0:
+        raise ValueError("a time from 1970 on")
     return timestamp(moment.timestamp())
 
 

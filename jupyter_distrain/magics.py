@@ -27,7 +27,7 @@ from IPython.display import IFrame, display
 from .cli import apply_flags, spec_options
 from .client import Client, Job
 from .errors import DistrainError
-from .spec import load, load_file
+from .spec import SAFE_INTEGER, load, load_file
 
 BACKEND = click.option("--backend", help="A backend the server enables; its default when omitted.")
 
@@ -78,7 +78,7 @@ def status(magics: DistrainMagics, name: str) -> Job:
 @click.argument("name")
 @click.option("-f", "--follow", is_flag=True, help="Stream new lines until the job ends or restarts.")
 @click.option("--replica", help="One replica, e.g. worker-0.")
-@click.option("--tail", type=int, help="Only the last N lines.")
+@click.option("--tail", type=click.IntRange(0, SAFE_INTEGER), help="Only the last N lines.")
 @click.option("--run", type=int, help="One run of the job (default: the current run).")
 @click.pass_obj
 def logs(magics: DistrainMagics, name: str, **options: Any) -> None:

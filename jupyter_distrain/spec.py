@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 import re
 import shlex
 import sys
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 ROLE_ORDER = ("chief", "master", "ps", "worker", "evaluator")
 # Names the command may use besides the hyperparameters.
 BUILTIN_PLACEHOLDERS = ("job", "role", "index", "input", "output", "logdir")
+SAFE_INTEGER = 2**53 - 1  # the largest integer every JSON reader (a browser's too) keeps exactly
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 
@@ -68,6 +70,9 @@ def load_file(path: str | Path) -> Any:
 
 def validate(raw: Any) -> dict:
     """Return the spec with defaults filled in, or raise SpecError naming every bad field."""
+    errors = list(unportable_numbers(raw))
+    if errors:
+        raise SpecError(errors)
     errors = [_describe(e, raw) for e in _validator().iter_errors(raw)]
     errors = sorted(set(errors), key=lambda e: (e.path, e.message))
     if errors:
@@ -150,6 +155,21 @@ def _resolve(node: dict) -> dict:
     for part in ref.removeprefix("#/").split("/"):
         target = target[part]
     return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+
+
+def unportable_numbers(value: Any, path: tuple = ()) -> Iterator[FieldError]:
+    """Numbers that some JSON reader would not keep: NaN, ±Infinity (or beyond ±1.8e308), and integers
+    beyond what a browser's JSON.parse holds exactly. The one rule for numbers in a spec."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield FieldError(_field_path(path), f"{value} is not allowed: must be a finite number")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > SAFE_INTEGER:
+        yield FieldError(_field_path(path), f"must be between -{SAFE_INTEGER} and {SAFE_INTEGER}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from unportable_numbers(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from unportable_numbers(item, (*path, index))
 
 
 def _field_path(parts) -> str:

@@ -929,7 +929,7 @@ export interface operations {
         replica?: components['parameters']['replica'];
         /** @description Only the last N lines */
         tail?: components['parameters']['tail'];
-        /** @description A duration back from now (30s, 5m, 2h, 1d) or an RFC 3339 time */
+        /** @description A duration back from now (30s, 5m, 2h, 1d) or an RFC 3339 time, reaching back at most to 1970 */
         since?: string;
         timestamps?: boolean;
         /** @description Reply as an attachment named <job>[-<replica>].log */

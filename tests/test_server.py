@@ -393,3 +393,39 @@ async def test_every_route_refuses_unauthenticated_requests(jp_serverapp, http_s
     code, job = await api("GET", "jobs/secret-job")
     assert code == 200 and job["run"] == 1  # nothing the anonymous requests sent took effect
     await wait_phase(api, "secret-job")
+
+
+async def test_numbers_are_finite_and_bounded_and_every_answer_is_json(api, jp_fetch):
+    """NaN, Infinity, 1e400 or a 30-digit number never get in: a 400 names the field, and no answer
+    carries a token a browser's JSON.parse refuses."""
+    async def post(text: str):
+        try:
+            response = await jp_fetch("distrain", "api", "jobs", method="POST", body=text, params={"dry_run": "true"})
+        except HTTPClientError as e:
+            response = e.response
+        return response.code, json.loads(response.body)
+
+    for token in ("NaN", "Infinity", "-Infinity"):
+        code, body = await post('{"name": "n", "command": "true", "hyperparameters": {"lr": %s}}' % token)
+        assert code == 400 and body["message"] == f"the request body is not valid JSON: {token} is not a JSON number"
+    code, body = await post('{"name": "n", "command": "true", "hyperparameters": {"lr": 1e400, "n": %s}}'
+                            % ("9" * 30))
+    assert code == 400 and body["errors"] == [
+        {"path": "hyperparameters.lr", "message": "inf is not allowed: must be a finite number"},
+        {"path": "hyperparameters.n", "message": "must be between -9007199254740991 and 9007199254740991"}]
+    code, body = await post(json.dumps({"name": "n", "command": "true", "policy": {"deadline_seconds": 10**9},
+                                        "replicas": {"worker": {"resources": {"cpu": 1e-300}}}}))
+    assert code == 400 and [e["path"] for e in body["errors"]] == ["policy.deadline_seconds",
+                                                                  "replicas.worker.resources.cpu"], body
+    deep = "[" * 100_000 + "]" * 100_000
+    assert (await post(deep)) == (400, {"message": "the request body is nested too deeply"})
+
+    assert (await api("POST", "jobs", python_job("quiet", command="true")))[0] == 201
+    await wait_phase(api, "quiet")
+    huge = "9" * 30
+    for params, message in (({"tail": huge}, "query parameter 'tail' must be a whole number from 0 to "),
+                            ({"since": huge + "s"}, "query parameter 'since': a duration reaching back at most"),
+                            ({"since": "0001-01-01T00:00:00Z"}, "query parameter 'since': a time from 1970 on")):
+        code, body = await api("GET", "jobs/quiet/logs", **params)
+        assert code == 400 and body["message"].startswith(message), body
+    assert (await api("GET", "jobs/quiet/logs", tail=str(2**53 - 1)))[0] == 200

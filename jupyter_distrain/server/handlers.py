@@ -45,10 +45,21 @@ def check_query(handler: JupyterHandler, allowed: tuple[str, ...]) -> None:
 
 
 def whole_number(name: str, value: str) -> int:
-    """A query value that must be a whole number >= 0, in ASCII digits ('²' is a digit to str.isdigit)."""
-    if not (value.isascii() and value.isdigit()):
-        raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number >= 0, not {value!r}"})
+    """A query value that must be a whole number from 0 to spec.SAFE_INTEGER, in ASCII digits ('²' is a
+    digit to str.isdigit)."""
+    if not (value.isascii() and value.isdigit() and int(value) <= spec_.SAFE_INTEGER):
+        raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number from 0 to "
+                                        f"{spec_.SAFE_INTEGER}, not {value[:40]!r}"})
     return int(value)
+
+
+def strict_json(value: Any) -> str:
+    """JSON every reader accepts: a NaN or Infinity is an error here, never a token sent to a browser."""
+    return json.dumps(value, allow_nan=False)
+
+
+def no_constants(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 class ApiError(web.HTTPError):
@@ -83,7 +94,7 @@ class JsonErrors(web.RequestHandler):
                 m for m in self.SUPPORTED_METHODS if getattr(type(self), m.lower()) is not getattr(
                     web.RequestHandler, m.lower())))
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(body))
+        self.finish(strict_json(body))
 
 
 class DistrainHandler(JsonErrors, APIHandler):
@@ -108,9 +119,11 @@ class DistrainHandler(JsonErrors, APIHandler):
         if not self.request.body:
             return None
         try:
-            return json.loads(self.request.body)
+            return json.loads(self.request.body, parse_constant=no_constants)
         except ValueError as e:
             raise ApiError(400, {"message": f"the request body is not valid JSON: {e}"}) from None
+        except RecursionError:
+            raise ApiError(400, {"message": "the request body is nested too deeply"}) from None
 
     def query_int(self, name: str) -> int | None:
         value = self.get_query_argument(name, None)
@@ -125,7 +138,7 @@ class DistrainHandler(JsonErrors, APIHandler):
     def reply(self, value: Any, status: int = 200) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(value))
+        self.finish(strict_json(value))
 
 
 

@@ -21,7 +21,6 @@ Messages, server to client, JSON:
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
@@ -34,7 +33,7 @@ from watchfiles import awatch
 
 from .. import logs
 from ..policy import run_ended
-from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, whole_number
+from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, strict_json, whole_number
 
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
 IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
@@ -171,7 +170,7 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
                 self.offsets[replica] += len(chunk)
                 message = {"type": "lines", "replica": replica, "offset": self.offsets[replica],
                            "data": chunk.decode(errors="replace")}
-                await self.write_message(json.dumps(message))  # resolves once flushed: the backpressure
+                await self.write_message(strict_json(message))  # resolves once flushed: the backpressure
                 sent = True
         return sent
 
