@@ -17,10 +17,16 @@ CREDENTIAL_HELPER = (
 )
 
 
+# A repository's own configuration may name programs for git to run; on a directory someone else can
+# write, that is their code running as this user. Every git the product runs turns these off.
+NO_CONFIGURED_PROGRAMS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
+                          "-c", "core.sshCommand=ssh")
+
+
 def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[str, str]]:
     """argv and environment for a non-interactive git command, with credentials if given."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0"}
-    argv = ["git"]
+    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+    argv = ["git", *NO_CONFIGURED_PROGRAMS]
     if credentials:
         argv += ["-c", "credential.helper=", "-c", f"credential.helper={CREDENTIAL_HELPER}"]
         env["DISTRAIN_GIT_USERNAME"] = credentials.get("username", "")

@@ -9,6 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
+from . import code
 from .errors import DistrainError, NotFound
 
 JOB_FILES = ("distrain.yaml", "requirements.txt")
@@ -129,10 +130,9 @@ def job_file(directories: list[Path], name: str) -> dict | None:
 
 def _git(directory: Path, *args: str) -> str | None:
     """Output of a read-only git command, or None when it fails."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+    argv, env = code.git("-C", str(directory), *args)
     try:
-        result = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
-                                timeout=20, env=env, check=False)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() if result.returncode == 0 else None

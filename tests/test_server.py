@@ -429,3 +429,25 @@ async def test_numbers_are_finite_and_bounded_and_every_answer_is_json(api, jp_f
         code, body = await api("GET", "jobs/quiet/logs", **params)
         assert code == 400 and body["message"].startswith(message), body
     assert (await api("GET", "jobs/quiet/logs", tail=str(2**53 - 1)))[0] == 200
+
+
+async def test_a_repositorys_own_config_never_runs_programs(api, jp_root_dir, tmp_path):
+    """GET repo and a submit's pinning run git in a directory others may write: a program its .git/config
+    names for git to run (here core.fsmonitor, which `git status` used to run) is not run."""
+    project = jp_root_dir / "shared"
+    project.mkdir()
+    git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
+    (project / "train.py").write_text("print('hi')\n")
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "train"], check=True)
+    ran = tmp_path / "ran"
+    subprocess.run([*git, "config", "core.fsmonitor", f"touch {ran}; false"], check=True)
+    (project / "train.py").write_text("print('changed')\n")  # status has a change to look at
+
+    code, repo = await api("GET", "repo", path="shared")
+    assert code == 200 and repo["git"]["dirty"] and repo["code"]["commit"], repo
+    checked = await api("POST", "jobs", {"name": "pinned", "command": "python train.py",
+                                         "code": {"git": str(project), "ref": "main"}}, dry_run="true")
+    assert checked[0] == 200 and checked[1]["code"]["commit"] == repo["code"]["commit"], checked
+    assert not ran.exists()
