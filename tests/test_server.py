@@ -424,6 +424,7 @@ async def test_numbers_are_finite_and_bounded_and_every_answer_is_json(api, jp_f
     await wait_phase(api, "quiet")
     huge = "9" * 30
     for params, message in (({"tail": huge}, "query parameter 'tail' must be a whole number from 0 to "),
+                            ({"tail": "9" * 5000}, "query parameter 'tail' must be a whole number from 0 to "),
                             ({"since": huge + "s"}, "query parameter 'since': a duration reaching back at most"),
                             ({"since": "0001-01-01T00:00:00Z"}, "query parameter 'since': a time from 1970 on")):
         code, body = await api("GET", "jobs/quiet/logs", **params)

@@ -44,10 +44,15 @@ def check_query(handler: JupyterHandler, allowed: tuple[str, ...]) -> None:
         raise ApiError(400, {"message": f"unknown query parameter {unknown[0]!r}; allowed: {allowed_text}"})
 
 
+def is_whole_number(text: str) -> bool:
+    """Whether `text` is a whole number from 0 to spec.SAFE_INTEGER, in ASCII digits ('²' is a digit to
+    str.isdigit; a 5,000-digit number is too long for int())."""
+    return text.isascii() and text.isdigit() and len(text) <= 16 and int(text) <= spec_.SAFE_INTEGER
+
+
 def whole_number(name: str, value: str) -> int:
-    """A query value that must be a whole number from 0 to spec.SAFE_INTEGER, in ASCII digits ('²' is a
-    digit to str.isdigit)."""
-    if not (value.isascii() and value.isdigit() and int(value) <= spec_.SAFE_INTEGER):
+    """A query value that must be a whole number (is_whole_number)."""
+    if not is_whole_number(value):
         raise ApiError(400, {"message": f"query parameter {name!r} must be a whole number from 0 to "
                                         f"{spec_.SAFE_INTEGER}, not {value[:40]!r}"})
     return int(value)

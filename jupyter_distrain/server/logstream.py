@@ -33,7 +33,8 @@ from watchfiles import awatch
 
 from .. import logs
 from ..policy import run_ended
-from .handlers import AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, strict_json, whole_number
+from .handlers import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, is_whole_number,
+                       strict_json, whole_number)
 
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
 IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
@@ -102,7 +103,7 @@ def parse_cursor(value: str) -> dict[str, int]:
     cursor = {}
     for part in filter(None, value.split(",")):
         replica, _, offset = part.rpartition(":")
-        if not replica or not (offset.isascii() and offset.isdigit()):
+        if not replica or not is_whole_number(offset):
             raise ApiError(400, {"message": f"query parameter 'cursor': {part!r} is not <replica>:<byte offset>"})
         cursor[replica] = int(offset)
     return cursor
