@@ -113,8 +113,10 @@ class KubeBackend:
         self.controller = Controller(self, log)
 
     def close(self) -> None:
+        """Stop watching; calls read the cluster again."""
         if self.controller:
             self.controller.stop()
+        self.controller = self.cache = None
 
     # where things are
     def log_dir(self, name: str, run: int | None = None) -> Path:
@@ -556,12 +558,11 @@ class KubeBackend:
         return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
 
     def _follow_with_controller(self, files, finished, tail, since, directory) -> Iterator[LogLine]:
-        controller = Controller(self, logging.getLogger(__name__))
+        self.start(logging.getLogger(__name__))
         try:
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:
-            controller.stop()
-            self.cache = None
+            self.close()
 
     def catch_up(self, name: str) -> None:
         """Copy whatever the job's pods logged since their files' last lines."""

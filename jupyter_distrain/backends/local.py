@@ -282,7 +282,7 @@ class LocalBackend:
              follow: bool = False, finished: Callable[[], bool] | None = None,
              run: int | None = None) -> Iterator[logs.LogLine]:
         """A run's lines (default: the current run's); to follow, until `finished()` (default: that run ended)."""
-        run = logs.run_of(name, run, self.get(name, events=0)["run"])
+        run = logs.run_of(name, run, self.record(name)["run"])
         files = self.log_files(name, replica, run)
         if not follow:
             return logs.read(files, tail=tail, since=since)
