@@ -41,13 +41,16 @@ class Commands(click.Group):
                                 "of Jupyter's config, else local].")
 @click.option("--namespace", help="The Kubernetes namespace of the jobs [env DISTRAIN_NAMESPACE; default: "
                                   "c.Distrain.namespace, else default].")
+@click.option("--engine", type=click.Choice(["auto", "jobset", "pods"]),
+              help="What runs Kubernetes jobs [env DISTRAIN_KUBERNETES_ENGINE; default: c.Distrain.kubernetes_engine, "
+                   "else auto: JobSet when the cluster has it, else pods this process supervises].")
 @click.pass_context
-def main(ctx: click.Context, backend: str | None, namespace: str | None) -> None:
+def main(ctx: click.Context, backend: str | None, namespace: str | None, engine: str | None) -> None:
     """Launch and manage training jobs, single-machine or distributed.
 
     Settings come from Jupyter's config files, as the Jupyter server reads them (c.Distrain.* in
     jupyter_server_config.py), then the environment, then these options."""
-    config = Distrain.load(backend=backend, namespace=namespace)
+    config = Distrain.load(backend=backend, namespace=namespace, kubernetes_engine=engine)
     ctx.obj = config if ctx.invoked_subcommand in OFFLINE_COMMANDS else JobManager.from_config(config, [config.backend])
 
 
@@ -218,7 +221,9 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
                + (f"  ({detail})" if detail else ""))
     if job["exit_code"] is not None:
         click.echo(f"Exit code: {job['exit_code']}")
-    click.echo(f"Backend:   {job['backend']}")
+    click.echo(f"Backend:   {job['backend']}" + (f"  (engine: {job['engine']})" if job.get("engine") else ""))
+    if job.get("supervision"):
+        click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")
     click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
     click.echo("")
@@ -303,10 +308,12 @@ def validate(spec_file: str) -> None:
 def render(settings: Distrain, spec_file: str) -> None:
     """Print the Kubernetes objects of a job, as YAML, without a cluster (like `helm template`).
 
-    The git ref is pinned to its commit, as a submit would. Objects that a submit makes the job's
-    ConfigMap own (garbage collection) carry no ownerReferences here: the ConfigMap's uid is unknown."""
+    The objects are those of the engine --engine names; "auto" renders the JobSet, as a cluster that has
+    JobSet gets. The git ref is pinned to its commit, as a submit would. Objects that a submit makes the
+    job's ConfigMap own (garbage collection) carry no ownerReferences here: the ConfigMap's uid is unknown."""
     spec = code.resolve(spec_.validate(spec_.load_file(spec_file)), Path(spec_file).parent)
-    click.echo(yaml.safe_dump_all(manifests.render(spec, settings), sort_keys=False), nl=False)
+    engine = "jobset" if settings.kubernetes_engine == "auto" else settings.kubernetes_engine
+    click.echo(yaml.safe_dump_all(manifests.render(spec, settings, engine), sort_keys=False), nl=False)
 
 
 @main.group()

@@ -1,7 +1,7 @@
 """Pure functions from (spec, replica addresses) to each replica's environment. No I/O.
 
 `addresses` maps each role to its replicas' "host:port", in index order: 127.0.0.1 ports on the
-local backend, `<job>-<role>-<i>.<namespace>.svc:<port>` on Kubernetes.
+local backend, stable DNS names on Kubernetes (manifests.host).
 """
 
 from __future__ import annotations

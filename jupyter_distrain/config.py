@@ -18,7 +18,7 @@ from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traitlets import Dict, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets import Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
 from .errors import DistrainError
@@ -53,6 +53,11 @@ class Distrain(Configurable):
                                      "the copied logs of Kubernetes jobs. "
                                      "Default: $DISTRAIN_HOME, else <jupyter data dir>/distrain.")
     namespace = Unicode("default", config=True, help="The Kubernetes namespace of the jobs.")
+    kubernetes_engine = Enum(["auto", "jobset", "pods"], "auto", config=True,
+                             help="What runs a Kubernetes job: 'jobset' renders it to a JobSet, whose controller "
+                                  "enforces its lifecycle in the cluster; 'pods' to bare pods that this Jupyter "
+                                  "server supervises (for clusters without JobSet); 'auto' picks 'jobset' when the "
+                                  "cluster serves its API, else 'pods'.")
     kubeconfig = Unicode(config=True, help="A kubeconfig file for the Kubernetes backend. Default: $KUBECONFIG, "
                                            "~/.kube/config, or the pod's service account inside a cluster.")
     output_claim = Unicode("distrain-outputs", config=True,
@@ -102,13 +107,15 @@ class Distrain(Configurable):
     @classmethod
     def load(cls, **overrides: Any) -> Distrain:
         """The settings as a `distrain` command sees them: Jupyter server's config files (the ones the
-        server reads), then $DISTRAIN_HOME, $DISTRAIN_BACKEND and $DISTRAIN_NAMESPACE, then `overrides`
+        server reads), then $DISTRAIN_HOME, $DISTRAIN_BACKEND, $DISTRAIN_NAMESPACE and
+        $DISTRAIN_KUBERNETES_ENGINE, then `overrides`
         (None: not given)."""
         from jupyter_core.application import JupyterApp
 
         files = JupyterApp(config_file_name="jupyter_server_config")
         files.load_config_file()
-        environment = {"root": "DISTRAIN_HOME", "backend": "DISTRAIN_BACKEND", "namespace": "DISTRAIN_NAMESPACE"}
+        environment = {"root": "DISTRAIN_HOME", "backend": "DISTRAIN_BACKEND", "namespace": "DISTRAIN_NAMESPACE",
+                       "kubernetes_engine": "DISTRAIN_KUBERNETES_ENGINE"}
         section = Config({key: os.environ[var] for key, var in environment.items() if os.environ.get(var)})
         section.update({key: value for key, value in overrides.items() if value is not None})
         config = Config(files.config)

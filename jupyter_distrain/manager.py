@@ -184,6 +184,7 @@ def public(job: Mapping[str, Any]) -> dict:
         for r in job["replicas"]
     ]
     out["spec"] = job["spec"]
+    out.update({key: job[key] for key in ("engine", "supervision") if key in job})
     if "events" in job:
         out["events"] = [
             {"time": iso(e["time"]), "type": e["type"], "replica": e["replica"], "reason": e["reason"],

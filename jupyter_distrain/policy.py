@@ -98,6 +98,12 @@ def ending(decision: Decision, replicas: list[Replica], now: float) -> Ending:
     return Ending(job, stopped, event)
 
 
+def deadline_exceeded(spec: dict) -> Decision:
+    """The end of a job that ran longer than its policy's deadline_seconds."""
+    return Decision(Phase.FAILED, "DeadlineExceeded", f"the job ran longer than {spec['policy']['deadline_seconds']} s",
+                    stop_others=True)
+
+
 def may_restart(spec: dict, replica: Replica) -> bool:
     """Whether a failed replica is restarted: Kubeflow's Never / OnFailure / ExitCode (128-255 only)."""
     policy = spec["policy"]

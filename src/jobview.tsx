@@ -92,9 +92,16 @@ export function JobView(
         <JobActions job={job} after={after} onClone={props.onClone} />
       </header>
       {error && <div className="jp-distrain-error">{error}</div>}
+      {job.supervision && (
+        <div className="jp-distrain-warning jp-distrain-supervision">
+          This job is {job.supervision}.
+        </div>
+      )}
       <dl className="jp-distrain-job-facts">
         <dt>Backend</dt>
-        <dd>{job.backend}</dd>
+        <dd>
+          {job.engine ? `${job.backend} (engine: ${job.engine})` : job.backend}
+        </dd>
         <dt>Run</dt>
         <dd>{job.run}</dd>
         <dt>Created</dt>

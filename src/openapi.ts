@@ -359,6 +359,13 @@ export interface components {
       /** @description The logs of its current run, for ?replica= of the logs endpoints: the local backend's setup, then each replica */
       logs: string[];
       events?: components['schemas']['Event'][];
+      /**
+       * @description Kubernetes: what runs the job (its JobSet's controller, or pods this server supervises)
+       * @enum {string}
+       */
+      engine?: 'jobset' | 'pods';
+      /** @description Kubernetes: what happens to the job while no Jupyter server runs; empty when the cluster enforces its lifecycle */
+      supervision?: string;
     };
     Replica: {
       name: string;
@@ -435,6 +442,12 @@ export interface components {
       /** @enum {string} */
       default_backend: 'local' | 'kubernetes';
       namespaces: string[];
+      /** @description Kubernetes: the engine new jobs run on, and why */
+      engine?: {
+        /** @enum {string} */
+        name: 'jobset' | 'pods';
+        reason: string;
+      };
       volumes: string[];
       cpus?: number | null;
       memory_bytes?: number | null;

@@ -51,7 +51,7 @@ def test_the_binder_demo_trains_a_distributed_tensorflow_job(tmp_path):
     assert "[chief-0]" in logs and "[worker-1]" in logs, logs
     assert "<b>Succeeded</b>" in output("%distrain status tf-demo")
     assert "/distrain/tensorboard/tf-demo/all/" in output("%distrain tensorboard tf-demo")
-    assert "kind: Pod" in output("!distrain render")
+    assert "kind: JobSet" in output("!distrain render")
     events = list((lab.root / "outputs" / "tf-demo" / "training_logs").glob("*/**/events.out.tfevents.*"))
     assert {path.relative_to(lab.root / "outputs" / "tf-demo" / "training_logs").parts[0] for path in events} >= \
         {"chief-0"}, events

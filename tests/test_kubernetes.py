@@ -1,5 +1,6 @@
 """The Kubernetes backend against a real control plane (tests/controlplane): manifests accepted by the
-API server, scheduling, status, the lifecycle policy, logs that outlive pods, garbage collection, RBAC.
+API server, scheduling, status, the lifecycle policy on each engine (JobSet's controller, or the pods this
+backend supervises), logs that outlive pods, garbage collection, RBAC.
 
 Pods run no containers here (kwok simulates them): a test ends a replica by annotating its pod with
 an exit code, and writes the lines its pods/log serves. Real training runs on the local backend."""
@@ -26,7 +27,7 @@ from kubernetes import client
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
-from jupyter_distrain.backends.kube import Cache, Controller, KubeBackend, KubeError, WorkQueue
+from jupyter_distrain.backends.kube import Cache, Controller, KubeBackend, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
 
@@ -34,8 +35,11 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
 
 
-def settings(root: Path, namespace: str = NAMESPACE) -> Distrain:
-    return Distrain(root=str(root), namespace=namespace)
+ENGINES = pytest.mark.parametrize("engine", ["jobset", "pods"])
+
+
+def settings(root: Path, namespace: str = NAMESPACE, engine: str = "auto") -> Distrain:
+    return Distrain(root=str(root), namespace=namespace, kubernetes_engine=engine)
 
 
 def tf_spec(name: str, workers: int = 2, gpus: int = 0, **extra) -> dict:
@@ -55,10 +59,16 @@ def admin(control_plane):
 
 
 @pytest.fixture
-def backend(control_plane, tmp_path):
+def engine() -> str:
+    """The engine of the `backend` fixture's jobs; tests of the lifecycle run on each (ENGINES)."""
+    return "auto"
+
+
+@pytest.fixture
+def backend(control_plane, tmp_path, engine):
     """The backend as the Jupyter server runs it: the restricted user's token, a watch-fed controller."""
     api = control_plane.client(RESTRICTED)
-    kube = KubeBackend(settings(tmp_path / "distrain-home"), api)
+    kube = KubeBackend(settings(tmp_path / "distrain-home", engine=engine), api)
     controller = Controller(kube, logging.getLogger("test"))
     yield kube
     controller.stop()
@@ -66,7 +76,9 @@ def backend(control_plane, tmp_path):
         core = client.CoreV1Api(admin_api)
         for cm in core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items:
             core.delete_namespaced_config_map(cm.metadata.name, NAMESPACE, propagation_policy="Foreground")
-        wait(lambda: not core.list_namespaced_pod(NAMESPACE).items, "pods of the test's jobs deleted")
+        wait(lambda: not core.list_namespaced_pod(NAMESPACE).items
+             and not core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+             "the test's jobs and their pods deleted")
     api.close()
 
 
@@ -97,17 +109,41 @@ def replica(job: dict, name: str) -> dict:
     return next(r for r in job["replicas"] if r["name"] == name)
 
 
+def pods_of(admin: client.CoreV1Api, job: str, replica_: str | None = None) -> list[client.V1Pod]:
+    """The job's pods (or one replica's), oldest first."""
+    selector = f"{manifests.JOB}={job}" + (f",{manifests.REPLICA}={replica_}" if replica_ else "")
+    return sorted(admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items,
+                  key=lambda p: p.metadata.creation_timestamp)
+
+
+def pod_name(admin: client.CoreV1Api, job: str, replica_: str) -> str:
+    """The replica's current pod (named by its Job on the JobSet engine, after the replica on "pods")."""
+    return wait(lambda: [p.metadata.name for p in pods_of(admin, job, replica_)
+                         if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp],
+                f"{job}'s {replica_} has a pod")[-1]
+
+
 def end(admin: client.CoreV1Api, job: str, replica_: str, code: int, reason: str | None = None) -> None:
     """Make the replica's (simulated) container exit with `code`."""
     annotations = {EXIT_CODE: str(code), **({REASON: reason} if reason else {})}
-    admin.patch_namespaced_pod(f"{job}-{replica_}", NAMESPACE, {"metadata": {"annotations": annotations}})
+    admin.patch_namespaced_pod(pod_name(admin, job, replica_), NAMESPACE, {"metadata": {"annotations": annotations}})
+
+
+def running(admin: client.CoreV1Api, job: str) -> list[str]:
+    """The replicas whose pods still run (or are pending)."""
+    return sorted(p.metadata.labels[manifests.REPLICA] for p in pods_of(admin, job)
+                  if p.status.phase in ("Pending", "Running"))
 
 
 def dry_run_create(admin: client.CoreV1Api, objects: list[dict]) -> None:
-    """A server-side dry run of each object: schema, names, quantities all validated, nothing stored."""
+    """A server-side dry run of each object: schema, names, quantities (and a JobSet's webhooks) all
+    validated, nothing stored."""
+    custom = client.CustomObjectsApi(admin.api_client)
     for obj in objects:
         {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
-         "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+         "Pod": admin.create_namespaced_pod,
+         "JobSet": lambda ns, body, **kw: custom.create_namespaced_custom_object(
+             "jobset.x-k8s.io", "v1alpha2", ns, "jobsets", body, **kw)}[obj["kind"]](NAMESPACE, obj, dry_run="All")
 
 
 def names(items) -> set[str]:
@@ -117,7 +153,7 @@ def names(items) -> set[str]:
 def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     spec = tf_spec("render-check", gpus=1, data={"volume": "datasets", "path": "mnist"},
                    code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
-    objects = manifests.render(spec, SETTINGS)
+    objects = manifests.render(spec, SETTINGS, "pods")
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4
     dry_run_create(admin, objects)
     assert not admin.list_namespaced_pod(NAMESPACE).items
@@ -139,34 +175,43 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     assert {"secretKeyRef": {"name": "git-login", "key": "password"}} in [e.get("valueFrom") for e in fetch["env"]]
 
 
-def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(control_plane, backend, admin):
+@ENGINES
+def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(control_plane, backend, admin, engine):
     job = backend.submit(tf_spec("tf-ok"))
-    assert job["backend"] == "kubernetes"
+    assert (job["backend"], job["engine"]) == ("kubernetes", engine)
+    assert bool(job["supervision"]) == (engine == "pods")
     assert [r["name"] for r in job["replicas"]] == ["chief-0", "ps-0", "worker-0", "worker-1"]
-    control_plane.write_log("tf-ok-chief-0", "serving at tf-ok-chief-0:2222", "step 1 loss 2.0")
+    chief = pod_name(admin, "tf-ok", "chief-0")
+    control_plane.write_log(chief, "serving at tf-ok-chief-0:2222", "step 1 loss 2.0")
     job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Running", "the job runs")
-    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
+    pods = pods_of(admin, "tf-ok")
     assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
-    assert names(admin.list_namespaced_service(NAMESPACE).items) >= {"tf-ok-chief-0", "tf-ok-worker-1"}
+    services = names(admin.list_namespaced_service(NAMESPACE).items)
+    assert services >= ({"tf-ok"} if engine == "jobset" else {"tf-ok-chief-0", "tf-ok-worker-1"})
 
     wait(lambda: "step 1" in "".join(line.text for line in backend.logs("tf-ok", replica="chief-0")),
          "the chief's log is copied while it runs")
-    control_plane.write_log("tf-ok-chief-0", "step 2 loss 1.0", "done")
+    control_plane.write_log(chief, "step 2 loss 1.0", "done")
     for name in ("worker-0", "worker-1", "chief-0"):
         end(admin, "tf-ok", name, 0)
+    start = time.monotonic()
+    wait(lambda: not running(admin, "tf-ok"), "the parameter server's pod is deleted")
+    print(f"{engine}: chief's exit to the parameter server's pod deleted: {time.monotonic() - start:.2f} s")
     job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Succeeded", "the job succeeds")
     assert job["exit_code"] == 0 and job["reason"] == "Completed"
     assert replica(job, "chief-0")["phase"] == "Succeeded"
     assert (replica(job, "ps-0")["phase"], replica(job, "ps-0")["reason"]) == ("Stopped", "job succeeded")
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items,
-         "every pod, parameter server included, is deleted")
-    assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
+    if engine == "pods":  # the supervisor cleans up; the JobSet keeps its finished pods until the job is deleted
+        wait(lambda: not pods_of(admin, "tf-ok"), "every pod is deleted")
+        assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
     lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
     assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
-    wait(lambda: {"Submitted", "Scheduled", "Completed"} <= {e["reason"] for e in backend.get("tf-ok")["events"]},
+    done = "AllJobsCompleted" if engine == "jobset" else "Completed"  # the engine's own event
+    wait(lambda: {"Submitted", "Scheduled", done} <= {e["reason"] for e in backend.get("tf-ok")["events"]},
          "the job's events and the scheduler's are listed")
 
 
+@ENGINES
 def test_chief_failure_fails_the_job_with_its_exit_code_and_deletes_the_rest(control_plane, backend, admin):
     backend.submit(tf_spec("tf-fail"))
     wait_job(backend, "tf-fail", lambda j: j["phase"] == "Running", "the job runs")
@@ -176,10 +221,33 @@ def test_chief_failure_fails_the_job_with_its_exit_code_and_deletes_the_rest(con
     assert "chief-0" in job["reason"] and "code 3" in job["message"]
     assert replica(job, "chief-0")["exit_code"] == 3
     assert {replica(job, n)["phase"] for n in ("ps-0", "worker-0", "worker-1")} == {"Stopped"}
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=tf-fail").items,
-         "the other replicas' pods are deleted")
+    wait(lambda: not running(admin, "tf-fail"), "the other replicas' pods are deleted")
 
 
+@ENGINES
+def test_a_signal_restarts_a_replica_with_restart_exit_code_and_exit_1_does_not(backend, admin):
+    spec = tf_spec("tf-signal", policy={"restart": "exit-code", "max_restarts": 2})
+    backend.submit(spec)
+    wait_job(backend, "tf-signal", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "tf-signal", "worker-1", 143)  # SIGTERM, as a preempted pod gets
+    job = wait_job(backend, "tf-signal", lambda j: replica(j, "worker-1")["restarts"] == 1
+                   and replica(j, "worker-1")["phase"] == "Running", "the killed worker runs again")
+    assert job["phase"] == "Running"
+    end(admin, "tf-signal", "worker-1", 1)
+    job = wait_job(backend, "tf-signal", lambda j: j["phase"] == "Failed", "exit code 1 fails the job")
+    assert (job["exit_code"], replica(job, "worker-1")["restarts"]) == (1, 1)
+    wait(lambda: not running(admin, "tf-signal"), "every other replica stops")
+
+
+@ENGINES
+def test_the_deadline_fails_the_job(backend, admin):
+    backend.submit(tf_spec("tf-late", policy={"deadline_seconds": 2}))
+    job = wait_job(backend, "tf-late", lambda j: j["phase"] == "Failed", "the deadline fails the job", 60)
+    assert (job["reason"], job["message"]) == ("DeadlineExceeded", "the job ran longer than 2 s")
+    wait(lambda: not running(admin, "tf-late"), "every replica stops")
+
+
+@ENGINES
 def test_oom_killed_replica_shows_its_reason(backend, admin):
     backend.submit(spec_.validate({"name": "oom", "command": "python eat.py",
                                    "code": {"git": "https://example.com/a.git", "commit": COMMIT}}))
@@ -195,6 +263,10 @@ def test_impossible_gpu_request_is_refused_before_anything_is_created(backend, a
     assert [e.path for e in refused.value.errors] == ["replicas.worker.resources.gpus"]
     assert "3 GPUs per worker requested; the largest node has 2" in str(refused.value)
     assert not backend.exists("too-big")
+    with pytest.raises(SpecError) as refused:
+        backend.submit(tf_spec("a" * 45))
+    assert str(refused.value) == ("invalid job spec: name: at most 44 characters for this job on JobSet: its pods' "
+                                  "names (<name>-<replica>-0-0-<5 characters>) must fit in 63")
     assert not admin.list_namespaced_pod(NAMESPACE).items
 
 
@@ -233,19 +305,37 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
     assert not (backend.root / "gone").exists()
 
 
-def test_a_new_server_keeps_managing_running_jobs(control_plane, admin, tmp_path):
-    first = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
-    controller = Controller(first, logging.getLogger("first"))
-    first.submit(tf_spec("survivor"))
+@ENGINES
+def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):
+    """The case JobSet is for: the cluster ends the job while no Jupyter server (or CLI) runs. On "pods"
+    nothing does until a server starts again, and the job says so."""
+    first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    first.start(logging.getLogger("first"))
+    job = first.submit(tf_spec("survivor"))
+    assert ("supervised by the Jupyter server" in job["supervision"]) == (engine == "pods")
     wait_job(first, "survivor", lambda j: j["phase"] == "Running", "the job runs")
-    controller.stop()  # the Jupyter server goes away; the job runs on in the cluster
+    chief = pod_name(admin, "survivor", "chief-0")
+    control_plane.write_log(chief, "step 1 while watched")
+    wait(lambda: first.log_files("survivor", "chief-0")["chief-0"].exists(), "the server copies the chief's log")
+    first.close()  # the Jupyter server goes away; the job runs on in the cluster
+    control_plane.write_log(chief, "step 2 while nobody watched", "done")
     end(admin, "survivor", "chief-0", 0)
-    second = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
-    Controller(second, logging.getLogger("second"))
-    job = wait_job(second, "survivor", lambda j: j["phase"] == "Succeeded", "the new server finishes the job")
-    assert replica(job, "ps-0")["phase"] == "Stopped"
+    if engine == "jobset":
+        wait(lambda: not running(admin, "survivor"), "the cluster stops the parameter server and the workers")
+    else:
+        time.sleep(3)
+        assert running(admin, "survivor") == ["ps-0", "worker-0", "worker-1"]  # until a server returns
+    second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    second.start(logging.getLogger("second"))
+    job = wait_job(second, "survivor", lambda j: j["phase"] == "Succeeded", "the new server shows the job's end")
+    assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Succeeded", "Stopped", "Stopped"]
+    wait(lambda: [line.text for line in second.logs("survivor", replica="chief-0")] == [
+        "step 1 while watched", "step 2 while nobody watched", "done"], "the new server copies what the chief logged")
+    if engine == "jobset":  # what the engine did while no server ran
+        assert "AllJobsCompleted" in {e["reason"] for e in job["events"]}
+    wait(lambda: not running(admin, "survivor"), "nothing runs")
     second.delete("survivor")
-    second.cache.stop()
+    second.close()
 
 
 def test_the_restricted_token_is_refused_clearly_outside_its_namespace(control_plane, tmp_path):
@@ -270,13 +360,24 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
     result = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "render", "-f", str(repo / "distrain.yaml")],
                             capture_output=True, text=True, check=True, env={**os.environ, "KUBECONFIG": "/nonexistent"})
     objects = list(yaml.safe_load_all(result.stdout))
-    assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 3
-    dry_run_create(admin, objects)
-    worker = objects[-1]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet"]  # the default engine's
+    dry_run_create(admin, objects)  # the JobSet webhooks' validation included
+    jobset = objects[1]["spec"]
+    assert jobset["successPolicy"] == {"operator": "Any", "targetReplicatedJobs": ["master-0"]}
+    assert [(r["name"], r["groupName"]) for r in jobset["replicatedJobs"]] == [
+        ("master-0", "master"), ("worker-0", "worker"), ("worker-1", "worker")]
+    worker = jobset["replicatedJobs"][-1]["template"]["spec"]["template"]
     assert head in worker["spec"]["initContainers"][0]["command"][-1]
     env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == \
-        ("from-cli-master-0.training.svc", "23456", "2", "3")
+        ("from-cli-master-0-0-0.from-cli.training.svc", "23456", "2", "3")
+    pods = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "--engine", "pods", "render", "-f",
+                           str(repo / "distrain.yaml")], capture_output=True, text=True, check=True).stdout
+    objects = list(yaml.safe_load_all(pods))
+    assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 3
+    dry_run_create(admin, objects)
+    env = {e["name"]: e["value"] for e in objects[-1]["spec"]["containers"][0]["env"]}
+    assert env["MASTER_ADDR"] == "from-cli-master-0.training.svc"
 
 
 CONFIGURED_IMAGE = "registry.example.com/team/tensorflow:2.16"
@@ -304,7 +405,9 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     spec = {"name": "via-rest", "framework": "tensorflow", "command": "python train.py",
             "code": {"git": "https://example.com/models.git", "ref": COMMIT},
             "replicas": {"chief": {}, "ps": {}, "worker": {"count": 1, "resources": {"gpus": 2}}}}
-    assert requests.get(f"{api}/cluster", headers=headers).json()["gpus"]["capacity"] == 4
+    cluster = requests.get(f"{api}/cluster", headers=headers).json()
+    assert cluster["gpus"]["capacity"] == 4
+    assert cluster["engine"]["name"] == "jobset" and "the cluster serves JobSet" in cluster["engine"]["reason"]
     too_big = {**spec, "replicas": {"worker": {"resources": {"gpus": 8}}}}
     refused = requests.post(f"{api}/jobs?dry_run=true", json=too_big, headers=headers)
     assert refused.status_code == 400
@@ -315,7 +418,7 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     created = requests.post(f"{api}/jobs", json=spec, headers=headers)
     assert created.status_code == 201, created.text
     assert created.json()["backend"] == "kubernetes"
-    control_plane.write_log("via-rest-chief-0", "hello from the chief")
+    control_plane.write_log(pod_name(admin, "via-rest", "chief-0"), "hello from the chief")
     wait(lambda: requests.get(f"{api}/jobs/via-rest", headers=headers).json()["phase"] == "Running", "running")
 
     cli = CLI(kube_server.root, tmp_path)  # a terminal's: the server's config files, as the server exports
@@ -477,10 +580,11 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
             "code": {"git": "https://example.com/private.git", "ref": COMMIT, "credentials": "git-login"}}
     created = requests.post(f"{api}/jobs", json=spec, headers=headers)
     assert created.status_code == 201, created.text
-    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=private-code").items
+    pods = wait(lambda: pods_of(admin, "private-code"), "the job's pod is made")
     fetch = pods[0].spec.init_containers[0]
-    assert {e.name: e.value_from.secret_key_ref.name for e in fetch.env if e.value_from} == {
-        "DISTRAIN_GIT_USERNAME": "git-login", "DISTRAIN_GIT_PASSWORD": "git-login"}
+    secrets = {e.name: e.value_from.secret_key_ref.name for e in fetch.env
+               if e.value_from and e.value_from.secret_key_ref}  # the Job also adds its completion index
+    assert secrets == {"DISTRAIN_GIT_USERNAME": "git-login", "DISTRAIN_GIT_PASSWORD": "git-login"}
     everything = json.dumps([admin.api_client.sanitize_for_serialization(o) for o in [
         *pods, admin.read_namespaced_config_map("private-code", NAMESPACE),
         *admin.list_namespaced_service(NAMESPACE).items]]) + created.text
@@ -495,21 +599,23 @@ def chief_lines(kube: KubeBackend, job: str, run: int | None = None) -> list[str
     return [line.text for line in kube.logs(job, replica="chief-0", run=run)]
 
 
+@ENGINES
 def test_restart_runs_the_job_again_with_the_edited_spec(control_plane, backend, admin):
     backend.submit(tf_spec("again", workers=1))
     wait_job(backend, "again", lambda j: j["phase"] == "Running", "the job runs")
-    control_plane.write_log("again-chief-0", "run 1 step 1")
+    chief = pod_name(admin, "again", "chief-0")
+    control_plane.write_log(chief, "run 1 step 1")
     wait(lambda: chief_lines(backend, "again") == ["run 1 step 1"], "run 1's log is copied")
     end(admin, "again", "chief-0", 3)
     wait_job(backend, "again", lambda j: j["phase"] == "Failed", "the chief's failure fails the job")
 
-    (control_plane.dir / "pod-logs" / "again-chief-0.log").write_text("")  # the new pod's log starts empty
+    (control_plane.dir / "pod-logs" / f"{chief}.log").write_text("")  # a new pod of that name logs anew
     backend.restart("again", tf_spec("again", workers=1, tensorboard={"enabled": True}))
     job = wait_job(backend, "again", lambda j: j["phase"] == "Running", "the restarted job runs")
     assert job["run"] == 2 and job["exit_code"] is None
     assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Running"] * 3
-    assert admin.read_namespaced_pod("again-chief-0", NAMESPACE).metadata.labels[manifests.RUN] == "2"
-    control_plane.write_log("again-chief-0", "run 2 step 1")
+    assert [p.metadata.labels[manifests.RUN] for p in pods_of(admin, "again", "chief-0")] == ["2"]
+    control_plane.write_log(pod_name(admin, "again", "chief-0"), "run 2 step 1")
     wait(lambda: chief_lines(backend, "again") == ["run 2 step 1"], "run 2's log is copied into its own run")
     assert chief_lines(backend, "again", run=1) == ["run 1 step 1"]
     assert sorted(p.name for p in backend.log_dir("again").parent.iterdir()) == ["1", "2"]
@@ -537,13 +643,14 @@ def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plan
     stream = websocket.create_connection(f"{api.replace('http', 'ws', 1)}/jobs/streamed/logs/stream",
                                          header=[f"Authorization: {headers['Authorization']}"], timeout=60)
     try:
-        control_plane.write_log("streamed-worker-0", "epoch 1", "epoch 2")
+        worker = pod_name(admin, "streamed", "worker-0")
+        control_plane.write_log(worker, "epoch 1", "epoch 2")
         received = ""
         while "epoch 2" not in received:
             message = json.loads(stream.recv())
             assert message["type"] == "lines", message
             received += message["data"]
-        control_plane.write_log("streamed-worker-0", "done")
+        control_plane.write_log(worker, "done")
         end(admin, "streamed", "worker-0", 0)
         while (message := json.loads(stream.recv()))["type"] == "lines":
             received += message["data"]
@@ -567,7 +674,8 @@ def cached(cache: Cache, name: str) -> str | None:
 
 
 def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_numbers():
-    cache = Cache(None, NAMESPACE, lambda job: None, logging.getLogger("test"))  # not started: the test plays the watch
+    # not started: the test plays the watch
+    cache = Cache({"configmaps": lambda **kw: None}, lambda job: None, logging.getLogger("test"))
     cache.ready["configmaps"].set()
     watched = lambda type_, version: cache._deliver("configmaps", type_, configmap("j", version))  # noqa: E731
     watched("ADDED", "zz-9")
@@ -679,7 +787,7 @@ def apiserver_requests(control_plane, verb: str, resource: str) -> int:
 
 
 def test_watches_resume_from_their_version_without_listing_again(control_plane, admin, tmp_path):
-    kinds = ("configmaps", "pods", "events")
+    kinds = ("configmaps", "pods", "events", "jobs", "jobsets")
     lists = {k: apiserver_requests(control_plane, "LIST", k) for k in kinds}
     watches = apiserver_requests(control_plane, "WATCH", "configmaps")
     started = time.monotonic()
@@ -688,11 +796,11 @@ def test_watches_resume_from_their_version_without_listing_again(control_plane, 
     try:
         kube.submit(tf_spec("resumed", workers=1))  # its changes cross many one-second watches
         wait_job(kube, "resumed", lambda j: j["phase"] == "Running", "the job runs")
-        end(admin, "resumed", "chief-0", 0)
+        end(admin, "resumed", "chief-0", 0)  # its one LIST of pods finds the chief's
         wait_job(kube, "resumed", lambda j: j["phase"] == "Succeeded", "the job succeeds")
         wait(lambda: apiserver_requests(control_plane, "WATCH", "configmaps") >= watches + 4, "four watches ended")
         assert {k: apiserver_requests(control_plane, "LIST", k) - lists[k] for k in kinds} == \
-            {"configmaps": 1, "pods": 1, "events": 1}
+            {"configmaps": 1, "pods": 2, "events": 1, "jobs": 1, "jobsets": 1}
         print(f"{apiserver_requests(control_plane, 'WATCH', 'configmaps') - watches} configmap watches, one LIST per kind,"
               f" {time.monotonic() - started:.1f} s")
     finally:
@@ -711,7 +819,7 @@ def compact_etcd(control_plane) -> None:
 def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog):
     caplog.set_level(logging.DEBUG, logger="test")
     seen = []
-    cache = Cache(admin, NAMESPACE, seen.append, logging.getLogger("test")).start()
+    cache = Cache(listers(admin.api_client, NAMESPACE, jobset=False), seen.append, logging.getLogger("test")).start()
     try:
         admin.create_namespaced_config_map(NAMESPACE, configmap("expiry", None))
         wait(lambda: cached(cache, "expiry"), "the cache holds the job")
@@ -741,6 +849,7 @@ def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog)
         admin.delete_namespaced_config_map("expiry", NAMESPACE)
 
 
+@pytest.mark.parametrize("engine", ["pods"])  # the supervisor's own clean-up
 def test_a_finished_runs_stray_pod_is_deleted(control_plane, backend, admin):
     spec = tf_spec("strays", workers=1)
     backend.submit(spec)

@@ -358,6 +358,9 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
             form.get_by_role("button", name="Submit").click()
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
+            # the cluster has JobSet: its controller, not this server, enforces the job's lifecycle
+            expect(page.locator(".jp-distrain-job-facts")).to_contain_text("kubernetes (engine: jobset)")
+            expect(page.locator(".jp-distrain-supervision")).to_have_count(0)
             # its logs tab offers the replicas' logs only: a Kubernetes job has no setup log
             replicas = page.locator(".jp-distrain-logs").get_by_label("Replica").locator("option")
             expect(replicas).to_have_text(["All replicas", "chief-0", "ps-0", "worker-0", "worker-1"], timeout=30_000)
@@ -496,6 +499,8 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     expect(status).to_contain_text("all lines shown", timeout=30_000)
     logs.get_by_label("Replica").select_option("")
     expect(status).to_contain_text("all lines shown", timeout=30_000)
+    for worker in ("[worker-0]", "[worker-1]"):  # the status may still be the last replica's for a moment
+        expect(logs.locator(".jp-distrain-logline", has_text=worker).first).to_be_visible(timeout=30_000)
     rows = logs.locator(".jp-distrain-logline").all_inner_texts()
     times = [row.split(" ", 2)[1] for row in rows]
     assert times == sorted(times), rows

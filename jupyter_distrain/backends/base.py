@@ -60,6 +60,8 @@ class JobRecord(JobFields, total=False):
     """A job as every backend reports it (manager.public turns it into the API's JSON)."""
 
     events: list[EventRecord]  # the most recent, when asked for
+    engine: str  # on Kubernetes, what runs the job: jobset or pods
+    supervision: str  # on Kubernetes, what happens to the job while no Jupyter server runs ("" when nothing)
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,27 @@
-"""The Kubernetes backend: every replica a Pod with its own headless Service, owned by the job's ConfigMap.
+"""The Kubernetes backend. Every job has a root ConfigMap that owns the rest, and runs on an engine
+(manifests.py renders both):
+
+- "jobset": a JobSet, whose controller enforces the job's lifecycle in the cluster (success, failures,
+  restarts, deadline), whether or not a Jupyter server runs. This backend only observes it: the
+  JobSet's conditions, its Jobs and pods give the job's state (`jobset_state`).
+- "pods": bare pods and Services, for clusters without JobSet. This backend supervises them: it
+  applies the lifecycle policy as they change (`reconcile`), so a job stops being supervised while no
+  Jupyter server (or following CLI) runs.
 
 All state lives in the cluster, so a restarted Jupyter server (or a CLI on another machine) finds and
-keeps managing running jobs:
+keeps observing running jobs:
 
-    ConfigMap <job>    data: spec.json, cluster.json, status.json (phase, reasons, each replica's end)
-    Pods, Services     labelled with the job, role, index and replica; their live state
-    Events             the scheduler's reasons ("0/3 nodes are available: ...") and the job's own
+    ConfigMap <job>    data: spec.json, cluster.json, status.json (run; a stop; on "pods" the phase,
+                       reasons and each replica's end); label: the engine
+    JobSet, Jobs, Pods labelled with the job (and the role, index, replica and run); their live state
+    Events             the scheduler's, the engine's and the job's own
 
-`Controller` keeps a watch-fed cache of the namespace's jobs, pods and events (no LIST per request)
-and applies the lifecycle policy as they change; without it (the CLI) each call reads the cluster and
-applies the policy once. Logs are copied from the pods/log API into files under the storage root as
-they are written, so they remain readable after the pods are gone: <root>/kubernetes/<namespace>/<job>/logs/
-<run>/<replica>.log, each pod's into the directory of the run its label names.
+`Controller` keeps a watch-fed cache of the namespace's jobs, workloads, pods and events (no LIST per
+request), applies the policy to "pods" jobs as they change, and copies logs; without it (the CLI) each
+call reads the cluster (and applies the policy once). Logs are copied from the pods/log API into files
+under the storage root as they are written, so they remain readable after the pods are gone:
+<root>/kubernetes/<namespace>/<job>/logs/<run>/<replica>.log, each pod's into the directory of the run its
+label names.
 """
 
 from __future__ import annotations
@@ -29,6 +39,7 @@ from collections import deque
 from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
 
 from kubernetes import client, config, watch
@@ -37,11 +48,12 @@ from kubernetes.client.exceptions import ApiException
 from .. import logs
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..logs import LogLine
-from ..policy import FINISHED, STOP_REQUESTED, Event, Phase, Replica, decide, ending, restart_event, run_ended
+from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
+                      restart_event, run_ended)
 from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
-from .manifests import JOB, MANAGED, REPLICA, RESTARTS, RUN, object_name
+from .manifests import ENGINE, JOB, JOBSET_API, MANAGED, REPLICA, RESTARTS, RUN, object_name
 
 if TYPE_CHECKING:
     from ..config import Distrain
@@ -49,8 +61,12 @@ if TYPE_CHECKING:
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
 GPU = "nvidia.com/gpu"
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
-               "Deployment": ("apps", "deployment")}  # the kinds a job is made of: their API group and resource
-CACHED = {"ConfigMap": "configmaps", "Pod": "pods"}  # the kinds written here that the Cache holds
+               "Deployment": ("apps", "deployment")}  # the built-in kinds a job is made of: their API and resource
+CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets"}  # the kinds written here that the Cache holds
+JOBSET_GROUP, JOBSET_VERSION = JOBSET_API.split("/")
+SETTLING = 5  # seconds the objects that explain a JobSet's end may lag behind it in the cache
+SUPERVISED = ("supervised by the Jupyter server (the cluster has no JobSet): while no server or following CLI runs, "
+              "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
 
 
 class KubeError(DistrainError):
@@ -99,6 +115,8 @@ class KubeBackend:
         self.inside = api is None and in_cluster(kubeconfig)  # reach Services directly, not through the API server
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
+        self.batch = client.BatchV1Api(self.api)
+        self.custom = client.CustomObjectsApi(self.api)
         self.root = Path(settings.root).resolve() / "kubernetes" / self.ns
         self.cache: Cache | None = None
         self.controller: Controller | None = None
@@ -109,8 +127,27 @@ class KubeBackend:
         return cls(config)
 
     def start(self, log: logging.Logger) -> None:
-        """Watch the namespace and apply the policy as it changes (see Controller)."""
+        """Watch the namespace, apply the policy to supervised jobs and copy logs (see Controller)."""
         self.controller = Controller(self, log)
+
+    # engines
+    def has_jobset(self) -> bool:
+        """Whether the cluster serves the JobSet API (its CRD is installed)."""
+        groups = self._call(lambda: client.ApisApi(self.api).get_api_versions().groups, "list the cluster's APIs")
+        return any(g.name == JOBSET_GROUP and any(v.version == JOBSET_VERSION for v in g.versions) for g in groups)
+
+    def engine(self) -> tuple[str, str]:
+        """The engine new jobs run on (c.Distrain.kubernetes_engine), and why."""
+        wanted = self.settings.kubernetes_engine
+        if wanted == "pods":
+            return "pods", f"c.Distrain.kubernetes_engine is 'pods': jobs are {SUPERVISED}"
+        if self.has_jobset():
+            return "jobset", ("the cluster serves JobSet (jobset.x-k8s.io/v1alpha2): its controller enforces each "
+                              "job's lifecycle in the cluster")
+        if wanted == "jobset":
+            raise KubeError("c.Distrain.kubernetes_engine is 'jobset' but the cluster does not serve "
+                            "jobset.x-k8s.io/v1alpha2: an admin installs JobSet (see the README), or choose 'auto'")
+        return "pods", f"the cluster does not serve JobSet: jobs are {SUPERVISED}"
 
     def close(self) -> None:
         """Stop watching; calls read the cluster again."""
@@ -153,20 +190,44 @@ class KubeBackend:
             raise JobNotFound(name)
         return found[0]
 
-    def _pods(self, name: str) -> dict[str, client.V1Pod]:
+    def _pods(self, name: str) -> builtins.list[client.V1Pod]:
+        """The job's replicas' pods (with restarts on the JobSet engine, several per replica)."""
         if not self.cache:
             return self._pods_fresh(name)
-        pods = [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name]
-        return {p.metadata.labels[REPLICA]: p for p in pods if REPLICA in p.metadata.labels}
+        return [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name
+                and REPLICA in p.metadata.labels]
+
+    def _jobs(self, name: str) -> dict[str, client.V1Job]:
+        """The Jobs of a JobSet job, by replica."""
+        if self.cache:
+            jobs = self.cache.items("jobs")
+        else:
+            jobs = self._call(lambda: self.batch.list_namespaced_job(
+                self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list Jobs")
+        return {j.metadata.labels[REPLICA]: j for j in jobs if (j.metadata.labels or {}).get(JOB) == name
+                and REPLICA in j.metadata.labels}
+
+    def _jobset(self, name: str) -> dict | None:
+        if self.cache:
+            return next((js for js in self.cache.items("jobsets") if js.metadata.name == name), None)
+        return self._jobset_fresh(name)
+
+    def _jobset_fresh(self, name: str) -> dict | None:
+        try:
+            return self.custom.get_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise api_error(e, f"read JobSet {name}") from None
 
     def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
-        """Events of the job's ConfigMap and of its replicas' pods, the deleted ones' included."""
-        involved = {name} | {object_name(name, r) for r in replica_names}
+        """Events of the job (its ConfigMap, its JobSet) and of its replicas' objects (Pods, Jobs), the
+        deleted ones' included."""
         if self.cache:
             events = self.cache.items("events")
         else:
             events = self._call(lambda: self.core.list_namespaced_event(self.ns).items, "list events")
-        return [e for e in events if e.involved_object.name in involved]
+        return [e for e in events if involved_replica(e.involved_object.name, name, replica_names) is not None]
 
     def _call(self, request, what: str):
         try:
@@ -215,9 +276,11 @@ class KubeBackend:
         self._call(lambda: self.core.delete_namespaced_secret(secret, self.ns), f"delete secret {secret}")
 
     # lifecycle
-    def check(self, spec: dict, new_job: bool = True) -> None:
+    def check(self, spec: dict, new_job: bool = True, engine: str | None = None) -> None:
         """Refuse, before anything is created, what the cluster can never run; then let the API server
-        validate every object (a server-side dry run), so a bad spec never half-creates a job."""
+        (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
+        one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
+        engine = engine or self.engine()[0]
         errors = []
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
@@ -230,6 +293,12 @@ class KubeBackend:
                 errors.append(FieldError(f"replicas.{role}.resources.gpus",
                                          f"{gpus(spec, role)} GPUs per {role} requested; the largest node has "
                                          f"{most} ({have})"))
+        if engine == "jobset":
+            longest = max(len(replica_name(r, i)) for r, i in replicas(spec))
+            limit = 63 - len("--0-0-abcde") - longest
+            if len(spec["name"]) > limit:
+                errors.append(FieldError("name", f"at most {limit} characters for this job on JobSet: its pods' names "
+                                                 f"(<name>-<replica>-0-0-<5 characters>) must fit in 63"))
         claims = {c.metadata.name for c in self._call(
             lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
         for field_, source in (("data", spec.get("data")), ("output", spec.get("output", {
@@ -239,9 +308,10 @@ class KubeBackend:
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
         if errors:
             raise SpecError(errors)
-        objects = manifests.render(spec, self.settings)
-        if not new_job:  # a restart: the root and the TensorBoard exist
-            objects = [obj for obj in objects if REPLICA in obj["metadata"]["labels"]]
+        owner = manifests.root(spec, self.settings, engine)
+        objects = manifests.workload(spec, self.settings, owner, engine)
+        if new_job:  # a restart: the root and the TensorBoard exist
+            objects = [owner, *objects, *manifests.tensorboard(spec, self.settings, owner)]
         for obj in objects:
             self._create(obj, dry_run=True)
 
@@ -259,10 +329,14 @@ class KubeBackend:
         """Create the object, and answer what was made; with `exists_ok`, an object of its name that exists
         already is left as it is (the answer: {})."""
         kind, name = obj["kind"], obj["metadata"]["name"]
-        create = self._api("create", kind)
+        options = {"dry_run": "All"} if dry_run else {}
         with self._writing(None if dry_run else CACHED.get(kind), name) as write:
             try:
-                made = create(self.ns, obj, **({"dry_run": "All"} if dry_run else {}))
+                if kind == "JobSet":
+                    made = Resource(self.custom.create_namespaced_custom_object(
+                        JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", obj, **options))
+                else:
+                    made = self._api("create", kind)(self.ns, obj, **options)
             except ApiException as e:
                 if e.status == 409 and exists_ok:
                     return {}
@@ -273,51 +347,80 @@ class KubeBackend:
         return self.api.sanitize_for_serialization(made)
 
     def submit(self, spec: dict) -> JobRecord:
-        self.check(spec)
-        owner = manifests.root(spec, self.settings)
+        engine, why = self.engine()
+        self.check(spec, engine=engine)
+        owner = manifests.root(spec, self.settings, engine)
         owner["data"]["status.json"] = json.dumps(new_status(spec))
         owner = self._create(owner)
         try:
-            self._start(spec, owner)
+            self._start(spec, owner, engine)
             for obj in manifests.tensorboard(spec, self.settings, owner):
                 self._create(obj)
         except DistrainError:
             self._delete_root(spec["name"])
             raise
-        self.record(spec["name"], Event("Submitted", "job accepted"))
+        self.record(spec["name"], Event("Submitted", f"job accepted; engine {engine}: {why}"))
         return self.get(spec["name"])
 
-    def _start(self, spec: dict, owner: dict, run: int = 1) -> None:
-        for role, index in replicas(spec):
-            self._create(manifests.service(spec, role, index, self.settings, owner))
-            self._create(manifests.pod(spec, role, index, self.settings, owner, run=run))
+    def _start(self, spec: dict, owner: dict, engine: str, run: int = 1) -> None:
+        for obj in manifests.workload(spec, self.settings, owner, engine, run):
+            self._create(obj)
 
     def get(self, name: str, events: int = 20) -> JobRecord:
         root = self._root(name)
         pods = self._pods(name)
-        job = self.reconcile(root, pods) if not self.cache else self._view(root, pods)
+        if engine_of(root) == "jobset":
+            job = self._view(root, newest(pods), jobset_state(root, self._jobset(name), self._jobs(name), pods))
+        else:
+            job = self.reconcile(root, newest(pods)) if not self.cache else self._view(root, newest(pods))
         if events:
-            job["events"] = [cast(EventRecord, event_view(e, name)) for e in sorted(
-                self._events(name, [r["name"] for r in job["replicas"]]), key=lambda e: event_time(e) or 0)][-events:]
+            names = [r["name"] for r in job["replicas"]]
+            job["events"] = [cast(EventRecord, event_view(e, name, names)) for e in sorted(
+                self._events(name, names), key=lambda e: event_time(e) or 0)][-events:]
         return job
 
     def list(self) -> list[JobRecord]:
         return [self.get(cm.metadata.name, events=0) for cm in self._roots()]
 
     def stop(self, name: str, timeout: float = 30) -> JobRecord:
+        """On "pods", request the stop and apply the policy; on "jobset", record the job's state as stopped
+        (unless the engine ended it), then delete its JobSet (its Jobs and pods follow)."""
         root = self._root(name)
         for _ in range(10):
             status = json.loads(root.data["status.json"])
             if status["phase"] in FINISHED:
                 return self.get(name)
+            if engine_of(root) == "jobset":
+                job = self.get(name, events=0)
+                if job["phase"] in FINISHED:
+                    self._end_jobset(name)
+                    return self.get(name)
+                status = stopped_status(status, job)
             status["stop_requested"] = True
             if self._write_status(root, status):
                 break
             root = self._root_fresh(name)  # another writer came first (409): request the stop on its version
         else:
             raise KubeError(f"job {name} kept changing: its stop could not be recorded")
-        self.reconcile(self._root_fresh(name), self._pods_fresh(name))
+        if engine_of(root) == "jobset":
+            self.record(name, Event("Stopped", "stopped by request", type="Warning"))
+            self._end_jobset(name)
+        else:
+            self.reconcile(self._root_fresh(name), newest(self._pods_fresh(name)))
         return self.get(name)
+
+    def _end_jobset(self, name: str) -> None:
+        """Copy the logs of the JobSet's pods, then delete it (its Jobs and pods follow)."""
+        for pod in sorted(self._pods_fresh(name), key=created):
+            self.archive(name, pod.metadata.labels[REPLICA], pod)
+        with self._writing("jobsets", name) as write:
+            try:
+                self.custom.delete_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", name,
+                                                            propagation_policy="Foreground")
+            except ApiException as e:
+                if e.status != 404:
+                    raise api_error(e, f"delete JobSet {name}") from None
+            write.forget()
 
     def restart(self, name: str, spec: dict | None = None) -> JobRecord:
         root = self._root_fresh(name)
@@ -327,17 +430,18 @@ class KubeBackend:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
         self.stop(name)
         self._wait_gone(name)
-        self.check(spec, new_job=False)
         root = self._root_fresh(name)
+        engine = engine_of(root)
+        self.check(spec, new_job=False, engine=engine)
         status = new_status(spec)
         status["run"] = current_run(root) + 1
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
-                          "cluster.json": json.dumps(manifests.addresses(spec, self.ns), sort_keys=True)})
+                          "cluster.json": json.dumps(manifests.addresses(spec, self.ns, engine), sort_keys=True)})
         with self._writing("configmaps", name) as write:
             root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
             write.put(root)
         owner = self.api.sanitize_for_serialization(root)
-        self._start(spec, owner, status["run"])
+        self._start(spec, owner, engine, status["run"])
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
             self._replace_tensorboard(spec, owner)
         self.record(name, Event("Restarted", "job restarted"))
@@ -350,14 +454,17 @@ class KubeBackend:
             self._create(obj)
 
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
+        """Until the job's pods (and on "jobset" its JobSet, whose successor takes its name) are gone."""
+        jobset = engine_of(self._root_fresh(name)) == "jobset"
         deadline = time.monotonic() + timeout
-        while self._pods_fresh(name) and time.monotonic() < deadline:
+        while (self._pods_fresh(name) or jobset and self._jobset_fresh(name)) and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
-        """Stop the job (its logs are kept until now), then delete its ConfigMap: the garbage collector
-        deletes every object it owns."""
+        """Stop the job until its pods are gone, then delete its ConfigMap: the garbage collector deletes
+        every object it owns."""
         self.stop(name)
+        self._wait_gone(name)
         self._delete_root(name)
         shutil.rmtree(self.root / name, ignore_errors=True)
 
@@ -379,15 +486,14 @@ class KubeBackend:
                 raise JobNotFound(name) from None
             raise api_error(e, f"read job {name}") from None
 
-    def _pods_fresh(self, name: str) -> dict[str, client.V1Pod]:
-        pods = self._call(lambda: self.core.list_namespaced_pod(
+    def _pods_fresh(self, name: str) -> builtins.list[client.V1Pod]:
+        return self._call(lambda: self.core.list_namespaced_pod(
             self.ns, label_selector=f"{SELECTOR},{JOB}={name},{REPLICA}").items, "list pods")
-        return {p.metadata.labels[REPLICA]: p for p in pods}
 
-    # the policy, applied to what the cluster shows
+    # the policy, applied to what the cluster shows (engine "pods")
     def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> JobRecord:
-        """Apply the lifecycle policy once to what `root` and `pods` show: restart, stop or clean up pods,
-        record the job's status.
+        """Apply the lifecycle policy once to what `root` and `pods` (each replica's) show: restart, stop
+        or clean up pods, record the job's status.
 
         No lock is held while the API server answers, so reconciles of one job may overlap: the controller's
         work queue gives a job to one worker at a time, but `stop` (here or in a CLI) and other servers
@@ -411,9 +517,10 @@ class KubeBackend:
         status["replicas"] = states
         policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]))
                   for n, s in states.items()]
-        decision = STOP_REQUESTED if status["stop_requested"] else decide(spec, policy)
         if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
             status["started"] = time.time()
+        decision = (STOP_REQUESTED if status["stop_requested"] else
+                    deadline_exceeded(spec) if deadline_left(spec, status) == 0 else decide(spec, policy))
         for replica in policy:
             if replica.name in decision.restart:
                 self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
@@ -494,15 +601,18 @@ class KubeBackend:
             raise api_error(e, f"record the status of {root.metadata.name}") from None
         return updated
 
-    def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> JobRecord:
-        """The job as every backend reports it (see manager.public)."""
+    def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod], status: dict | None = None) -> JobRecord:
+        """The job as every backend reports it (see manager.public): its status as recorded in `root`, or
+        `status` (the JobSet engine's), with each unfinished replica's state from its pod in `pods`."""
         spec = json.loads(root.data["spec.json"])
-        status = json.loads(root.data["status.json"])
+        stored = json.loads(root.data["status.json"])
+        status = stored if stored["phase"] in FINISHED or status is None else status
+        settled = status["phase"] in FINISHED or status is not stored  # the replicas' states are final or observed
         cluster = json.loads(root.data["cluster.json"])
         rows = []
         for name, recorded in status["replicas"].items():
             role, index = replica_key(name)
-            live = recorded if status["phase"] in FINISHED else replica_state(recorded, pods.get(name))
+            live = recorded if settled else replica_state(recorded, pods.get(name))
             rows.append({"name": name, "role": role, "idx": index, "pid": None, "address": cluster[role][index],
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
                          "message": live.get("message", ""), "node": live.get("node")})
@@ -512,6 +622,7 @@ class KubeBackend:
             "output_dir": output_location(spec, self.settings), "spec": spec,
             "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
             "finished": status["finished"], "replicas": rows, "logs": [row["name"] for row in rows],
+            "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
         })
 
     def record(self, name: str, event: Event) -> None:
@@ -565,9 +676,9 @@ class KubeBackend:
             self.close()
 
     def catch_up(self, name: str) -> None:
-        """Copy whatever the job's pods logged since their files' last lines."""
-        for replica, pod in self._pods(name).items():
-            self.archive(name, replica, pod)
+        """Copy whatever the job's pods logged since their files' last lines, oldest pods first."""
+        for pod in sorted(self._pods(name), key=created):
+            self.archive(name, pod.metadata.labels[REPLICA], pod)
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
@@ -595,6 +706,7 @@ class KubeBackend:
 
     # observation
     def cluster(self) -> dict:
+        engine, why = self.engine()
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
         pods = self._call(lambda: self.core.list_pod_for_all_namespaces(
             field_selector="status.phase!=Succeeded,status.phase!=Failed").items, "list pods")
@@ -604,6 +716,7 @@ class KubeBackend:
         claims = self._call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")
         return {
             "backend": self.name,
+            "engine": {"name": engine, "reason": why},
             "namespaces": [self.ns],
             "volumes": sorted(c.metadata.name for c in claims),
             "cpus": int(sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes)),
@@ -619,6 +732,140 @@ class KubeBackend:
 
 
 # pure helpers
+def engine_of(root: client.V1ConfigMap) -> str:
+    """The engine a job runs on (jobs made before engines existed ran on pods)."""
+    return (root.metadata.labels or {}).get(ENGINE, "pods")
+
+
+class Resource(dict):
+    """A custom resource as the API gives it (a dict), with the `metadata` attributes the Cache reads."""
+
+    @property
+    def metadata(self) -> SimpleNamespace:
+        meta = self["metadata"]
+        return SimpleNamespace(name=meta["name"], resource_version=meta.get("resourceVersion"),
+                               labels=meta.get("labels"), uid=meta.get("uid"))
+
+
+def created(obj) -> datetime:
+    return obj.metadata.creation_timestamp or datetime.min.replace(tzinfo=timezone.utc)
+
+
+def newest(pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
+    """Each replica's newest pod."""
+    return {p.metadata.labels[REPLICA]: p for p in sorted(pods, key=created)}
+
+
+def involved_replica(involved: str, job: str, replica_names) -> str | None:
+    """Whose an event is, from the name of the object it involves: "" for the job's own (its ConfigMap,
+    its JobSet), a replica's name for the replica's objects (<job>-<replica>, its Job <job>-<replica>-0,
+    their pods), None for another job's."""
+    if involved == job:
+        return ""
+    rest = involved[len(job) + 1:] if involved.startswith(job + "-") else ""
+    found = [r for r in replica_names if rest == r or rest.startswith(r + "-")]
+    return max(found, key=len) if found else None
+
+
+def condition(obj, kind: str):
+    """A Job's condition of type `kind` that holds, or None."""
+    return next((c for c in (obj.status.conditions or []) if c.type == kind and c.status == "True"), None) \
+        if obj is not None and obj.status else None
+
+
+def jobset_end(jobset: dict | None) -> tuple[str, str, str, float] | None:
+    """(Completed or Failed, reason, message, when) once the JobSet's controller ended it."""
+    for c in ((jobset or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] in ("Completed", "Failed") and c["status"] == "True":
+            when = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+            return c["type"], c.get("reason", ""), c.get("message", ""), when
+    return None
+
+
+def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V1Pod]) -> dict:
+    """A replica's state on the JobSet engine: its newest pod's, as its Job judges it (a failed pod the Job
+    replaces is a restart; a failed Job is the replica's end, its deadline's included)."""
+    pods = sorted(pods, key=created)
+    state = replica_state(recorded, pods[-1] if pods else None)
+    failed, complete = condition(job, "Failed"), condition(job, "Complete")
+    failures = (job.status.failed or 0) if job and job.status else 0
+    state["restarts"] = max(failures - 1, 0) if failed else failures
+    if pods and not state["started"]:
+        state["started"] = next((seconds(p.status.start_time) for p in pods if p.status.start_time), None)
+    if failed and (failed.reason == "DeadlineExceeded" or state["phase"] != str(Phase.FAILED)):
+        state.update(phase=str(Phase.FAILED), reason=failed.reason or "Failed", message=failed.message or "",
+                     finished=seconds(failed.last_transition_time) or time.time(),
+                     exit_code=state["exit_code"] if failed.reason != "DeadlineExceeded" else None)
+    elif complete and state["phase"] != str(Phase.SUCCEEDED):
+        state.update(phase=str(Phase.SUCCEEDED), reason="Completed", message="", exit_code=0,
+                     finished=seconds(complete.last_transition_time) or time.time())
+    elif not failed and state["phase"] == str(Phase.FAILED):  # its Job makes the next pod
+        state.update(phase=str(Phase.PENDING), reason="Restarting",
+                     message=f"restart {state['restarts']} after exit code {state['exit_code']}")
+    return state
+
+
+def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
+                 pods: list[client.V1Pod]) -> dict:
+    """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
+    decides when the job ends; policy.py's `decide` and `ending` say it as every backend does."""
+    spec, status = json.loads(root.data["spec.json"]), json.loads(root.data["status.json"])
+    run = current_run(root)
+    mine: dict[str, list] = {}
+    for pod in pods:
+        if int((pod.metadata.labels or {}).get(RUN, run)) == run:
+            mine.setdefault(pod.metadata.labels[REPLICA], []).append(pod)
+    states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
+              for name, recorded in status["replicas"].items()}
+    started = [s["started"] for s in states.values() if s["started"]]
+    # a replica whose pods are gone (the engine deletes a running replica's Job when the job ends) ran if the job did
+    replicas_ = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"],
+                         s["started"] is not None or (n not in mine and bool(started))) for n, s in states.items()]
+    status.update(replicas=states, started=min(started) if started else None)
+    end = jobset_end(jobset)
+    decision = decide(spec, replicas_)
+    if any(s["reason"] == "DeadlineExceeded" for s in states.values()):
+        decision = deadline_exceeded(spec)
+    if end and decision.phase.value != end[0].replace("Completed", "Succeeded") and time.time() - end[3] < SETTLING:
+        end = None  # what ended it (a pod, a Job) is still on its way through another watch
+    if end:
+        kind, reason, message, when = end
+        if kind == "Completed" and decision.phase != Phase.SUCCEEDED:
+            decision = Decision(Phase.SUCCEEDED, "Completed", message, 0)
+        elif kind == "Failed" and decision.phase != Phase.FAILED:
+            decision = Decision(Phase.FAILED, reason, message)
+        ending_ = ending(decision, replicas_, when)
+        for name, fields in ending_.replicas.items():
+            states[name].update(fields)
+        return {**status, **ending_.job}
+    if decision.phase in FINISHED:  # the controller has yet to act on it
+        decision = Decision(Phase.RUNNING)
+    status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
+    unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
+    if unschedulable:
+        status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+    return status
+
+
+def stopped_status(status: dict, job: JobRecord) -> dict:
+    """The status a stopped JobSet job keeps: its replicas as they were, the unfinished ones stopped."""
+    fields = ("phase", "reason", "message", "exit_code", "restarts", "started", "finished", "node")
+    states = {r["name"]: {k: cast(dict, r)[k] for k in fields} for r in job["replicas"]}
+    end = ending(STOP_REQUESTED, [Replica(r["role"], r["idx"], Phase(r["phase"]), r["exit_code"], r["restarts"],
+                                          r["started"] is not None) for r in job["replicas"]], time.time())
+    for name, fields_ in end.replicas.items():
+        states[name].update(fields_)
+    return {**status, **end.job, "replicas": states, "started": job["started"]}
+
+
+def deadline_left(spec: dict, status: dict) -> float | None:
+    """Seconds until a supervised job's deadline (counted from its start); None without one or before."""
+    deadline = spec["policy"].get("deadline_seconds")
+    if not deadline or not status["started"]:
+        return None
+    return max(0.0, status["started"] + deadline - time.time())
+
+
 def node_gpus(node: client.V1Node) -> int:
     return int((node.status.allocatable or {}).get(GPU, "0"))
 
@@ -697,10 +944,9 @@ def event_time(e: client.CoreV1Event) -> float | None:
     return seconds(e.last_timestamp or e.event_time or e.first_timestamp or e.metadata.creation_timestamp)
 
 
-def event_view(e: client.CoreV1Event, job: str) -> dict:
-    name = e.involved_object.name
+def event_view(e: client.CoreV1Event, job: str, replica_names) -> dict:
     return {"time": event_time(e), "type": e.type or "Normal", "reason": e.reason or "", "message": e.message or "",
-            "replica": name[len(job) + 1:] if name != job else ""}
+            "replica": involved_replica(e.involved_object.name, job, replica_names) or ""}
 
 
 def output_location(spec: dict, settings: Distrain) -> str:
@@ -789,9 +1035,25 @@ class Write:
             self.cache._answer(self, _GONE, None)
 
 
+def listers(api: client.ApiClient, namespace: str, jobset: bool) -> dict[str, Callable]:
+    """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and with
+    `jobset` their JobSets and Jobs."""
+    core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+    out: dict[str, Callable] = {
+        "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=SELECTOR, **kw),
+        "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=SELECTOR, **kw),
+        "events": lambda **kw: core.list_namespaced_event(namespace, **kw),
+    }
+    if jobset:
+        out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=SELECTOR, **kw)
+        out["jobsets"] = lambda **kw: custom.list_namespaced_custom_object(
+            JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", label_selector=SELECTOR, **kw)
+    return out
+
+
 class Cache:
-    """An informer: list, then watch the namespace's job ConfigMaps, pods and events, calling
-    `changed(job)` for every job a change touches.
+    """An informer: list, then watch each kind `listers` names (see `listers`), calling `changed(job)` for
+    every job a change touches.
 
     Each kind is listed once, then watched from the listing's resourceVersion. A watch that ends (the API
     server ends it after `watch_timeout`, the connection drops, an error after a backoff) resumes from the
@@ -810,25 +1072,26 @@ class Cache:
       listing brings what the listing lacks).
     """
 
-    KINDS = ("configmaps", "pods", "events")
-    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events"}
-    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event"}  # what the watch delivers
+    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events", "jobs": "Jobs", "jobsets": "JobSets"}
+    # what the watch delivers; a custom resource comes as a dict, made a Resource
+    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job", "jobsets": None}
 
-    def __init__(self, core: client.CoreV1Api, namespace: str, changed, log, watch_timeout: int = WATCH_TIMEOUT):
-        self.core, self.ns, self.changed, self.log = core, namespace, changed, log
+    def __init__(self, listers: dict[str, Callable], changed, log, watch_timeout: int = WATCH_TIMEOUT):
+        self.listers, self.changed, self.log = listers, changed, log
         self.watch_timeout = watch_timeout
-        self.objects: dict[str, dict[str, Any]] = {k: {} for k in self.KINDS}
-        self.versions: dict[str, str | None] = dict.fromkeys(self.KINDS)  # where each watch resumes; None: list
-        self.generation = dict.fromkeys(self.KINDS, 0)  # listings applied
-        self.awaited: dict[str, dict[str, Any]] = {k: {} for k in self.KINDS}  # name -> its answer's version
-        self.in_flight: dict[str, dict[str, list]] = {k: {} for k in self.KINDS}  # name -> [writes, versions seen]
-        self.ready = {k: threading.Event() for k in self.KINDS}
+        kinds = list(listers)
+        self.objects: dict[str, dict[str, Any]] = {k: {} for k in kinds}
+        self.versions: dict[str, str | None] = dict.fromkeys(kinds)  # where each watch resumes; None: list
+        self.generation = dict.fromkeys(kinds, 0)  # listings applied
+        self.awaited: dict[str, dict[str, Any]] = {k: {} for k in kinds}  # name -> its answer's version
+        self.in_flight: dict[str, dict[str, list]] = {k: {} for k in kinds}  # name -> [writes, versions seen]
+        self.ready = {k: threading.Event() for k in kinds}
         self.errors: dict[str, Exception] = {}  # the last failure of each kind's list or watch
         self.watches: dict[str, watch.Watch] = {}  # each kind's current watch, ended by stop()
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # held around dictionary operations only
         self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"distrain-watch-{k}")
-                        for k in self.KINDS]
+                        for k in kinds]
 
     def start(self) -> Cache:
         for t in self.threads:
@@ -898,13 +1161,6 @@ class Cache:
         else:
             self.objects[kind][name] = obj
 
-    def _lister(self, kind: str):
-        return {
-            "configmaps": lambda **kw: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR, **kw),
-            "pods": lambda **kw: self.core.list_namespaced_pod(self.ns, label_selector=SELECTOR, **kw),
-            "events": lambda **kw: self.core.list_namespaced_event(self.ns, **kw),
-        }[kind]
-
     def _job_of(self, kind: str, obj) -> str | None:
         """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
         if kind == "events":
@@ -914,7 +1170,7 @@ class Cache:
         return (obj.metadata.labels or {}).get(JOB)
 
     def _run(self, kind: str) -> None:
-        lister = self._lister(kind)
+        lister = self.listers[kind]
         failures = 0
         error: Exception
         while not self.stopping.is_set():
@@ -940,13 +1196,17 @@ class Cache:
 
     def _list(self, kind: str, lister) -> None:
         listing = lister()
+        if isinstance(listing, dict):  # custom resources
+            items, version = [Resource(o) for o in listing["items"]], listing["metadata"]["resourceVersion"]
+        else:
+            items, version = listing.items, listing.metadata.resource_version
         with self.lock:
             touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
-            self.objects[kind] = {o.metadata.name: o for o in listing.items}
-            touched |= {self._job_of(kind, o) for o in listing.items}
+            self.objects[kind] = {o.metadata.name: o for o in items}
+            touched |= {self._job_of(kind, o) for o in items}
             self.awaited[kind].clear()
             self.generation[kind] += 1
-            self.versions[kind] = listing.metadata.resource_version
+            self.versions[kind] = version
         self.errors.pop(kind, None)
         self.ready[kind].set()
         for job in touched - {None}:
@@ -966,7 +1226,8 @@ class Cache:
             if event["type"] == "BOOKMARK":  # no object, only how far the stream has come
                 self.versions[kind] = event["raw_object"]["metadata"]["resourceVersion"]
                 continue
-            job = self._deliver(kind, event["type"], event["object"])
+            obj = event["object"]
+            job = self._deliver(kind, event["type"], Resource(obj) if isinstance(obj, dict) else obj)
             if job:
                 self.changed(job)
 
@@ -1035,12 +1296,14 @@ class Controller:
         self.backend, self.log = backend, log
         self.queue = WorkQueue()
         self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
+        self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
         self.stopping = False
         self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
                         for i in range(self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        self.cache = backend.cache = Cache(backend.core, backend.ns, self.queue.add, log, watch_timeout)
+        self.cache = backend.cache = Cache(listers(backend.api, backend.ns, backend.has_jobset()), self.queue.add, log,
+                                           watch_timeout)
         self.cache.start()
 
     def _work(self) -> None:
@@ -1049,16 +1312,36 @@ class Controller:
                 roots = [cm for cm in self.cache.items("configmaps") if cm.metadata.name == name]
                 if roots:
                     pods = self.backend._pods(name)
-                    self.backend.reconcile(roots[0], pods)
+                    if engine_of(roots[0]) == "pods":
+                        job = self.backend.reconcile(roots[0], newest(pods))
+                        self._remind(name, job)
+                    else:  # the engine applies the policy; copy what ended pods logged
+                        for pod in sorted(pods, key=created):
+                            if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
+                                self.backend.archive(name, pod.metadata.labels[REPLICA], pod)
                     self._follow(name, pods)
             except Exception:
                 self.log.exception("reconciling job %s", name)
             finally:
                 self.queue.done(name)
 
-    def _follow(self, job: str, pods: dict[str, client.V1Pod]) -> None:
-        for replica, pod in pods.items():
-            uid = pod.metadata.uid
+    def _remind(self, name: str, job: JobRecord) -> None:
+        """Reconcile a running supervised job again at its deadline (no change in the cluster marks it)."""
+        status = {"started": job["started"]}
+        left = None if job["phase"] in FINISHED else deadline_left(job["spec"], status)
+        if left is not None and name not in self.reminders:
+            timer = threading.Timer(left + 0.1, self._reminded, (name,))
+            timer.daemon = True
+            self.reminders[name] = timer
+            timer.start()
+
+    def _reminded(self, name: str) -> None:
+        self.reminders.pop(name, None)
+        self.queue.add(name)
+
+    def _follow(self, job: str, pods: list[client.V1Pod]) -> None:
+        for pod in pods:
+            replica, uid = pod.metadata.labels[REPLICA], pod.metadata.uid
             if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers:
                 thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
                                           name=f"distrain-logs-{pod.metadata.name}")
@@ -1082,6 +1365,8 @@ class Controller:
 
     def stop(self) -> None:
         self.stopping = True
+        for timer in list(self.reminders.values()):
+            timer.cancel()
         self.cache.stop()
         self.queue.shut_down()
         for response in list(self.backend.streams):

@@ -1,10 +1,21 @@
-"""Kubernetes objects for a job, as plain dicts: pure functions of the spec and the settings
-(c.Distrain.*). No I/O.
+"""Kubernetes objects for a job, as plain dicts: pure functions of the spec, the settings
+(c.Distrain.*) and the engine that runs the job. No I/O.
 
-    ConfigMap <job>                 the job's root: its spec and cluster addresses; owns the rest
+    ConfigMap <job>                 the job's root: its spec, engine and cluster addresses; owns the rest
+
+engine "jobset": the cluster's JobSet controller enforces the lifecycle
+    JobSet    <job>                 one replicated job per replica (grouped by role: each replica's
+                                    environment is its own), its success policy the job's, each Job's
+                                    backoff limit and pod failure policy its restart policy, each Job's
+                                    active deadline the job's; the controller makes a headless Service
+                                    <job> giving pod <job>-<role>-<i>-0-0 a stable DNS name
+
+engine "pods": this Jupyter server supervises (backends/kube.py applies policy.py)
     Service   <job>-<role>-<i>      headless, one per replica, so each has a stable DNS name
-    Pod       <job>-<role>-<i>      one per replica: the code fetched by an init container at the
-                                    pinned commit, requirements installed, the command run
+    Pod       <job>-<role>-<i>      one per replica
+
+A replica's pod, whatever the engine: the code fetched by an init container at the pinned commit,
+requirements installed, the command run.
     Deployment, Service <job>-tensorboard
                                     with tensorboard.enabled: one TensorBoard reading the job's
                                     output volume (every replica a run); it stays until the job is deleted
@@ -17,15 +28,17 @@ import json
 import shlex
 from pathlib import Path
 
-from ..clusterenv import Dirs, replica_env
+from ..clusterenv import Dirs, replica_env, trainers
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
-from ..spec import gpus, render_command, replica_name, replicas
+from ..spec import chief, gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
-JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS = (f"{GROUP}/{k}" for k in ("job", "role", "index", "replica", "run",
-                                                                        "restarts"))
+JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE = (f"{GROUP}/{k}" for k in (
+    "job", "role", "index", "replica", "run", "restarts", "engine"))
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+SIGNALS = list(range(128, 256))  # exit codes of a process killed by a signal: what restart "exit-code" retries
 COMPONENT = "app.kubernetes.io/component"
 PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
 WORKSPACE = "/workspace"
@@ -41,12 +54,19 @@ def port(spec: dict) -> int:
     return PORTS.get(spec.get("framework", "python"), 2222)
 
 
-def addresses(spec: dict, namespace: str) -> dict[str, list[str]]:
-    """Each role's replica addresses: their Services' in-cluster DNS names."""
+def host(spec: dict, replica: str, namespace: str, engine: str) -> str:
+    """A replica's stable DNS name: its pod's hostname under the JobSet's Service, or its own Service."""
+    job = spec["name"]
+    if engine == "jobset":  # the JobSet's Job <job>-<replicated job>-0, whose one pod has index 0
+        return f"{object_name(job, replica)}-0-0.{job}.{namespace}.svc"
+    return f"{object_name(job, replica)}.{namespace}.svc"
+
+
+def addresses(spec: dict, namespace: str, engine: str) -> dict[str, list[str]]:
+    """Each role's replica addresses, in index order."""
     out: dict[str, list[str]] = {}
     for role, index in replicas(spec):
-        host = f"{object_name(spec['name'], replica_name(role, index))}.{namespace}.svc"
-        out.setdefault(role, []).append(f"{host}:{port(spec)}")
+        out.setdefault(role, []).append(f"{host(spec, replica_name(role, index), namespace, engine)}:{port(spec)}")
     return out
 
 
@@ -66,13 +86,14 @@ def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     return meta
 
 
-def root(spec: dict, settings: Distrain) -> dict:
+def root(spec: dict, settings: Distrain, engine: str) -> dict:
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": spec["name"], "namespace": settings.namespace, "labels": labels(spec["name"])},
+        "metadata": {"name": spec["name"], "namespace": settings.namespace,
+                     "labels": {**labels(spec["name"]), ENGINE: engine}},
         "data": {
             "spec.json": json.dumps(spec, sort_keys=True),
-            "cluster.json": json.dumps(addresses(spec, settings.namespace), sort_keys=True),
+            "cluster.json": json.dumps(addresses(spec, settings.namespace, engine), sort_keys=True),
         },
     }
 
@@ -97,13 +118,27 @@ def image(spec: dict, settings: Distrain) -> str:
 
 
 def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, restarts: int = 0, run: int = 1) -> dict:
-    """The replica's pod, labelled with the job's run it belongs to (its logs are archived there)."""
+    """The replica's pod (engine "pods"), labelled with the job's run it belongs to (its logs are archived
+    there)."""
+    name = replica_name(role, index)
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {**metadata(object_name(spec["name"], name), settings,
+                                {**labels(spec["name"], role, index), RUN: str(run)}, owner),
+                     "annotations": {RESTARTS: str(restarts)}},
+        "spec": {**pod_spec(spec, role, index, settings, addresses(spec, settings.namespace, "pods")),
+                 "hostname": object_name(spec["name"], name)},
+    }
+
+
+def pod_spec(spec: dict, role: str, index: int, settings: Distrain, addresses: dict[str, list[str]]) -> dict:
+    """The spec of replica `role`-`index`'s pod, whatever the engine."""
     name = replica_name(role, index)
     logdir = f"/output/{spec['tensorboard']['logdir']}/{name}"
     resume = spec.get("resume_from")
     dirs = Dirs(input="/input", output="/output", logdir=logdir,
                 resume_from=("/resume" if resume.startswith("job:") else resume) if resume else None)
-    env = replica_env(spec, addresses(spec, settings.namespace), role, index, dirs)
+    env = replica_env(spec, addresses, role, index, dirs)
     command = render_command(spec, {"job": spec["name"], "role": role, "index": str(index), "input": "/input",
                                     "output": "/output", "logdir": logdir})
     install = ("if [ -s requirements.txt ]; then python -m pip install --no-input --disable-pip-version-check"
@@ -119,21 +154,49 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, rest
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
     }
-    body = {
-        "restartPolicy": "Never",
-        "hostname": object_name(spec["name"], name),
-        "containers": [main],
-        "volumes": volumes,
-    }
+    body = {"restartPolicy": "Never", "containers": [main], "volumes": volumes}
     fetch = _fetch_code(spec, settings)
     if fetch:
         body["initContainers"] = [fetch]
+    return body
+
+
+def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
+    """The job as a JobSet (engine "jobset"): the cluster's controller then enforces policy.py's rules.
+
+    - success: the JobSet completes when the chief (master, or worker 0) succeeds, or with
+      `all-workers` when every trainer does; the controller then deletes the Jobs still running.
+    - failure: a replica's Job fails once its pod failed `max_restarts` + 1 times (`never`: once); with
+      `exit-code`, at once unless the main container was killed by a signal (exit code 128-255); a
+      failed Job fails the JobSet, which deletes the rest.
+    - deadline: every Job's activeDeadlineSeconds (counted from its start, so from admission when queued).
+    """
+    job, policy = spec["name"], spec["policy"]
+    if policy["success"] == "all-workers":
+        success = {"operator": "All", "targetReplicatedJobs": [replica_name(r, i) for r, i in trainers(spec)]}
+    else:
+        success = {"operator": "Any", "targetReplicatedJobs": [replica_name(*chief(spec))]}
+    where = addresses(spec, settings.namespace, "jobset")
+    replicated = []
+    for role, index in replicas(spec):
+        pod_labels = {**labels(job, role, index), RUN: str(run)}
+        job_spec: dict = {
+            "parallelism": 1, "completions": 1, "completionMode": "Indexed",
+            "backoffLimit": 0 if policy["restart"] == "never" else policy["max_restarts"],
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(spec, role, index, settings, where)},
+        }
+        if policy["restart"] == "exit-code":
+            job_spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {
+                "containerName": "main", "operator": "NotIn", "values": SIGNALS}}]}
+        if policy.get("deadline_seconds"):
+            job_spec["activeDeadlineSeconds"] = policy["deadline_seconds"]
+        replicated.append({"name": replica_name(role, index), "groupName": role, "replicas": 1,
+                           "template": {"metadata": {"labels": pod_labels}, "spec": job_spec}})
     return {
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {**metadata(object_name(spec["name"], name), settings,
-                                {**labels(spec["name"], role, index), RUN: str(run)}, owner),
-                     "annotations": {RESTARTS: str(restarts)}},
-        "spec": body,
+        "apiVersion": JOBSET_API, "kind": "JobSet",
+        "metadata": metadata(job, settings, {**labels(job), RUN: str(run)}, owner),
+        "spec": {"replicatedJobs": replicated, "successPolicy": success, "failurePolicy": {"maxRestarts": 0},
+                 "network": {"enableDNSHostnames": True, "subdomain": job, "publishNotReadyAddresses": True}},
     }
 
 
@@ -222,10 +285,17 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     ]
 
 
-def render(spec: dict, settings: Distrain) -> list[dict]:
-    """Every object of the job, the ConfigMap first (the others are owned by it once it exists)."""
-    owner = root(spec, settings)
-    objects = [owner]
+def workload(spec: dict, settings: Distrain, owner: dict, engine: str, run: int = 1) -> list[dict]:
+    """What runs the job's replicas on `engine`."""
+    if engine == "jobset":
+        return [jobset(spec, settings, owner, run)]
+    objects = []
     for role, index in replicas(spec):
-        objects += [service(spec, role, index, settings, owner), pod(spec, role, index, settings, owner)]
-    return objects + tensorboard(spec, settings, owner)
+        objects += [service(spec, role, index, settings, owner), pod(spec, role, index, settings, owner, run=run)]
+    return objects
+
+
+def render(spec: dict, settings: Distrain, engine: str) -> list[dict]:
+    """Every object of the job, the ConfigMap first (the others are owned by it once it exists)."""
+    owner = root(spec, settings, engine)
+    return [owner, *workload(spec, settings, owner, engine), *tensorboard(spec, settings, owner)]

@@ -24,7 +24,8 @@ from pathlib import Path
 from .. import code as code_
 from ..clusterenv import Dirs, replica_env
 from ..logs import LogWriter, pump
-from ..policy import FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, decide, ending, restart_event
+from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
+                      restart_event)
 from ..spec import gpus, render_command, replica_name, replicas
 from . import procs
 from .local import STOP_GRACE_SECONDS, LocalBackend
@@ -232,8 +233,7 @@ class Supervisor:
             if stop in done:
                 return STOP_REQUESTED
             if not done:
-                return Decision(Phase.FAILED, "DeadlineExceeded",
-                                f"the job ran longer than {self.spec['policy']['deadline_seconds']} s")
+                return deadline_exceeded(self.spec)
             for task in done:
                 await self.record_exit(exits[task])
             decision = decide(self.spec, list(self.states.values()))

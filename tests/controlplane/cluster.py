@@ -1,5 +1,7 @@
 """A real Kubernetes control plane on loopback, for tests: etcd, kube-apiserver,
-kube-controller-manager, kube-scheduler, and kwok simulating the nodes and the pods' lives.
+kube-controller-manager, kube-scheduler, kwok simulating the nodes and the pods' lives, and the
+in-cluster training engine JobSet (its controller and its admission webhooks, served on loopback with
+this control plane's certificate).
 
 Built by build.sh from pinned Go modules. Pods never run a container: kwok moves them from
 Pending to Running once scheduled, and to Succeeded or Failed when a test sets the annotation
@@ -11,6 +13,7 @@ pod's command here serves it, and the API server's service proxy reaches it.
 
 from __future__ import annotations
 
+import base64
 import os
 import shutil
 import signal
@@ -179,6 +182,7 @@ class ControlPlane:
                         "--root-ca-file", str(self.dir / "ca.crt"), "--node-monitor-grace-period=60s")
             self._spawn("kube-scheduler", "--kubeconfig", admin, "--leader-elect=false", "--secure-port=0")
             self._start_kwok()
+            self._start_jobset()
         except BaseException:
             self.stop()
             raise
@@ -202,10 +206,11 @@ class ControlPlane:
             f"{self.tokens[RESTRICTED]},{RESTRICTED},uid-restricted\n"
         )
 
-    def _spawn(self, name: str, *args: str) -> subprocess.Popen:
+    def _spawn(self, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
         log = open(self.dir / "logs" / f"{name}.log", "wb")
         process = subprocess.Popen([str(BIN / name), *args], stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True)
+                                   stdin=subprocess.DEVNULL, start_new_session=True,
+                                   env={**os.environ, **(env or {})})
         log.close()
         self.processes[name] = process
         return process
@@ -278,11 +283,79 @@ class ControlPlane:
                     "--tls-private-key-file", str(self.dir / "serving.key"), "--node-lease-duration-seconds=40")
 
     def _logs_crd_established(self) -> bool:
+        return self._crd_established("logs.kwok.x-k8s.io")
+
+    def _crd_established(self, name: str) -> bool:
         from kubernetes import client
 
         with self.client() as api:
-            crd = client.ApiextensionsV1Api(api).read_custom_resource_definition("logs.kwok.x-k8s.io")
+            crd = client.ApiextensionsV1Api(api).read_custom_resource_definition(name)
         return any(c.type == "Established" and c.status == "True" for c in crd.status.conditions or [])
+
+    def _start_jobset(self) -> None:
+        """The JobSet CRD, its controller, and its webhooks (defaulting and validating JobSets, and the
+        pods of JobSets) registered at the controller's loopback address."""
+        self.create(yaml.safe_load((BIN / "crds" / "jobset.x-k8s.io_jobsets.yaml").read_text()))
+        self._wait("kube-apiserver", lambda: self._crd_established("jobsets.jobset.x-k8s.io"))
+        port, certs = free_port(), self.dir / "jobset-certs"
+        certs.mkdir()
+        shutil.copy(self.dir / "serving.crt", certs / "tls.crt")
+        shutil.copy(self.dir / "serving.key", certs / "tls.key")
+        config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+                  "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+                  "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
+                  "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"}}
+        (self.dir / "jobset.yaml").write_text(yaml.safe_dump(config))
+        self._spawn("jobset", "--config", str(self.dir / "jobset.yaml"),
+                    env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
+        self._register_webhooks("jobset", f"https://127.0.0.1:{port}", [
+            ("mutating", "mjobset.kb.io", "/mutate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io", "jobsets",
+             ["CREATE"], None),
+            ("mutating", "mpod.kb.io", "/mutate--v1-pod", "", "pods", ["CREATE"], "jobset.sigs.k8s.io/jobset-name"),
+            ("validating", "vjobset.kb.io", "/validate-jobset-x-k8s-io-v1alpha2-jobset", "jobset.x-k8s.io",
+             "jobsets", ["CREATE", "UPDATE"], None),
+            ("validating", "vpod.kb.io", "/validate--v1-pod", "", "pods", ["CREATE"], "jobset.sigs.k8s.io/jobset-name"),
+        ])
+        probe = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+                 "metadata": {"name": "probe", "namespace": "default"},
+                 "spec": {"replicatedJobs": [{"name": "r", "template": {"spec": {"template": {"spec": {
+                     "containers": [{"name": "c", "image": "busybox"}]}}}}}]}}
+        self._wait("jobset", lambda: self._dry_run_accepted(probe))
+
+    def _register_webhooks(self, name: str, url: str, hooks: list[tuple]) -> None:
+        """Admission webhooks at `url`: (mutating|validating, name, path, API group, resource, operations,
+        a label the objects must have or None)."""
+        from kubernetes import client
+
+        ca = base64.b64encode((self.dir / "ca.crt").read_bytes()).decode()
+        configs: dict[str, list[dict]] = {"mutating": [], "validating": []}
+        for kind, hook, path, group, resource, operations, label in hooks:
+            configs[kind].append({
+                "name": hook, "admissionReviewVersions": ["v1"], "sideEffects": "None", "failurePolicy": "Fail",
+                "clientConfig": {"url": url + path, "caBundle": ca},
+                "rules": [{"apiGroups": [group], "apiVersions": ["*"], "operations": operations,
+                           "resources": [resource]}],
+                **({"objectSelector": {"matchExpressions": [{"key": label, "operator": "Exists"}]}} if label else {}),
+            })
+        with self.client() as api:
+            admission = client.AdmissionregistrationV1Api(api)
+            admission.create_mutating_webhook_configuration(
+                {"metadata": {"name": f"{name}-mutating"}, "webhooks": configs["mutating"]})
+            admission.create_validating_webhook_configuration(
+                {"metadata": {"name": f"{name}-validating"}, "webhooks": configs["validating"]})
+
+    def _dry_run_accepted(self, obj: dict) -> bool:
+        from kubernetes import client
+        from kubernetes.client.exceptions import ApiException
+
+        group, _, version = obj["apiVersion"].rpartition("/")
+        with self.client() as api:
+            try:
+                client.CustomObjectsApi(api).create_namespaced_custom_object(
+                    group, version, obj["metadata"]["namespace"], obj["kind"].lower() + "s", obj, dry_run="All")
+                return True
+            except ApiException:
+                return False  # the webhook does not answer yet
 
     # what tests use
     def client(self, user: str = ADMIN):
