@@ -27,7 +27,8 @@ from kubernetes import client
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
-from jupyter_distrain.backends.kube import Cache, Controller, KubeBackend, KubeError, WorkQueue, listers
+from jupyter_distrain.backends.kube import Controller, KubeBackend
+from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
 
@@ -336,6 +337,35 @@ def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(contro
     wait(lambda: not running(admin, "survivor"), "nothing runs")
     second.delete("survivor")
     second.close()
+
+
+def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_path):
+    from controlplane.cluster import ControlPlane
+
+    bare = ControlPlane(tmp_path / "bare", engines=False)
+    bare.start()
+    try:
+        bare.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        bare.add_node("cpu-0")
+        bare.wait_nodes_ready(1)
+        with bare.client(ADMIN) as api:
+            wanted = KubeBackend(settings(tmp_path / "home", engine="jobset"), api)
+            with pytest.raises(KubeError, match="kubernetes_engine is 'jobset' but the cluster does not serve "
+                                                "jobset.x-k8s.io/v1alpha2"):
+                wanted.submit(tf_spec("nowhere"))
+            assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+            kube = KubeBackend(settings(tmp_path / "home"), api)
+            assert kube.cluster()["engine"] == {"name": "pods", "reason": "the cluster does not serve JobSet: jobs are "
+                                                "supervised by the Jupyter server (the cluster has no JobSet): while no "
+                                                "server or following CLI runs, nothing ends the job's other replicas, "
+                                                "restarts a failed one or enforces its deadline"}
+            job = kube.submit(tf_spec("fallback", workers=1, output={"host_path": str(tmp_path)}))
+            assert job["engine"] == "pods" and "supervised by the Jupyter server" in job["supervision"]
+            submitted = next(e for e in job["events"] if e["reason"] == "Submitted")
+            assert "engine pods: the cluster does not serve JobSet" in submitted["message"]
+            kube.delete("fallback")
+    finally:
+        bare.stop()
 
 
 def test_the_restricted_token_is_refused_clearly_outside_its_namespace(control_plane, tmp_path):

@@ -22,71 +22,53 @@ call reads the cluster (and applies the policy once). Logs are copied from the p
 under the storage root as they are written, so they remain readable after the pods are gone:
 <root>/kubernetes/<namespace>/<job>/logs/<run>/<replica>.log, each pod's into the directory of the run its
 label names.
+
+Beside it: manifests.py renders the objects per engine, kube_state.py reads a job's state from them,
+kube_watch.py watches the namespace, kube_logs.py appends pods/log lines to the log files.
 """
 
 from __future__ import annotations
 
 import base64
 import builtins  # `list` is also a method name below
-import fcntl
 import json
 import logging
 import os
 import shutil
 import threading
 import time
-from collections import deque
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator, cast
 
-from kubernetes import client, config, watch
+from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from .. import logs
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..logs import LogLine
-from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
+from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_exceeded, decide, ending,
                       restart_event, run_ended)
 from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
-from .manifests import ENGINE, JOB, JOBSET_API, MANAGED, REPLICA, RESTARTS, RUN, object_name
+from .kube_logs import append, last_stamp, seconds_since
+from .kube_state import (GPU, created, current_run, deadline_left, engine_of, event_time, event_view,
+                         involved_replica, jobset_state, new_status, newest, node_gpus, replica_key, replica_state,
+                         seconds, stopped_status)
+from .kube_watch import (JOBSET_GROUP, JOBSET_VERSION, SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue,
+                         Write, api_error, listers)
+from .manifests import JOB, MANAGED, REPLICA, RUN, object_name
 
 if TYPE_CHECKING:
     from ..config import Distrain
 
-SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
-GPU = "nvidia.com/gpu"
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
                "Deployment": ("apps", "deployment")}  # the built-in kinds a job is made of: their API and resource
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets"}  # the kinds written here that the Cache holds
-JOBSET_GROUP, JOBSET_VERSION = JOBSET_API.split("/")
-SETTLING = 5  # seconds the objects that explain a JobSet's end may lag behind it in the cache
 SUPERVISED = ("supervised by the Jupyter server (the cluster has no JobSet): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
-
-
-class KubeError(DistrainError):
-    """The cluster refused a request; the message names the API call and the cluster's reason."""
-
-    status = 502
-
-
-def api_error(e: ApiException, what: str) -> KubeError:
-    try:
-        detail = json.loads(e.body).get("message", e.reason)
-    except (TypeError, ValueError):
-        detail = e.reason
-    error = KubeError(f"Kubernetes refused to {what}: {detail}")
-    error.status = 403 if e.status == 403 else 502 if e.status >= 500 else 400
-    return error
-
-
-def seconds(t: datetime | None) -> float | None:
-    return t.timestamp() if t else None
 
 
 def in_cluster(kubeconfig: str | None = None) -> bool:
@@ -731,224 +713,6 @@ class KubeBackend:
                  "gpu_memory_mib": None, "gpu_utilization": None} for r in self.get(name, events=0)["replicas"]]
 
 
-# pure helpers
-def engine_of(root: client.V1ConfigMap) -> str:
-    """The engine a job runs on (jobs made before engines existed ran on pods)."""
-    return (root.metadata.labels or {}).get(ENGINE, "pods")
-
-
-class Resource(dict):
-    """A custom resource as the API gives it (a dict), with the `metadata` attributes the Cache reads."""
-
-    @property
-    def metadata(self) -> SimpleNamespace:
-        meta = self["metadata"]
-        return SimpleNamespace(name=meta["name"], resource_version=meta.get("resourceVersion"),
-                               labels=meta.get("labels"), uid=meta.get("uid"))
-
-
-def created(obj) -> datetime:
-    return obj.metadata.creation_timestamp or datetime.min.replace(tzinfo=timezone.utc)
-
-
-def newest(pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
-    """Each replica's newest pod."""
-    return {p.metadata.labels[REPLICA]: p for p in sorted(pods, key=created)}
-
-
-def involved_replica(involved: str, job: str, replica_names) -> str | None:
-    """Whose an event is, from the name of the object it involves: "" for the job's own (its ConfigMap,
-    its JobSet), a replica's name for the replica's objects (<job>-<replica>, its Job <job>-<replica>-0,
-    their pods), None for another job's."""
-    if involved == job:
-        return ""
-    rest = involved[len(job) + 1:] if involved.startswith(job + "-") else ""
-    found = [r for r in replica_names if rest == r or rest.startswith(r + "-")]
-    return max(found, key=len) if found else None
-
-
-def condition(obj, kind: str):
-    """A Job's condition of type `kind` that holds, or None."""
-    return next((c for c in (obj.status.conditions or []) if c.type == kind and c.status == "True"), None) \
-        if obj is not None and obj.status else None
-
-
-def jobset_end(jobset: dict | None) -> tuple[str, str, str, float] | None:
-    """(Completed or Failed, reason, message, when) once the JobSet's controller ended it."""
-    for c in ((jobset or {}).get("status") or {}).get("conditions") or []:
-        if c["type"] in ("Completed", "Failed") and c["status"] == "True":
-            when = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
-            return c["type"], c.get("reason", ""), c.get("message", ""), when
-    return None
-
-
-def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V1Pod]) -> dict:
-    """A replica's state on the JobSet engine: its newest pod's, as its Job judges it (a failed pod the Job
-    replaces is a restart; a failed Job is the replica's end, its deadline's included)."""
-    pods = sorted(pods, key=created)
-    state = replica_state(recorded, pods[-1] if pods else None)
-    failed, complete = condition(job, "Failed"), condition(job, "Complete")
-    failures = (job.status.failed or 0) if job and job.status else 0
-    state["restarts"] = max(failures - 1, 0) if failed else failures
-    if pods and not state["started"]:
-        state["started"] = next((seconds(p.status.start_time) for p in pods if p.status.start_time), None)
-    if failed and (failed.reason == "DeadlineExceeded" or state["phase"] != str(Phase.FAILED)):
-        state.update(phase=str(Phase.FAILED), reason=failed.reason or "Failed", message=failed.message or "",
-                     finished=seconds(failed.last_transition_time) or time.time(),
-                     exit_code=state["exit_code"] if failed.reason != "DeadlineExceeded" else None)
-    elif complete and state["phase"] != str(Phase.SUCCEEDED):
-        state.update(phase=str(Phase.SUCCEEDED), reason="Completed", message="", exit_code=0,
-                     finished=seconds(complete.last_transition_time) or time.time())
-    elif not failed and state["phase"] == str(Phase.FAILED):  # its Job makes the next pod
-        state.update(phase=str(Phase.PENDING), reason="Restarting",
-                     message=f"restart {state['restarts']} after exit code {state['exit_code']}")
-    return state
-
-
-def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
-                 pods: list[client.V1Pod]) -> dict:
-    """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
-    decides when the job ends; policy.py's `decide` and `ending` say it as every backend does."""
-    spec, status = json.loads(root.data["spec.json"]), json.loads(root.data["status.json"])
-    run = current_run(root)
-    mine: dict[str, list] = {}
-    for pod in pods:
-        if int((pod.metadata.labels or {}).get(RUN, run)) == run:
-            mine.setdefault(pod.metadata.labels[REPLICA], []).append(pod)
-    states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
-              for name, recorded in status["replicas"].items()}
-    started = [s["started"] for s in states.values() if s["started"]]
-    # a replica whose pods are gone (the engine deletes a running replica's Job when the job ends) ran if the job did
-    replicas_ = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"],
-                         s["started"] is not None or (n not in mine and bool(started))) for n, s in states.items()]
-    status.update(replicas=states, started=min(started) if started else None)
-    end = jobset_end(jobset)
-    decision = decide(spec, replicas_)
-    if any(s["reason"] == "DeadlineExceeded" for s in states.values()):
-        decision = deadline_exceeded(spec)
-    if end and decision.phase.value != end[0].replace("Completed", "Succeeded") and time.time() - end[3] < SETTLING:
-        end = None  # what ended it (a pod, a Job) is still on its way through another watch
-    if end:
-        kind, reason, message, when = end
-        if kind == "Completed" and decision.phase != Phase.SUCCEEDED:
-            decision = Decision(Phase.SUCCEEDED, "Completed", message, 0)
-        elif kind == "Failed" and decision.phase != Phase.FAILED:
-            decision = Decision(Phase.FAILED, reason, message)
-        ending_ = ending(decision, replicas_, when)
-        for name, fields in ending_.replicas.items():
-            states[name].update(fields)
-        return {**status, **ending_.job}
-    if decision.phase in FINISHED:  # the controller has yet to act on it
-        decision = Decision(Phase.RUNNING)
-    status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
-    unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
-    if unschedulable:
-        status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
-    return status
-
-
-def stopped_status(status: dict, job: JobRecord) -> dict:
-    """The status a stopped JobSet job keeps: its replicas as they were, the unfinished ones stopped."""
-    fields = ("phase", "reason", "message", "exit_code", "restarts", "started", "finished", "node")
-    states = {r["name"]: {k: cast(dict, r)[k] for k in fields} for r in job["replicas"]}
-    end = ending(STOP_REQUESTED, [Replica(r["role"], r["idx"], Phase(r["phase"]), r["exit_code"], r["restarts"],
-                                          r["started"] is not None) for r in job["replicas"]], time.time())
-    for name, fields_ in end.replicas.items():
-        states[name].update(fields_)
-    return {**status, **end.job, "replicas": states, "started": job["started"]}
-
-
-def deadline_left(spec: dict, status: dict) -> float | None:
-    """Seconds until a supervised job's deadline (counted from its start); None without one or before."""
-    deadline = spec["policy"].get("deadline_seconds")
-    if not deadline or not status["started"]:
-        return None
-    return max(0.0, status["started"] + deadline - time.time())
-
-
-def node_gpus(node: client.V1Node) -> int:
-    return int((node.status.allocatable or {}).get(GPU, "0"))
-
-
-def current_run(root: client.V1ConfigMap) -> int:
-    """The job's run: 1, then one more per restart."""
-    return json.loads(root.data["status.json"]).get("run", 1)
-
-
-def new_status(spec: dict) -> dict:
-    return {
-        "phase": str(Phase.PENDING), "reason": "Created", "message": "", "exit_code": None, "run": 1,
-        "started": None, "finished": None, "stop_requested": False,
-        "replicas": {replica_name(r, i): {"phase": str(Phase.PENDING), "reason": "", "message": "", "exit_code": None,
-                                          "restarts": 0, "started": None, "finished": None, "node": None}
-                     for r, i in replicas(spec)},
-    }
-
-
-def replica_key(name: str) -> tuple[str, int]:
-    role, _, index = name.rpartition("-")
-    return role, int(index)
-
-
-def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
-    """A replica's state from its pod, or from the record when the pod is gone."""
-    state = dict(recorded)
-    if pod is None:
-        if recorded["phase"] == str(Phase.RUNNING):
-            state.update(phase=str(Phase.LOST), reason="PodDeleted", message="its pod was deleted",
-                         finished=time.time())
-        return state
-    state["restarts"] = int((pod.metadata.annotations or {}).get(RESTARTS, recorded["restarts"]))
-    state["node"] = pod.spec.node_name
-    status = pod.status
-    main = next((c for c in status.container_statuses or [] if c.name == "main"), None)
-    if status.phase == "Pending":
-        state.update(phase=str(Phase.PENDING), **pending_reason(pod))
-    elif status.phase == "Running":
-        running = main.state.running if main and main.state else None
-        state.update(phase=str(Phase.RUNNING), reason="", message="",
-                     started=seconds(running.started_at) if running and running.started_at else
-                     (recorded["started"] or time.time()))
-    elif status.phase in ("Succeeded", "Failed"):
-        end = terminated(pod)
-        code = end.exit_code if end else (0 if status.phase == "Succeeded" else 1)
-        state.update(phase=str(Phase.SUCCEEDED if code == 0 else Phase.FAILED), exit_code=code,
-                     reason=(end.reason if end and end.reason else ("Completed" if code == 0 else "Error")),
-                     message=(end.message or "") if end else "", started=state["started"] or seconds(status.start_time),
-                     finished=seconds(end.finished_at) if end and end.finished_at else time.time())
-    return state
-
-
-def terminated(pod: client.V1Pod):
-    """The termination that ended the pod: a failed init container's, else the main container's."""
-    for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
-        end = c.state.terminated if c.state else None
-        if end and (end.exit_code or c.name == "main"):
-            return end
-    return None
-
-
-def pending_reason(pod: client.V1Pod) -> dict:
-    """Why a pod is pending: the scheduler's message, an image or init problem, or starting."""
-    for condition in pod.status.conditions or []:
-        if condition.type == "PodScheduled" and condition.status == "False":
-            return {"reason": condition.reason or "Unschedulable", "message": condition.message or ""}
-    for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
-        waiting = c.state.waiting if c.state else None
-        if waiting and waiting.reason not in (None, "PodInitializing", "ContainerCreating"):
-            return {"reason": waiting.reason, "message": waiting.message or ""}
-    return {"reason": "Starting" if pod.spec.node_name else "Scheduling", "message": ""}
-
-
-def event_time(e: client.CoreV1Event) -> float | None:
-    return seconds(e.last_timestamp or e.event_time or e.first_timestamp or e.metadata.creation_timestamp)
-
-
-def event_view(e: client.CoreV1Event, job: str, replica_names) -> dict:
-    return {"time": event_time(e), "type": e.type or "Normal", "reason": e.reason or "", "message": e.message or "",
-            "replica": involved_replica(e.involved_object.name, job, replica_names) or ""}
-
-
 def output_location(spec: dict, settings: Distrain) -> str:
     source = spec.get("output", {"volume": settings.output_claim})
     if "host_path" in source:
@@ -964,325 +728,6 @@ def quantity(value: str) -> float:
         if value.endswith(suffix):
             return float(value[:-len(suffix)]) * suffixes[suffix]
     return float(value)
-
-
-def stamp(k8s_time: bytes) -> str:
-    """A pods/log timestamp (RFC 3339, nanoseconds) in the log files' format (microseconds)."""
-    text = k8s_time.decode()
-    whole, _, fraction = text.rstrip("Z").partition(".")
-    return f"{whole}.{(fraction + '000000')[:6]}Z"
-
-
-def seconds_since(log_stamp: str) -> int:
-    """Whole seconds back to a log timestamp, rounded up: pods/log's `sinceSeconds` (lines already
-    copied that come again are dropped by `append`)."""
-    moment = datetime.fromisoformat(log_stamp.replace("Z", "+00:00"))
-    return max(1, int(time.time() - moment.timestamp()) + 2)
-
-
-def last_lines(path: Path, count: int = 100) -> list[bytes]:
-    if not path.exists():
-        return []
-    with open(path, "rb") as f:
-        f.seek(logs.tail_offset(path, count))
-        return f.read().splitlines()
-
-
-def last_stamp(path: Path) -> str | None:
-    lines = last_lines(path, 1)
-    return lines[-1][:logs.STAMP_LEN].decode() if lines else None
-
-
-def append(path: Path, raw_lines: list[bytes]) -> None:
-    """Append pods/log lines not yet in the file: newer than its last line, or as old but not among the
-    lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe. The directory is
-    made only for lines: a pod that logged nothing never brings back the directory of a deleted job."""
-    if not raw_lines:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "ab") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        tail = last_lines(path)
-        last = tail[-1][:logs.STAMP_LEN].decode() if tail else ""
-        seen = {line for line in tail if line.startswith(last.encode())}
-        out = []
-        for raw in raw_lines:
-            when, _, text = raw.partition(b" ")
-            line = stamp(when).encode() + b" " + text.rstrip(b"\r")[:logs.MAX_LINE]
-            if line[:logs.STAMP_LEN].decode() > last or (line[:logs.STAMP_LEN].decode() == last and line not in seen):
-                out.append(line + b"\n")
-                seen.add(line)
-        f.write(b"".join(out))
-
-
-WATCH_TIMEOUT = 300  # seconds the API server lets a watch run; it then resumes where it was
-_GONE = object()  # a write's answer and a watch's note that the object was deleted
-
-
-class Write:
-    """One write of this process to a cached object: `put` the API server's answer, or `forget` the
-    object once deleted, by `Cache`'s rule (without a cache, both do nothing)."""
-
-    def __init__(self, cache: Cache | None, kind: str, name: str, generation: int = 0):
-        self.cache, self.kind, self.name, self.generation = cache, kind, name, generation
-
-    def put(self, obj) -> None:
-        if self.cache:
-            self.cache._answer(self, obj.metadata.resource_version, obj)
-
-    def forget(self) -> None:
-        if self.cache:
-            self.cache._answer(self, _GONE, None)
-
-
-def listers(api: client.ApiClient, namespace: str, jobset: bool) -> dict[str, Callable]:
-    """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and with
-    `jobset` their JobSets and Jobs."""
-    core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
-    out: dict[str, Callable] = {
-        "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=SELECTOR, **kw),
-        "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=SELECTOR, **kw),
-        "events": lambda **kw: core.list_namespaced_event(namespace, **kw),
-    }
-    if jobset:
-        out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=SELECTOR, **kw)
-        out["jobsets"] = lambda **kw: custom.list_namespaced_custom_object(
-            JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", label_selector=SELECTOR, **kw)
-    return out
-
-
-class Cache:
-    """An informer: list, then watch each kind `listers` names (see `listers`), calling `changed(job)` for
-    every job a change touches.
-
-    Each kind is listed once, then watched from the listing's resourceVersion. A watch that ends (the API
-    server ends it after `watch_timeout`, the connection drops, an error after a backoff) resumes from the
-    last resourceVersion it delivered, bookmarks included; only 410 Gone (that version has left the API
-    server's window) lists again.
-
-    resourceVersions are opaque: only equality means anything. The watch is the ordered truth, and this
-    process reads its own writes at once by one rule:
-    - a write runs in `writing(kind, name)`; while it is in flight, the watch notes the versions it
-      delivers for that name;
-    - its answer (`Write.put`, `Write.forget`) is dropped if the watch already delivered it: the cache holds
-      it or later. Otherwise the answer is shown, and the watch's events for that name are skipped until the
-      one with its version (for a deletion, its DELETED event): they come before it in the stream;
-    - a listing replaces everything and forgets the answers awaiting their event (a listing asked for after
-      a write shows it or later); a write in flight across a listing drops its answer (the watch from the
-      listing brings what the listing lacks).
-    """
-
-    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events", "jobs": "Jobs", "jobsets": "JobSets"}
-    # what the watch delivers; a custom resource comes as a dict, made a Resource
-    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job", "jobsets": None}
-
-    def __init__(self, listers: dict[str, Callable], changed, log, watch_timeout: int = WATCH_TIMEOUT):
-        self.listers, self.changed, self.log = listers, changed, log
-        self.watch_timeout = watch_timeout
-        kinds = list(listers)
-        self.objects: dict[str, dict[str, Any]] = {k: {} for k in kinds}
-        self.versions: dict[str, str | None] = dict.fromkeys(kinds)  # where each watch resumes; None: list
-        self.generation = dict.fromkeys(kinds, 0)  # listings applied
-        self.awaited: dict[str, dict[str, Any]] = {k: {} for k in kinds}  # name -> its answer's version
-        self.in_flight: dict[str, dict[str, list]] = {k: {} for k in kinds}  # name -> [writes, versions seen]
-        self.ready = {k: threading.Event() for k in kinds}
-        self.errors: dict[str, Exception] = {}  # the last failure of each kind's list or watch
-        self.watches: dict[str, watch.Watch] = {}  # each kind's current watch, ended by stop()
-        self.stopping = threading.Event()
-        self.lock = threading.Lock()  # held around dictionary operations only
-        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"distrain-watch-{k}")
-                        for k in kinds]
-
-    def start(self) -> Cache:
-        for t in self.threads:
-            t.start()
-        return self
-
-    def items(self, kind: str) -> list:
-        """The cached objects; until the first listing, its failure if it failed (e.g. Forbidden)."""
-        deadline = time.monotonic() + 30
-        while not self.ready[kind].wait(0.05):
-            error = self.errors.get(kind)
-            if isinstance(error, ApiException):
-                raise api_error(error, f"list {self.WHAT[kind]}")
-            if error or time.monotonic() > deadline:
-                raise KubeError(f"cannot reach Kubernetes to list {self.WHAT[kind]}: {error or 'no answer in 30 s'}")
-        with self.lock:
-            return list(self.objects[kind].values())
-
-    # this process's writes
-    @contextmanager
-    def writing(self, kind: str, name: str) -> Iterator[Write]:
-        """Bracket a write to object `name` of `kind`: the API call, then the `Write`'s answer."""
-        with self.lock:
-            self.in_flight[kind].setdefault(name, [0, set()])[0] += 1
-            write = Write(self, kind, name, self.generation[kind])
-        try:
-            yield write
-        finally:
-            with self.lock:
-                entry = self.in_flight[kind][name]
-                entry[0] -= 1
-                if not entry[0]:
-                    del self.in_flight[kind][name]
-
-    def _answer(self, write: Write, version, obj) -> None:
-        kind, name = write.kind, write.name
-        with self.lock:
-            if write.generation != self.generation[kind] or version in self.in_flight[kind][name][1]:
-                return
-            if obj is None:
-                self.objects[kind].pop(name, None)
-            else:
-                self.objects[kind][name] = obj
-            self.awaited[kind][name] = version
-
-    # the watch
-    def _deliver(self, kind: str, type_: str, obj) -> str | None:
-        """Apply one watch event; the job it touches."""
-        with self.lock:
-            job = self._job_of(kind, obj)
-            self._apply(kind, type_, obj)
-            self.versions[kind] = obj.metadata.resource_version
-        return job
-
-    def _apply(self, kind: str, type_: str, obj) -> None:
-        """One watch event (the lock held), unless it comes before an answer awaiting its event."""
-        name, version = obj.metadata.name, obj.metadata.resource_version
-        if name in self.in_flight[kind]:
-            self.in_flight[kind][name][1].update((version, _GONE) if type_ == "DELETED" else (version,))
-        awaited = self.awaited[kind].get(name)
-        if awaited is not None:
-            if awaited != version and not (awaited is _GONE and type_ == "DELETED"):
-                return
-            del self.awaited[kind][name]
-        if type_ == "DELETED":
-            self.objects[kind].pop(name, None)
-        else:
-            self.objects[kind][name] = obj
-
-    def _job_of(self, kind: str, obj) -> str | None:
-        """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
-        if kind == "events":
-            name = obj.involved_object.name or ""
-            jobs = [j for j in self.objects["configmaps"] if name == j or name.startswith(j + "-")]
-            return max(jobs, key=len) if jobs else None
-        return (obj.metadata.labels or {}).get(JOB)
-
-    def _run(self, kind: str) -> None:
-        lister = self.listers[kind]
-        failures = 0
-        error: Exception
-        while not self.stopping.is_set():
-            try:
-                if self.versions[kind] is None:
-                    self._list(kind, lister)
-                self._watch(kind, lister)
-                failures = 0
-                continue
-            except ApiException as e:
-                error = e
-                if e.status == 410:  # the version has left the API server's window: list again
-                    self.versions[kind] = None
-            except Exception as e:  # a dropped connection, Forbidden, ...: resume after a backoff
-                error = e
-            if self.stopping.is_set():
-                return
-            self.errors[kind] = error
-            self.log.debug("watch of %s restarts: %s", kind, error)
-            if failures or not (isinstance(error, ApiException) and error.status == 410):
-                self.stopping.wait(min(0.5 * 2 ** failures, 10))
-            failures += 1
-
-    def _list(self, kind: str, lister) -> None:
-        listing = lister()
-        if isinstance(listing, dict):  # custom resources
-            items, version = [Resource(o) for o in listing["items"]], listing["metadata"]["resourceVersion"]
-        else:
-            items, version = listing.items, listing.metadata.resource_version
-        with self.lock:
-            touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
-            self.objects[kind] = {o.metadata.name: o for o in items}
-            touched |= {self._job_of(kind, o) for o in items}
-            self.awaited[kind].clear()
-            self.generation[kind] += 1
-            self.versions[kind] = version
-        self.errors.pop(kind, None)
-        self.ready[kind].set()
-        for job in touched - {None}:
-            self.changed(job)
-
-    def _watch(self, kind: str, lister) -> None:
-        """Watch from `versions[kind]` until the API server ends the watch (raises its failure)."""
-        stream = watch.Watch(return_type=self.MODELS[kind])  # a lambda names no type to find
-        with self.lock:
-            self.watches[kind] = stream
-        if self.stopping.is_set():
-            return
-        for event in stream.stream(lister, resource_version=self.versions[kind], timeout_seconds=self.watch_timeout,
-                                   allow_watch_bookmarks=True, _request_timeout=(30, self.watch_timeout + 30)):
-            if self.stopping.is_set():
-                return
-            if event["type"] == "BOOKMARK":  # no object, only how far the stream has come
-                self.versions[kind] = event["raw_object"]["metadata"]["resourceVersion"]
-                continue
-            obj = event["object"]
-            job = self._deliver(kind, event["type"], Resource(obj) if isinstance(obj, dict) else obj)
-            if job:
-                self.changed(job)
-
-    def stop(self) -> None:
-        self.stopping.set()
-        with self.lock:
-            watches = list(self.watches.values())
-        for stream in watches:
-            stream.stop()  # unblocks the thread reading it
-
-
-class WorkQueue:
-    """Job names to reconcile, as client-go's workqueue: a name added while it waits waits once (the dirty
-    set); a name added while a worker processes it is processed again after `done`, never by two workers
-    at once (the processing set)."""
-
-    def __init__(self) -> None:
-        self.condition = threading.Condition()
-        self.waiting: deque[str] = deque()
-        self.dirty: set[str] = set()
-        self.processing: set[str] = set()
-        self.closed = False
-
-    def add(self, name: str) -> None:
-        with self.condition:
-            if self.closed or name in self.dirty:
-                return
-            self.dirty.add(name)
-            if name not in self.processing:
-                self.waiting.append(name)
-                self.condition.notify()
-
-    def get(self) -> str | None:
-        """The next name, now processing until `done(name)`; None once shut down."""
-        with self.condition:
-            while not self.waiting and not self.closed:
-                self.condition.wait()
-            if self.closed:
-                return None
-            name = self.waiting.popleft()
-            self.dirty.discard(name)
-            self.processing.add(name)
-            return name
-
-    def done(self, name: str) -> None:
-        with self.condition:
-            self.processing.discard(name)
-            if name in self.dirty and not self.closed:
-                self.waiting.append(name)
-                self.condition.notify()
-
-    def shut_down(self) -> None:
-        with self.condition:
-            self.closed = True
-            self.condition.notify_all()
 
 
 class Controller:

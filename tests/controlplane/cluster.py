@@ -157,8 +157,10 @@ def free_port() -> int:
 class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
-    def __init__(self, workdir: Path):
+    def __init__(self, workdir: Path, engines: bool = True):
+        """`engines=False`: a cluster without JobSet, as a user with namespace rights alone may have."""
         self.dir = workdir
+        self.engines = engines
         self.processes: dict[str, subprocess.Popen] = {}
         self.tokens = {ADMIN: os.urandom(16).hex(), RESTRICTED: os.urandom(16).hex()}
         self.port = free_port()
@@ -182,7 +184,8 @@ class ControlPlane:
                         "--root-ca-file", str(self.dir / "ca.crt"), "--node-monitor-grace-period=60s")
             self._spawn("kube-scheduler", "--kubeconfig", admin, "--leader-elect=false", "--secure-port=0")
             self._start_kwok()
-            self._start_jobset()
+            if self.engines:
+                self._start_jobset()
         except BaseException:
             self.stop()
             raise

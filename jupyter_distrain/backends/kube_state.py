@@ -1,0 +1,230 @@
+"""What the cluster's objects say about a job, as every backend says it: pure functions of a job's
+root ConfigMap, its pods and, on the JobSet engine, its JobSet and Jobs (no I/O)."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime, timezone
+from typing import cast
+
+from kubernetes import client
+
+from ..policy import FINISHED, STOP_REQUESTED, Decision, Phase, Replica, deadline_exceeded, decide, ending
+from ..spec import replica_name, replicas
+from .base import JobRecord
+from .manifests import ENGINE, REPLICA, RESTARTS, RUN
+
+GPU = "nvidia.com/gpu"
+SETTLING = 5  # seconds the objects that explain a JobSet's end may lag behind it in the cache
+
+
+def seconds(t: datetime | None) -> float | None:
+    return t.timestamp() if t else None
+
+
+def engine_of(root: client.V1ConfigMap) -> str:
+    """The engine a job runs on (jobs made before engines existed ran on pods)."""
+    return (root.metadata.labels or {}).get(ENGINE, "pods")
+
+
+def created(obj) -> datetime:
+    return obj.metadata.creation_timestamp or datetime.min.replace(tzinfo=timezone.utc)
+
+
+def newest(pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
+    """Each replica's newest pod."""
+    return {p.metadata.labels[REPLICA]: p for p in sorted(pods, key=created)}
+
+
+def involved_replica(involved: str, job: str, replica_names) -> str | None:
+    """Whose an event is, from the name of the object it involves: "" for the job's own (its ConfigMap,
+    its JobSet), a replica's name for the replica's objects (<job>-<replica>, its Job <job>-<replica>-0,
+    their pods), None for another job's."""
+    if involved == job:
+        return ""
+    rest = involved[len(job) + 1:] if involved.startswith(job + "-") else ""
+    found = [r for r in replica_names if rest == r or rest.startswith(r + "-")]
+    return max(found, key=len) if found else None
+
+
+def condition(obj, kind: str):
+    """A Job's condition of type `kind` that holds, or None."""
+    return next((c for c in (obj.status.conditions or []) if c.type == kind and c.status == "True"), None) \
+        if obj is not None and obj.status else None
+
+
+def jobset_end(jobset: dict | None) -> tuple[str, str, str, float] | None:
+    """(Completed or Failed, reason, message, when) once the JobSet's controller ended it."""
+    for c in ((jobset or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] in ("Completed", "Failed") and c["status"] == "True":
+            when = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+            return c["type"], c.get("reason", ""), c.get("message", ""), when
+    return None
+
+
+def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V1Pod]) -> dict:
+    """A replica's state on the JobSet engine: its newest pod's, as its Job judges it (a failed pod the Job
+    replaces is a restart; a failed Job is the replica's end, its deadline's included)."""
+    pods = sorted(pods, key=created)
+    state = replica_state(recorded, pods[-1] if pods else None)
+    failed, complete = condition(job, "Failed"), condition(job, "Complete")
+    failures = (job.status.failed or 0) if job and job.status else 0
+    state["restarts"] = max(failures - 1, 0) if failed else failures
+    if pods and not state["started"]:
+        state["started"] = next((seconds(p.status.start_time) for p in pods if p.status.start_time), None)
+    if failed and (failed.reason == "DeadlineExceeded" or state["phase"] != str(Phase.FAILED)):
+        state.update(phase=str(Phase.FAILED), reason=failed.reason or "Failed", message=failed.message or "",
+                     finished=seconds(failed.last_transition_time) or time.time(),
+                     exit_code=state["exit_code"] if failed.reason != "DeadlineExceeded" else None)
+    elif complete and state["phase"] != str(Phase.SUCCEEDED):
+        state.update(phase=str(Phase.SUCCEEDED), reason="Completed", message="", exit_code=0,
+                     finished=seconds(complete.last_transition_time) or time.time())
+    elif not failed and state["phase"] == str(Phase.FAILED):  # its Job makes the next pod
+        state.update(phase=str(Phase.PENDING), reason="Restarting",
+                     message=f"restart {state['restarts']} after exit code {state['exit_code']}")
+    return state
+
+
+def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
+                 pods: list[client.V1Pod]) -> dict:
+    """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
+    decides when the job ends; policy.py's `decide` and `ending` say it as every backend does."""
+    spec, status = json.loads(root.data["spec.json"]), json.loads(root.data["status.json"])
+    run = current_run(root)
+    mine: dict[str, list] = {}
+    for pod in pods:
+        if int((pod.metadata.labels or {}).get(RUN, run)) == run:
+            mine.setdefault(pod.metadata.labels[REPLICA], []).append(pod)
+    states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
+              for name, recorded in status["replicas"].items()}
+    started = [s["started"] for s in states.values() if s["started"]]
+    # a replica whose pods are gone (the engine deletes a running replica's Job when the job ends) ran if the job did
+    replicas_ = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"],
+                         s["started"] is not None or (n not in mine and bool(started))) for n, s in states.items()]
+    status.update(replicas=states, started=min(started) if started else None)
+    end = jobset_end(jobset)
+    decision = decide(spec, replicas_)
+    if any(s["reason"] == "DeadlineExceeded" for s in states.values()):
+        decision = deadline_exceeded(spec)
+    if end and decision.phase.value != end[0].replace("Completed", "Succeeded") and time.time() - end[3] < SETTLING:
+        end = None  # what ended it (a pod, a Job) is still on its way through another watch
+    if end:
+        kind, reason, message, when = end
+        if kind == "Completed" and decision.phase != Phase.SUCCEEDED:
+            decision = Decision(Phase.SUCCEEDED, "Completed", message, 0)
+        elif kind == "Failed" and decision.phase != Phase.FAILED:
+            decision = Decision(Phase.FAILED, reason, message)
+        ending_ = ending(decision, replicas_, when)
+        for name, fields in ending_.replicas.items():
+            states[name].update(fields)
+        return {**status, **ending_.job}
+    if decision.phase in FINISHED:  # the controller has yet to act on it
+        decision = Decision(Phase.RUNNING)
+    status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
+    unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
+    if unschedulable:
+        status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+    return status
+
+
+def stopped_status(status: dict, job: JobRecord) -> dict:
+    """The status a stopped JobSet job keeps: its replicas as they were, the unfinished ones stopped."""
+    fields = ("phase", "reason", "message", "exit_code", "restarts", "started", "finished", "node")
+    states = {r["name"]: {k: cast(dict, r)[k] for k in fields} for r in job["replicas"]}
+    end = ending(STOP_REQUESTED, [Replica(r["role"], r["idx"], Phase(r["phase"]), r["exit_code"], r["restarts"],
+                                          r["started"] is not None) for r in job["replicas"]], time.time())
+    for name, fields_ in end.replicas.items():
+        states[name].update(fields_)
+    return {**status, **end.job, "replicas": states, "started": job["started"]}
+
+
+def deadline_left(spec: dict, status: dict) -> float | None:
+    """Seconds until a supervised job's deadline (counted from its start); None without one or before."""
+    deadline = spec["policy"].get("deadline_seconds")
+    if not deadline or not status["started"]:
+        return None
+    return max(0.0, status["started"] + deadline - time.time())
+
+
+def node_gpus(node: client.V1Node) -> int:
+    return int((node.status.allocatable or {}).get(GPU, "0"))
+
+
+def current_run(root: client.V1ConfigMap) -> int:
+    """The job's run: 1, then one more per restart."""
+    return json.loads(root.data["status.json"]).get("run", 1)
+
+
+def new_status(spec: dict) -> dict:
+    return {
+        "phase": str(Phase.PENDING), "reason": "Created", "message": "", "exit_code": None, "run": 1,
+        "started": None, "finished": None, "stop_requested": False,
+        "replicas": {replica_name(r, i): {"phase": str(Phase.PENDING), "reason": "", "message": "", "exit_code": None,
+                                          "restarts": 0, "started": None, "finished": None, "node": None}
+                     for r, i in replicas(spec)},
+    }
+
+
+def replica_key(name: str) -> tuple[str, int]:
+    role, _, index = name.rpartition("-")
+    return role, int(index)
+
+
+def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
+    """A replica's state from its pod, or from the record when the pod is gone."""
+    state = dict(recorded)
+    if pod is None:
+        if recorded["phase"] == str(Phase.RUNNING):
+            state.update(phase=str(Phase.LOST), reason="PodDeleted", message="its pod was deleted",
+                         finished=time.time())
+        return state
+    state["restarts"] = int((pod.metadata.annotations or {}).get(RESTARTS, recorded["restarts"]))
+    state["node"] = pod.spec.node_name
+    status = pod.status
+    main = next((c for c in status.container_statuses or [] if c.name == "main"), None)
+    if status.phase == "Pending":
+        state.update(phase=str(Phase.PENDING), **pending_reason(pod))
+    elif status.phase == "Running":
+        running = main.state.running if main and main.state else None
+        state.update(phase=str(Phase.RUNNING), reason="", message="",
+                     started=seconds(running.started_at) if running and running.started_at else
+                     (recorded["started"] or time.time()))
+    elif status.phase in ("Succeeded", "Failed"):
+        end = terminated(pod)
+        code = end.exit_code if end else (0 if status.phase == "Succeeded" else 1)
+        state.update(phase=str(Phase.SUCCEEDED if code == 0 else Phase.FAILED), exit_code=code,
+                     reason=(end.reason if end and end.reason else ("Completed" if code == 0 else "Error")),
+                     message=(end.message or "") if end else "", started=state["started"] or seconds(status.start_time),
+                     finished=seconds(end.finished_at) if end and end.finished_at else time.time())
+    return state
+
+
+def terminated(pod: client.V1Pod):
+    """The termination that ended the pod: a failed init container's, else the main container's."""
+    for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
+        end = c.state.terminated if c.state else None
+        if end and (end.exit_code or c.name == "main"):
+            return end
+    return None
+
+
+def pending_reason(pod: client.V1Pod) -> dict:
+    """Why a pod is pending: the scheduler's message, an image or init problem, or starting."""
+    for condition in pod.status.conditions or []:
+        if condition.type == "PodScheduled" and condition.status == "False":
+            return {"reason": condition.reason or "Unschedulable", "message": condition.message or ""}
+    for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
+        waiting = c.state.waiting if c.state else None
+        if waiting and waiting.reason not in (None, "PodInitializing", "ContainerCreating"):
+            return {"reason": waiting.reason, "message": waiting.message or ""}
+    return {"reason": "Starting" if pod.spec.node_name else "Scheduling", "message": ""}
+
+
+def event_time(e: client.CoreV1Event) -> float | None:
+    return seconds(e.last_timestamp or e.event_time or e.first_timestamp or e.metadata.creation_timestamp)
+
+
+def event_view(e: client.CoreV1Event, job: str, replica_names) -> dict:
+    return {"time": event_time(e), "type": e.type or "Normal", "reason": e.reason or "", "message": e.message or "",
+            "replica": involved_replica(e.involved_object.name, job, replica_names) or ""}

@@ -1,0 +1,317 @@
+"""Watching a namespace: an informer-style cache of the jobs' objects that reads its own writes, and the
+work queue that hands each changed job to one worker at a time."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from contextlib import contextmanager
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
+
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from ..errors import DistrainError
+from .manifests import JOB, JOBSET_API, MANAGED
+
+SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
+JOBSET_GROUP, JOBSET_VERSION = JOBSET_API.split("/")
+
+
+class KubeError(DistrainError):
+    """The cluster refused a request; the message names the API call and the cluster's reason."""
+
+    status = 502
+
+
+def api_error(e: ApiException, what: str) -> KubeError:
+    try:
+        detail = json.loads(e.body).get("message", e.reason)
+    except (TypeError, ValueError):
+        detail = e.reason
+    error = KubeError(f"Kubernetes refused to {what}: {detail}")
+    error.status = 403 if e.status == 403 else 502 if e.status >= 500 else 400
+    return error
+
+
+class Resource(dict):
+    """A custom resource as the API gives it (a dict), with the `metadata` attributes the Cache reads."""
+
+    @property
+    def metadata(self) -> SimpleNamespace:
+        meta = self["metadata"]
+        return SimpleNamespace(name=meta["name"], resource_version=meta.get("resourceVersion"),
+                               labels=meta.get("labels"), uid=meta.get("uid"))
+
+
+WATCH_TIMEOUT = 300  # seconds the API server lets a watch run; it then resumes where it was
+_GONE = object()  # a write's answer and a watch's note that the object was deleted
+
+
+class Write:
+    """One write of this process to a cached object: `put` the API server's answer, or `forget` the
+    object once deleted, by `Cache`'s rule (without a cache, both do nothing)."""
+
+    def __init__(self, cache: Cache | None, kind: str, name: str, generation: int = 0):
+        self.cache, self.kind, self.name, self.generation = cache, kind, name, generation
+
+    def put(self, obj) -> None:
+        if self.cache:
+            self.cache._answer(self, obj.metadata.resource_version, obj)
+
+    def forget(self) -> None:
+        if self.cache:
+            self.cache._answer(self, _GONE, None)
+
+
+def listers(api: client.ApiClient, namespace: str, jobset: bool) -> dict[str, Callable]:
+    """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and with
+    `jobset` their JobSets and Jobs."""
+    core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+    out: dict[str, Callable] = {
+        "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=SELECTOR, **kw),
+        "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=SELECTOR, **kw),
+        "events": lambda **kw: core.list_namespaced_event(namespace, **kw),
+    }
+    if jobset:
+        out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=SELECTOR, **kw)
+        out["jobsets"] = lambda **kw: custom.list_namespaced_custom_object(
+            JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", label_selector=SELECTOR, **kw)
+    return out
+
+
+class Cache:
+    """An informer: list, then watch each kind `listers` names (see `listers`), calling `changed(job)` for
+    every job a change touches.
+
+    Each kind is listed once, then watched from the listing's resourceVersion. A watch that ends (the API
+    server ends it after `watch_timeout`, the connection drops, an error after a backoff) resumes from the
+    last resourceVersion it delivered, bookmarks included; only 410 Gone (that version has left the API
+    server's window) lists again.
+
+    resourceVersions are opaque: only equality means anything. The watch is the ordered truth, and this
+    process reads its own writes at once by one rule:
+    - a write runs in `writing(kind, name)`; while it is in flight, the watch notes the versions it
+      delivers for that name;
+    - its answer (`Write.put`, `Write.forget`) is dropped if the watch already delivered it: the cache holds
+      it or later. Otherwise the answer is shown, and the watch's events for that name are skipped until the
+      one with its version (for a deletion, its DELETED event): they come before it in the stream;
+    - a listing replaces everything and forgets the answers awaiting their event (a listing asked for after
+      a write shows it or later); a write in flight across a listing drops its answer (the watch from the
+      listing brings what the listing lacks).
+    """
+
+    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events", "jobs": "Jobs", "jobsets": "JobSets"}
+    # what the watch delivers; a custom resource comes as a dict, made a Resource
+    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job", "jobsets": None}
+
+    def __init__(self, listers: dict[str, Callable], changed, log, watch_timeout: int = WATCH_TIMEOUT):
+        self.listers, self.changed, self.log = listers, changed, log
+        self.watch_timeout = watch_timeout
+        kinds = list(listers)
+        self.objects: dict[str, dict[str, Any]] = {k: {} for k in kinds}
+        self.versions: dict[str, str | None] = dict.fromkeys(kinds)  # where each watch resumes; None: list
+        self.generation = dict.fromkeys(kinds, 0)  # listings applied
+        self.awaited: dict[str, dict[str, Any]] = {k: {} for k in kinds}  # name -> its answer's version
+        self.in_flight: dict[str, dict[str, list]] = {k: {} for k in kinds}  # name -> [writes, versions seen]
+        self.ready = {k: threading.Event() for k in kinds}
+        self.errors: dict[str, Exception] = {}  # the last failure of each kind's list or watch
+        self.watches: dict[str, watch.Watch] = {}  # each kind's current watch, ended by stop()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()  # held around dictionary operations only
+        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"distrain-watch-{k}")
+                        for k in kinds]
+
+    def start(self) -> Cache:
+        for t in self.threads:
+            t.start()
+        return self
+
+    def items(self, kind: str) -> list:
+        """The cached objects; until the first listing, its failure if it failed (e.g. Forbidden)."""
+        deadline = time.monotonic() + 30
+        while not self.ready[kind].wait(0.05):
+            error = self.errors.get(kind)
+            if isinstance(error, ApiException):
+                raise api_error(error, f"list {self.WHAT[kind]}")
+            if error or time.monotonic() > deadline:
+                raise KubeError(f"cannot reach Kubernetes to list {self.WHAT[kind]}: {error or 'no answer in 30 s'}")
+        with self.lock:
+            return list(self.objects[kind].values())
+
+    # this process's writes
+    @contextmanager
+    def writing(self, kind: str, name: str) -> Iterator[Write]:
+        """Bracket a write to object `name` of `kind`: the API call, then the `Write`'s answer."""
+        with self.lock:
+            self.in_flight[kind].setdefault(name, [0, set()])[0] += 1
+            write = Write(self, kind, name, self.generation[kind])
+        try:
+            yield write
+        finally:
+            with self.lock:
+                entry = self.in_flight[kind][name]
+                entry[0] -= 1
+                if not entry[0]:
+                    del self.in_flight[kind][name]
+
+    def _answer(self, write: Write, version, obj) -> None:
+        kind, name = write.kind, write.name
+        with self.lock:
+            if write.generation != self.generation[kind] or version in self.in_flight[kind][name][1]:
+                return
+            if obj is None:
+                self.objects[kind].pop(name, None)
+            else:
+                self.objects[kind][name] = obj
+            self.awaited[kind][name] = version
+
+    # the watch
+    def _deliver(self, kind: str, type_: str, obj) -> str | None:
+        """Apply one watch event; the job it touches."""
+        with self.lock:
+            job = self._job_of(kind, obj)
+            self._apply(kind, type_, obj)
+            self.versions[kind] = obj.metadata.resource_version
+        return job
+
+    def _apply(self, kind: str, type_: str, obj) -> None:
+        """One watch event (the lock held), unless it comes before an answer awaiting its event."""
+        name, version = obj.metadata.name, obj.metadata.resource_version
+        if name in self.in_flight[kind]:
+            self.in_flight[kind][name][1].update((version, _GONE) if type_ == "DELETED" else (version,))
+        awaited = self.awaited[kind].get(name)
+        if awaited is not None:
+            if awaited != version and not (awaited is _GONE and type_ == "DELETED"):
+                return
+            del self.awaited[kind][name]
+        if type_ == "DELETED":
+            self.objects[kind].pop(name, None)
+        else:
+            self.objects[kind][name] = obj
+
+    def _job_of(self, kind: str, obj) -> str | None:
+        """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
+        if kind == "events":
+            name = obj.involved_object.name or ""
+            jobs = [j for j in self.objects["configmaps"] if name == j or name.startswith(j + "-")]
+            return max(jobs, key=len) if jobs else None
+        return (obj.metadata.labels or {}).get(JOB)
+
+    def _run(self, kind: str) -> None:
+        lister = self.listers[kind]
+        failures = 0
+        error: Exception
+        while not self.stopping.is_set():
+            try:
+                if self.versions[kind] is None:
+                    self._list(kind, lister)
+                self._watch(kind, lister)
+                failures = 0
+                continue
+            except ApiException as e:
+                error = e
+                if e.status == 410:  # the version has left the API server's window: list again
+                    self.versions[kind] = None
+            except Exception as e:  # a dropped connection, Forbidden, ...: resume after a backoff
+                error = e
+            if self.stopping.is_set():
+                return
+            self.errors[kind] = error
+            self.log.debug("watch of %s restarts: %s", kind, error)
+            if failures or not (isinstance(error, ApiException) and error.status == 410):
+                self.stopping.wait(min(0.5 * 2 ** failures, 10))
+            failures += 1
+
+    def _list(self, kind: str, lister) -> None:
+        listing = lister()
+        if isinstance(listing, dict):  # custom resources
+            items, version = [Resource(o) for o in listing["items"]], listing["metadata"]["resourceVersion"]
+        else:
+            items, version = listing.items, listing.metadata.resource_version
+        with self.lock:
+            touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
+            self.objects[kind] = {o.metadata.name: o for o in items}
+            touched |= {self._job_of(kind, o) for o in items}
+            self.awaited[kind].clear()
+            self.generation[kind] += 1
+            self.versions[kind] = version
+        self.errors.pop(kind, None)
+        self.ready[kind].set()
+        for job in touched - {None}:
+            self.changed(job)
+
+    def _watch(self, kind: str, lister) -> None:
+        """Watch from `versions[kind]` until the API server ends the watch (raises its failure)."""
+        stream = watch.Watch(return_type=self.MODELS[kind])  # a lambda names no type to find
+        with self.lock:
+            self.watches[kind] = stream
+        if self.stopping.is_set():
+            return
+        for event in stream.stream(lister, resource_version=self.versions[kind], timeout_seconds=self.watch_timeout,
+                                   allow_watch_bookmarks=True, _request_timeout=(30, self.watch_timeout + 30)):
+            if self.stopping.is_set():
+                return
+            if event["type"] == "BOOKMARK":  # no object, only how far the stream has come
+                self.versions[kind] = event["raw_object"]["metadata"]["resourceVersion"]
+                continue
+            obj = event["object"]
+            job = self._deliver(kind, event["type"], Resource(obj) if isinstance(obj, dict) else obj)
+            if job:
+                self.changed(job)
+
+    def stop(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            watches = list(self.watches.values())
+        for stream in watches:
+            stream.stop()  # unblocks the thread reading it
+
+
+class WorkQueue:
+    """Job names to reconcile, as client-go's workqueue: a name added while it waits waits once (the dirty
+    set); a name added while a worker processes it is processed again after `done`, never by two workers
+    at once (the processing set)."""
+
+    def __init__(self) -> None:
+        self.condition = threading.Condition()
+        self.waiting: deque[str] = deque()
+        self.dirty: set[str] = set()
+        self.processing: set[str] = set()
+        self.closed = False
+
+    def add(self, name: str) -> None:
+        with self.condition:
+            if self.closed or name in self.dirty:
+                return
+            self.dirty.add(name)
+            if name not in self.processing:
+                self.waiting.append(name)
+                self.condition.notify()
+
+    def get(self) -> str | None:
+        """The next name, now processing until `done(name)`; None once shut down."""
+        with self.condition:
+            while not self.waiting and not self.closed:
+                self.condition.wait()
+            if self.closed:
+                return None
+            name = self.waiting.popleft()
+            self.dirty.discard(name)
+            self.processing.add(name)
+            return name
+
+    def done(self, name: str) -> None:
+        with self.condition:
+            self.processing.discard(name)
+            if name in self.dirty and not self.closed:
+                self.waiting.append(name)
+                self.condition.notify()
+
+    def shut_down(self) -> None:
+        with self.condition:
+            self.closed = True
+            self.condition.notify_all()
