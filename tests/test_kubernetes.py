@@ -231,9 +231,10 @@ def test_a_signal_restarts_a_replica_with_restart_exit_code_and_exit_1_does_not(
     backend.submit(spec)
     wait_job(backend, "tf-signal", lambda j: j["phase"] == "Running", "the job runs")
     end(admin, "tf-signal", "worker-1", 143)  # SIGTERM, as a preempted pod gets
-    job = wait_job(backend, "tf-signal", lambda j: replica(j, "worker-1")["restarts"] == 1
-                   and replica(j, "worker-1")["phase"] == "Running", "the killed worker runs again")
-    assert job["phase"] == "Running"
+    # the job's phase follows its replicas' (on "pods", once the supervisor has recorded it)
+    wait_job(backend, "tf-signal", lambda j: replica(j, "worker-1")["restarts"] == 1
+             and replica(j, "worker-1")["phase"] == "Running" and j["phase"] == "Running",
+             "the killed worker, and so the job, runs again")
     end(admin, "tf-signal", "worker-1", 1)
     job = wait_job(backend, "tf-signal", lambda j: j["phase"] == "Failed", "exit code 1 fails the job")
     assert (job["exit_code"], replica(job, "worker-1")["restarts"]) == (1, 1)

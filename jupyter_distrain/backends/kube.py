@@ -54,9 +54,9 @@ from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
 from .kube_logs import append, last_stamp, seconds_since
-from .kube_state import (GPU, created, current_run, deadline_left, engine_of, event_time, event_view,
-                         involved_replica, jobset_state, new_status, newest, node_gpus, replica_key, replica_state,
-                         seconds, stopped_status)
+from .kube_state import (GPU, created, current_run, deadline_left, ended_pod, engine_of, event_time, event_view,
+                         involved_replica, jobset_state, new_status, newest, node_gpus, note_unschedulable,
+                         policy_replicas, replica_key, replica_state, seconds, stopped_status, with_ending)
 from .kube_watch import (JOBSET_GROUP, JOBSET_VERSION, SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue,
                          Write, api_error, listers)
 from .manifests import JOB, MANAGED, REPLICA, RUN, object_name
@@ -193,6 +193,11 @@ class KubeBackend:
         if self.cache:
             return next((js for js in self.cache.items("jobsets") if js.metadata.name == name), None)
         return self._jobset_fresh(name)
+
+    def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
+        """A JobSet job's status, from its JobSet, Jobs and `pods` (see kube_state.jobset_state)."""
+        name = root.metadata.name
+        return jobset_state(root, self._jobset(name), self._jobs(name), pods)
 
     def _jobset_fresh(self, name: str) -> dict | None:
         try:
@@ -352,7 +357,7 @@ class KubeBackend:
         root = self._root(name)
         pods = self._pods(name)
         if engine_of(root) == "jobset":
-            job = self._view(root, newest(pods), jobset_state(root, self._jobset(name), self._jobs(name), pods))
+            job = self._view(root, newest(pods), self._observe(root, pods))
         else:
             job = self.reconcile(root, newest(pods)) if not self.cache else self._view(root, newest(pods))
         if events:
@@ -373,11 +378,11 @@ class KubeBackend:
             if status["phase"] in FINISHED:
                 return self.get(name)
             if engine_of(root) == "jobset":
-                job = self.get(name, events=0)
-                if job["phase"] in FINISHED:
+                observed = self._observe(root, self._pods(name))
+                if observed["phase"] in FINISHED:
                     self._end_jobset(name)
                     return self.get(name)
-                status = stopped_status(status, job)
+                status = stopped_status(observed)
             status["stop_requested"] = True
             if self._write_status(root, status):
                 break
@@ -393,8 +398,7 @@ class KubeBackend:
 
     def _end_jobset(self, name: str) -> None:
         """Copy the logs of the JobSet's pods, then delete it (its Jobs and pods follow)."""
-        for pod in sorted(self._pods_fresh(name), key=created):
-            self.archive(name, pod.metadata.labels[REPLICA], pod)
+        self.copy_logs(name, self._pods_fresh(name))
         with self._writing("jobsets", name) as write:
             try:
                 self.custom.delete_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", name,
@@ -492,17 +496,14 @@ class KubeBackend:
             self._delete_strays(spec["name"], current_run(root), pods)
             return self._view(root, pods)
         states = {name: replica_state(status["replicas"][name], pods.get(name)) for name in status["replicas"]}
-        for name, pod in pods.items():
-            if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
-                self.archive(spec["name"], name, pod)
+        self.copy_logs(spec["name"], list(pods.values()), ended=True)
         before = json.dumps(status, sort_keys=True)
         status["replicas"] = states
-        policy = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]))
-                  for n, s in states.items()]
+        policy = policy_replicas(states)
         if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
             status["started"] = time.time()
         decision = (STOP_REQUESTED if status["stop_requested"] else
-                    deadline_exceeded(spec) if deadline_left(spec, status) == 0 else decide(spec, policy))
+                    deadline_exceeded(spec) if deadline_left(spec, status["started"]) == 0 else decide(spec, policy))
         for replica in policy:
             if replica.name in decision.restart:
                 self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
@@ -510,10 +511,7 @@ class KubeBackend:
             self._finish(spec, status, pods, ending(decision, policy, time.time()))
         else:
             status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
-            unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
-            if unschedulable:
-                status.update(reason="Unschedulable",
-                              message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+            note_unschedulable(status)
         if json.dumps(status, sort_keys=True) != before:
             root = self._write_status(root, status) or root
         return self._view(root, pods if decision.phase not in FINISHED else {})
@@ -536,14 +534,12 @@ class KubeBackend:
                 self._delete_pod(pod)
 
     def _finish(self, spec: dict, status: dict, pods: dict, end) -> None:
-        for name, fields in end.replicas.items():
-            status["replicas"][name].update(fields)
+        with_ending(status, end)
         for name, pod in pods.items():
             self.archive(spec["name"], name, pod)
             self._delete_pod(pod)
         for role, index in replicas(spec):
             self._delete("Service", object_name(spec["name"], replica_name(role, index)))
-        status.update(end.job)
         self.record(spec["name"], end.event)
 
     def _delete_pod(self, pod, wait: bool = False) -> None:
@@ -658,9 +654,15 @@ class KubeBackend:
             self.close()
 
     def catch_up(self, name: str) -> None:
-        """Copy whatever the job's pods logged since their files' last lines, oldest pods first."""
-        for pod in sorted(self._pods(name), key=created):
-            self.archive(name, pod.metadata.labels[REPLICA], pod)
+        """Copy whatever the job's pods logged since their files' last lines."""
+        self.copy_logs(name, self._pods(name))
+
+    def copy_logs(self, job: str, pods: builtins.list[client.V1Pod], ended: bool = False) -> None:
+        """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
+        last lines, oldest pods first: a replica's restarts in order."""
+        for pod in sorted(pods, key=created):
+            if not ended or ended_pod(pod):
+                self.archive(job, pod.metadata.labels[REPLICA], pod)
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
@@ -761,9 +763,7 @@ class Controller:
                         job = self.backend.reconcile(roots[0], newest(pods))
                         self._remind(name, job)
                     else:  # the engine applies the policy; copy what ended pods logged
-                        for pod in sorted(pods, key=created):
-                            if pod.status.phase in ("Succeeded", "Failed") or pod.metadata.deletion_timestamp:
-                                self.backend.archive(name, pod.metadata.labels[REPLICA], pod)
+                        self.backend.copy_logs(name, pods, ended=True)
                     self._follow(name, pods)
             except Exception:
                 self.log.exception("reconciling job %s", name)
@@ -772,8 +772,7 @@ class Controller:
 
     def _remind(self, name: str, job: JobRecord) -> None:
         """Reconcile a running supervised job again at its deadline (no change in the cluster marks it)."""
-        status = {"started": job["started"]}
-        left = None if job["phase"] in FINISHED else deadline_left(job["spec"], status)
+        left = None if job["phase"] in FINISHED else deadline_left(job["spec"], job["started"])
         if left is not None and name not in self.reminders:
             timer = threading.Timer(left + 0.1, self._reminded, (name,))
             timer.daemon = True

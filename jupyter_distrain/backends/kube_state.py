@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
-from typing import cast
 
 from kubernetes import client
 
-from ..policy import FINISHED, STOP_REQUESTED, Decision, Phase, Replica, deadline_exceeded, decide, ending
+from ..policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ..spec import replica_name, replicas
-from .base import JobRecord
 from .manifests import ENGINE, REPLICA, RESTARTS, RUN
 
 GPU = "nvidia.com/gpu"
@@ -86,6 +84,32 @@ def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V
     return state
 
 
+def ended_pod(pod: client.V1Pod) -> bool:
+    """Whether the pod ended or is being deleted: what it logged is all it will log."""
+    return pod.status.phase in ("Succeeded", "Failed") or bool(pod.metadata.deletion_timestamp)
+
+
+def policy_replicas(states: dict[str, dict], ran=()) -> list[Replica]:
+    """The replicas as policy.py sees them; a replica counts as started if it did or is in `ran`."""
+    return [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]) or n in ran)
+            for n, s in states.items()]
+
+
+def with_ending(status: dict, end: Ending) -> dict:
+    """`status` (its replicas' states included) with the end of the job applied."""
+    for name, fields in end.replicas.items():
+        status["replicas"][name].update(fields)
+    status.update(end.job)
+    return status
+
+
+def note_unschedulable(status: dict) -> None:
+    """Make the job's reason the scheduler's, naming each replica it cannot place."""
+    unschedulable = [(n, s) for n, s in status["replicas"].items() if s["reason"] == "Unschedulable"]
+    if unschedulable:
+        status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+
+
 def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
                  pods: list[client.V1Pod]) -> dict:
     """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
@@ -100,8 +124,7 @@ def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, 
               for name, recorded in status["replicas"].items()}
     started = [s["started"] for s in states.values() if s["started"]]
     # a replica whose pods are gone (the engine deletes a running replica's Job when the job ends) ran if the job did
-    replicas_ = [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"],
-                         s["started"] is not None or (n not in mine and bool(started))) for n, s in states.items()]
+    replicas_ = policy_replicas(states, ran=set(states) - set(mine) if started else ())
     status.update(replicas=states, started=min(started) if started else None)
     end = jobset_end(jobset)
     decision = decide(spec, replicas_)
@@ -115,36 +138,25 @@ def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, 
             decision = Decision(Phase.SUCCEEDED, "Completed", message, 0)
         elif kind == "Failed" and decision.phase != Phase.FAILED:
             decision = Decision(Phase.FAILED, reason, message)
-        ending_ = ending(decision, replicas_, when)
-        for name, fields in ending_.replicas.items():
-            states[name].update(fields)
-        return {**status, **ending_.job}
+        return with_ending(status, ending(decision, replicas_, when))
     if decision.phase in FINISHED:  # the controller has yet to act on it
         decision = Decision(Phase.RUNNING)
     status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
-    unschedulable = [(n, s) for n, s in states.items() if s["reason"] == "Unschedulable"]
-    if unschedulable:
-        status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+    note_unschedulable(status)
     return status
 
 
-def stopped_status(status: dict, job: JobRecord) -> dict:
-    """The status a stopped JobSet job keeps: its replicas as they were, the unfinished ones stopped."""
-    fields = ("phase", "reason", "message", "exit_code", "restarts", "started", "finished", "node")
-    states = {r["name"]: {k: cast(dict, r)[k] for k in fields} for r in job["replicas"]}
-    end = ending(STOP_REQUESTED, [Replica(r["role"], r["idx"], Phase(r["phase"]), r["exit_code"], r["restarts"],
-                                          r["started"] is not None) for r in job["replicas"]], time.time())
-    for name, fields_ in end.replicas.items():
-        states[name].update(fields_)
-    return {**status, **end.job, "replicas": states, "started": job["started"]}
+def stopped_status(observed: dict) -> dict:
+    """The status a stopped JobSet job keeps: its replicas as they were observed, the unfinished ones stopped."""
+    return with_ending(observed, ending(STOP_REQUESTED, policy_replicas(observed["replicas"]), time.time()))
 
 
-def deadline_left(spec: dict, status: dict) -> float | None:
+def deadline_left(spec: dict, started: float | None) -> float | None:
     """Seconds until a supervised job's deadline (counted from its start); None without one or before."""
     deadline = spec["policy"].get("deadline_seconds")
-    if not deadline or not status["started"]:
+    if not deadline or not started:
         return None
-    return max(0.0, status["started"] + deadline - time.time())
+    return max(0.0, started + deadline - time.time())
 
 
 def node_gpus(node: client.V1Node) -> int:

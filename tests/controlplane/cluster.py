@@ -278,15 +278,12 @@ class ControlPlane:
         stages = [(BIN / "stages" / f).read_text() for f in sorted(os.listdir(BIN / "stages"))]
         (self.dir / "kwok.yaml").write_text("\n---\n".join([*stages, POD_STAGES]))
         self.create(yaml.safe_load((BIN / "kwok.x-k8s.io_logs.yaml").read_text()))
-        self._wait("kube-apiserver", self._logs_crd_established)
+        self._wait("kube-apiserver", lambda: self._crd_established("logs.kwok.x-k8s.io"))
         self._spawn("kwok", "--kubeconfig", str(self.kubeconfig(ADMIN)), "--config", str(self.dir / "kwok.yaml"),
                     "--manage-all-nodes=true", "--node-ip=127.0.0.1", f"--node-port={node_port}",
                     f"--server-address=127.0.0.1:{node_port}", "--enable-crds=Logs",
                     "--tls-cert-file", str(self.dir / "serving.crt"),
                     "--tls-private-key-file", str(self.dir / "serving.key"), "--node-lease-duration-seconds=40")
-
-    def _logs_crd_established(self) -> bool:
-        return self._crd_established("logs.kwok.x-k8s.io")
 
     def _crd_established(self, name: str) -> bool:
         from kubernetes import client
