@@ -18,7 +18,7 @@ from .errors import DistrainError
 from .logs import LogLine
 from . import code
 from .backends import manifests
-from .config import Distrain
+from .config import ENGINES, Distrain
 from .manager import JobManager, public
 from .policy import FINISHED, shown_reason
 
@@ -41,9 +41,10 @@ class Commands(click.Group):
                                 "of Jupyter's config, else local].")
 @click.option("--namespace", help="The Kubernetes namespace of the jobs [env DISTRAIN_NAMESPACE; default: "
                                   "c.Distrain.namespace, else default].")
-@click.option("--engine", type=click.Choice(["auto", "jobset", "pods"]),
+@click.option("--engine", type=click.Choice(ENGINES),
               help="What runs Kubernetes jobs [env DISTRAIN_KUBERNETES_ENGINE; default: c.Distrain.kubernetes_engine, "
-                   "else auto: JobSet when the cluster has it, else pods this process supervises].")
+                   "else auto: JobSet when the cluster has it, else Kubeflow's Training Operator for the jobs it "
+                   "can run, else pods this process supervises].")
 @click.pass_context
 def main(ctx: click.Context, backend: str | None, namespace: str | None, engine: str | None) -> None:
     """Launch and manage training jobs, single-machine or distributed.

@@ -38,6 +38,9 @@ BACKEND_CLASSES = {"local": "jupyter_distrain.backends.local.LocalBackend",
                    "kubernetes": "jupyter_distrain.backends.kube.KubeBackend"}
 
 
+ENGINES = ["auto", "jobset", "kubeflow", "pods"]  # what runs a Kubernetes job (c.Distrain.kubernetes_engine)
+
+
 class Distrain(Configurable):
     """The settings of jupyter-distrain (c.Distrain.* in Jupyter's config)."""
 
@@ -53,11 +56,13 @@ class Distrain(Configurable):
                                      "the copied logs of Kubernetes jobs. "
                                      "Default: $DISTRAIN_HOME, else <jupyter data dir>/distrain.")
     namespace = Unicode("default", config=True, help="The Kubernetes namespace of the jobs.")
-    kubernetes_engine = Enum(["auto", "jobset", "pods"], "auto", config=True,
-                             help="What runs a Kubernetes job: 'jobset' renders it to a JobSet, whose controller "
-                                  "enforces its lifecycle in the cluster; 'pods' to bare pods that this Jupyter "
-                                  "server supervises (for clusters without JobSet); 'auto' picks 'jobset' when the "
-                                  "cluster serves its API, else 'pods'.")
+    kubernetes_engine = Enum(ENGINES, "auto", config=True,
+                             help="What runs a Kubernetes job: 'jobset' renders it to a JobSet, 'kubeflow' to the "
+                                  "Training Operator's TFJob, PyTorchJob or PaddleJob, whose controllers enforce "
+                                  "its lifecycle in the cluster; 'pods' to bare pods that this Jupyter server "
+                                  "supervises (for clusters with neither); 'auto' picks 'jobset' when the cluster "
+                                  "serves its API, else 'kubeflow' for the jobs the Training Operator can run, "
+                                  "else 'pods'.")
     kubeconfig = Unicode(config=True, help="A kubeconfig file for the Kubernetes backend. Default: $KUBECONFIG, "
                                            "~/.kube/config, or the pod's service account inside a cluster.")
     output_claim = Unicode("distrain-outputs", config=True,

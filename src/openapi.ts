@@ -360,10 +360,10 @@ export interface components {
       logs: string[];
       events?: components['schemas']['Event'][];
       /**
-       * @description Kubernetes: what runs the job (its JobSet's controller, or pods this server supervises)
+       * @description Kubernetes: what runs the job (its JobSet's or the Training Operator's controller, or pods this server supervises)
        * @enum {string}
        */
-      engine?: 'jobset' | 'pods';
+      engine?: 'jobset' | 'kubeflow' | 'pods';
       /** @description Kubernetes: what happens to the job while no Jupyter server runs; empty when the cluster enforces its lifecycle */
       supervision?: string;
     };
@@ -445,7 +445,7 @@ export interface components {
       /** @description Kubernetes: the engine new jobs run on, and why */
       engine?: {
         /** @enum {string} */
-        name: 'jobset' | 'pods';
+        name: 'jobset' | 'kubeflow' | 'pods';
         reason: string;
       };
       volumes: string[];

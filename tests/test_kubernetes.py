@@ -22,7 +22,7 @@ import pytest
 import requests
 import yaml
 from conftest import CLI, JupyterServer, assert_nothing_left, distrain_command, write_spec
-from controlplane.cluster import ADMIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED
+from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED
 from kubernetes import client
 
 from jupyter_distrain import spec as spec_
@@ -36,7 +36,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
 
 
-ENGINES = pytest.mark.parametrize("engine", ["jobset", "pods"])
+ENGINES = pytest.mark.parametrize("engine", ["jobset", "kubeflow", "pods"])
+ENGINE_DONE = {"jobset": "AllJobsCompleted", "kubeflow": "TFJobSucceeded", "pods": "Completed"}  # their own events
 
 
 def settings(root: Path, namespace: str = NAMESPACE, engine: str = "auto") -> Distrain:
@@ -112,13 +113,13 @@ def replica(job: dict, name: str) -> dict:
 
 def pods_of(admin: client.CoreV1Api, job: str, replica_: str | None = None) -> list[client.V1Pod]:
     """The job's pods (or one replica's), oldest first."""
-    selector = f"{manifests.JOB}={job}" + (f",{manifests.REPLICA}={replica_}" if replica_ else "")
-    return sorted(admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items,
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}={job},{manifests.ROLE}").items
+    return sorted([p for p in pods if replica_ in (None, manifests.replica_of(p.metadata.labels))],
                   key=lambda p: p.metadata.creation_timestamp)
 
 
 def pod_name(admin: client.CoreV1Api, job: str, replica_: str) -> str:
-    """The replica's current pod (named by its Job on the JobSet engine, after the replica on "pods")."""
+    """The replica's current pod (named by its Job on the JobSet engine, after the replica otherwise)."""
     return wait(lambda: [p.metadata.name for p in pods_of(admin, job, replica_)
                          if p.status.phase in ("Pending", "Running") and not p.metadata.deletion_timestamp],
                 f"{job}'s {replica_} has a pod")[-1]
@@ -132,19 +133,22 @@ def end(admin: client.CoreV1Api, job: str, replica_: str, code: int, reason: str
 
 def running(admin: client.CoreV1Api, job: str) -> list[str]:
     """The replicas whose pods still run (or are pending)."""
-    return sorted(p.metadata.labels[manifests.REPLICA] for p in pods_of(admin, job)
+    return sorted(manifests.replica_of(p.metadata.labels) for p in pods_of(admin, job)
                   if p.status.phase in ("Pending", "Running"))
 
 
 def dry_run_create(admin: client.CoreV1Api, objects: list[dict]) -> None:
-    """A server-side dry run of each object: schema, names, quantities (and a JobSet's webhooks) all
+    """A server-side dry run of each object: schema, names, quantities (and the engines' webhooks) all
     validated, nothing stored."""
     custom = client.CustomObjectsApi(admin.api_client)
     for obj in objects:
-        {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
-         "Pod": admin.create_namespaced_pod,
-         "JobSet": lambda ns, body, **kw: custom.create_namespaced_custom_object(
-             "jobset.x-k8s.io", "v1alpha2", ns, "jobsets", body, **kw)}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+        if obj["apiVersion"] in (manifests.JOBSET_API, manifests.KUBEFLOW_API):
+            group, version = obj["apiVersion"].split("/")
+            custom.create_namespaced_custom_object(group, version, NAMESPACE, obj["kind"].lower() + "s", obj,
+                                                   dry_run="All")
+        else:
+            {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
+             "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
 
 
 def names(items) -> set[str]:
@@ -207,8 +211,7 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
         assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
     lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
     assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
-    done = "AllJobsCompleted" if engine == "jobset" else "Completed"  # the engine's own event
-    wait(lambda: {"Submitted", "Scheduled", done} <= {e["reason"] for e in backend.get("tf-ok")["events"]},
+    wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= {e["reason"] for e in backend.get("tf-ok")["events"]},
          "the job's events and the scheduler's are listed")
 
 
@@ -241,7 +244,9 @@ def test_a_signal_restarts_a_replica_with_restart_exit_code_and_exit_1_does_not(
     wait(lambda: not running(admin, "tf-signal"), "every other replica stops")
 
 
-@ENGINES
+# Not "kubeflow": the Training Operator v1.8.1 checks a job's deadline only when something else makes it
+# reconcile the job (its delayed requeue goes to a no-op queue), and kwok's pods change nothing while they run.
+@pytest.mark.parametrize("engine", ["jobset", "pods"])
 def test_the_deadline_fails_the_job(backend, admin):
     backend.submit(tf_spec("tf-late", policy={"deadline_seconds": 2}))
     job = wait_job(backend, "tf-late", lambda j: j["phase"] == "Failed", "the deadline fails the job", 60)
@@ -251,7 +256,8 @@ def test_the_deadline_fails_the_job(backend, admin):
 
 @ENGINES
 def test_oom_killed_replica_shows_its_reason(backend, admin):
-    backend.submit(spec_.validate({"name": "oom", "command": "python eat.py",
+    backend.submit(spec_.validate({"name": "oom", "framework": "tensorflow", "command": "python eat.py",
+                                   "replicas": {"worker": {}},
                                    "code": {"git": "https://example.com/a.git", "commit": COMMIT}}))
     wait_job(backend, "oom", lambda j: j["phase"] == "Running", "the job runs")
     end(admin, "oom", "worker-0", 137, reason="OOMKilled")
@@ -309,7 +315,7 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
 
 @ENGINES
 def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):
-    """The case JobSet is for: the cluster ends the job while no Jupyter server (or CLI) runs. On "pods"
+    """The case the engines are for: the cluster ends the job while no Jupyter server (or CLI) runs. On "pods"
     nothing does until a server starts again, and the job says so."""
     first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
     first.start(logging.getLogger("first"))
@@ -322,7 +328,7 @@ def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(contro
     first.close()  # the Jupyter server goes away; the job runs on in the cluster
     control_plane.write_log(chief, "step 2 while nobody watched", "done")
     end(admin, "survivor", "chief-0", 0)
-    if engine == "jobset":
+    if engine != "pods":
         wait(lambda: not running(admin, "survivor"), "the cluster stops the parameter server and the workers")
     else:
         time.sleep(3)
@@ -333,11 +339,47 @@ def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(contro
     assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Succeeded", "Stopped", "Stopped"]
     wait(lambda: [line.text for line in second.logs("survivor", replica="chief-0")] == [
         "step 1 while watched", "step 2 while nobody watched", "done"], "the new server copies what the chief logged")
-    if engine == "jobset":  # what the engine did while no server ran
-        assert "AllJobsCompleted" in {e["reason"] for e in job["events"]}
+    if engine != "pods":  # what the engine did while no server ran
+        assert ENGINE_DONE[engine] in {e["reason"] for e in job["events"]}
     wait(lambda: not running(admin, "survivor"), "nothing runs")
     second.delete("survivor")
     second.close()
+
+
+def test_the_training_operator_runs_each_replica_with_its_own_variables(control_plane, admin):
+    """On "kubeflow" a role's replicas share one template: the operator sets TF_CONFIG, and each pod runs the
+    branch of its index with clusterenv's variables. Policies the operator cannot keep are refused."""
+    spec = tf_spec("kf-env", policy={"restart": "exit-code", "max_restarts": 2, "deadline_seconds": 600})
+    objects = manifests.render(spec, SETTINGS, "kubeflow")
+    assert [o["kind"] for o in objects] == ["ConfigMap", "TFJob"]
+    tfjob = objects[1]["spec"]
+    assert tfjob["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2, "activeDeadlineSeconds": 600}
+    assert {t: r["restartPolicy"] for t, r in tfjob["tfReplicaSpecs"].items()} == dict.fromkeys(
+        ["Chief", "PS", "Worker"], "ExitCode")
+    dry_run_create(admin, objects)
+    with pytest.raises(SpecError, match="a TFJob with these replicas succeeds as 'chief' says, not 'all-workers'"):
+        manifests.render(tf_spec("kf-all", policy={"success": "all-workers"}), SETTINGS, "kubeflow")
+    with pytest.raises(SpecError, match="runs tensorflow, keras, pytorch and paddle jobs, not python ones"):
+        manifests.render(spec_.validate({"name": "py", "command": "python a.py"}), SETTINGS, "kubeflow")
+
+    admin_custom = client.CustomObjectsApi(admin.api_client)
+    admin_custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", objects[1])
+    try:
+        pod = wait(lambda: next((p for p in pods_of(admin, "kf-env", "worker-1")), None), "the operator makes worker 1")
+        env = {e.name: e.value for e in pod.spec.containers[0].env}
+        assert json.loads(env["TF_CONFIG"]) == {  # the operator's
+            "cluster": {"chief": ["kf-env-chief-0.training.svc:2222"], "ps": ["kf-env-ps-0.training.svc:2222"],
+                        "worker": ["kf-env-worker-0.training.svc:2222", "kf-env-worker-1.training.svc:2222"]},
+            "task": {"type": "worker", "index": 1}, "environment": "cloud"}
+        assert json.loads(env["DISTRAIN_CLUSTER"]) == json.loads(env["TF_CONFIG"])["cluster"]
+        script = pod.spec.containers[0].command[-1]
+        exported = subprocess.run(["sh", "-c", script.split("\n", 1)[1].replace("exec /bin/sh -c", "echo") +
+                                   "; env"], env={"DISTRAIN_INDEX": pod.metadata.labels[manifests.KUBEFLOW_INDEX],
+                                                  "PATH": os.environ["PATH"]}, capture_output=True, text=True).stdout
+        assert "DISTRAIN_REPLICA=worker-1" in exported and "DISTRAIN_SHARD_INDEX=2" in exported
+    finally:
+        admin_custom.delete_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", "kf-env")
+        wait(lambda: not pods_of(admin, "kf-env"), "the TFJob's pods are deleted")
 
 
 def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_path):
@@ -355,16 +397,33 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
                                                 "jobset.x-k8s.io/v1alpha2"):
                 wanted.submit(tf_spec("nowhere"))
             assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+            with pytest.raises(KubeError, match="kubernetes_engine is 'kubeflow' but the cluster does not serve "
+                                                "kubeflow.org/v1"):
+                KubeBackend(settings(tmp_path / "home", engine="kubeflow"), api).submit(tf_spec("nowhere"))
+            assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
             kube = KubeBackend(settings(tmp_path / "home"), api)
-            assert kube.cluster()["engine"] == {"name": "pods", "reason": "the cluster does not serve JobSet: jobs are "
-                                                "supervised by the Jupyter server (the cluster has no JobSet): while no "
-                                                "server or following CLI runs, nothing ends the job's other replicas, "
-                                                "restarts a failed one or enforces its deadline"}
+            assert kube.cluster()["engine"] == {
+                "name": "pods", "reason": "the cluster serves neither JobSet nor Kubeflow's Training Operator: jobs are "
+                "supervised by the Jupyter server (no engine in the cluster runs it): while no server or following "
+                "CLI runs, nothing ends the job's other replicas, restarts a failed one or enforces its deadline"}
             job = kube.submit(tf_spec("fallback", workers=1, output={"host_path": str(tmp_path)}))
             assert job["engine"] == "pods" and "supervised by the Jupyter server" in job["supervision"]
             submitted = next(e for e in job["events"] if e["reason"] == "Submitted")
-            assert "engine pods: the cluster does not serve JobSet" in submitted["message"]
+            assert "engine pods: the cluster serves neither JobSet nor" in submitted["message"]
             kube.delete("fallback")
+
+            # with the Training Operator's TFJob, auto runs the jobs it can run on it, the rest on pods
+            bare.create(yaml.safe_load((BIN / "crds" / "kubeflow.org_tfjobs.yaml").read_text()))
+            wait(lambda: "tfjobs" in kube.engines(), "the API server serves TFJobs")
+            assert kube.engine(tf_spec("tf"))[0] == "kubeflow"
+            assert "(TFJob): it enforces" in kube.cluster()["engine"]["reason"]
+            assert kube.engine(tf_spec("tf", policy={"success": "all-workers"})) == (
+                "pods", "the Training Operator cannot run this job (a TFJob with these replicas succeeds as 'chief' "
+                "says, not 'all-workers'): it is supervised by the Jupyter server (no engine in the cluster runs "
+                "it): while no server or following CLI runs, nothing ends the job's other replicas, restarts a "
+                "failed one or enforces its deadline")
+            assert kube.engine(spec_.validate({"name": "torch", "framework": "pytorch", "command": "python a.py"}))[1] \
+                .startswith("the cluster's Training Operator serves no PyTorchJob: this job is supervised")
     finally:
         bare.stop()
 
@@ -850,7 +909,7 @@ def compact_etcd(control_plane) -> None:
 def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog):
     caplog.set_level(logging.DEBUG, logger="test")
     seen = []
-    cache = Cache(listers(admin.api_client, NAMESPACE, jobset=False), seen.append, logging.getLogger("test")).start()
+    cache = Cache(listers(admin.api_client, NAMESPACE, {}), seen.append, logging.getLogger("test")).start()
     try:
         admin.create_namespaced_config_map(NAMESPACE, configmap("expiry", None))
         wait(lambda: cached(cache, "expiry"), "the cache holds the job")

@@ -4,7 +4,10 @@
 - "jobset": a JobSet, whose controller enforces the job's lifecycle in the cluster (success, failures,
   restarts, deadline), whether or not a Jupyter server runs. This backend only observes it: the
   JobSet's conditions, its Jobs and pods give the job's state (`jobset_state`).
-- "pods": bare pods and Services, for clusters without JobSet. This backend supervises them: it
+- "kubeflow": the Training Operator's TFJob, PyTorchJob or PaddleJob, enforced in the cluster likewise;
+  its conditions and pods give the job's state (`kubeflow_state`); the operator counts no restarts, so
+  this backend records those it sees (`count_restarts`).
+- "pods": bare pods and Services, for clusters with neither engine. This backend supervises them: it
   applies the lifecycle policy as they change (`reconcile`), so a job stops being supervised while no
   Jupyter server (or following CLI) runs.
 
@@ -13,7 +16,8 @@ keeps observing running jobs:
 
     ConfigMap <job>    data: spec.json, cluster.json, status.json (run; a stop; on "pods" the phase,
                        reasons and each replica's end); label: the engine
-    JobSet, Jobs, Pods labelled with the job (and the role, index, replica and run); their live state
+    the engine's objects, Pods labelled with the job (its role, its run; the replica, or the index the
+                       Training Operator labels it with); their live state
     Events             the scheduler's, the engine's and the job's own
 
 `Controller` keeps a watch-fed cache of the namespace's jobs, workloads, pods and events (no LIST per
@@ -55,19 +59,21 @@ from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
 from .kube_logs import append, last_stamp, seconds_since
 from .kube_state import (GPU, created, current_run, deadline_left, ended_pod, engine_of, event_time, event_view,
-                         involved_replica, jobset_state, new_status, newest, node_gpus, note_unschedulable,
-                         policy_replicas, replica_key, replica_state, seconds, stopped_status, with_ending)
-from .kube_watch import (JOBSET_GROUP, JOBSET_VERSION, SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue,
-                         Write, api_error, listers)
-from .manifests import JOB, MANAGED, REPLICA, RUN, object_name
+                         by_replica, count_restarts, involved_replica, jobset_state, kubeflow_state, new_status, newest,
+                         node_gpus, note_unschedulable, policy_replicas, replica_key, replica_state, seconds,
+                         stopped_status, with_ending)
+from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
+from .manifests import JOB, MANAGED, ROLE, RUN, object_name, replica_of
 
 if TYPE_CHECKING:
     from ..config import Distrain
 
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
                "Deployment": ("apps", "deployment")}  # the built-in kinds a job is made of: their API and resource
-CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets"}  # the kinds written here that the Cache holds
-SUPERVISED = ("supervised by the Jupyter server (the cluster has no JobSet): while no server or following CLI runs, "
+# the kinds written here that the Cache holds
+CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
+          **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
+SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
 
 
@@ -113,23 +119,58 @@ class KubeBackend:
         self.controller = Controller(self, log)
 
     # engines
-    def has_jobset(self) -> bool:
-        """Whether the cluster serves the JobSet API (its CRD is installed)."""
+    def engines(self) -> dict[str, str]:
+        """The engines' resources the cluster serves (jobsets, tfjobs, pytorchjobs, paddlejobs), each with
+        its API version."""
         groups = self._call(lambda: client.ApisApi(self.api).get_api_versions().groups, "list the cluster's APIs")
-        return any(g.name == JOBSET_GROUP and any(v.version == JOBSET_VERSION for v in g.versions) for g in groups)
+        served = {f"{g.name}/{v.version}" for g in groups for v in g.versions}
+        out = {"jobsets": manifests.JOBSET_API} if manifests.JOBSET_API in served else {}
+        if manifests.KUBEFLOW_API in served:
+            group, version = manifests.KUBEFLOW_API.split("/")
+            kinds = {k.plural for k in manifests.KUBEFLOW.values()}
+            try:
+                resources = self.custom.get_api_resources(group, version).resources
+            except ApiException as e:  # a CRD just installed: the group is listed before it serves
+                if e.status != 404:
+                    raise api_error(e, "list Kubeflow's resources") from None
+                resources = []
+            out.update({r.name: manifests.KUBEFLOW_API for r in resources if r.name in kinds})
+        return out
 
-    def engine(self) -> tuple[str, str]:
-        """The engine new jobs run on (c.Distrain.kubernetes_engine), and why."""
+    def engine(self, spec: dict | None = None) -> tuple[str, str]:
+        """The engine new jobs (or the job `spec`) run on, by c.Distrain.kubernetes_engine and what the
+        cluster serves, and why. "auto" prefers JobSet, then the Training Operator for the jobs it can run."""
         wanted = self.settings.kubernetes_engine
         if wanted == "pods":
             return "pods", f"c.Distrain.kubernetes_engine is 'pods': jobs are {SUPERVISED}"
-        if self.has_jobset():
+        served = self.engines()
+        if wanted in ("auto", "jobset") and "jobsets" in served:
             return "jobset", ("the cluster serves JobSet (jobset.x-k8s.io/v1alpha2): its controller enforces each "
                               "job's lifecycle in the cluster")
         if wanted == "jobset":
             raise KubeError("c.Distrain.kubernetes_engine is 'jobset' but the cluster does not serve "
                             "jobset.x-k8s.io/v1alpha2: an admin installs JobSet (see the README), or choose 'auto'")
-        return "pods", f"the cluster does not serve JobSet: jobs are {SUPERVISED}"
+        kinds = sorted({k.kind for k in manifests.KUBEFLOW.values() if k.plural in served})
+        if not kinds:
+            if wanted == "kubeflow":
+                raise KubeError("c.Distrain.kubernetes_engine is 'kubeflow' but the cluster does not serve "
+                                "kubeflow.org/v1: an admin installs Kubeflow's Training Operator, or choose 'auto'")
+            return "pods", f"the cluster serves neither JobSet nor Kubeflow's Training Operator: jobs are {SUPERVISED}"
+        why = (f"the cluster serves Kubeflow's Training Operator ({', '.join(kinds)}): it enforces each job's "
+               "lifecycle in the cluster")
+        framework = (spec or {}).get("framework", "python")
+        kind = manifests.KUBEFLOW.get(framework)
+        if spec and kind and kind.kind not in kinds:
+            missing = f"the cluster's Training Operator serves no {kind.kind}"
+            if wanted == "kubeflow":
+                raise KubeError(f"c.Distrain.kubernetes_engine is 'kubeflow' but {missing}")
+            return "pods", f"{missing}: this job is {SUPERVISED}"
+        refusal = manifests.kubeflow_refusal(spec) if spec and wanted == "auto" else None
+        if refusal:
+            return "pods", f"the Training Operator cannot run this job ({refusal.message.split('; ')[0]}): it is {SUPERVISED}"
+        if not spec and wanted == "auto":
+            why += f"; jobs it cannot run are {SUPERVISED}"
+        return "kubeflow", why
 
     def close(self) -> None:
         """Stop watching; calls read the cluster again."""
@@ -177,7 +218,7 @@ class KubeBackend:
         if not self.cache:
             return self._pods_fresh(name)
         return [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name
-                and REPLICA in p.metadata.labels]
+                and ROLE in p.metadata.labels]
 
     def _jobs(self, name: str) -> dict[str, client.V1Job]:
         """The Jobs of a JobSet job, by replica."""
@@ -186,26 +227,33 @@ class KubeBackend:
         else:
             jobs = self._call(lambda: self.batch.list_namespaced_job(
                 self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list Jobs")
-        return {j.metadata.labels[REPLICA]: j for j in jobs if (j.metadata.labels or {}).get(JOB) == name
-                and REPLICA in j.metadata.labels}
+        return {replica_of(j.metadata.labels): j for j in jobs if (j.metadata.labels or {}).get(JOB) == name
+                and ROLE in j.metadata.labels}
 
-    def _jobset(self, name: str) -> dict | None:
-        if self.cache:
-            return next((js for js in self.cache.items("jobsets") if js.metadata.name == name), None)
-        return self._jobset_fresh(name)
-
-    def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
-        """A JobSet job's status, from its JobSet, Jobs and `pods` (see kube_state.jobset_state)."""
+    def _workload(self, root: client.V1ConfigMap) -> dict | None:
+        """The object that runs the job on its engine (a JobSet, a TFJob...), as the engine reports it."""
+        api_version, resource = manifests.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
         name = root.metadata.name
-        return jobset_state(root, self._jobset(name), self._jobs(name), pods)
+        if self.cache:
+            return next((o for o in self.cache.items(resource) if o.metadata.name == name), None)
+        return self._workload_fresh(root)
 
-    def _jobset_fresh(self, name: str) -> dict | None:
+    def _workload_fresh(self, root: client.V1ConfigMap) -> dict | None:
+        api_version, resource = manifests.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
+        group, version = api_version.split("/")
         try:
-            return self.custom.get_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", name)
+            return self.custom.get_namespaced_custom_object(group, version, self.ns, resource, root.metadata.name)
         except ApiException as e:
             if e.status == 404:
                 return None
-            raise api_error(e, f"read JobSet {name}") from None
+            raise api_error(e, f"read {resource} {root.metadata.name}") from None
+
+    def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
+        """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs): see
+        kube_state.jobset_state and kubeflow_state."""
+        if engine_of(root) == "jobset":
+            return jobset_state(root, self._workload(root), self._jobs(root.metadata.name), pods)
+        return kubeflow_state(root, self._workload(root), pods)
 
     def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
         """Events of the job (its ConfigMap, its JobSet) and of its replicas' objects (Pods, Jobs), the
@@ -267,7 +315,7 @@ class KubeBackend:
         """Refuse, before anything is created, what the cluster can never run; then let the API server
         (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
         one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
-        engine = engine or self.engine()[0]
+        engine = engine or self.engine(spec)[0]
         errors = []
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
@@ -319,9 +367,10 @@ class KubeBackend:
         options = {"dry_run": "All"} if dry_run else {}
         with self._writing(None if dry_run else CACHED.get(kind), name) as write:
             try:
-                if kind == "JobSet":
+                if obj["apiVersion"] in (manifests.JOBSET_API, manifests.KUBEFLOW_API):
+                    group, version = obj["apiVersion"].split("/")
                     made = Resource(self.custom.create_namespaced_custom_object(
-                        JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", obj, **options))
+                        group, version, self.ns, kind.lower() + "s", obj, **options))
                 else:
                     made = self._api("create", kind)(self.ns, obj, **options)
             except ApiException as e:
@@ -334,7 +383,7 @@ class KubeBackend:
         return self.api.sanitize_for_serialization(made)
 
     def submit(self, spec: dict) -> JobRecord:
-        engine, why = self.engine()
+        engine, why = self.engine(spec)
         self.check(spec, engine=engine)
         owner = manifests.root(spec, self.settings, engine)
         owner["data"]["status.json"] = json.dumps(new_status(spec))
@@ -356,7 +405,7 @@ class KubeBackend:
     def get(self, name: str, events: int = 20) -> JobRecord:
         root = self._root(name)
         pods = self._pods(name)
-        if engine_of(root) == "jobset":
+        if engine_of(root) != "pods":
             job = self._view(root, newest(pods), self._observe(root, pods))
         else:
             job = self.reconcile(root, newest(pods)) if not self.cache else self._view(root, newest(pods))
@@ -370,17 +419,17 @@ class KubeBackend:
         return [self.get(cm.metadata.name, events=0) for cm in self._roots()]
 
     def stop(self, name: str, timeout: float = 30) -> JobRecord:
-        """On "pods", request the stop and apply the policy; on "jobset", record the job's state as stopped
-        (unless the engine ended it), then delete its JobSet (its Jobs and pods follow)."""
+        """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
+        (unless the engine ended it), then delete the engine's object (its pods follow)."""
         root = self._root(name)
         for _ in range(10):
             status = json.loads(root.data["status.json"])
             if status["phase"] in FINISHED:
                 return self.get(name)
-            if engine_of(root) == "jobset":
+            if engine_of(root) != "pods":
                 observed = self._observe(root, self._pods(name))
                 if observed["phase"] in FINISHED:
-                    self._end_jobset(name)
+                    self._end_workload(root)
                     return self.get(name)
                 status = stopped_status(observed)
             status["stop_requested"] = True
@@ -389,23 +438,26 @@ class KubeBackend:
             root = self._root_fresh(name)  # another writer came first (409): request the stop on its version
         else:
             raise KubeError(f"job {name} kept changing: its stop could not be recorded")
-        if engine_of(root) == "jobset":
+        if engine_of(root) != "pods":
             self.record(name, Event("Stopped", "stopped by request", type="Warning"))
-            self._end_jobset(name)
+            self._end_workload(root)
         else:
             self.reconcile(self._root_fresh(name), newest(self._pods_fresh(name)))
         return self.get(name)
 
-    def _end_jobset(self, name: str) -> None:
-        """Copy the logs of the JobSet's pods, then delete it (its Jobs and pods follow)."""
+    def _end_workload(self, root: client.V1ConfigMap) -> None:
+        """Copy the logs of the job's pods, then delete the engine's object (its pods follow)."""
+        name = root.metadata.name
         self.copy_logs(name, self._pods_fresh(name))
-        with self._writing("jobsets", name) as write:
+        api_version, resource = manifests.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
+        group, version = api_version.split("/")
+        with self._writing(resource, name) as write:
             try:
-                self.custom.delete_namespaced_custom_object(JOBSET_GROUP, JOBSET_VERSION, self.ns, "jobsets", name,
+                self.custom.delete_namespaced_custom_object(group, version, self.ns, resource, name,
                                                             propagation_policy="Foreground")
             except ApiException as e:
                 if e.status != 404:
-                    raise api_error(e, f"delete JobSet {name}") from None
+                    raise api_error(e, f"delete {resource} {name}") from None
             write.forget()
 
     def restart(self, name: str, spec: dict | None = None) -> JobRecord:
@@ -440,10 +492,11 @@ class KubeBackend:
             self._create(obj)
 
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
-        """Until the job's pods (and on "jobset" its JobSet, whose successor takes its name) are gone."""
-        jobset = engine_of(self._root_fresh(name)) == "jobset"
+        """Until the job's pods (and its engine's object, whose successor takes its name) are gone."""
+        root = self._root_fresh(name)
+        engine = engine_of(root) != "pods"
         deadline = time.monotonic() + timeout
-        while (self._pods_fresh(name) or jobset and self._jobset_fresh(name)) and time.monotonic() < deadline:
+        while (self._pods_fresh(name) or engine and self._workload_fresh(root)) and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
@@ -474,7 +527,7 @@ class KubeBackend:
 
     def _pods_fresh(self, name: str) -> builtins.list[client.V1Pod]:
         return self._call(lambda: self.core.list_namespaced_pod(
-            self.ns, label_selector=f"{SELECTOR},{JOB}={name},{REPLICA}").items, "list pods")
+            self.ns, label_selector=f"{SELECTOR},{JOB}={name},{ROLE}").items, "list pods")
 
     # the policy, applied to what the cluster shows (engine "pods")
     def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]) -> JobRecord:
@@ -579,6 +632,14 @@ class KubeBackend:
             raise api_error(e, f"record the status of {root.metadata.name}") from None
         return updated
 
+    def count_restarts(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> None:
+        """Record the replicas' restarts on the kubeflow engine (see kube_state.count_restarts): the operator
+        replaces a failed pod under its name and counts nothing."""
+        status = json.loads(root.data["status.json"])
+        current = {name: max(ps, key=created) for name, ps in by_replica(root, pods).items()}
+        if status["phase"] not in FINISHED and count_restarts(status, current):
+            self._write_status(root, status)
+
     def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod], status: dict | None = None) -> JobRecord:
         """The job as every backend reports it (see manager.public): its status as recorded in `root`, or
         `status` (the JobSet engine's), with each unfinished replica's state from its pod in `pods`."""
@@ -662,7 +723,7 @@ class KubeBackend:
         last lines, oldest pods first: a replica's restarts in order."""
         for pod in sorted(pods, key=created):
             if not ended or ended_pod(pod):
-                self.archive(job, pod.metadata.labels[REPLICA], pod)
+                self.archive(job, replica_of(pod.metadata.labels), pod)
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
@@ -674,7 +735,7 @@ class KubeBackend:
         since = last_stamp(path)
         try:
             response = self.core.read_namespaced_pod_log(
-                pod.metadata.name, self.ns, container="main", timestamps=True, follow=follow,
+                pod.metadata.name, self.ns, container=pod.spec.containers[0].name, timestamps=True, follow=follow,
                 _preload_content=False,
                 **({"since_seconds": seconds_since(since)} if since else {}))
         except ApiException:
@@ -749,7 +810,7 @@ class Controller:
                         for i in range(self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        self.cache = backend.cache = Cache(listers(backend.api, backend.ns, backend.has_jobset()), self.queue.add, log,
+        self.cache = backend.cache = Cache(listers(backend.api, backend.ns, backend.engines()), self.queue.add, log,
                                            watch_timeout)
         self.cache.start()
 
@@ -763,6 +824,8 @@ class Controller:
                         job = self.backend.reconcile(roots[0], newest(pods))
                         self._remind(name, job)
                     else:  # the engine applies the policy; copy what ended pods logged
+                        if engine_of(roots[0]) == "kubeflow":
+                            self.backend.count_restarts(roots[0], pods)
                         self.backend.copy_logs(name, pods, ended=True)
                     self._follow(name, pods)
             except Exception:
@@ -785,7 +848,7 @@ class Controller:
 
     def _follow(self, job: str, pods: list[client.V1Pod]) -> None:
         for pod in pods:
-            replica, uid = pod.metadata.labels[REPLICA], pod.metadata.uid
+            replica, uid = replica_of(pod.metadata.labels), pod.metadata.uid
             if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers:
                 thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
                                           name=f"distrain-logs-{pod.metadata.name}")

@@ -1,5 +1,6 @@
 """What the cluster's objects say about a job, as every backend says it: pure functions of a job's
-root ConfigMap, its pods and, on the JobSet engine, its JobSet and Jobs (no I/O)."""
+root ConfigMap, its pods and its engine's objects (a JobSet and its Jobs, or the Training Operator's
+TFJob, PyTorchJob or PaddleJob); no I/O."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from kubernetes import client
 
 from ..policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ..spec import replica_name, replicas
-from .manifests import ENGINE, REPLICA, RESTARTS, RUN
+from .manifests import ENGINE, RESTARTS, RUN, replica_of
 
 GPU = "nvidia.com/gpu"
-SETTLING = 5  # seconds the objects that explain a JobSet's end may lag behind it in the cache
+SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
 
 
 def seconds(t: datetime | None) -> float | None:
@@ -32,7 +33,7 @@ def created(obj) -> datetime:
 
 def newest(pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
     """Each replica's newest pod."""
-    return {p.metadata.labels[REPLICA]: p for p in sorted(pods, key=created)}
+    return {replica_of(p.metadata.labels): p for p in sorted(pods, key=created)}
 
 
 def involved_replica(involved: str, job: str, replica_names) -> str | None:
@@ -52,12 +53,14 @@ def condition(obj, kind: str):
         if obj is not None and obj.status else None
 
 
-def jobset_end(jobset: dict | None) -> tuple[str, str, str, float] | None:
-    """(Completed or Failed, reason, message, when) once the JobSet's controller ended it."""
-    for c in ((jobset or {}).get("status") or {}).get("conditions") or []:
-        if c["type"] in ("Completed", "Failed") and c["status"] == "True":
+def engine_end(workload: dict | None) -> tuple[Phase, str, str, float] | None:
+    """(Succeeded or Failed, reason, message, when) once the engine ended the job: the condition
+    Completed (JobSet) or Succeeded (Kubeflow), or Failed."""
+    for c in ((workload or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] in ("Completed", "Succeeded", "Failed") and c["status"] == "True":
             when = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
-            return c["type"], c.get("reason", ""), c.get("message", ""), when
+            phase = Phase.FAILED if c["type"] == "Failed" else Phase.SUCCEEDED
+            return phase, c.get("reason", ""), c.get("message", ""), when
     return None
 
 
@@ -110,36 +113,74 @@ def note_unschedulable(status: dict) -> None:
         status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
 
 
+def by_replica(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[str, list[client.V1Pod]]:
+    """The pods of the job's current run, by replica."""
+    run, mine = current_run(root), {}
+    for pod in pods:
+        if int((pod.metadata.labels or {}).get(RUN, run)) == run:
+            mine.setdefault(replica_of(pod.metadata.labels), []).append(pod)
+    return mine
+
+
 def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
                  pods: list[client.V1Pod]) -> dict:
     """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
     decides when the job ends; policy.py's `decide` and `ending` say it as every backend does."""
-    spec, status = json.loads(root.data["spec.json"]), json.loads(root.data["status.json"])
-    run = current_run(root)
-    mine: dict[str, list] = {}
-    for pod in pods:
-        if int((pod.metadata.labels or {}).get(RUN, run)) == run:
-            mine.setdefault(pod.metadata.labels[REPLICA], []).append(pod)
+    status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
     states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
               for name, recorded in status["replicas"].items()}
+    return engine_state(root, status, states, set(mine), engine_end(jobset))
+
+
+def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[client.V1Pod]) -> dict:
+    """A Training Operator job's status (shaped as `new_status`): each replica's newest pod, its restarts
+    as recorded (`count_restarts`); the operator decides when the job ends."""
+    status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
+    states = {}
+    for name, recorded in status["replicas"].items():
+        replica_pods = sorted(mine.get(name, []), key=created)
+        states[name] = replica_state(recorded, replica_pods[-1] if replica_pods else None)
+    return engine_state(root, status, states, set(mine), engine_end(workload))
+
+
+def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
+    """Record in `status` each replica's newest pod, counting a restart when it replaced an earlier one
+    of the same run (the Training Operator makes the replacement under the same name and keeps no count).
+    Whether anything changed."""
+    changed = False
+    for name, pod in pods.items():
+        recorded = status["replicas"][name]
+        if recorded.get("pod") != pod.metadata.uid:
+            if recorded.get("pod"):
+                recorded["restarts"] += 1
+            recorded["pod"], changed = pod.metadata.uid, True
+    return changed
+
+
+def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict], with_pods: set[str],
+                 end: tuple[Phase, str, str, float] | None) -> dict:
+    """The job's status once an engine ran it: the replicas' `states`, judged by policy.py, and the
+    engine's `end` (see `engine_end`) once it has one."""
+    spec = json.loads(root.data["spec.json"])
     started = [s["started"] for s in states.values() if s["started"]]
-    # a replica whose pods are gone (the engine deletes a running replica's Job when the job ends) ran if the job did
-    replicas_ = policy_replicas(states, ran=set(states) - set(mine) if started else ())
+    # a replica whose pods are gone (the engine deletes a running replica's pods when the job ends) ran if the job did
+    replicas_ = policy_replicas(states, ran=set(states) - with_pods if started else ())
     status.update(replicas=states, started=min(started) if started else None)
-    end = jobset_end(jobset)
     decision = decide(spec, replicas_)
-    if any(s["reason"] == "DeadlineExceeded" for s in states.values()):
+    deadline = spec["policy"].get("deadline_seconds")
+    if any(s["reason"] == "DeadlineExceeded" for s in states.values()) or (
+            end and end[0] == Phase.FAILED and decision.phase != Phase.FAILED and deadline
+            and started and end[3] - min(started) >= deadline):
         decision = deadline_exceeded(spec)
-    if end and decision.phase.value != end[0].replace("Completed", "Succeeded") and time.time() - end[3] < SETTLING:
+    if end and decision.phase != end[0] and time.time() - end[3] < SETTLING:
         end = None  # what ended it (a pod, a Job) is still on its way through another watch
     if end:
-        kind, reason, message, when = end
-        if kind == "Completed" and decision.phase != Phase.SUCCEEDED:
-            decision = Decision(Phase.SUCCEEDED, "Completed", message, 0)
-        elif kind == "Failed" and decision.phase != Phase.FAILED:
-            decision = Decision(Phase.FAILED, reason, message)
+        phase, reason, message, when = end
+        if phase != decision.phase:
+            decision = Decision(phase, "Completed" if phase == Phase.SUCCEEDED else reason, message,
+                                0 if phase == Phase.SUCCEEDED else None)
         return with_ending(status, ending(decision, replicas_, when))
-    if decision.phase in FINISHED:  # the controller has yet to act on it
+    if decision.phase in FINISHED:  # the engine has yet to act on it
         decision = Decision(Phase.RUNNING)
     status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
     note_unschedulable(status)
@@ -194,7 +235,7 @@ def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
     state["restarts"] = int((pod.metadata.annotations or {}).get(RESTARTS, recorded["restarts"]))
     state["node"] = pod.spec.node_name
     status = pod.status
-    main = next((c for c in status.container_statuses or [] if c.name == "main"), None)
+    main = next((c for c in status.container_statuses or [] if c.name == pod.spec.containers[0].name), None)
     if status.phase == "Pending":
         state.update(phase=str(Phase.PENDING), **pending_reason(pod))
     elif status.phase == "Running":
@@ -213,10 +254,11 @@ def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
 
 
 def terminated(pod: client.V1Pod):
-    """The termination that ended the pod: a failed init container's, else the main container's."""
+    """The termination that ended the pod: a failed init container's, else the main (first) container's."""
+    main = pod.spec.containers[0].name
     for c in (pod.status.init_container_statuses or []) + (pod.status.container_statuses or []):
         end = c.state.terminated if c.state else None
-        if end and (end.exit_code or c.name == "main"):
+        if end and (end.exit_code or c.name == main):
             return end
     return None
 

@@ -15,10 +15,9 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from ..errors import DistrainError
-from .manifests import JOB, JOBSET_API, MANAGED
+from .manifests import JOB, MANAGED
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
-JOBSET_GROUP, JOBSET_VERSION = JOBSET_API.split("/")
 
 
 class KubeError(DistrainError):
@@ -67,19 +66,22 @@ class Write:
             self.cache._answer(self, _GONE, None)
 
 
-def listers(api: client.ApiClient, namespace: str, jobset: bool) -> dict[str, Callable]:
-    """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and with
-    `jobset` their JobSets and Jobs."""
+def listers(api: client.ApiClient, namespace: str, engines: dict[str, str]) -> dict[str, Callable]:
+    """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and the
+    engines' objects: `engines` maps each resource the cluster serves (jobsets, tfjobs...) to its API
+    version; with JobSets come their Jobs."""
     core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
     out: dict[str, Callable] = {
         "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=SELECTOR, **kw),
         "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=SELECTOR, **kw),
         "events": lambda **kw: core.list_namespaced_event(namespace, **kw),
     }
-    if jobset:
+    if "jobsets" in engines:
         out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=SELECTOR, **kw)
-        out["jobsets"] = lambda **kw: custom.list_namespaced_custom_object(
-            JOBSET_GROUP, JOBSET_VERSION, namespace, "jobsets", label_selector=SELECTOR, **kw)
+    for plural, api_version in engines.items():
+        group, version = api_version.split("/")
+        out[plural] = (lambda group, version, plural: lambda **kw: custom.list_namespaced_custom_object(
+            group, version, namespace, plural, label_selector=SELECTOR, **kw))(group, version, plural)
     return out
 
 
@@ -104,9 +106,10 @@ class Cache:
       listing brings what the listing lacks).
     """
 
-    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events", "jobs": "Jobs", "jobsets": "JobSets"}
+    WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events", "jobs": "Jobs", "jobsets": "JobSets",
+            "tfjobs": "TFJobs", "pytorchjobs": "PyTorchJobs", "paddlejobs": "PaddleJobs"}
     # what the watch delivers; a custom resource comes as a dict, made a Resource
-    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job", "jobsets": None}
+    MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job"}
 
     def __init__(self, listers: dict[str, Callable], changed, log, watch_timeout: int = WATCH_TIMEOUT):
         self.listers, self.changed, self.log = listers, changed, log
@@ -246,7 +249,7 @@ class Cache:
 
     def _watch(self, kind: str, lister) -> None:
         """Watch from `versions[kind]` until the API server ends the watch (raises its failure)."""
-        stream = watch.Watch(return_type=self.MODELS[kind])  # a lambda names no type to find
+        stream = watch.Watch(return_type=self.MODELS.get(kind))  # a lambda names no type to find
         with self.lock:
             self.watches[kind] = stream
         if self.stopping.is_set():

@@ -10,6 +10,15 @@ engine "jobset": the cluster's JobSet controller enforces the lifecycle
                                     active deadline the job's; the controller makes a headless Service
                                     <job> giving pod <job>-<role>-<i>-0-0 a stable DNS name
 
+engine "kubeflow": Kubeflow's Training Operator enforces the lifecycle (tensorflow, keras, pytorch, paddle)
+    TFJob | PyTorchJob | PaddleJob <job>
+                                    one replica type per role (the operator's names: Paddle's ps is its
+                                    Master), its success policy, restart policy, backoff limit and active
+                                    deadline the job's; the operator makes pod and headless Service
+                                    <job>-<type>-<i> for each replica and sets its framework's variables
+                                    (TF_CONFIG, MASTER_ADDR...) itself; the others come from clusterenv,
+                                    each replica's picked by the index the operator labels its pod with
+
 engine "pods": this Jupyter server supervises (backends/kube.py applies policy.py)
     Service   <job>-<role>-<i>      headless, one per replica, so each has a stable DNS name
     Pod       <job>-<role>-<i>      one per replica
@@ -26,11 +35,13 @@ from __future__ import annotations
 
 import json
 import shlex
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..clusterenv import Dirs, replica_env, trainers
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
+from ..errors import FieldError, SpecError
 from ..spec import chief, gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
@@ -38,6 +49,8 @@ MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
 JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE = (f"{GROUP}/{k}" for k in (
     "job", "role", "index", "replica", "run", "restarts", "engine"))
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+KUBEFLOW_API = "kubeflow.org/v1"
+KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"  # the label the Training Operator gives each pod
 SIGNALS = list(range(128, 256))  # exit codes of a process killed by a signal: what restart "exit-code" retries
 COMPONENT = "app.kubernetes.io/component"
 PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
@@ -46,8 +59,73 @@ TENSORBOARD_PORT = 6006
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
 
 
+
+
+@dataclass(frozen=True)
+class KubeflowKind:
+    """How the Training Operator runs a framework: its kind, the field of its replica specs, the container
+    and port names it looks for, the replica type of each role, and the variables it sets itself."""
+
+    kind: str
+    replica_specs: str
+    container: str
+    port: str
+    types: dict[str, str]
+    own_env: frozenset[str]
+
+    @property
+    def plural(self) -> str:
+        return self.kind.lower() + "s"
+
+
+TFJOB = KubeflowKind("TFJob", "tfReplicaSpecs", "tensorflow", "tfjob-port",
+                     {"chief": "Chief", "ps": "PS", "worker": "Worker", "evaluator": "Evaluator"}, frozenset({"TF_CONFIG"}))
+KUBEFLOW = {
+    "tensorflow": TFJOB, "keras": TFJOB,
+    "pytorch": KubeflowKind("PyTorchJob", "pytorchReplicaSpecs", "pytorch", "pytorchjob-port",
+                            {"master": "Master", "worker": "Worker"},
+                            frozenset({"PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                                       "PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK",
+                                       "PET_NPROC_PER_NODE"})),
+    "paddle": KubeflowKind("PaddleJob", "paddleReplicaSpecs", "paddle", "master", {"ps": "Master", "worker": "Worker"},
+                           frozenset({"PYTHONUNBUFFERED"})),
+}
+KUBEFLOW_RESTART = {"never": "Never", "on-failure": "OnFailure", "exit-code": "ExitCode"}
+
+
+def kubeflow_refusal(spec: dict) -> FieldError | None:
+    """Why the Training Operator cannot keep this job's policy (None if it can). It decides success by
+    replica type: a TFJob by its chief (else worker 0, or with AllWorkers every worker), a PyTorchJob or
+    PaddleJob by its Master (else every worker); Paddle's Master is the job's ps."""
+    framework = spec.get("framework", "python")
+    elsewhere = "; run it on the jobset or pods engine"
+    if framework not in KUBEFLOW:
+        return FieldError("framework", f"the Training Operator runs tensorflow, keras, pytorch and paddle jobs, "
+                                       f"not {framework} ones{elsewhere}")
+    kind, roles, success = KUBEFLOW[framework], set(spec["replicas"]), spec["policy"]["success"]
+    if kind is TFJOB:
+        keeps = "chief" if "chief" in roles or success == "chief" else "all-workers"
+    elif framework == "pytorch":
+        keeps = "chief" if "master" in roles else "all-workers"
+    elif "ps" in roles:
+        return FieldError("replicas.ps", "a PaddleJob with parameter servers ends when its Master (the ps) does, "
+                                         f"which no policy.success means{elsewhere}")
+    else:
+        keeps = "all-workers"
+    if success == keeps:
+        return None
+    return FieldError("policy.success", f"a {kind.kind} with these replicas succeeds as {keeps!r} says, "
+                                        f"not {success!r}{elsewhere}")
+
+
 def object_name(job: str, replica: str) -> str:
     return f"{job}-{replica}"
+
+
+def replica_of(labels: dict[str, str]) -> str:
+    """The replica a pod (or Job) belongs to, from its labels; the Training Operator's pods carry the role
+    (their template's) and the index it gives them."""
+    return labels.get(REPLICA) or replica_name(labels[ROLE], int(labels[KUBEFLOW_INDEX]))
 
 
 def port(spec: dict) -> int:
@@ -59,6 +137,9 @@ def host(spec: dict, replica: str, namespace: str, engine: str) -> str:
     job = spec["name"]
     if engine == "jobset":  # the JobSet's Job <job>-<replicated job>-0, whose one pod has index 0
         return f"{object_name(job, replica)}-0-0.{job}.{namespace}.svc"
+    if engine == "kubeflow":  # the operator's Service <job>-<replica type>-<index>
+        role, _, index = replica.rpartition("-")
+        return f"{job}-{KUBEFLOW[spec['framework']].types[role].lower()}-{index}.{namespace}.svc"
     return f"{object_name(job, replica)}.{namespace}.svc"
 
 
@@ -86,7 +167,15 @@ def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     return meta
 
 
+def runnable(spec: dict, engine: str) -> None:
+    """Refuse (SpecError) a job `engine` cannot run as its policy says."""
+    refusal = kubeflow_refusal(spec) if engine == "kubeflow" else None
+    if refusal:
+        raise SpecError([refusal])
+
+
 def root(spec: dict, settings: Distrain, engine: str) -> dict:
+    runnable(spec, engine)
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": spec["name"], "namespace": settings.namespace,
@@ -126,31 +215,55 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, rest
         "metadata": {**metadata(object_name(spec["name"], name), settings,
                                 {**labels(spec["name"], role, index), RUN: str(run)}, owner),
                      "annotations": {RESTARTS: str(restarts)}},
-        "spec": {**pod_spec(spec, role, index, settings, addresses(spec, settings.namespace, "pods")),
+        "spec": {**pod_spec(spec, role, [index], settings, addresses(spec, settings.namespace, "pods")),
                  "hostname": object_name(spec["name"], name)},
     }
 
 
-def pod_spec(spec: dict, role: str, index: int, settings: Distrain, addresses: dict[str, list[str]]) -> dict:
-    """The spec of replica `role`-`index`'s pod, whatever the engine."""
-    name = replica_name(role, index)
-    logdir = f"/output/{spec['tensorboard']['logdir']}/{name}"
+INSTALL = ("if [ -s requirements.txt ]; then python -m pip install --no-input --disable-pip-version-check"
+           " -r requirements.txt || exit 1; fi")
+
+
+def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) -> tuple[dict[str, str], str]:
+    """Replica `role`-`index`'s environment and command, as its container sees them."""
+    logdir = f"/output/{spec['tensorboard']['logdir']}/{replica_name(role, index)}"
     resume = spec.get("resume_from")
     dirs = Dirs(input="/input", output="/output", logdir=logdir,
                 resume_from=("/resume" if resume.startswith("job:") else resume) if resume else None)
-    env = replica_env(spec, addresses, role, index, dirs)
     command = render_command(spec, {"job": spec["name"], "role": role, "index": str(index), "input": "/input",
                                     "output": "/output", "logdir": logdir})
-    install = ("if [ -s requirements.txt ]; then python -m pip install --no-input --disable-pip-version-check"
-               " -r requirements.txt || exit 1; fi")
+    return replica_env(spec, addresses, role, index, dirs), command
+
+
+def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addresses: dict[str, list[str]],
+             kubeflow: KubeflowKind | None = None) -> dict:
+    """The pod spec of replicas `role`-`indices`: one replica's, except on the kubeflow engine, where a
+    role's replicas share one template and each runs the branch of its index (the operator's label).
+    On that engine the container and port have the operator's names and it sets its variables itself."""
+    programs = [program(spec, role, index, addresses) for index in indices]
+    own = kubeflow.own_env if kubeflow else frozenset()
+    envs = [{k: v for k, v in env.items() if k not in own} for env, _ in programs]
+    shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
+    env: list[dict] = [{"name": k, "value": v} for k, v in sorted(shared.items())]
+    if len(programs) == 1:
+        run = f"exec /bin/sh -c {shlex.quote(programs[0][1])}"
+    else:
+        env.append({"name": "DISTRAIN_INDEX",
+                    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{KUBEFLOW_INDEX}']"}}})
+        branches = ["".join([f"  {index})", *(f" export {k}={shlex.quote(v)};" for k, v in sorted(own_env.items())
+                                               if k not in shared and k != "DISTRAIN_INDEX"),
+                             f" exec /bin/sh -c {shlex.quote(command)};;"])
+                    for index, own_env, (_, command) in zip(indices, envs, programs)]
+        run = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
+                         '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
     volumes, mounts = _volumes(spec, settings)
     main = {
-        "name": "main",
+        "name": kubeflow.container if kubeflow else "main",
         "image": image(spec, settings),
         "workingDir": WORKSPACE,
-        "command": ["/bin/sh", "-c", f"{install}\nexec /bin/sh -c {shlex.quote(command)}"],
-        "env": [{"name": k, "value": v} for k, v in sorted(env.items())],
-        "ports": [{"name": "distrain", "containerPort": port(spec)}],
+        "command": ["/bin/sh", "-c", f"{INSTALL}\n{run}"],
+        "env": env,
+        "ports": [{"name": kubeflow.port if kubeflow else "distrain", "containerPort": port(spec)}],
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
     }
@@ -183,7 +296,7 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
         job_spec: dict = {
             "parallelism": 1, "completions": 1, "completionMode": "Indexed",
             "backoffLimit": 0 if policy["restart"] == "never" else policy["max_restarts"],
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(spec, role, index, settings, where)},
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(spec, role, [index], settings, where)},
         }
         if policy["restart"] == "exit-code":
             job_spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {
@@ -198,6 +311,38 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
         "spec": {"replicatedJobs": replicated, "successPolicy": success, "failurePolicy": {"maxRestarts": 0},
                  "network": {"enableDNSHostnames": True, "subdomain": job, "publishNotReadyAddresses": True}},
     }
+
+
+def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
+    """The job as the Training Operator's kind for its framework (engine "kubeflow"), whose controller then
+    enforces the lifecycle: success by its rule (see `kubeflow_refusal`, which `check` applies first),
+    each replica's restart policy the job's (Kubeflow's ExitCode retries exit codes 128-255), the job's
+    backoff limit `max_restarts` (Kubeflow counts the restarts of all replicas together) and its active
+    deadline `deadline_seconds`; when the job ends the operator deletes the pods still running and keeps
+    the finished ones."""
+    job, policy, kind = spec["name"], spec["policy"], KUBEFLOW[spec["framework"]]
+    where = addresses(spec, settings.namespace, "kubeflow")
+    indices: dict[str, list[int]] = {}
+    for role, index in replicas(spec):
+        indices.setdefault(role, []).append(index)
+    replica_specs = {
+        kind.types[role]: {
+            "replicas": len(numbers), "restartPolicy": KUBEFLOW_RESTART[policy["restart"]],
+            "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run)}},
+                         "spec": pod_spec(spec, role, numbers, settings, where, kind)}}
+        for role, numbers in indices.items()}
+    run_policy: dict = {"cleanPodPolicy": "Running"}
+    if policy["restart"] != "never":
+        run_policy["backoffLimit"] = policy["max_restarts"]
+    if policy.get("deadline_seconds"):
+        run_policy["activeDeadlineSeconds"] = policy["deadline_seconds"]
+    body: dict = {kind.replica_specs: replica_specs, "runPolicy": run_policy}
+    if kind is TFJOB and policy["success"] == "all-workers":
+        body["successPolicy"] = "AllWorkers"
+    if kind.kind == "PyTorchJob":
+        body["nprocPerNode"] = "1"  # one process per replica, as on every engine
+    return {"apiVersion": KUBEFLOW_API, "kind": kind.kind,
+            "metadata": metadata(job, settings, {**labels(job), RUN: str(run)}, owner), "spec": body}
 
 
 def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
@@ -285,10 +430,22 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     ]
 
 
+def engine_resource(spec: dict, engine: str) -> tuple[str, str] | None:
+    """(API version, resource) of the one object that runs the job on `engine`; None on "pods"."""
+    if engine == "jobset":
+        return JOBSET_API, "jobsets"
+    if engine == "kubeflow":
+        return KUBEFLOW_API, KUBEFLOW[spec["framework"]].plural
+    return None
+
+
 def workload(spec: dict, settings: Distrain, owner: dict, engine: str, run: int = 1) -> list[dict]:
     """What runs the job's replicas on `engine`."""
     if engine == "jobset":
         return [jobset(spec, settings, owner, run)]
+    if engine == "kubeflow":
+        runnable(spec, engine)
+        return [kubeflow(spec, settings, owner, run)]
     objects = []
     for role, index in replicas(spec):
         objects += [service(spec, role, index, settings, owner), pod(spec, role, index, settings, owner, run=run)]

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test control plane from the pinned Go modules beside this script into ./bin, which git
 # ignores: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (kube/), and the
-# in-cluster training engines with their CRDs (jobset/). Each part is rebuilt only when its pins or
-# this script change.
+# in-cluster training engines with their CRDs: JobSet (jobset/) and Kubeflow's Training Operator
+# (kubeflow/). Each part is rebuilt only when its pins, its sources or this script change.
 set -euo pipefail
 shopt -s nullglob
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,3 +47,13 @@ jobset() {
   cp "$(go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$bin/crds/"
 }
 build jobset jobset
+
+# Kubeflow's Training Operator (TFJob, PyTorchJob, PaddleJob controllers and webhooks; kubeflow/main.go) and its CRDs
+kubeflow() {
+  go build -trimpath -o "$bin/training-operator" .
+  mkdir -p "$bin/crds"
+  local crds
+  crds=$(go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds
+  cp "$crds/kubeflow.org_tfjobs.yaml" "$crds/kubeflow.org_pytorchjobs.yaml" "$crds/kubeflow.org_paddlejobs.yaml" "$bin/crds/"
+}
+build kubeflow kubeflow

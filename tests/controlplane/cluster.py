@@ -1,7 +1,7 @@
 """A real Kubernetes control plane on loopback, for tests: etcd, kube-apiserver,
 kube-controller-manager, kube-scheduler, kwok simulating the nodes and the pods' lives, and the
-in-cluster training engine JobSet (its controller and its admission webhooks, served on loopback with
-this control plane's certificate).
+in-cluster training engines JobSet and Kubeflow's Training Operator (TFJob, PyTorchJob, PaddleJob):
+their CRDs, controllers and admission webhooks, served on loopback with this control plane's certificate.
 
 Built by build.sh from pinned Go modules. Pods never run a container: kwok moves them from
 Pending to Running once scheduled, and to Succeeded or Failed when a test sets the annotation
@@ -158,7 +158,8 @@ class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
     def __init__(self, workdir: Path, engines: bool = True):
-        """`engines=False`: a cluster without JobSet, as a user with namespace rights alone may have."""
+        """`engines=False`: a cluster without JobSet or the Training Operator, as a user with namespace rights
+        alone may have."""
         self.dir = workdir
         self.engines = engines
         self.processes: dict[str, subprocess.Popen] = {}
@@ -186,6 +187,7 @@ class ControlPlane:
             self._start_kwok()
             if self.engines:
                 self._start_jobset()
+                self._start_kubeflow()
         except BaseException:
             self.stop()
             raise
@@ -297,10 +299,7 @@ class ControlPlane:
         pods of JobSets) registered at the controller's loopback address."""
         self.create(yaml.safe_load((BIN / "crds" / "jobset.x-k8s.io_jobsets.yaml").read_text()))
         self._wait("kube-apiserver", lambda: self._crd_established("jobsets.jobset.x-k8s.io"))
-        port, certs = free_port(), self.dir / "jobset-certs"
-        certs.mkdir()
-        shutil.copy(self.dir / "serving.crt", certs / "tls.crt")
-        shutil.copy(self.dir / "serving.key", certs / "tls.key")
+        port, certs = free_port(), self._serving_certificates("jobset")
         config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
                   "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
                   "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
@@ -322,6 +321,33 @@ class ControlPlane:
                      "containers": [{"name": "c", "image": "busybox"}]}}}}}]}}
         self._wait("jobset", lambda: self._dry_run_accepted(probe))
 
+    def _serving_certificates(self, name: str) -> Path:
+        """A directory with this control plane's loopback serving certificate as tls.crt and tls.key."""
+        certs = self.dir / f"{name}-certs"
+        certs.mkdir()
+        shutil.copy(self.dir / "serving.crt", certs / "tls.crt")
+        shutil.copy(self.dir / "serving.key", certs / "tls.key")
+        return certs
+
+    def _start_kubeflow(self) -> None:
+        """The Training Operator's CRDs, its controllers (kubeflow/main.go) and its validating webhooks."""
+        kinds = ("tfjobs", "pytorchjobs", "paddlejobs")
+        for kind in kinds:
+            self.create(yaml.safe_load((BIN / "crds" / f"kubeflow.org_{kind}.yaml").read_text()))
+        for kind in kinds:
+            self._wait("kube-apiserver", lambda: self._crd_established(f"{kind}.kubeflow.org"))
+        port = free_port()
+        self._spawn("training-operator", "--cert-dir", str(self._serving_certificates("kubeflow")),
+                    f"--webhook-port={port}", env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
+        self._register_webhooks("kubeflow", f"https://127.0.0.1:{port}", [
+            ("validating", f"validator.{kind[:-1]}.training-operator.kubeflow.org",
+             f"/validate-kubeflow-org-v1-{kind[:-1]}", "kubeflow.org", kind, ["CREATE", "UPDATE"], None)
+            for kind in kinds])
+        probe = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "metadata": {"name": "probe", "namespace": "default"},
+                 "spec": {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": {"spec": {
+                     "containers": [{"name": "tensorflow", "image": "busybox"}]}}}}}}
+        self._wait("training-operator", lambda: self._dry_run_accepted(probe))
+
     def _register_webhooks(self, name: str, url: str, hooks: list[tuple]) -> None:
         """Admission webhooks at `url`: (mutating|validating, name, path, API group, resource, operations,
         a label the objects must have or None)."""
@@ -339,8 +365,9 @@ class ControlPlane:
             })
         with self.client() as api:
             admission = client.AdmissionregistrationV1Api(api)
-            admission.create_mutating_webhook_configuration(
-                {"metadata": {"name": f"{name}-mutating"}, "webhooks": configs["mutating"]})
+            if configs["mutating"]:
+                admission.create_mutating_webhook_configuration(
+                    {"metadata": {"name": f"{name}-mutating"}, "webhooks": configs["mutating"]})
             admission.create_validating_webhook_configuration(
                 {"metadata": {"name": f"{name}-validating"}, "webhooks": configs["validating"]})
 
@@ -395,15 +422,17 @@ class ControlPlane:
 
         self._wait("kwok", ready, timeout)
 
-    def write_log(self, pod: str, *lines: str, container: str = "main") -> None:
-        """Append lines to the file kwok serves as `pod`'s log (CRI log format)."""
+    def write_log(self, pod: str, *lines: str) -> None:
+        """Append lines to the file kwok serves as `pod`'s log (CRI log format), whatever its container's
+        name (an engine's: main, or the Training Operator's tensorflow, pytorch, paddle)."""
         path = self.dir / "pod-logs" / f"{pod}.log"
         if not path.exists():
             path.parent.mkdir(exist_ok=True)
             path.touch()
             self.create({"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
                         "metadata": {"name": pod, "namespace": NAMESPACE},
-                        "spec": {"logs": [{"containers": [container], "logsFile": str(path), "follow": True}]}})
+                        "spec": {"logs": [{"containers": ["main", "tensorflow", "pytorch", "paddle"],
+                                           "logsFile": str(path), "follow": True}]}})
         now = datetime.now(timezone.utc)
         with open(path, "a") as f:  # each line its own time, as a container runtime stamps them
             f.writelines(f"{(now + timedelta(microseconds=i)).strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z stdout F {line}\n"
