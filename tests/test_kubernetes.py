@@ -60,6 +60,12 @@ def admin(control_plane):
         yield client.CoreV1Api(api)
 
 
+@pytest.fixture(autouse=True)
+def fresh_logs(control_plane):
+    """The engines name pods alike: each test's pods start with empty logs."""
+    control_plane.clear_logs()
+
+
 @pytest.fixture
 def engine() -> str:
     """The engine of the `backend` fixture's jobs; tests of the lifecycle run on each (ENGINES)."""

@@ -438,6 +438,11 @@ class ControlPlane:
             f.writelines(f"{(now + timedelta(microseconds=i)).strftime('%Y-%m-%dT%H:%M:%S.%f')}000Z stdout F {line}\n"
                          for i, line in enumerate(lines))
 
+    def clear_logs(self) -> None:
+        """Empty every pod's log file, so a later pod of the same name starts with no lines."""
+        for path in (self.dir / "pod-logs").glob("*.log"):
+            path.write_text("")
+
     def stop(self) -> None:
         """Stop every process (kwok first, etcd last) and remove the working directory."""
         for name in reversed(list(self.processes)):
