@@ -250,9 +250,7 @@ def test_a_signal_restarts_a_replica_with_restart_exit_code_and_exit_1_does_not(
     wait(lambda: not running(admin, "tf-signal"), "every other replica stops")
 
 
-# Not "kubeflow": the Training Operator v1.8.1 checks a job's deadline only when something else makes it
-# reconcile the job (its delayed requeue goes to a no-op queue), and kwok's pods change nothing while they run.
-@pytest.mark.parametrize("engine", ["jobset", "pods"])
+@ENGINES
 def test_the_deadline_fails_the_job(backend, admin):
     backend.submit(tf_spec("tf-late", policy={"deadline_seconds": 2}))
     job = wait_job(backend, "tf-late", lambda j: j["phase"] == "Failed", "the deadline fails the job", 60)
@@ -362,6 +360,7 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
     assert tfjob["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2, "activeDeadlineSeconds": 600}
     assert {t: r["restartPolicy"] for t, r in tfjob["tfReplicaSpecs"].items()} == dict.fromkeys(
         ["Chief", "PS", "Worker"], "ExitCode")
+    assert {r["template"]["spec"]["activeDeadlineSeconds"] for r in tfjob["tfReplicaSpecs"].values()} == {600}
     dry_run_create(admin, objects)
     with pytest.raises(SpecError, match="a TFJob with these replicas succeeds as 'chief' says, not 'all-workers'"):
         manifests.render(tf_spec("kf-all", policy={"success": "all-workers"}), SETTINGS, "kubeflow")

@@ -53,12 +53,17 @@ def condition(obj, kind: str):
         if obj is not None and obj.status else None
 
 
+def timestamp(text: str) -> float:
+    """Seconds since the epoch of a custom object's RFC 3339 time (the client parses only built-in kinds')."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+
+
 def engine_end(workload: dict | None) -> tuple[Phase, str, str, float] | None:
     """(Succeeded or Failed, reason, message, when) once the engine ended the job: the condition
     Completed (JobSet) or Succeeded (Kubeflow), or Failed."""
     for c in ((workload or {}).get("status") or {}).get("conditions") or []:
         if c["type"] in ("Completed", "Succeeded", "Failed") and c["status"] == "True":
-            when = datetime.fromisoformat(c["lastTransitionTime"].replace("Z", "+00:00")).timestamp()
+            when = timestamp(c["lastTransitionTime"])
             phase = Phase.FAILED if c["type"] == "Failed" else Phase.SUCCEEDED
             return phase, c.get("reason", ""), c.get("message", ""), when
     return None
@@ -140,7 +145,8 @@ def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[c
     for name, recorded in status["replicas"].items():
         replica_pods = sorted(mine.get(name, []), key=created)
         states[name] = replica_state(recorded, replica_pods[-1] if replica_pods else None)
-    return engine_state(root, status, states, set(mine), engine_end(workload))
+    began = ((workload or {}).get("status") or {}).get("startTime")
+    return engine_state(root, status, states, set(mine), engine_end(workload), began and timestamp(began))
 
 
 def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
@@ -158,11 +164,12 @@ def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
 
 
 def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict], with_pods: set[str],
-                 end: tuple[Phase, str, str, float] | None) -> dict:
+                 end: tuple[Phase, str, str, float] | None, began: float | None = None) -> dict:
     """The job's status once an engine ran it: the replicas' `states`, judged by policy.py, and the
-    engine's `end` (see `engine_end`) once it has one."""
+    engine's `end` (see `engine_end`) once it has one; then `began`, when the engine started the job, stands
+    in for the replicas' starts if their pods are gone (the Training Operator deletes them all at its deadline)."""
     spec = json.loads(root.data["spec.json"])
-    started = [s["started"] for s in states.values() if s["started"]]
+    started = [s["started"] for s in states.values() if s["started"]] or ([began] if began and end else [])
     # a replica whose pods are gone (the engine deletes a running replica's pods when the job ends) ran if the job did
     replicas_ = policy_replicas(states, ran=set(states) - with_pods if started else ())
     status.update(replicas=states, started=min(started) if started else None)
@@ -247,8 +254,9 @@ def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
         end = terminated(pod)
         code = end.exit_code if end else (0 if status.phase == "Succeeded" else 1)
         state.update(phase=str(Phase.SUCCEEDED if code == 0 else Phase.FAILED), exit_code=code,
-                     reason=(end.reason if end and end.reason else ("Completed" if code == 0 else "Error")),
-                     message=(end.message or "") if end else "", started=state["started"] or seconds(status.start_time),
+                     # the kubelet's reason for ending the pod (DeadlineExceeded, Evicted) before its container's
+                     reason=status.reason or (end.reason if end and end.reason else ("Completed" if code == 0 else "Error")),
+                     message=status.message or ((end.message or "") if end else ""), started=state["started"] or seconds(status.start_time),
                      finished=seconds(end.finished_at) if end and end.finished_at else time.time())
     return state
 

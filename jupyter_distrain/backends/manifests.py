@@ -336,6 +336,10 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
         run_policy["backoffLimit"] = policy["max_restarts"]
     if policy.get("deadline_seconds"):
         run_policy["activeDeadlineSeconds"] = policy["deadline_seconds"]
+        # The operator looks at the deadline only when some event reconciles the job; the kubelet ends each
+        # pod at the same deadline (counted from the pod's start, so never before the job's), which is one.
+        for replica_spec in replica_specs.values():
+            replica_spec["template"]["spec"]["activeDeadlineSeconds"] = policy["deadline_seconds"]
     body: dict = {kind.replica_specs: replica_specs, "runPolicy": run_policy}
     if kind is TFJOB and policy["success"] == "all-workers":
         body["successPolicy"] = "AllWorkers"

@@ -48,7 +48,8 @@ def host_ip() -> str:
 
 HOST_IP = host_ip()
 
-# Pod stages: scheduled -> Running; annotated EXIT_CODE -> Succeeded (0) or Failed; deleted -> gone.
+# Pod stages: scheduled -> Running; annotated EXIT_CODE -> Succeeded (0) or Failed; past its
+# activeDeadlineSeconds -> Failed (DeadlineExceeded); deleted -> gone.
 POD_RUNNING = textwrap.dedent("""
     apiVersion: kwok.x-k8s.io/v1alpha1
     kind: Stage
@@ -133,6 +134,35 @@ POD_STAGES = "---\n".join([
             state: {terminated: {exitCode: {{ $code }}, reason: {{ $reason | Quote }}, finishedAt: {{ $now | Quote }}}}
           {{ end }}
           phase: {{ ternary "Succeeded" "Failed" (eq $code "0") }}
+    ---
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata: {name: pod-deadline}
+    spec:
+      resourceRef: {apiGroup: v1, kind: Pod}
+      selector:
+        matchExpressions:
+        - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+        - {key: .status.phase, operator: In, values: [Running]}
+        - {key: .spec.activeDeadlineSeconds, operator: Exists}
+      delay:  # as the kubelet: the pod's deadline counts from its start
+        durationMilliseconds: 0
+        durationFrom: {expressionFrom: '(.spec.activeDeadlineSeconds | tostring) + "s"'}
+      next:
+        statusTemplate: |
+          {{ $now := Now }}
+          containerStatuses:
+          {{ range .spec.containers }}
+          - name: {{ .name | Quote }}
+            image: {{ .image | Quote }}
+            ready: false
+            started: false
+            restartCount: 0
+            state: {terminated: {exitCode: 137, reason: Error, finishedAt: {{ $now | Quote }}}}
+          {{ end }}
+          phase: Failed
+          reason: DeadlineExceeded
+          message: Pod was active on the node longer than the specified deadline
     ---
     apiVersion: kwok.x-k8s.io/v1alpha1
     kind: Stage
