@@ -120,7 +120,7 @@ def note_unschedulable(status: dict) -> None:
 
 def by_replica(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[str, list[client.V1Pod]]:
     """The pods of the job's current run, by replica."""
-    run, mine = current_run(root), {}
+    run, mine = current_run(root), dict[str, list[client.V1Pod]]()
     for pod in pods:
         if int((pod.metadata.labels or {}).get(RUN, run)) == run:
             mine.setdefault(replica_of(pod.metadata.labels), []).append(pod)

@@ -325,7 +325,7 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
     indices: dict[str, list[int]] = {}
     for role, index in replicas(spec):
         indices.setdefault(role, []).append(index)
-    replica_specs = {
+    replica_specs: dict[str, dict] = {
         kind.types[role]: {
             "replicas": len(numbers), "restartPolicy": KUBEFLOW_RESTART[policy["restart"]],
             "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run)}},
@@ -434,13 +434,11 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     ]
 
 
-def engine_resource(spec: dict, engine: str) -> tuple[str, str] | None:
-    """(API version, resource) of the one object that runs the job on `engine`; None on "pods"."""
+def engine_resource(spec: dict, engine: str) -> tuple[str, str]:
+    """(API version, resource) of the one object that runs the job on an engine ("jobset" or "kubeflow")."""
     if engine == "jobset":
         return JOBSET_API, "jobsets"
-    if engine == "kubeflow":
-        return KUBEFLOW_API, KUBEFLOW[spec["framework"]].plural
-    return None
+    return KUBEFLOW_API, KUBEFLOW[spec["framework"]].plural
 
 
 def workload(spec: dict, settings: Distrain, owner: dict, engine: str, run: int = 1) -> list[dict]:
