@@ -38,6 +38,8 @@ def test_the_job_monitor_shows_the_newest_log_line(tmp_path):
     write_notebook(lab.root_dir / "monitor.ipynb", MONITOR_CELL)
     try:
         with lab_page(lab, "lab/tree/monitor.ipynb") as page:
+            # a cell run before the kernel is connected is dropped: wait for the status bar's idle kernel
+            expect(page.get_by_role("button", name="Python 3 (ipykernel) | Idle")).to_be_visible(timeout=60_000)
             page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
             page.keyboard.press("Shift+Enter")
 
