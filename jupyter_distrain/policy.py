@@ -10,6 +10,7 @@ from .spec import chief, replica_name
 
 
 class Phase(str, Enum):
+    QUEUED = "Queued"  # waiting for the cluster's queue (Kueue) to admit it
     PENDING = "Pending"
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"

@@ -336,7 +336,14 @@ export interface components {
       }[];
     };
     /** @enum {string} */
-    Phase: 'Pending' | 'Running' | 'Succeeded' | 'Failed' | 'Stopped' | 'Lost';
+    Phase:
+      | 'Queued'
+      | 'Pending'
+      | 'Running'
+      | 'Succeeded'
+      | 'Failed'
+      | 'Stopped'
+      | 'Lost';
     Job: {
       name: string;
       backend: string;
@@ -449,6 +456,8 @@ export interface components {
         reason: string;
       };
       volumes: string[];
+      /** @description Kubernetes with Kueue: the namespace's LocalQueues (a job's `queue`) */
+      queues?: string[];
       cpus?: number | null;
       memory_bytes?: number | null;
       gpus: {
@@ -618,6 +627,11 @@ export interface components {
        * @description an absolute path to a checkpoint or an earlier output directory, or job:<name> for an earlier job's output
        */
       resume_from?: string;
+      /**
+       * Queue
+       * @description Kubernetes with Kueue: the namespace's LocalQueue the job waits in until its quota admits it
+       */
+      queue?: string;
     } & (unknown & unknown & unknown & unknown & unknown);
   };
   responses: {

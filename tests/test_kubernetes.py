@@ -387,6 +387,62 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
         wait(lambda: not pods_of(admin, "kf-env"), "the TFJob's pods are deleted")
 
 
+@pytest.fixture(scope="module")
+def kueue_queue(control_plane):
+    """Kueue's LocalQueue `team` in the namespace, on a ClusterQueue whose quota (3 CPUs) fits one job of two
+    1-CPU replicas at a time."""
+    kueue = ("kueue.x-k8s.io", "v1beta1")
+    objects = [
+        ("resourceflavors", {"metadata": {"name": "default"}}),
+        ("clusterqueues", {"metadata": {"name": "one-job"}, "spec": {"namespaceSelector": {}, "resourceGroups": [
+            {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
+                {"name": "cpu", "nominalQuota": 3}]}]}]}}),
+        ("localqueues", {"metadata": {"name": "team", "namespace": NAMESPACE}, "spec": {"clusterQueue": "one-job"}}),
+    ]
+    with control_plane.client(ADMIN) as api:
+        custom = client.CustomObjectsApi(api)
+        for plural, body in objects:
+            body = {"apiVersion": "/".join(kueue), "kind": KUEUE_KINDS[plural], **body}
+            if plural == "localqueues":
+                custom.create_namespaced_custom_object(*kueue, NAMESPACE, plural, body)
+            else:
+                custom.create_cluster_custom_object(*kueue, plural, body)
+        yield "team"
+        custom.delete_namespaced_custom_object(*kueue, NAMESPACE, "localqueues", "team")
+        custom.delete_cluster_custom_object(*kueue, "clusterqueues", "one-job")
+        custom.delete_cluster_custom_object(*kueue, "resourceflavors", "default")
+
+
+KUEUE_KINDS = {"resourceflavors": "ResourceFlavor", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}
+
+
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_kueue_holds_a_job_in_its_queue_until_there_is_quota(backend, admin, kueue_queue):
+    """With a ClusterQueue whose quota fits one job, a second job waits Queued with Kueue's reason and runs
+    once the first is deleted. A queue the namespace lacks, or one for bare pods, is refused up front."""
+    def queued_spec(name: str) -> dict:
+        return tf_spec(name, queue=kueue_queue, replicas={"chief": {"resources": {"cpu": 1}},
+                                                          "worker": {"resources": {"cpu": 1}}})
+
+    assert backend.cluster()["queues"] == [kueue_queue]
+    with pytest.raises(SpecError, match="no LocalQueue 'elsewhere' in namespace training; queues: team"):
+        backend.submit({**queued_spec("lost"), "queue": "elsewhere"})
+    assert not backend.exists("lost")
+    with pytest.raises(SpecError, match="Kueue queues JobSets and the Training Operator's jobs"):
+        manifests.render(queued_spec("bare"), SETTINGS, "pods")
+
+    backend.submit(queued_spec("first"))
+    wait_job(backend, "first", lambda j: j["phase"] == "Running", "Kueue admits the first job", 60)
+    backend.submit(queued_spec("second"))
+    job = wait_job(backend, "second", lambda j: j["phase"] == "Queued" and j["reason"] != "Queued",
+                   "the second job waits for quota, with Kueue's reason", 60)
+    assert job["reason"] == "Pending" and "insufficient unused quota for cpu" in job["message"], job["message"]
+    assert [r["phase"] for r in job["replicas"]] == ["Pending", "Pending"] and not pods_of(admin, "second")
+    backend.delete("first")
+    wait_job(backend, "second", lambda j: j["phase"] == "Running", "the second job runs once the first is gone", 60)
+    backend.delete("second")
+
+
 def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_path):
     from controlplane.cluster import ControlPlane
 
@@ -416,11 +472,18 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
             submitted = next(e for e in job["events"] if e["reason"] == "Submitted")
             assert "engine pods: the cluster serves neither JobSet nor" in submitted["message"]
             kube.delete("fallback")
+            assert kube.cluster()["queues"] == []
+            with pytest.raises(SpecError, match="Kueue queues JobSets and the Training Operator's jobs; on this "
+                                                "cluster the job would run on bare pods"):
+                kube.submit(tf_spec("queued", queue="team"))
 
             # with the Training Operator's TFJob, auto runs the jobs it can run on it, the rest on pods
             bare.create(yaml.safe_load((BIN / "crds" / "kubeflow.org_tfjobs.yaml").read_text()))
             wait(lambda: "tfjobs" in kube.engines(), "the API server serves TFJobs")
             assert kube.engine(tf_spec("tf"))[0] == "kubeflow"
+            with pytest.raises(SpecError, match=r"the cluster has no Kueue \(kueue.x-k8s.io\)"):
+                kube.submit(tf_spec("queued", queue="team"))
+            assert not kube.exists("queued")
             assert "(TFJob): it enforces" in kube.cluster()["engine"]["reason"]
             assert kube.engine(tf_spec("tf", policy={"success": "all-workers"})) == (
                 "pods", "the Training Operator cannot run this job (a TFJob with these replicas succeeds as 'chief' "

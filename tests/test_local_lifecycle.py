@@ -107,6 +107,8 @@ def test_invalid_specs_create_nothing(cli, tmp_path):
                    ["command:", "inside quotes"]),
         "role": ({"name": "role", "framework": "pytorch", "command": "true", "replicas": {"ps": {"count": 1}}},
                  ["replicas:", "allowed: master, worker"]),
+        "queue": ({"name": "queued", "command": "true", "queue": "team"},
+                  ["queue:", "only the Kubernetes backend queues jobs"]),
     }
     for label, (spec, expected) in cases.items():
         result = cli("submit", "-f", str(write_spec(tmp_path / label, spec)), check=False)

@@ -337,7 +337,15 @@ def test_every_tab_comes_back_after_a_reload_and_close_all_tabs_closes_them(lab,
 
 
 def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_plane, tmp_path):
-    from controlplane.cluster import NAMESPACE, RESTRICTED
+    """...to a Kueue queue the form lists; the job shows Queued with Kueue's reason (its ClusterQueue is missing)."""
+    from controlplane.cluster import ADMIN, NAMESPACE, RESTRICTED
+    from kubernetes import client
+
+    kueue = ("kueue.x-k8s.io", "v1beta1", NAMESPACE, "localqueues")
+    with control_plane.client(ADMIN) as api:
+        client.CustomObjectsApi(api).create_namespaced_custom_object(*kueue, {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+            "metadata": {"name": "waiting-room", "namespace": NAMESPACE}, "spec": {"clusterQueue": "nowhere"}})
 
     setting = tmp_path / "lab-settings" / "jupyter-distrain" / "plugin.jupyterlab-settings"
     setting.parent.mkdir(parents=True)
@@ -355,9 +363,15 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             backend = form.locator('[data-field="backend"] select')
             expect(backend).to_have_value("kubernetes", timeout=30_000)
             expect(backend.locator("option")).to_have_text(["local", "kubernetes"])
+            queue = form.locator('[data-field="queue"] select')
+            expect(queue.locator("option")).to_have_text(["none: start at once", "waiting-room"], timeout=30_000)
+            queue.select_option("waiting-room")
             expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
             form.get_by_role("button", name="Submit").click()
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
+            expect(page.locator(".jp-distrain-job-header")).to_contain_text("Queued", timeout=30_000)
+            expect(page.locator(".jp-distrain-job-reason")).to_contain_text("nowhere", timeout=30_000)
+            screenshot(page, "kubernetes-queued-job")
             # the cluster has JobSet: its controller, not this server, enforces the job's lifecycle
             expect(page.locator(".jp-distrain-job-facts")).to_contain_text("kubernetes (engine: jobset)")
             expect(page.locator(".jp-distrain-supervision")).to_have_count(0)
@@ -367,11 +381,14 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", headers=server.headers)
         job = json.load(urllib.request.urlopen(request, timeout=30))
         assert job["backend"] == "kubernetes" and job["logs"] == ["chief-0", "ps-0", "worker-0", "worker-1"]
+        assert (job["phase"], job["spec"]["queue"]) == ("Queued", "waiting-room"), job
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", method="DELETE",
                                          headers=server.headers)
         assert urllib.request.urlopen(request, timeout=60).status == 204
     finally:
         server.stop()
+        with control_plane.client(ADMIN) as api:
+            client.CustomObjectsApi(api).delete_namespaced_custom_object(*kueue, "waiting-room")
 
 
 TF_CONFIG_SCRIPT = '''\

@@ -60,7 +60,7 @@ from .base import ClusterTensorBoard, EventRecord, JobRecord
 from .kube_logs import append, last_stamp, seconds_since
 from .kube_state import (GPU, created, current_run, deadline_left, ended_pod, engine_of, event_time, event_view,
                          by_replica, count_restarts, involved_replica, jobset_state, kubeflow_state, new_status, newest,
-                         node_gpus, note_unschedulable, policy_replicas, replica_key, replica_state, seconds,
+                         node_gpus, note_unschedulable, policy_replicas, queued, replica_key, replica_state, seconds,
                          stopped_status, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
 from .manifests import JOB, MANAGED, ROLE, RUN, object_name, replica_of
@@ -120,8 +120,8 @@ class KubeBackend:
 
     # engines
     def engines(self) -> dict[str, str]:
-        """The engines' resources the cluster serves (jobsets, tfjobs, pytorchjobs, paddlejobs), each with
-        its API version."""
+        """The engines' resources the cluster serves (jobsets, tfjobs, pytorchjobs, paddlejobs, and Kueue's
+        workloads), each with its API version."""
         groups = self._call(lambda: client.ApisApi(self.api).get_api_versions().groups, "list the cluster's APIs")
         served = {f"{g.name}/{v.version}" for g in groups for v in g.versions}
         out = {"jobsets": manifests.JOBSET_API} if manifests.JOBSET_API in served else {}
@@ -135,6 +135,8 @@ class KubeBackend:
                     raise api_error(e, "list Kubeflow's resources") from None
                 resources = []
             out.update({r.name: manifests.KUBEFLOW_API for r in resources if r.name in kinds})
+        if manifests.KUEUE_API in served:
+            out["workloads"] = manifests.KUEUE_API
         return out
 
     def engine(self, spec: dict | None = None) -> tuple[str, str]:
@@ -249,11 +251,24 @@ class KubeBackend:
             raise api_error(e, f"read {resource} {root.metadata.name}") from None
 
     def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
-        """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs): see
-        kube_state.jobset_state and kubeflow_state."""
+        """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
+        it is queued Kueue's Workload: see kube_state.jobset_state and kubeflow_state."""
+        workload = self._workload(root)
+        admission = self._admission(root.metadata.name) if queued(workload, None) else None  # why it waits
         if engine_of(root) == "jobset":
-            return jobset_state(root, self._workload(root), self._jobs(root.metadata.name), pods)
-        return kubeflow_state(root, self._workload(root), pods)
+            return jobset_state(root, workload, self._jobs(root.metadata.name), pods, admission)
+        return kubeflow_state(root, workload, pods, admission)
+
+    def _admission(self, name: str) -> dict | None:
+        """Kueue's Workload for the job (owned by the job's JobSet or TFJob..., named as the job)."""
+        if self.cache:
+            workloads = self.cache.items("workloads") if "workloads" in self.cache.listers else []
+        else:
+            group, version = manifests.KUEUE_API.split("/")
+            workloads = self._call(lambda: self.custom.list_namespaced_custom_object(
+                group, version, self.ns, "workloads")["items"], "list Kueue's workloads")
+        return next((w for w in workloads if any(o["name"] == name for o in w["metadata"].get("ownerReferences", []))),
+                    None)
 
     def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
         """Events of the job (its ConfigMap, its JobSet) and of its replicas' objects (Pods, Jobs), the
@@ -316,7 +331,7 @@ class KubeBackend:
         (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
         one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
         engine = engine or self.engine(spec)[0]
-        errors = []
+        errors = manifests.refusals(spec, engine)
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
@@ -334,6 +349,14 @@ class KubeBackend:
             if len(spec["name"]) > limit:
                 errors.append(FieldError("name", f"at most {limit} characters for this job on JobSet: its pods' names "
                                                  f"(<name>-<replica>-0-0-<5 characters>) must fit in 63"))
+        if "queue" in spec and engine != "pods":  # on pods, manifests.refusals says why not
+            queues = self.queues()
+            if queues is None:
+                errors.append(FieldError("queue", "the cluster has no Kueue (kueue.x-k8s.io): an admin installs it "
+                                                  "(see the README), or leave the queue out"))
+            elif spec["queue"] not in queues:
+                errors.append(FieldError("queue", f"no LocalQueue {spec['queue']!r} in namespace {self.ns}; queues: "
+                                                  f"{', '.join(queues) or 'none'}"))
         claims = {c.metadata.name for c in self._call(
             lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
         for field_, source in (("data", spec.get("data")), ("output", spec.get("output", {
@@ -750,6 +773,17 @@ class KubeBackend:
         self.streams.discard(response)
 
     # observation
+    def queues(self) -> builtins.list[str] | None:
+        """The namespace's Kueue LocalQueues, which a job's `queue` names; None without Kueue."""
+        group, version = manifests.KUEUE_API.split("/")
+        try:
+            found = self.custom.list_namespaced_custom_object(group, version, self.ns, "localqueues")["items"]
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise api_error(e, "list Kueue's local queues") from None
+        return sorted(q["metadata"]["name"] for q in found)
+
     def cluster(self) -> dict:
         engine, why = self.engine()
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
@@ -764,6 +798,7 @@ class KubeBackend:
             "engine": {"name": engine, "reason": why},
             "namespaces": [self.ns],
             "volumes": sorted(c.metadata.name for c in claims),
+            "queues": self.queues() or [],
             "cpus": int(sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes)),
             "memory_bytes": int(sum(quantity((n.status.allocatable or {}).get("memory", "0")) for n in nodes)),
             "gpus": {"capacity": capacity, "available": max(capacity - held, 0),

@@ -12,7 +12,7 @@ from kubernetes import client
 
 from ..policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ..spec import replica_name, replicas
-from .manifests import ENGINE, RESTARTS, RUN, replica_of
+from .manifests import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
 
 GPU = "nvidia.com/gpu"
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
@@ -67,6 +67,21 @@ def engine_end(workload: dict | None) -> tuple[Phase, str, str, float] | None:
             phase = Phase.FAILED if c["type"] == "Failed" else Phase.SUCCEEDED
             return phase, c.get("reason", ""), c.get("message", ""), when
     return None
+
+
+def queued(workload: dict | None, admission: dict | None) -> tuple[str, str] | None:
+    """(reason, message) while the job waits in its Kueue queue: the engine's object suspended, and
+    `admission` (Kueue's Workload for it) not yet holding its quota; Kueue's own reason once it gave one."""
+    if not workload or QUEUE_NAME not in (workload["metadata"].get("labels") or {}):
+        return None
+    spec = workload.get("spec") or {}
+    if not (spec.get("suspend") or (spec.get("runPolicy") or {}).get("suspend")):
+        return None
+    for c in ((admission or {}).get("status") or {}).get("conditions") or []:
+        if c["type"] == "QuotaReserved" and c["status"] == "False":
+            return c.get("reason") or "Pending", c.get("message", "")
+    queue = workload["metadata"]["labels"][QUEUE_NAME]
+    return "Queued", f"waiting in queue {queue} until Kueue admits it"
 
 
 def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V1Pod]) -> dict:
@@ -128,16 +143,17 @@ def by_replica(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[str, 
 
 
 def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
-                 pods: list[client.V1Pod]) -> dict:
+                 pods: list[client.V1Pod], admission: dict | None = None) -> dict:
     """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
     decides when the job ends; policy.py's `decide` and `ending` say it as every backend does."""
     status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
     states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
               for name, recorded in status["replicas"].items()}
-    return engine_state(root, status, states, set(mine), engine_end(jobset))
+    return engine_state(root, status, states, set(mine), engine_end(jobset), waiting=queued(jobset, admission))
 
 
-def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[client.V1Pod]) -> dict:
+def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[client.V1Pod],
+                   admission: dict | None = None) -> dict:
     """A Training Operator job's status (shaped as `new_status`): each replica's newest pod, its restarts
     as recorded (`count_restarts`); the operator decides when the job ends."""
     status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
@@ -146,7 +162,8 @@ def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[c
         replica_pods = sorted(mine.get(name, []), key=created)
         states[name] = replica_state(recorded, replica_pods[-1] if replica_pods else None)
     began = ((workload or {}).get("status") or {}).get("startTime")
-    return engine_state(root, status, states, set(mine), engine_end(workload), began and timestamp(began))
+    return engine_state(root, status, states, set(mine), engine_end(workload), began and timestamp(began),
+                        queued(workload, admission))
 
 
 def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
@@ -164,10 +181,12 @@ def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
 
 
 def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict], with_pods: set[str],
-                 end: tuple[Phase, str, str, float] | None, began: float | None = None) -> dict:
+                 end: tuple[Phase, str, str, float] | None, began: float | None = None,
+                 waiting: tuple[str, str] | None = None) -> dict:
     """The job's status once an engine ran it: the replicas' `states`, judged by policy.py, and the
     engine's `end` (see `engine_end`) once it has one; then `began`, when the engine started the job, stands
-    in for the replicas' starts if their pods are gone (the Training Operator deletes them all at its deadline)."""
+    in for the replicas' starts if their pods are gone (the Training Operator deletes them all at its deadline).
+    `waiting`: Kueue's (reason, message) while the job is queued (see `queued`)."""
     spec = json.loads(root.data["spec.json"])
     started = [s["started"] for s in states.values() if s["started"]] or ([began] if began and end else [])
     # a replica whose pods are gone (the engine deletes a running replica's pods when the job ends) ran if the job did
@@ -189,6 +208,8 @@ def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict]
         return with_ending(status, ending(decision, replicas_, when))
     if decision.phase in FINISHED:  # the engine has yet to act on it
         decision = Decision(Phase.RUNNING)
+    if waiting:
+        decision = Decision(Phase.QUEUED, *waiting)
     status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
     note_unschedulable(status)
     return status

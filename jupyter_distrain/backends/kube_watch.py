@@ -68,8 +68,9 @@ class Write:
 
 def listers(api: client.ApiClient, namespace: str, engines: dict[str, str]) -> dict[str, Callable]:
     """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and the
-    engines' objects: `engines` maps each resource the cluster serves (jobsets, tfjobs...) to its API
-    version; with JobSets come their Jobs."""
+    engines' objects: `engines` maps each resource the cluster serves (jobsets, tfjobs..., Kueue's
+    workloads) to its API version; with JobSets come their Jobs. Kueue's Workloads carry none of the jobs'
+    labels: all of the namespace's are watched."""
     core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
     out: dict[str, Callable] = {
         "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=SELECTOR, **kw),
@@ -80,8 +81,9 @@ def listers(api: client.ApiClient, namespace: str, engines: dict[str, str]) -> d
         out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=SELECTOR, **kw)
     for plural, api_version in engines.items():
         group, version = api_version.split("/")
-        out[plural] = (lambda group, version, plural: lambda **kw: custom.list_namespaced_custom_object(
-            group, version, namespace, plural, label_selector=SELECTOR, **kw))(group, version, plural)
+        selector = "" if plural == "workloads" else SELECTOR
+        out[plural] = (lambda group, version, plural, selector: lambda **kw: custom.list_namespaced_custom_object(
+            group, version, namespace, plural, label_selector=selector, **kw))(group, version, plural, selector)
     return out
 
 
@@ -107,7 +109,8 @@ class Cache:
     """
 
     WHAT = {"configmaps": "jobs", "pods": "pods", "events": "events", "jobs": "Jobs", "jobsets": "JobSets",
-            "tfjobs": "TFJobs", "pytorchjobs": "PyTorchJobs", "paddlejobs": "PaddleJobs"}
+            "tfjobs": "TFJobs", "pytorchjobs": "PyTorchJobs", "paddlejobs": "PaddleJobs",
+            "workloads": "Kueue's workloads"}
     # what the watch delivers; a custom resource comes as a dict, made a Resource
     MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job"}
 
@@ -202,6 +205,9 @@ class Cache:
             name = obj.involved_object.name or ""
             jobs = [j for j in self.objects["configmaps"] if name == j or name.startswith(j + "-")]
             return max(jobs, key=len) if jobs else None
+        if kind == "workloads":  # Kueue's, owned by the job's JobSet or TFJob..., named as the job
+            owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
+            return next((o for o in owners if o in self.objects["configmaps"]), None)
         return (obj.metadata.labels or {}).get(JOB)
 
     def _run(self, kind: str) -> None:

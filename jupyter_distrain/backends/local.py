@@ -154,6 +154,9 @@ class LocalBackend:
         if "data" in spec and not self.input_dir(spec).is_dir():
             field = "data.host_path" if "host_path" in spec["data"] else "data.volume"
             errors.append(FieldError(field, f"no such directory: {self.input_dir(spec)}"))
+        if "queue" in spec:
+            errors.append(FieldError("queue", "only the Kubernetes backend queues jobs (through Kueue); this machine "
+                                              "runs a job at once: leave the queue out"))
         resume = spec.get("resume_from")
         if resume and not self.resume_path(resume).exists():
             errors.append(FieldError("resume_from", f"nothing to resume from at {self.resume_path(resume)}"))

@@ -51,6 +51,8 @@ JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE = (f"{GROUP}/{k}" for k in (
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUBEFLOW_API = "kubeflow.org/v1"
 KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"  # the label the Training Operator gives each pod
+KUEUE_API = "kueue.x-k8s.io/v1beta1"
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"  # the label that puts a JobSet or a Training Operator job in a queue
 SIGNALS = list(range(128, 256))  # exit codes of a process killed by a signal: what restart "exit-code" retries
 COMPONENT = "app.kubernetes.io/component"
 PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
@@ -167,11 +169,19 @@ def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     return meta
 
 
+def refusals(spec: dict, engine: str) -> list[FieldError]:
+    """Why `engine` cannot run the job as its spec says (none if it can)."""
+    out = [refusal] if engine == "kubeflow" and (refusal := kubeflow_refusal(spec)) else []
+    if "queue" in spec and engine == "pods":
+        out.append(FieldError("queue", "Kueue queues JobSets and the Training Operator's jobs; on this cluster "
+                                       "the job would run on bare pods (engine pods)"))
+    return out
+
+
 def runnable(spec: dict, engine: str) -> None:
-    """Refuse (SpecError) a job `engine` cannot run as its policy says."""
-    refusal = kubeflow_refusal(spec) if engine == "kubeflow" else None
-    if refusal:
-        raise SpecError([refusal])
+    """Refuse (SpecError) a job `engine` cannot run as its spec says."""
+    if errors := refusals(spec, engine):
+        raise SpecError(errors)
 
 
 def root(spec: dict, settings: Distrain, engine: str) -> dict:
@@ -307,10 +317,16 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
                            "template": {"metadata": {"labels": pod_labels}, "spec": job_spec}})
     return {
         "apiVersion": JOBSET_API, "kind": "JobSet",
-        "metadata": metadata(job, settings, {**labels(job), RUN: str(run)}, owner),
+        "metadata": metadata(job, settings, engine_labels(spec, run), owner),
         "spec": {"replicatedJobs": replicated, "successPolicy": success, "failurePolicy": {"maxRestarts": 0},
-                 "network": {"enableDNSHostnames": True, "subdomain": job, "publishNotReadyAddresses": True}},
+                 "network": {"enableDNSHostnames": True, "subdomain": job, "publishNotReadyAddresses": True},
+                 **({"suspend": True} if "queue" in spec else {})},
     }
+
+
+def engine_labels(spec: dict, run: int) -> dict[str, str]:
+    """The engine's object's labels; with a `queue`, Kueue's, so the job starts suspended until Kueue admits it."""
+    return {**labels(spec["name"]), RUN: str(run), **({QUEUE_NAME: spec["queue"]} if "queue" in spec else {})}
 
 
 def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
@@ -340,13 +356,15 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
         # pod at the same deadline (counted from the pod's start, so never before the job's), which is one.
         for replica_spec in replica_specs.values():
             replica_spec["template"]["spec"]["activeDeadlineSeconds"] = policy["deadline_seconds"]
+    if "queue" in spec:
+        run_policy["suspend"] = True
     body: dict = {kind.replica_specs: replica_specs, "runPolicy": run_policy}
     if kind is TFJOB and policy["success"] == "all-workers":
         body["successPolicy"] = "AllWorkers"
     if kind.kind == "PyTorchJob":
         body["nprocPerNode"] = "1"  # one process per replica, as on every engine
     return {"apiVersion": KUBEFLOW_API, "kind": kind.kind,
-            "metadata": metadata(job, settings, {**labels(job), RUN: str(run)}, owner), "spec": body}
+            "metadata": metadata(job, settings, engine_labels(spec, run), owner), "spec": body}
 
 
 def _fetch_code(spec: dict, settings: Distrain) -> dict | None:

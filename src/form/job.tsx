@@ -5,8 +5,9 @@ import { Draft, Schema, schemaAt, setIn, withFramework } from '../spec';
 import { Field, SchemaInput } from './fields';
 
 /**
- * Where the job runs, its name, framework, command and image; changing the
- * framework keeps only the replica roles it allows.
+ * Where the job runs, its name, framework, command and image, and with Kueue
+ * its queue (the namespace's LocalQueues); changing the framework keeps only
+ * the replica roles it allows.
  */
 export function JobFields(props: {
   schema: Schema;
@@ -60,6 +61,25 @@ export function JobFields(props: {
           onChange={event => set('image', event.target.value)}
         />
       )}
+      {cluster.queues?.length || draft.queue
+        ? field(
+            'queue',
+            <select
+              className="jp-mod-styled"
+              value={draft.queue ?? ''}
+              onChange={event => set('queue', event.target.value)}
+            >
+              <option value="">none: start at once</option>
+              {[...new Set([...(cluster.queues ?? []), draft.queue ?? ''])]
+                .filter(Boolean)
+                .map(name => (
+                  <option key={name} value={name}>
+                    {name}
+                  </option>
+                ))}
+            </select>
+          )
+        : null}
     </>
   );
 }

@@ -10,6 +10,7 @@ const PLACED = [
   'framework',
   'command',
   'image',
+  'queue',
   'replicas',
   'hyperparameters',
   'data',

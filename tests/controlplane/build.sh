@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds the test control plane from the pinned Go modules beside this script into ./bin, which git
 # ignores: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (kube/), and the
-# in-cluster training engines with their CRDs: JobSet (jobset/) and Kubeflow's Training Operator
-# (kubeflow/). Each part is rebuilt only when its pins, its sources or this script change.
+# in-cluster training engines with their CRDs: JobSet (jobset/), Kubeflow's Training Operator
+# (kubeflow/) and the Kueue job queue (kueue/). Each part is rebuilt only when its pins, its sources or this script change.
 set -euo pipefail
 shopt -s nullglob
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,3 +57,14 @@ kubeflow() {
   cp "$crds/kubeflow.org_tfjobs.yaml" "$crds/kubeflow.org_pytorchjobs.yaml" "$crds/kubeflow.org_paddlejobs.yaml" "$bin/crds/"
 }
 build kubeflow kubeflow
+
+# Kueue (its webhooks are registered by cluster.py, from its own manifest) and its CRDs
+kueue() {
+  go build -trimpath -o "$bin/kueue" sigs.k8s.io/kueue/cmd/kueue
+  mkdir -p "$bin/crds"
+  local config
+  config=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components
+  cp "$config"/crd/bases/kueue.x-k8s.io_*.yaml "$bin/crds/"
+  cp "$config/webhook/manifests.yaml" "$bin/kueue-webhooks.yaml"
+}
+build kueue kueue

@@ -178,6 +178,13 @@ POD_STAGES = "---\n".join([
 ])
 
 
+# What Kueue's own certificate management expects: its CA's name, its webhook Service, its Secret.
+KUEUE_CA, KUEUE_SERVICE, KUEUE_SECRET = "kueue-ca", "kueue-webhook-service.kueue-system.svc", "kueue-webhook-server-cert"
+# The webhooks Kueue serves for what the tests run: its own kinds, JobSets and the Training Operator's jobs.
+KUEUE_WEBHOOKS = ("kueue-x-k8s-io", "jobset", "kubeflow-org-v1-tfjob", "kubeflow-org-v1-pytorchjob",
+                  "kubeflow-org-v1-paddlejob")
+
+
 def free_port() -> int:
     with closing(socket.socket()) as s:
         s.bind(("127.0.0.1", 0))
@@ -188,8 +195,8 @@ class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
     def __init__(self, workdir: Path, engines: bool = True):
-        """`engines=False`: a cluster without JobSet or the Training Operator, as a user with namespace rights
-        alone may have."""
+        """`engines=False`: a cluster without JobSet, the Training Operator or Kueue, as a user with namespace
+        rights alone may have."""
         self.dir = workdir
         self.engines = engines
         self.processes: dict[str, subprocess.Popen] = {}
@@ -218,6 +225,7 @@ class ControlPlane:
             if self.engines:
                 self._start_jobset()
                 self._start_kubeflow()
+                self._start_kueue()
         except BaseException:
             self.stop()
             raise
@@ -228,13 +236,15 @@ class ControlPlane:
         def openssl(*args: str) -> None:
             subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
 
+        # a year, and the names Kueue's certificate rotator checks (see _start_kueue), so it keeps them
         openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-                "-days", "2", "-subj", "/CN=distrain-test-ca")
+                "-days", "365", "-subj", "/CN=distrain-test-ca", "-addext", f"subjectAltName=DNS:{KUEUE_CA}")
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "serving.key", "-out", "serving.csr",
                 "-subj", "/CN=127.0.0.1")
-        (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        (d / "san.ext").write_text(f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{KUEUE_SERVICE}\n")
         openssl("x509", "-req", "-in", "serving.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-                "-out", "serving.crt", "-days", "2", "-extfile", "san.ext")
+                "-out", "serving.crt", "-days", "365", "-extfile", "san.ext")
+        openssl("rsa", "-in", "ca.key", "-traditional", "-out", "ca.pkcs1.key")  # the CA key's form Kueue reads
         openssl("genrsa", "-out", "sa.key", "2048")
         (d / "tokens.csv").write_text(
             f'{self.tokens[ADMIN]},{ADMIN},uid-admin,"system:masters"\n'
@@ -252,14 +262,14 @@ class ControlPlane:
 
     def _wait(self, name: str, ready, timeout: float = 90) -> None:
         deadline = time.monotonic() + timeout
+        tail = lambda: (self.dir / "logs" / f"{name}.log").read_text(errors="replace")[-3000:]  # noqa: E731
         while time.monotonic() < deadline:
             if self.processes[name].poll() is not None:
-                tail = (self.dir / "logs" / f"{name}.log").read_text(errors="replace")[-3000:]
-                raise RuntimeError(f"{name} exited with {self.processes[name].returncode}:\n{tail}")
+                raise RuntimeError(f"{name} exited with {self.processes[name].returncode}:\n{tail()}")
             if ready():
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"{name} not ready after {timeout} s")
+        raise RuntimeError(f"{name} not ready after {timeout} s:\n{tail()}")
 
     def _start_etcd(self) -> None:
         client, peer = free_port(), free_port()
@@ -378,6 +388,49 @@ class ControlPlane:
                      "containers": [{"name": "tensorflow", "image": "busybox"}]}}}}}}
         self._wait("training-operator", lambda: self._dry_run_accepted(probe))
 
+    def _start_kueue(self) -> None:
+        """Kueue's CRDs, its controller, and its webhooks for what the tests run, registered at the
+        controller's loopback address. Kueue manages its certificate itself: it finds this control plane's
+        CA and serving certificate (made to its names) in its Secret and its certificate directory, keeps
+        them, and puts the CA into its webhook configurations."""
+        from kubernetes import client
+
+        crds = [yaml.safe_load(path.read_text()) for path in sorted((BIN / "crds").glob("kueue.x-k8s.io_*.yaml"))]
+        self.create(*crds)
+        for crd in crds:
+            self._wait("kube-apiserver", lambda: self._crd_established(crd["metadata"]["name"]))
+        read = {name: base64.b64encode((self.dir / file).read_bytes()).decode() for name, file in
+                {"ca.crt": "ca.crt", "ca.key": "ca.pkcs1.key", "tls.crt": "serving.crt", "tls.key": "serving.key"}.items()}
+        self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}},
+                    {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": KUEUE_SECRET, "namespace": "kueue-system"},
+                     "data": read})
+        port, certs = free_port(), self._serving_certificates("kueue")  # the Secret, as the kubelet mounts it
+        config = {"apiVersion": "config.kueue.x-k8s.io/v1beta1", "kind": "Configuration", "namespace": "kueue-system",
+                  "leaderElection": {"leaderElect": False},
+                  "internalCertManagement": {"enable": True, "webhookServiceName": KUEUE_SERVICE.split(".")[0],
+                                             "webhookSecretName": KUEUE_SECRET},
+                  "webhook": {"host": "127.0.0.1", "port": port, "certDir": str(certs)},
+                  "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": "0"},
+                  "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "kubeflow.org/tfjob",
+                                                  "kubeflow.org/pytorchjob", "kubeflow.org/paddlejob"]}}
+        (self.dir / "kueue.yaml").write_text(yaml.safe_dump(config))
+        self._spawn("kueue", "--config", str(self.dir / "kueue.yaml"), "--feature-gates=VisibilityOnDemand=false",
+                    env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
+        ca = base64.b64encode((self.dir / "ca.crt").read_bytes()).decode()
+        with self.client() as api:
+            admission = client.AdmissionregistrationV1Api(api)
+            for manifest in yaml.safe_load_all((BIN / "kueue-webhooks.yaml").read_text()):
+                hooks = [hook for hook in manifest["webhooks"]
+                         if any(part in hook["clientConfig"]["service"]["path"] for part in KUEUE_WEBHOOKS)]
+                for hook in hooks:
+                    hook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{hook['clientConfig']['service']['path']}",
+                                            "caBundle": ca}
+                kind = manifest["kind"].removesuffix("WebhookConfiguration").lower()
+                body = {"metadata": {"name": f"kueue-{kind}-webhook-configuration"}, "webhooks": hooks}
+                getattr(admission, f"create_{kind}_webhook_configuration")(body)
+        probe = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
+        self._wait("kueue", lambda: self._dry_run_accepted(probe))
+
     def _register_webhooks(self, name: str, url: str, hooks: list[tuple]) -> None:
         """Admission webhooks at `url`: (mutating|validating, name, path, API group, resource, operations,
         a label the objects must have or None)."""
@@ -406,10 +459,14 @@ class ControlPlane:
         from kubernetes.client.exceptions import ApiException
 
         group, _, version = obj["apiVersion"].rpartition("/")
+        plural, namespace = obj["kind"].lower() + "s", obj["metadata"].get("namespace")
         with self.client() as api:
+            custom = client.CustomObjectsApi(api)
             try:
-                client.CustomObjectsApi(api).create_namespaced_custom_object(
-                    group, version, obj["metadata"]["namespace"], obj["kind"].lower() + "s", obj, dry_run="All")
+                if namespace:
+                    custom.create_namespaced_custom_object(group, version, namespace, plural, obj, dry_run="All")
+                else:
+                    custom.create_cluster_custom_object(group, version, plural, obj, dry_run="All")
                 return True
             except ApiException:
                 return False  # the webhook does not answer yet
