@@ -23,6 +23,9 @@ engine "pods": this Jupyter server supervises (backends/kube.py applies policy.p
     Service   <job>-<role>-<i>      headless, one per replica, so each has a stable DNS name
     Pod       <job>-<role>-<i>      one per replica
 
+With a `queue` (jobset or kubeflow), the JobSet or the operator's job carries Kueue's queue-name label and
+starts suspended: Kueue admits it (unsuspends it) when its ClusterQueue has the quota.
+
 A replica's pod, whatever the engine: the code fetched by an init container at the pinned commit,
 requirements installed, the command run.
     Deployment, Service <job>-tensorboard
@@ -59,8 +62,6 @@ PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as
 WORKSPACE = "/workspace"
 TENSORBOARD_PORT = 6006
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
-
-
 
 
 @dataclass(frozen=True)
