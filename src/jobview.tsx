@@ -102,6 +102,12 @@ export function JobView(
         <dd>
           {job.engine ? `${job.backend} (engine: ${job.engine})` : job.backend}
         </dd>
+        {job.spec.queue && (
+          <>
+            <dt>Queue</dt>
+            <dd>{job.spec.queue}</dd>
+          </>
+        )}
         <dt>Run</dt>
         <dd>{job.run}</dd>
         <dt>Created</dt>

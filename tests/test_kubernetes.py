@@ -438,6 +438,16 @@ def test_kueue_holds_a_job_in_its_queue_until_there_is_quota(backend, admin, kue
                    "the second job waits for quota, with Kueue's reason", 60)
     assert job["reason"] == "Pending" and "insufficient unused quota for cpu" in job["message"], job["message"]
     assert [r["phase"] for r in job["replicas"]] == ["Pending", "Pending"] and not pods_of(admin, "second")
+    backend.submit(queued_spec("third"))
+    wait_job(backend, "third", lambda j: j["phase"] == "Queued", "a third job waits too")
+    stopped = backend.stop("third")  # a queued job stops as any other: its engine's object (and Kueue's) go
+    assert (stopped["phase"], [r["phase"] for r in stopped["replicas"]]) == ("Stopped", ["Stopped", "Stopped"])
+    group, version = manifests.KUEUE_API.split("/")
+    custom = client.CustomObjectsApi(admin.api_client)
+    wait(lambda: not any(o["name"] == "third" for w in custom.list_namespaced_custom_object(
+        group, version, NAMESPACE, "workloads")["items"] for o in w["metadata"].get("ownerReferences", [])),
+         "Kueue's workload of the stopped job is gone")
+    backend.delete("third")
     backend.delete("first")
     wait_job(backend, "second", lambda j: j["phase"] == "Running", "the second job runs once the first is gone", 60)
     backend.delete("second")

@@ -1,6 +1,7 @@
 """The JupyterLab panel in a real browser (system Chromium through Playwright) against a real JupyterLab."""
 
 import json
+import re
 import shutil
 import subprocess
 import time
@@ -370,7 +371,10 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             form.get_by_role("button", name="Submit").click()
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("Queued", timeout=30_000)
-            expect(page.locator(".jp-distrain-job-reason")).to_contain_text("nowhere", timeout=30_000)
+            expect(page.locator(".jp-distrain-job-reason")).to_contain_text(
+                "Inadmissible: ClusterQueue nowhere doesn't exist", timeout=30_000)
+            expect(page.locator(".jp-distrain-job-facts")).to_contain_text("Queuewaiting-room")
+            page.locator(".lm-TabBar-tabLabel", has_text=re.compile(r"^tf-ps$")).click()  # the job, not its logs
             screenshot(page, "kubernetes-queued-job")
             # the cluster has JobSet: its controller, not this server, enforces the job's lifecycle
             expect(page.locator(".jp-distrain-job-facts")).to_contain_text("kubernetes (engine: jobset)")
