@@ -12,6 +12,7 @@ from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -248,6 +249,10 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
             yield FieldError(f"replicas.{role}.count", f"at most 1 {role} (got {counts[role]})")
     if counts.get("ps", 0) and not counts.get("worker", 0):
         yield FieldError("replicas.worker.count", "parameter servers need at least one worker")
+    if urlsplit(spec.get("code", {}).get("git", "")).username is not None:  # never echoed: it may hold a token
+        yield FieldError("code.git", "the URL carries credentials (user@ or user:token@), which would be stored "
+                                     "with the job and shown in its events; give the URL without them and name a "
+                                     "secret in code.credentials (create one with 'distrain secret set NAME')")
     hyper = spec.get("hyperparameters", {})
     for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
         yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")

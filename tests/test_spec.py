@@ -48,6 +48,13 @@ def test_only_http_and_local_git_urls(url):
     assert "http:// or https:// URL, or a local path" in errors_of({"name": "a", "command": "t", "code": {"git": url}})["code.git"]
 
 
+@pytest.mark.parametrize("url", ["https://bob:s3cret-token@github.com/org/repo.git", "http://bob@host/r.git"])
+def test_credentials_in_git_urls_are_refused_without_repeating_them(url):
+    message = errors_of({"name": "a", "command": "t", "code": {"git": url}})["code.git"]
+    assert "carries credentials" in message and "code.credentials" in message
+    assert "bob" not in message and "s3cret" not in message
+
+
 @pytest.mark.parametrize("url", ["https://github.com/org/repo.git", "http://host:8080/r", "/srv/repo", "./repo", "..",
                                  "file:///srv/repo"])
 def test_accepted_git_urls(url):
