@@ -59,8 +59,8 @@ from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
 from .kube_logs import append, last_stamp, seconds_since
 from .kube_state import (GPU, created, current_run, deadline_left, ended_pod, engine_of, event_time, event_view,
-                         by_replica, count_restarts, involved_replica, jobset_state, kubeflow_state, new_status, newest,
-                         node_gpus, note_unschedulable, policy_replicas, queued, replica_key, replica_state, seconds,
+                         count_restarts, involved_replica, jobset_state, kubeflow_state, new_status, newest,
+                         newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key, replica_state, seconds,
                          stopped_status, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
 from .manifests import JOB, MANAGED, ROLE, RUN, object_name, replica_of
@@ -232,17 +232,22 @@ class KubeBackend:
         return {replica_of(j.metadata.labels): j for j in jobs if (j.metadata.labels or {}).get(JOB) == name
                 and ROLE in j.metadata.labels}
 
-    def _workload(self, root: client.V1ConfigMap) -> dict | None:
-        """The object that runs the job on its engine (a JobSet, a TFJob...), as the engine reports it."""
+    @staticmethod
+    def _engine_api(root: client.V1ConfigMap) -> tuple[str, str, str]:
+        """(group, version, resource) of the object that runs the job on its engine (a JobSet, a TFJob...)."""
         api_version, resource = manifests.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
-        name = root.metadata.name
+        group, version = api_version.split("/")
+        return group, version, resource
+
+    def _workload(self, root: client.V1ConfigMap) -> dict | None:
+        """The object that runs the job on its engine, as the engine reports it."""
         if self.cache:
-            return next((o for o in self.cache.items(resource) if o.metadata.name == name), None)
+            resource = self._engine_api(root)[2]
+            return next((o for o in self.cache.items(resource) if o.metadata.name == root.metadata.name), None)
         return self._workload_fresh(root)
 
     def _workload_fresh(self, root: client.V1ConfigMap) -> dict | None:
-        api_version, resource = manifests.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
-        group, version = api_version.split("/")
+        group, version, resource = self._engine_api(root)
         try:
             return self.custom.get_namespaced_custom_object(group, version, self.ns, resource, root.metadata.name)
         except ApiException as e:
@@ -472,8 +477,7 @@ class KubeBackend:
         """Copy the logs of the job's pods, then delete the engine's object (its pods follow)."""
         name = root.metadata.name
         self.copy_logs(name, self._pods_fresh(name))
-        api_version, resource = manifests.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
-        group, version = api_version.split("/")
+        group, version, resource = self._engine_api(root)
         with self._writing(resource, name) as write:
             try:
                 self.custom.delete_namespaced_custom_object(group, version, self.ns, resource, name,
@@ -517,9 +521,9 @@ class KubeBackend:
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
         """Until the job's pods (and its engine's object, whose successor takes its name) are gone."""
         root = self._root_fresh(name)
-        engine = engine_of(root) != "pods"
+        on_engine = engine_of(root) != "pods"
         deadline = time.monotonic() + timeout
-        while (self._pods_fresh(name) or engine and self._workload_fresh(root)) and time.monotonic() < deadline:
+        while (self._pods_fresh(name) or on_engine and self._workload_fresh(root)) and time.monotonic() < deadline:
             time.sleep(0.2)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
@@ -659,8 +663,7 @@ class KubeBackend:
         """Record the replicas' restarts on the kubeflow engine (see kube_state.count_restarts): the operator
         replaces a failed pod under its name and counts nothing."""
         status = json.loads(root.data["status.json"])
-        current = {name: max(ps, key=created) for name, ps in by_replica(root, pods).items()}
-        if status["phase"] not in FINISHED and count_restarts(status, current):
+        if status["phase"] not in FINISHED and count_restarts(status, newest_of_run(root, pods)):
             self._write_status(root, status)
 
     def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod], status: dict | None = None) -> JobRecord:

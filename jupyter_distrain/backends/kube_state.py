@@ -142,6 +142,11 @@ def by_replica(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[str, 
     return mine
 
 
+def newest_of_run(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
+    """Each replica's newest pod of the job's current run."""
+    return {name: max(ps, key=created) for name, ps in by_replica(root, pods).items()}
+
+
 def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
                  pods: list[client.V1Pod], admission: dict | None = None) -> dict:
     """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
@@ -156,13 +161,10 @@ def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[c
                    admission: dict | None = None) -> dict:
     """A Training Operator job's status (shaped as `new_status`): each replica's newest pod, its restarts
     as recorded (`count_restarts`); the operator decides when the job ends."""
-    status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
-    states = {}
-    for name, recorded in status["replicas"].items():
-        replica_pods = sorted(mine.get(name, []), key=created)
-        states[name] = replica_state(recorded, replica_pods[-1] if replica_pods else None)
+    status, current = json.loads(root.data["status.json"]), newest_of_run(root, pods)
+    states = {name: replica_state(recorded, current.get(name)) for name, recorded in status["replicas"].items()}
     began = ((workload or {}).get("status") or {}).get("startTime")
-    return engine_state(root, status, states, set(mine), engine_end(workload), began and timestamp(began),
+    return engine_state(root, status, states, set(current), engine_end(workload), began and timestamp(began),
                         queued(workload, admission))
 
 

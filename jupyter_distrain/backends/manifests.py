@@ -342,21 +342,19 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
     indices: dict[str, list[int]] = {}
     for role, index in replicas(spec):
         indices.setdefault(role, []).append(index)
-    replica_specs: dict[str, dict] = {
+    deadline = {"activeDeadlineSeconds": policy["deadline_seconds"]} if policy.get("deadline_seconds") else {}
+    replica_specs = {
         kind.types[role]: {
             "replicas": len(numbers), "restartPolicy": KUBEFLOW_RESTART[policy["restart"]],
+            # The operator looks at the job's deadline only when some event reconciles the job; the kubelet
+            # ends each pod at the same deadline (counted from the pod's start, so never before the job's),
+            # which is one.
             "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run)}},
-                         "spec": pod_spec(spec, role, numbers, settings, where, kind)}}
+                         "spec": {**pod_spec(spec, role, numbers, settings, where, kind), **deadline}}}
         for role, numbers in indices.items()}
-    run_policy: dict = {"cleanPodPolicy": "Running"}
+    run_policy: dict = {"cleanPodPolicy": "Running", **deadline}
     if policy["restart"] != "never":
         run_policy["backoffLimit"] = policy["max_restarts"]
-    if policy.get("deadline_seconds"):
-        run_policy["activeDeadlineSeconds"] = policy["deadline_seconds"]
-        # The operator looks at the deadline only when some event reconciles the job; the kubelet ends each
-        # pod at the same deadline (counted from the pod's start, so never before the job's), which is one.
-        for replica_spec in replica_specs.values():
-            replica_spec["template"]["spec"]["activeDeadlineSeconds"] = policy["deadline_seconds"]
     if "queue" in spec:
         run_policy["suspend"] = True
     body: dict = {kind.replica_specs: replica_specs, "runPolicy": run_policy}

@@ -101,69 +101,64 @@ def running_stage(name: str, component: str, pod_ip: str) -> str:
             .replace("POD_IP", pod_ip))
 
 
+POD_ENDED = textwrap.dedent("""
+    apiVersion: kwok.x-k8s.io/v1alpha1
+    kind: Stage
+    metadata: {name: <name>}
+    spec:
+      resourceRef: {apiGroup: v1, kind: Pod}
+      selector:
+        matchExpressions:
+        - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
+        - {key: .status.phase, operator: In, values: [Running]}
+        - <match>
+      delay: <delay>
+      next:
+        statusTemplate: |
+          {{ $now := Now }}<lets>
+          containerStatuses:
+          {{ range .spec.containers }}
+          - name: {{ .name | Quote }}
+            image: {{ .image | Quote }}
+            ready: false
+            started: false
+            restartCount: 0
+            state: {terminated: {exitCode: <code>, reason: <reason>, finishedAt: {{ $now | Quote }}}}
+          {{ end }}
+          <status>
+""")
+
+
+def ended_stage(name: str, match: str, code: str, reason: str, status: list[str], lets: str = "",
+                delay: str = "{durationMilliseconds: 0}") -> str:
+    """Running -> ended, after `delay`, for the pods a selector expression `match` picks: every container
+    terminated with `code` and `reason` (template expressions, which `lets` may define), and the pod's own
+    `status` lines."""
+    indent = POD_ENDED[:POD_ENDED.index("<status>")].rpartition("\n")[2]  # the status lines' own
+    return (POD_ENDED.replace("<name>", name).replace("<match>", match).replace("<delay>", delay)
+            .replace("<lets>", lets).replace("<code>", code).replace("<reason>", reason)
+            .replace("<status>", ("\n" + indent).join(status)))
+
+
 POD_STAGES = "---\n".join([
     running_stage("pod-running", "operator: DoesNotExist",
                   "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
     running_stage("tensorboard-running", "operator: In, values: [tensorboard]", f'"{HOST_IP}"'),
+    ended_stage("pod-exit", "{key: '.metadata.annotations[\"EXIT_CODE\"]', operator: Exists}",
+                "{{ $code }}", "{{ $reason | Quote }}", [
+                    "conditions:",
+                    '- {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}',
+                    '- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}',
+                    'phase: {{ ternary "Succeeded" "Failed" (eq $code "0") }}'],
+                lets='{{ $code := index .metadata.annotations "EXIT_CODE" }}'
+                     '{{ $reason := or (index .metadata.annotations "REASON") (ternary "Completed" "Error" (eq $code "0")) }}',
+                ).replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON),
+    # as the kubelet: the pod's deadline counts from its start
+    ended_stage("pod-deadline", "{key: .spec.activeDeadlineSeconds, operator: Exists}", "137", "Error", [
+        "phase: Failed", "reason: DeadlineExceeded",
+        "message: Pod was active on the node longer than the specified deadline"],
+        delay="{durationMilliseconds: 0, durationFrom: {expressionFrom: '(.spec.activeDeadlineSeconds | tostring) + \"s\"'}}"),
     textwrap.dedent("""
-    apiVersion: kwok.x-k8s.io/v1alpha1
-    kind: Stage
-    metadata: {name: pod-exit}
-    spec:
-      resourceRef: {apiGroup: v1, kind: Pod}
-      selector:
-        matchExpressions:
-        - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
-        - {key: .status.phase, operator: In, values: [Running]}
-        - {key: '.metadata.annotations["EXIT_CODE"]', operator: Exists}
-      next:
-        statusTemplate: |
-          {{ $now := Now }}
-          {{ $code := index .metadata.annotations "EXIT_CODE" }}
-          {{ $reason := or (index .metadata.annotations "REASON") (ternary "Completed" "Error" (eq $code "0")) }}
-          conditions:
-          - {type: Ready, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-          - {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}
-          containerStatuses:
-          {{ range .spec.containers }}
-          - name: {{ .name | Quote }}
-            image: {{ .image | Quote }}
-            ready: false
-            started: false
-            restartCount: 0
-            state: {terminated: {exitCode: {{ $code }}, reason: {{ $reason | Quote }}, finishedAt: {{ $now | Quote }}}}
-          {{ end }}
-          phase: {{ ternary "Succeeded" "Failed" (eq $code "0") }}
-    ---
-    apiVersion: kwok.x-k8s.io/v1alpha1
-    kind: Stage
-    metadata: {name: pod-deadline}
-    spec:
-      resourceRef: {apiGroup: v1, kind: Pod}
-      selector:
-        matchExpressions:
-        - {key: .metadata.deletionTimestamp, operator: DoesNotExist}
-        - {key: .status.phase, operator: In, values: [Running]}
-        - {key: .spec.activeDeadlineSeconds, operator: Exists}
-      delay:  # as the kubelet: the pod's deadline counts from its start
-        durationMilliseconds: 0
-        durationFrom: {expressionFrom: '(.spec.activeDeadlineSeconds | tostring) + "s"'}
-      next:
-        statusTemplate: |
-          {{ $now := Now }}
-          containerStatuses:
-          {{ range .spec.containers }}
-          - name: {{ .name | Quote }}
-            image: {{ .image | Quote }}
-            ready: false
-            started: false
-            restartCount: 0
-            state: {terminated: {exitCode: 137, reason: Error, finishedAt: {{ $now | Quote }}}}
-          {{ end }}
-          phase: Failed
-          reason: DeadlineExceeded
-          message: Pod was active on the node longer than the specified deadline
-    ---
     apiVersion: kwok.x-k8s.io/v1alpha1
     kind: Stage
     metadata: {name: pod-delete}
@@ -174,7 +169,7 @@ POD_STAGES = "---\n".join([
         - {key: .metadata.deletionTimestamp, operator: Exists}
       next:
         delete: true
-    """).replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON),
+    """),
 ])
 
 
@@ -337,8 +332,7 @@ class ControlPlane:
     def _start_jobset(self) -> None:
         """The JobSet CRD, its controller, and its webhooks (defaulting and validating JobSets, and the
         pods of JobSets) registered at the controller's loopback address."""
-        self.create(yaml.safe_load((BIN / "crds" / "jobset.x-k8s.io_jobsets.yaml").read_text()))
-        self._wait("kube-apiserver", lambda: self._crd_established("jobsets.jobset.x-k8s.io"))
+        self._install_crds("jobset.x-k8s.io_jobsets.yaml")
         port, certs = free_port(), self._serving_certificates("jobset")
         config = {"apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
                   "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
@@ -361,6 +355,13 @@ class ControlPlane:
                      "containers": [{"name": "c", "image": "busybox"}]}}}}}]}}
         self._wait("jobset", lambda: self._dry_run_accepted(probe))
 
+    def _install_crds(self, *files: str) -> None:
+        """Create the CRDs of these files in bin/crds, and wait until the API server serves each."""
+        crds = [yaml.safe_load((BIN / "crds" / file).read_text()) for file in files]
+        self.create(*crds)
+        for crd in crds:
+            self._wait("kube-apiserver", lambda: self._crd_established(crd["metadata"]["name"]))
+
     def _serving_certificates(self, name: str) -> Path:
         """A directory with this control plane's loopback serving certificate as tls.crt and tls.key."""
         certs = self.dir / f"{name}-certs"
@@ -372,10 +373,7 @@ class ControlPlane:
     def _start_kubeflow(self) -> None:
         """The Training Operator's CRDs, its controllers (kubeflow/main.go) and its validating webhooks."""
         kinds = ("tfjobs", "pytorchjobs", "paddlejobs")
-        for kind in kinds:
-            self.create(yaml.safe_load((BIN / "crds" / f"kubeflow.org_{kind}.yaml").read_text()))
-        for kind in kinds:
-            self._wait("kube-apiserver", lambda: self._crd_established(f"{kind}.kubeflow.org"))
+        self._install_crds(*(f"kubeflow.org_{kind}.yaml" for kind in kinds))
         port = free_port()
         self._spawn("training-operator", "--cert-dir", str(self._serving_certificates("kubeflow")),
                     f"--webhook-port={port}", env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
@@ -395,10 +393,7 @@ class ControlPlane:
         them, and puts the CA into its webhook configurations."""
         from kubernetes import client
 
-        crds = [yaml.safe_load(path.read_text()) for path in sorted((BIN / "crds").glob("kueue.x-k8s.io_*.yaml"))]
-        self.create(*crds)
-        for crd in crds:
-            self._wait("kube-apiserver", lambda: self._crd_established(crd["metadata"]["name"]))
+        self._install_crds(*(path.name for path in sorted((BIN / "crds").glob("kueue.x-k8s.io_*.yaml"))))
         read = {name: base64.b64encode((self.dir / file).read_bytes()).decode() for name, file in
                 {"ca.crt": "ca.crt", "ca.key": "ca.pkcs1.key", "tls.crt": "serving.crt", "tls.key": "serving.key"}.items()}
         self.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "kueue-system"}},
