@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -350,6 +351,76 @@ def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(contro
     second.close()
 
 
+def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path) -> subprocess.Popen:
+    """Run the pod's main container's command here, /output being its claim's directory; what it prints
+    becomes the pod's pods/log, as a container runtime would keep it. The process reads its stdin."""
+    pod = admin.read_namespaced_pod(pod_name_, NAMESPACE)
+    container = pod.spec.containers[0]
+    output = control_plane.dir / "volumes" / "distrain-outputs" / pod.metadata.labels[manifests.JOB]
+    python, *args = [part.replace("/output", str(output)) for part in container.command]
+    assert python == "python"
+    env = {e.name: e.value for e in container.env if e.value is not None}
+    process = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd,
+                               env={**env, "PATH": os.environ["PATH"]})
+
+    def runtime():
+        for line in process.stdout:
+            control_plane.write_log(pod_name_, line.decode(errors="replace").rstrip("\n"))
+
+    threading.Thread(target=runtime, daemon=True).start()
+    return process
+
+
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_path, engine):
+    """A replica's command runs under the log tee, which stamps each line and writes it to pods/log and to the
+    output volume alike. A server copies the first lines from pods/log and goes away; the replica writes more,
+    ends, and its pod is deleted, pods/log with it. A new server, and a CLI with no copies of its own, read
+    the rest from the volume through a reader pod: every line once, in order, with the tee's own times."""
+    spec = spec_.validate({"name": "outlived", "framework": "tensorflow", "command": "cat",
+                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
+                           "replicas": {"chief": {}}})
+    first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    first.start(logging.getLogger("first"))
+    first.submit(spec)
+    chief = pod_name(admin, "outlived", "chief-0")
+    wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
+    process = play_kubelet(control_plane, admin, chief, tmp_path)
+    process.stdin.write(b"epoch 1\nepoch 2\n")
+    process.stdin.flush()
+    texts = lambda backend: [line.text for line in backend.logs("outlived", replica="chief-0")]  # noqa: E731
+    wait(lambda: texts(first) == ["epoch 1", "epoch 2"], "the server copies the chief's first lines")
+    first.close()
+
+    process.stdin.write(b"epoch 3\n\xff done\n")  # not even UTF-8
+    process.stdin.close()
+    assert process.wait(30) == 0
+    end(admin, "outlived", "chief-0", 0)
+    observer = KubeBackend(settings(tmp_path / "observer", engine=engine), control_plane.client(RESTRICTED))
+    wait_job(observer, "outlived", lambda j: j["phase"] == "Succeeded", "the cluster ends the job")
+    admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
+    wait(lambda: not pods_of(admin, "outlived"), "the chief's pod is gone, its pods/log with it")
+
+    volume = control_plane.dir / "volumes" / "distrain-outputs" / "outlived" / ".distrain" / "logs" / "1"
+    written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
+               (volume / "chief-0.log").read_bytes().splitlines()]
+    assert [text for _, text in written] == ["epoch 1", "epoch 2", "epoch 3", "\ufffd done"]
+    second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    second.start(logging.getLogger("second"))
+    try:
+        wait(lambda: [(line.time, line.text) for line in second.logs("outlived", replica="chief-0")] == written,
+             "the new server reads the lines the chief wrote while no server ran", 60)
+        wait(lambda: (second.log_dir("outlived") / ".complete").exists(), "the run's logs are marked complete")
+        cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
+        assert [(line.time, line.text) for line in cli.logs("outlived")] == written
+        readers = f"{manifests.COMPONENT}=log-reader"
+        wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=readers).items, "no reader is left")
+    finally:
+        second.delete("outlived")
+        second.close()
+        shutil.rmtree(volume.parents[2])
+
+
 def test_the_training_operator_runs_each_replica_with_its_own_variables(control_plane, admin):
     """On "kubeflow" a role's replicas share one template: the operator sets TF_CONFIG, and each pod runs the
     branch of its index with clusterenv's variables. Policies the operator cannot keep are refused."""
@@ -377,7 +448,9 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
                         "worker": ["kf-env-worker-0.training.svc:2222", "kf-env-worker-1.training.svc:2222"]},
             "task": {"type": "worker", "index": 1}, "environment": "cloud"}
         assert json.loads(env["DISTRAIN_CLUSTER"]) == json.loads(env["TF_CONFIG"])["cluster"]
-        script = pod.spec.containers[0].command[-1]
+        command = pod.spec.containers[0].command
+        assert command[3] == "/output/.distrain/logs/1/worker-$(DISTRAIN_INDEX).log"  # the kubelet expands it
+        script = command[-1]
         exported = subprocess.run(["sh", "-c", script.split("\n", 1)[1].replace("exec /bin/sh -c", "echo") +
                                    "; env"], env={"DISTRAIN_INDEX": pod.metadata.labels[manifests.KUBEFLOW_INDEX],
                                                   "PATH": os.environ["PATH"]}, capture_output=True, text=True).stdout

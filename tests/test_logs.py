@@ -1,11 +1,17 @@
-"""Log files: timestamps, bounded lines, tails read backwards, merging and following."""
+"""Log files: timestamps, bounded lines, tails read backwards, merging and following; the log tee a
+Kubernetes replica runs under."""
 
+import signal
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
 
 from jupyter_distrain import logs
+from jupyter_distrain.backends import manifests
+from jupyter_distrain.backends.kube_logs import from_pods_log, from_volume
 
 
 def write(path, *chunks):
@@ -76,3 +82,40 @@ def test_follow_sees_new_lines_and_stops_when_finished(tmp_path, watched):
     got = [line.text for line in logs.follow(lambda: {"a": path}, done.is_set, poll=0.01,
                                               directory=path.parent if watched else None)]
     assert got == ["before", "live 0", "live 1", "live 2", "last line without newline"]
+
+
+def tee(log, *command, **options):
+    """The program a Kubernetes replica's container runs its command under, run here."""
+    return subprocess.Popen([sys.executable, "-c", manifests.TEE_PROGRAM, str(log), *command],
+                            stdout=subprocess.PIPE, **options)
+
+
+def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_exit_code(tmp_path):
+    log = tmp_path / "volume" / "logs" / "1" / "worker-0.log"
+    long = "x" * (logs.MAX_LINE + 10)
+    process = tee(log, "sh", "-c", f"echo one; echo two >&2; echo {long}; printf 'no newline\\r'; exit 3")
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 3
+    assert out == log.read_bytes()
+    lines = [logs.parse(raw, "worker-0") for raw in out.splitlines(keepends=True)]
+    assert [line.text for line in lines] == ["one", "two", "x" * logs.MAX_LINE, "x" * 10, "no newline"]
+    assert [line.time for line in lines] == sorted({line.time for line in lines})  # strictly increasing
+    # pods/log serves each line behind the runtime's own time: the tee's stamp is kept, so the copies match
+    runtime = b"2030-01-01T00:00:00.123456789Z "
+    assert [from_pods_log(runtime + raw.rstrip(b"\n")) for raw in out.splitlines(keepends=True)] == [
+        from_volume(raw.rstrip(b"\n")) for raw in log.read_bytes().splitlines(keepends=True)]
+    assert from_pods_log(runtime + b"plain") == b"2030-01-01T00:00:00.123456Z plain"  # not under the tee
+    assert from_volume(b"written by the job itself") is None
+
+
+def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path):
+    process = tee(tmp_path / "log", sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
+    assert process.stdout.readline().endswith(b" ready\n")
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 128 + signal.SIGTERM  # as a shell reports a command a signal ended
+    (tmp_path / "file").touch()
+    unwritable = tee(tmp_path / "file" / "worker-0.log", "echo", "still runs")
+    out, _ = unwritable.communicate(timeout=30)
+    assert unwritable.returncode == 0
+    lines = [logs.parse(raw, "w").text for raw in out.splitlines()]
+    assert lines[0].startswith("distrain: no copy of this log on the output volume: ") and lines[1:] == ["still runs"]

@@ -25,7 +25,9 @@ request), applies the policy to "pods" jobs as they change, and copies logs; wit
 call reads the cluster (and applies the policy once). Logs are copied from the pods/log API into files
 under the storage root as they are written, so they remain readable after the pods are gone:
 <root>/kubernetes/<namespace>/<job>/logs/<run>/<replica>.log, each pod's into the directory of the run its
-label names.
+label names. Each pod also writes its lines to the job's output volume; a run this process did not watch
+from its start may have lines only there (pods gone while no server ran), so those are merged in first,
+through a short-lived reader pod, and a run's directory is marked complete once it holds every line.
 
 Beside it: manifests.py renders the objects per engine, kube_state.py reads a job's state from them,
 kube_watch.py watches the namespace, kube_logs.py appends pods/log lines to the log files.
@@ -48,6 +50,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
 
 from .. import logs
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
@@ -57,11 +60,11 @@ from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_
 from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
-from .kube_logs import append, last_stamp, seconds_since
-from .kube_state import (GPU, created, current_run, deadline_left, ended_pod, engine_of, event_time, event_view,
-                         count_restarts, involved_replica, jobset_state, kubeflow_state, new_status, newest,
-                         newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key, replica_state, seconds,
-                         stopped_status, with_ending)
+from .kube_logs import append, from_pods_log, from_volume, last_stamp, seconds_since
+from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
+                         event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
+                         newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
+                         replica_state, seconds, stopped_status, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
 from .manifests import JOB, MANAGED, ROLE, RUN, object_name, replica_of
 
@@ -73,6 +76,8 @@ OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
+COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run
+READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image may be pulled first)
 SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
 
@@ -109,6 +114,7 @@ class KubeBackend:
         self.cache: Cache | None = None
         self.controller: Controller | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
+        self.reading = threading.Lock()  # one log reader pod at a time
 
     @classmethod
     def from_config(cls, config: Distrain) -> KubeBackend:
@@ -254,6 +260,13 @@ class KubeBackend:
             if e.status == 404:
                 return None
             raise api_error(e, f"read {resource} {root.metadata.name}") from None
+
+    def run_over(self, root: client.V1ConfigMap) -> bool:
+        """Whether the job's current run has ended in the cluster: the status recorded says so, or its engine
+        (the view may wait a little longer for the objects that explain the end)."""
+        if json.loads(root.data["status.json"])["phase"] in FINISHED:
+            return True
+        return engine_of(root) != "pods" and engine_end(self._workload(root)) is not None
 
     def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
         """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
@@ -741,8 +754,15 @@ class KubeBackend:
             self.close()
 
     def catch_up(self, name: str) -> None:
-        """Copy whatever the job's pods logged since their files' last lines."""
+        """Copy whatever the job's pods logged since their files' last lines; first, once a run has ended,
+        what its replicas wrote to the output volume."""
+        root = self._root(name)
+        run = current_run(root)
+        complete = not self.run_over(root) or self.logs_complete(name, run)
+        read = not complete and self.read_volume_logs(name, run)
         self.copy_logs(name, self._pods(name))
+        if read:
+            self.mark_logs_complete(name, run)
 
     def copy_logs(self, job: str, pods: builtins.list[client.V1Pod], ended: bool = False) -> None:
         """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
@@ -771,9 +791,85 @@ class KubeBackend:
             pending = b""
             for chunk in response.stream(logs.READ_CHUNK, decode_content=True):
                 *lines, pending = (pending + chunk).split(b"\n")
-                append(path, lines)
-            append(path, [pending] if pending else [])
+                append(path, [from_pods_log(line) for line in lines])
+            append(path, [from_pods_log(pending)] if pending else [])
         self.streams.discard(response)
+
+    # logs the replicas wrote to the output volume, for lines pods/log no longer has
+    def logs_complete(self, name: str, run: int) -> bool:
+        return (self._log_dir(name, run) / COMPLETE).exists()
+
+    def mark_logs_complete(self, name: str, run: int) -> None:
+        directory = self._log_dir(name, run)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / COMPLETE).touch()
+
+    def read_volume_logs(self, name: str, run: int) -> bool:
+        """Merge what the job's replicas wrote to its output volume in run `run` into the run's log files;
+        lines copied from pods/log already are the same bytes (cluster_logtee.py's stamps) and are skipped.
+        A failure becomes a Warning event on the job (and False): pods/log still gives what it has."""
+        try:
+            self._read_volume_logs(name, run)
+            return True
+        except (DistrainError, ApiException, HTTPError, OSError, ValueError) as e:
+            self.record(name, Event("LogsNotRead", "the lines the replicas wrote to the output volume could not "
+                                                   f"be read: {e}", type="Warning"))
+            return False
+
+    def _read_volume_logs(self, name: str, run: int) -> None:
+        root = self._root_fresh(name)
+        reader = manifests.log_reader(json.loads(root.data["spec.json"]), self.settings,
+                                      self.api.sanitize_for_serialization(root))
+        pod = reader["metadata"]["name"]
+        with self.reading:
+            self._delete_reader(pod)  # one a stopped process left
+            self._create(reader)
+            try:
+                self._wait_serving(pod)
+                for file in json.loads(self._from_reader(pod, str(run)).read()):
+                    if not isinstance(file, str) or not manifests.LOG_FILE.fullmatch(file):
+                        raise ValueError(f"the reader listed {file!r}, which is no replica's log")
+                    self._import(self._from_reader(pod, f"{run}/{file}"), self._log_dir(name, run) / file)
+            finally:
+                self._delete_reader(pod)
+
+    def _from_reader(self, pod: str, path: str = ""):
+        """GET `path` from a log reader pod through the API server's pod proxy (a streaming response)."""
+        options = {"_preload_content": False, "_request_timeout": (10, 60)}
+        target = f"{pod}:{manifests.LOG_READER_PORT}"
+        if path:
+            return self.core.connect_get_namespaced_pod_proxy_with_path(target, self.ns, path, **options)
+        return self.core.connect_get_namespaced_pod_proxy(target, self.ns, **options)
+
+    def _wait_serving(self, pod: str) -> None:
+        """Until the reader answers; it fails if its pod ends or it takes READER_TIMEOUT."""
+        deadline = time.monotonic() + READER_TIMEOUT
+        while True:
+            try:
+                return self._from_reader(pod).release_conn()
+            except ApiException as e:
+                status = self._call(lambda: self.core.read_namespaced_pod(pod, self.ns), "read the log reader").status
+                if status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
+                    waiting = [c.state.waiting or c.state.terminated for c in status.container_statuses or []]
+                    why = next((f"{w.reason}: {w.message or ''}" for w in waiting if w), status.phase)
+                    raise KubeError(f"its reader pod {pod} did not serve ({why}; {e.status} {e.reason})") from None
+                time.sleep(0.5)
+
+    def _import(self, response, path: Path) -> None:
+        with response:
+            pending = b""
+            for chunk in response.stream(logs.READ_CHUNK):
+                *lines, pending = (pending + chunk).split(b"\n")
+                append(path, [line for line in map(from_volume, lines) if line])
+            # a last line without its newline is still being written: pods/log brings it
+
+    def _delete_reader(self, pod: str) -> None:
+        """Delete the log reader pod, until it is gone (the next reader takes its name)."""
+        try:
+            self._delete_pod(self.core.read_namespaced_pod(pod, self.ns), wait=True)
+        except ApiException as e:
+            if e.status != 404:
+                raise api_error(e, f"read pod {pod}") from None
 
     # observation
     def queues(self) -> builtins.list[str] | None:
@@ -843,6 +939,7 @@ class Controller:
         self.queue = WorkQueue()
         self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
         self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
+        self.runs: dict[tuple[str, int], bool] = {}  # (job, run) seen: whether this process has all its lines
         self.stopping = False
         self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
                         for i in range(self.WORKERS)]
@@ -856,7 +953,10 @@ class Controller:
         while (name := self.queue.get()) is not None:
             try:
                 roots = [cm for cm in self.cache.items("configmaps") if cm.metadata.name == name]
-                if roots:
+                if not roots:  # deleted
+                    self.runs = {key: whole for key, whole in self.runs.items() if key[0] != name}
+                else:
+                    self._read_volume_first(roots[0])
                     pods = self.backend._pods(name)
                     if engine_of(roots[0]) == "pods":
                         job = self.backend.reconcile(roots[0], newest(pods))
@@ -866,10 +966,29 @@ class Controller:
                             self.backend.count_restarts(roots[0], pods)
                         self.backend.copy_logs(name, pods, ended=True)
                     self._follow(name, pods)
+                    self._mark_complete(roots[0], pods)
             except Exception:
                 self.log.exception("reconciling job %s", name)
             finally:
                 self.queue.done(name)
+
+    def _read_volume_first(self, root: client.V1ConfigMap) -> None:
+        """Before this process copies anything of a run from pods/log: if the run began while it was not
+        watching, merge in what the replicas wrote to the output volume, which holds the lines of pods that
+        are gone (pods/log brings only later lines after those a log file has)."""
+        name, run = root.metadata.name, current_run(root)
+        if (name, run) not in self.runs:
+            self.runs[name, run] = False  # tried once
+            began = self.backend.get(name, events=0)["started"] or self.backend.run_over(root)
+            missing = began and not self.backend.logs_complete(name, run)
+            self.runs[name, run] = not missing or self.backend.read_volume_logs(name, run)
+
+    def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
+        """Once the cluster has ended a run whose lines this process has all, and its pods have ended."""
+        name, run = root.metadata.name, current_run(root)
+        if (self.runs[name, run] and self.backend.run_over(root) and all(ended_pod(p) for p in pods)
+                and not self.backend.logs_complete(name, run)):
+            self.backend.mark_logs_complete(name, run)
 
     def _remind(self, name: str, job: JobRecord) -> None:
         """Reconcile a running supervised job again at its deadline (no change in the cluster marks it)."""

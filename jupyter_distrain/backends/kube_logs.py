@@ -1,8 +1,10 @@
-"""Copying pods/log lines into the job's log files: their timestamps, and appending without duplicates."""
+"""Copying a job's log lines into its log files, from pods/log and from the files its replicas wrote to the
+output volume: their timestamps, and appending without duplicates."""
 
 from __future__ import annotations
 
 import fcntl
+import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -15,6 +17,25 @@ def stamp(k8s_time: bytes) -> str:
     text = k8s_time.decode()
     whole, _, fraction = text.rstrip("Z").partition(".")
     return f"{whole}.{(fraction + '000000')[:6]}Z"
+
+
+TEE_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")  # cluster_logtee.py's, the log files' format
+
+
+def from_pods_log(raw: bytes) -> bytes:
+    """A pods/log line (`<the runtime's time> <text>`) as a log file line. A replica's command runs under
+    cluster_logtee.py, which stamped the text itself as it wrote the same line to the output volume: that
+    stamp is kept, so both copies are the same bytes. Other lines get the runtime's time."""
+    when, _, text = raw.partition(b" ")
+    if TEE_STAMP.match(text):
+        return text.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE]
+    return stamp(when).encode() + b" " + text.rstrip(b"\r")[:logs.MAX_LINE]
+
+
+def from_volume(raw: bytes) -> bytes | None:
+    """A line of a log file a replica wrote to the output volume; None if it is not one (the volume is
+    the job's to write)."""
+    return raw.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE] if TEE_STAMP.match(raw) else None
 
 
 def seconds_since(log_stamp: str) -> int:
@@ -37,11 +58,12 @@ def last_stamp(path: Path) -> str | None:
     return lines[-1][:logs.STAMP_LEN].decode() if lines else None
 
 
-def append(path: Path, raw_lines: list[bytes]) -> None:
-    """Append pods/log lines not yet in the file: newer than its last line, or as old but not among the
-    lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe. The directory is
-    made only for lines: a pod that logged nothing never brings back the directory of a deleted job."""
-    if not raw_lines:
+def append(path: Path, lines: list[bytes]) -> None:
+    """Append the log file lines (`<stamp> <text>`) not yet in the file: newer than its last line, or as old
+    but not among the lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe.
+    The directory is made only for lines: a pod that logged nothing never brings back the directory of a
+    deleted job."""
+    if not lines:
         return
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "ab") as f:
@@ -50,9 +72,7 @@ def append(path: Path, raw_lines: list[bytes]) -> None:
         last = tail[-1][:logs.STAMP_LEN].decode() if tail else ""
         seen = {line for line in tail if line.startswith(last.encode())}
         out = []
-        for raw in raw_lines:
-            when, _, text = raw.partition(b" ")
-            line = stamp(when).encode() + b" " + text.rstrip(b"\r")[:logs.MAX_LINE]
+        for line in lines:
             if line[:logs.STAMP_LEN].decode() > last or (line[:logs.STAMP_LEN].decode() == last and line not in seen):
                 out.append(line + b"\n")
                 seen.add(line)

@@ -94,6 +94,8 @@ def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V
     state["restarts"] = max(failures - 1, 0) if failed else failures
     if pods and not state["started"]:
         state["started"] = next((seconds(p.status.start_time) for p in pods if p.status.start_time), None)
+    if not state["started"] and job and job.status and job.status.start_time and (failed or complete):
+        state["started"] = seconds(job.status.start_time)  # its pods are gone: it started with its Job
     if failed and (failed.reason == "DeadlineExceeded" or state["phase"] != str(Phase.FAILED)):
         state.update(phase=str(Phase.FAILED), reason=failed.reason or "Failed", message=failed.message or "",
                      finished=seconds(failed.last_transition_time) or time.time(),

@@ -27,7 +27,10 @@ With a `queue` (jobset or kubeflow), the JobSet or the operator's job carries Ku
 starts suspended: Kueue admits it (unsuspends it) when its ClusterQueue has the quota.
 
 A replica's pod, whatever the engine: the code fetched by an init container at the pinned commit,
-requirements installed, the command run.
+requirements installed, the command run under cluster_logtee.py, which stamps each line and writes it
+both to the container's output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
+    Pod       <job>-logs            while the server reads those files (they outlive the pods): serves
+                                    them read-only from the output volume, then is deleted
     Deployment, Service <job>-tensorboard
                                     with tensorboard.enabled: one TensorBoard reading the job's
                                     output volume (every replica a run); it stays until the job is deleted
@@ -37,6 +40,7 @@ requirements installed, the command run.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,6 +66,11 @@ PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as
 WORKSPACE = "/workspace"
 TENSORBOARD_PORT = 6006
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
+TEE_PROGRAM = (Path(__file__).parent / "cluster_logtee.py").read_text()
+READER_PROGRAM = (Path(__file__).parent / "cluster_logreader.py").read_text()
+VOLUME_LOGS = ".distrain/logs"  # in the output volume: <run>/<replica>.log, written by each replica's pod
+LOG_READER_PORT = 8080
+LOG_FILE = re.compile(r"[a-z]+-[0-9]+\.log")  # a replica's log file: <role>-<index>.log
 
 
 @dataclass(frozen=True)
@@ -226,7 +235,7 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, rest
         "metadata": {**metadata(object_name(spec["name"], name), settings,
                                 {**labels(spec["name"], role, index), RUN: str(run)}, owner),
                      "annotations": {RESTARTS: str(restarts)}},
-        "spec": {**pod_spec(spec, role, [index], settings, addresses(spec, settings.namespace, "pods")),
+        "spec": {**pod_spec(spec, role, [index], settings, addresses(spec, settings.namespace, "pods"), run),
                  "hostname": object_name(spec["name"], name)},
     }
 
@@ -247,17 +256,19 @@ def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) 
 
 
 def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addresses: dict[str, list[str]],
-             kubeflow: KubeflowKind | None = None) -> dict:
-    """The pod spec of replicas `role`-`indices`: one replica's, except on the kubeflow engine, where a
-    role's replicas share one template and each runs the branch of its index (the operator's label).
-    On that engine the container and port have the operator's names and it sets its variables itself."""
+             run: int, kubeflow: KubeflowKind | None = None) -> dict:
+    """The pod spec of replicas `role`-`indices` in the job's run `run`: one replica's, except on the
+    kubeflow engine, where a role's replicas share one template and each runs the branch of its index (the
+    operator's label; the kubelet puts it in the log's path too). On that engine the container and port
+    have the operator's names and it sets its variables itself."""
     programs = [program(spec, role, index, addresses) for index in indices]
     own = kubeflow.own_env if kubeflow else frozenset()
     envs = [{k: v for k, v in env.items() if k not in own} for env, _ in programs]
     shared = {k: v for k, v in envs[0].items() if all(e.get(k) == v for e in envs)}
     env: list[dict] = [{"name": k, "value": v} for k, v in sorted(shared.items())]
     if len(programs) == 1:
-        run = f"exec /bin/sh -c {shlex.quote(programs[0][1])}"
+        script = f"exec /bin/sh -c {shlex.quote(programs[0][1])}"
+        log = f"/output/{VOLUME_LOGS}/{run}/{replica_name(role, indices[0])}.log"
     else:
         env.append({"name": "DISTRAIN_INDEX",
                     "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{KUBEFLOW_INDEX}']"}}})
@@ -265,14 +276,15 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addr
                                                if k not in shared and k != "DISTRAIN_INDEX"),
                              f" exec /bin/sh -c {shlex.quote(command)};;"])
                     for index, own_env, (_, command) in zip(indices, envs, programs)]
-        run = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
-                         '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
+        script = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
+                            '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
+        log = f"/output/{VOLUME_LOGS}/{run}/{role}-$(DISTRAIN_INDEX).log"
     volumes, mounts = _volumes(spec, settings)
     main = {
         "name": kubeflow.container if kubeflow else "main",
         "image": image(spec, settings),
         "workingDir": WORKSPACE,
-        "command": ["/bin/sh", "-c", f"{INSTALL}\n{run}"],
+        "command": ["python", "-c", TEE_PROGRAM, log, "/bin/sh", "-c", f"{INSTALL}\n{script}"],
         "env": env,
         "ports": [{"name": kubeflow.port if kubeflow else "distrain", "containerPort": port(spec)}],
         "resources": _resources(spec, role),
@@ -307,7 +319,7 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
         job_spec: dict = {
             "parallelism": 1, "completions": 1, "completionMode": "Indexed",
             "backoffLimit": 0 if policy["restart"] == "never" else policy["max_restarts"],
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(spec, role, [index], settings, where)},
+            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(spec, role, [index], settings, where, run)},
         }
         if policy["restart"] == "exit-code":
             job_spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {
@@ -350,7 +362,7 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
             # ends each pod at the same deadline (counted from the pod's start, so never before the job's),
             # which is one.
             "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run)}},
-                         "spec": {**pod_spec(spec, role, numbers, settings, where, kind), **deadline}}}
+                         "spec": {**pod_spec(spec, role, numbers, settings, where, run, kind), **deadline}}}
         for role, numbers in indices.items()}
     run_policy: dict = {"cleanPodPolicy": "Running", **deadline}
     if policy["restart"] != "never":
@@ -449,6 +461,30 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
          "spec": {"selector": selector,
                   "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": TENSORBOARD_PORT}]}},
     ]
+
+
+def log_reader_name(job: str) -> str:
+    return f"{job}-logs"
+
+
+def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
+    """A pod serving, read-only, the log files the job's replicas wrote to its output volume
+    (cluster_logreader.py); made by the server for a while and deleted, it ends by itself after 10 minutes."""
+    source = spec.get("output", {"volume": settings.output_claim})
+    volume, mount = _volume(source, "output", spec["name"], read_only=True)
+    container = {
+        "name": "reader", "image": image(spec, settings),
+        "command": ["python", "-c", READER_PROGRAM, f"/output/{VOLUME_LOGS}", str(LOG_READER_PORT)],
+        "ports": [{"name": "http", "containerPort": LOG_READER_PORT}],
+        "readinessProbe": {"httpGet": {"path": "/", "port": LOG_READER_PORT}, "periodSeconds": 1},
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+        "volumeMounts": [{**mount, "mountPath": "/output"}],
+    }
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": metadata(log_reader_name(spec["name"]), settings,
+                                 {**labels(spec["name"]), COMPONENT: "log-reader"}, owner),
+            "spec": {"containers": [container], "volumes": [volume], "restartPolicy": "Never",
+                     "activeDeadlineSeconds": 600}}
 
 
 def engine_resource(spec: dict, engine: str) -> tuple[str, str]:

@@ -8,7 +8,10 @@ Pending to Running once scheduled, and to Succeeded or Failed when a test sets t
 EXIT_CODE on them (REASON names the termination, e.g. OOMKilled). A pod's logs are the lines a
 test writes with `write_log`, served through the real pods/log API. A TensorBoard pod (component
 label `tensorboard`) gets this machine's own address, HOST_IP, as its pod IP: a test that runs the
-pod's command here serves it, and the API server's service proxy reaches it.
+pod's command here serves it, and the API server's service proxy reaches it. So does a log reader pod
+(component `log-reader`), whose command the control plane itself runs here while the pod lives, as a
+kubelet would, with /output being its volume's directory on this machine (a hostPath, or the hostPath
+of the PersistentVolume bound to its claim).
 """
 
 from __future__ import annotations
@@ -19,7 +22,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import textwrap
+import threading
 import time
 from contextlib import closing
 from datetime import datetime, timedelta, timezone
@@ -143,7 +148,7 @@ def ended_stage(name: str, match: str, code: str, reason: str, status: list[str]
 POD_STAGES = "---\n".join([
     running_stage("pod-running", "operator: DoesNotExist",
                   "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
-    running_stage("tensorboard-running", "operator: In, values: [tensorboard]", f'"{HOST_IP}"'),
+    running_stage("on-this-host", "operator: In, values: [tensorboard, log-reader]", f'"{HOST_IP}"'),
     ended_stage("pod-exit", "{key: '.metadata.annotations[\"EXIT_CODE\"]', operator: Exists}",
                 "{{ $code }}", "{{ $reason | Quote }}", [
                     "conditions:",
@@ -180,6 +185,11 @@ KUEUE_WEBHOOKS = ("kueue-x-k8s-io", "jobset", "kubeflow-org-v1-tfjob", "kubeflow
                   "kubeflow-org-v1-paddlejob")
 
 
+def stop_process(process: subprocess.Popen) -> None:
+    process.kill()
+    process.wait()
+
+
 def free_port() -> int:
     with closing(socket.socket()) as s:
         s.bind(("127.0.0.1", 0))
@@ -195,6 +205,8 @@ class ControlPlane:
         self.dir = workdir
         self.engines = engines
         self.processes: dict[str, subprocess.Popen] = {}
+        self.readers = threading.Thread(target=self._run_log_readers, daemon=True, name="log-readers")
+        self.stopping = threading.Event()
         self.tokens = {ADMIN: os.urandom(16).hex(), RESTRICTED: os.urandom(16).hex()}
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
@@ -217,6 +229,7 @@ class ControlPlane:
                         "--root-ca-file", str(self.dir / "ca.crt"), "--node-monitor-grace-period=60s")
             self._spawn("kube-scheduler", "--kubeconfig", admin, "--leader-elect=false", "--secure-port=0")
             self._start_kwok()
+            self.readers.start()
             if self.engines:
                 self._start_jobset()
                 self._start_kubeflow()
@@ -525,8 +538,56 @@ class ControlPlane:
         for path in (self.dir / "pod-logs").glob("*.log"):
             path.write_text("")
 
+    def _run_log_readers(self) -> None:
+        """Run each log reader pod's command here from when it runs until it is deleted. One at a time (they
+        share HOST_IP's port): the servers make one at a time and wait until the last is gone."""
+        from kubernetes import client, watch
+        from kubernetes.client.exceptions import ApiException
+
+        running: dict[str, subprocess.Popen] = {}
+        with self.client(ADMIN) as api:
+            core = client.CoreV1Api(api)
+            version = None
+            while not self.stopping.is_set():
+                try:
+                    for event in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=2,
+                                                      label_selector=f"{COMPONENT}=log-reader",
+                                                      resource_version=version):
+                        pod = event["object"]
+                        version = pod.metadata.resource_version
+                        uid = pod.metadata.uid
+                        if event["type"] == "DELETED" or pod.metadata.deletion_timestamp:
+                            if uid in running:
+                                stop_process(running.pop(uid))
+                        elif pod.status.phase == "Running" and uid not in running:
+                            running[uid] = self._play_kubelet(core, pod)
+                except ApiException as e:
+                    if e.status != 410:
+                        raise
+                    version = None
+        for process in running.values():
+            stop_process(process)
+
+    def _play_kubelet(self, core, pod) -> subprocess.Popen:
+        """Run the pod's one container's command here, its volume mounted at /output."""
+        container, volume = pod.spec.containers[0], pod.spec.volumes[0]
+        mount = next(m for m in container.volume_mounts if m.name == volume.name)
+        if volume.host_path:
+            directory = Path(volume.host_path.path)
+        else:
+            claim = core.read_namespaced_persistent_volume_claim(volume.persistent_volume_claim.claim_name,
+                                                                NAMESPACE)
+            directory = Path(core.read_persistent_volume(claim.spec.volume_name).spec.host_path.path)
+        directory /= mount.sub_path or ""
+        python, *args = [part.replace(mount.mount_path, str(directory)) for part in container.command]
+        assert python == "python"
+        return subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def stop(self) -> None:
         """Stop every process (kwok first, etcd last) and remove the working directory."""
+        self.stopping.set()
+        if self.readers.is_alive():
+            self.readers.join()
         for name in reversed(list(self.processes)):
             process = self.processes[name]
             if process.poll() is None:
