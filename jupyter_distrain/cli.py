@@ -160,7 +160,7 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
         key, sep, value = item.partition("=")
         if not sep:
             raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--param")
-        params[key] = yaml.safe_load(value) if value else ""
+        params[key] = spec_.load(value, f"hyperparameters.{key}") if value else ""
     if params:
         raw["hyperparameters"] = params
     tensorboard = dict(raw.get("tensorboard") or {})

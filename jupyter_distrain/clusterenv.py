@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from .spec import ROLE_ORDER, chief, gpus, replica_name, replicas
+from .spec import ROLE_ORDER, chief, gpus, hyperparameter_env, replica_name, replicas
 
 TF_FRAMEWORKS = ("tensorflow", "keras")
 
@@ -25,8 +25,10 @@ class Dirs:
 
 
 def replica_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int, dirs: Dirs) -> dict[str, str]:
-    """The environment of replica `role`-`index`: framework variables plus DISTRAIN_*."""
+    """The environment of replica `role`-`index`: framework variables plus DISTRAIN_*, the hyperparameters'
+    (DISTRAIN_HP_<name>) included: the command's placeholders refer to these variables."""
     env = {
+        **hyperparameter_env(spec),
         "PYTHONUNBUFFERED": "1",
         "DISTRAIN_JOB": spec["name"],
         "DISTRAIN_ROLE": role,

@@ -105,7 +105,12 @@ class Distrain(Configurable):
         return list(dict.fromkeys([self.backend, *self.backends]))
 
     def open(self, name: str) -> Backend:
-        """The backend `name`, made from these settings."""
+        """The backend `name`, made from these settings; the storage root first made private to this user
+        (0700: its job records, logs, outputs and volumes are no one else's to read)."""
+        root = Path(self.root).expanduser()
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if root.stat().st_uid == os.getuid():
+            root.chmod(0o700)
         module, _, cls = self.backend_classes[name].rpartition(".")
         return getattr(import_module(module), cls).from_config(self)
 

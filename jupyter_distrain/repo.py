@@ -7,10 +7,8 @@ import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
-from . import code
-from .errors import DistrainError, NotFound
+from . import code, spec
+from .errors import DistrainError, NotFound, SpecError
 
 JOB_FILES = ("distrain.yaml", "requirements.txt")
 MAX_FILE_BYTES = 64 * 1024
@@ -33,7 +31,7 @@ def inspect(root_dir: Path, path: str) -> dict:
         "path": path,
         "directory": str(directory),
         "git": info,
-        "files": {name: job_file(searched, name) for name in JOB_FILES},
+        "files": {name: job_file(searched, name, root) for name in JOB_FILES},
         **proposed_code(directory, info),
     }
 
@@ -110,19 +108,20 @@ def strip_credentials(url: str) -> str:
     return url
 
 
-def job_file(directories: list[Path], name: str) -> dict | None:
-    """The first `name` found in `directories`, with its text (and, for YAML, the parsed spec)."""
+def job_file(directories: list[Path], name: str, root: Path) -> dict | None:
+    """The first `name` found in `directories`, with its text (and, for YAML, the parsed spec); a symbolic
+    link to outside `root` (the server's) is not followed."""
     for directory in directories:
         path = directory / name
-        if path.is_file():
+        if path.is_file() and path.resolve().is_relative_to(root):
             with open(path, "rb") as f:
                 raw = f.read(MAX_FILE_BYTES + 1)
             content = raw[:MAX_FILE_BYTES].decode(errors="replace")
             found = {"path": str(path), "content": content, "truncated": len(raw) > MAX_FILE_BYTES}
             if name.endswith(".yaml"):
                 try:
-                    found["spec"] = yaml.safe_load(content)
-                except yaml.YAMLError:
+                    found["spec"] = spec.load(content)
+                except SpecError:
                     found["spec"] = None
             return found
     return None

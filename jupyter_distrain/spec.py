@@ -6,7 +6,6 @@ import copy
 import json
 import math
 import re
-import shlex
 import sys
 from functools import cache
 from importlib.resources import files
@@ -23,8 +22,11 @@ if TYPE_CHECKING:
 
 # Canonical order of roles: the chief-like roles first, as TF_CONFIG and ranks expect.
 ROLE_ORDER = ("chief", "master", "ps", "worker", "evaluator")
-# Names the command may use besides the hyperparameters.
-BUILTIN_PLACEHOLDERS = ("job", "role", "index", "input", "output", "logdir")
+# Names the command may use besides the hyperparameters, and the variable holding each one's value.
+BUILTIN_VARIABLES = {"job": "DISTRAIN_JOB", "role": "DISTRAIN_ROLE", "index": "DISTRAIN_INDEX",
+                     "input": "DISTRAIN_INPUT_DIR", "output": "DISTRAIN_OUTPUT_DIR", "logdir": "DISTRAIN_LOG_DIR"}
+BUILTIN_PLACEHOLDERS = tuple(BUILTIN_VARIABLES)
+MAX_SPEC_BYTES = 1024 * 1024  # a spec's text (YAML or JSON), and any request body
 SAFE_INTEGER = 2**53 - 1  # the largest integer every JSON reader (a browser's too) keeps exactly
 PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
@@ -57,16 +59,35 @@ def roles_by_framework() -> dict[str, tuple[str, ...]]:
     return roles
 
 
-def load(text: str) -> Any:
-    """Parse YAML (or JSON) spec text."""
+class _NoAliases(yaml.SafeLoader):
+    """YAML without aliases (*name): a few hundred bytes of nested aliases expand to gigabytes."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed",
+                                              self.peek_event().start_mark)
+        return super().compose_node(parent, index)
+
+
+def load(text: str, field: str = "") -> Any:
+    """Parse YAML (or JSON) spec text (or a part of a spec, `field`): at most MAX_SPEC_BYTES, no aliases."""
+    size = len(text.encode(errors="replace"))
+    if size > MAX_SPEC_BYTES:
+        raise SpecError([FieldError(field, f"{size} bytes; at most {MAX_SPEC_BYTES} (1 MiB)")])
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_NoAliases)
     except yaml.YAMLError as e:
-        raise SpecError([FieldError("", f"not valid YAML: {e}")]) from None
+        raise SpecError([FieldError(field, f"not valid YAML: {e}")]) from None
+    except RecursionError:
+        raise SpecError([FieldError(field, "not valid YAML: nested too deeply")]) from None
 
 
 def load_file(path: str | Path) -> Any:
-    return load(Path(path).read_text())
+    with open(path, "rb") as f:
+        raw = f.read(MAX_SPEC_BYTES + 1)
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError([FieldError("", f"{path} is over {MAX_SPEC_BYTES} bytes (1 MiB), the most a spec may be")])
+    return load(raw.decode(errors="replace"))
 
 
 def validate(raw: Any) -> dict:
@@ -111,15 +132,66 @@ def replica_name(role: str, index: int) -> str:
     return f"{role}-{index}"
 
 
-def render_command(spec: dict, builtins: dict[str, str]) -> str:
-    """Substitute {{ name }} placeholders; every value is shell-quoted, so none can inject code."""
-    values = {**spec.get("hyperparameters", {}), **builtins}
+HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)(\w+)\2")
 
-    def quoted(match: re.Match) -> str:
-        value = values[match.group(1)]
-        return shlex.quote(json.dumps(value) if isinstance(value, bool) else str(value))
 
-    return PLACEHOLDER.sub(quoted, spec["command"])
+def placeholder_variable(name: str) -> str:
+    """The environment variable that holds placeholder `name`'s value in every replica."""
+    return BUILTIN_VARIABLES.get(name) or f"DISTRAIN_HP_{name}"
+
+
+def hyperparameter_env(spec: dict) -> dict[str, str]:
+    """Each hyperparameter's value, as its placeholder's variable."""
+    return {placeholder_variable(name): json.dumps(value) if isinstance(value, bool) else str(value)
+            for name, value in spec.get("hyperparameters", {}).items()}
+
+
+def render_command(spec: dict) -> str:
+    """The command with each {{ name }} replaced by a reference to the variable holding its value, which the
+    shell expands but never evaluates, whatever the value: "${VAR}" where it stands bare, ${VAR} inside
+    double quotes or a heredoc's body (where nothing splits it)."""
+    command, out, last = spec["command"], [], 0
+    for match, context in placeholder_contexts(command):
+        variable = placeholder_variable(match.group(1))
+        out += [command[last:match.start()], f'"${{{variable}}}"' if context is None else f"${{{variable}}}"]
+        last = match.end()
+    return "".join(out) + command[last:]
+
+
+def placeholder_contexts(command: str) -> list[tuple[re.Match, str | None]]:
+    """Each placeholder with what it stands in: None (bare), '"', "'" or '`' (quotes), '<<' (a heredoc's
+    body) or "<<'" (the body of a heredoc whose delimiter is quoted, where nothing is expanded)."""
+    found: list[tuple[re.Match, str | None]] = []
+    quote, heredocs, i = None, [], 0
+    while i < len(command):
+        char = command[i]
+        if match := PLACEHOLDER.match(command, i):
+            found.append((match, quote))
+            i = match.end()
+        elif char == "\\" and quote != "'":
+            i += 2
+        elif quote is None and (here := HEREDOC.match(command, i)):
+            heredocs.append(here)
+            i = here.end()
+        elif quote is None and char == "\n" and heredocs:
+            i += 1
+            for here in heredocs:  # their bodies follow this line, one after the other
+                context = "<<'" if here.group(2) else "<<"
+                while i < len(command):
+                    end = command.find("\n", i)
+                    end = len(command) if end < 0 else end
+                    line, start, i = command[i:end], i, end + 1
+                    if (line.lstrip("\t") if here.group(1) else line) == here.group(3):
+                        break
+                    found += [(m, context) for m in PLACEHOLDER.finditer(command, start, end)]
+            heredocs = []
+        else:
+            if quote is None and char in "'\"`":
+                quote = char
+            elif char == quote:
+                quote = None
+            i += 1
+    return found
 
 
 def with_defaults(instance: Any, node: dict) -> Any:
@@ -185,6 +257,8 @@ def _describe(error: ValidationError, raw: Any) -> FieldError:
     path = _field_path(error.absolute_path)
     sub = error.schema if isinstance(error.schema, dict) else {}
     got = json.dumps(error.instance) if not isinstance(error.instance, (dict, list)) else None
+    if got and len(got) > 80:
+        got = got[:80] + "...\""  # a long value is not repeated whole
     v = error.validator
     value: Any = error.validator_value
     instance: Any = error.instance
@@ -206,7 +280,11 @@ def _describe(error: ValidationError, raw: Any) -> FieldError:
         return FieldError(path, f"unknown field(s) {extras}; allowed: {allowed}")
     if v == "enum":
         return FieldError(path, f"{got} is not allowed; allowed: {', '.join(map(str, value))}")
-    if v in ("pattern", "minLength", "maxLength") and sub.get("description"):
+    if v == "maxLength":
+        return FieldError(path, f"{len(instance)} characters; at most {value}")
+    if v == "maxProperties":
+        return FieldError(path, f"{len(instance)} entries; at most {value}")
+    if v in ("pattern", "minLength") and sub.get("description"):
         return FieldError(path, f"{got} is not allowed: must be {sub['description']}")
     if v in ("oneOf", "anyOf"):
         branch = _matching_branch(error)
@@ -260,26 +338,8 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
     for name in PLACEHOLDER.findall(spec["command"]):
         if name not in known:
             yield FieldError("command", f"unknown placeholder {{{{ {name} }}}}; known: {', '.join(known)}")
-    for name in quoted_placeholders(spec["command"]):
-        yield FieldError("command", f"{{{{ {name} }}}} stands inside quotes or backticks; write it bare, "
-                                    "its value is shell-quoted already")
-
-
-def quoted_placeholders(command: str) -> list[str]:
-    """Placeholders inside '...', "..." or `...`, where the value's own quoting would not protect it."""
-    found, quote, i = [], None, 0
-    while i < len(command):
-        char = command[i]
-        if char == "\\" and quote != "'":
-            i += 2
-            continue
-        if quote is None and char in "'\"`":
-            quote = char
-        elif char == quote:
-            quote = None
-        elif quote and (match := PLACEHOLDER.match(command, i)):
-            found.append(match.group(1))
-            i = match.end()
-            continue
-        i += 1
-    return found
+    for match, context in placeholder_contexts(spec["command"]):
+        if context in ("'", "`", "<<'"):
+            where = {"'": "single quotes", "`": "backticks", "<<'": "a heredoc with a quoted delimiter"}[context]
+            yield FieldError("command", f"{{{{ {match.group(1)} }}}} stands inside {where}, where the shell expands "
+                                        "nothing; write it bare or inside double quotes")

@@ -21,7 +21,7 @@ import yaml
 from . import spec as spec_
 from .cli import volume_source
 from .client import Client, Job
-from .errors import DistrainError, FieldError, SpecError
+from .errors import DistrainError, SpecError
 from .policy import FINISHED
 
 LOG_TAIL_LINES = 200
@@ -120,10 +120,8 @@ class JobForm(w.VBox):
         replicas = {box.description: {"count": box.value, **({"resources": {"gpus": gpus}} if gpus and box.description
                                                             in ("worker", "chief", "master") else {})}
                     for box in self.counts.children if box.value}
-        try:
-            hyperparameters = yaml.safe_load(values["hyperparameters"]) if values["hyperparameters"].strip() else {}
-        except yaml.YAMLError as e:
-            raise SpecError([FieldError("hyperparameters", f"not valid YAML: {e}")]) from None
+        text = values["hyperparameters"]
+        hyperparameters = spec_.load(text, "hyperparameters") if text.strip() else {}
         optional = {key: volume_source(values[key].strip()) for key in ("data", "output") if values[key].strip()}
         if values["image"].strip():
             optional["image"] = values["image"].strip()

@@ -554,12 +554,12 @@ export interface components {
           };
       /**
        * Command
-       * @description a shell command run by every replica, without NUL characters; {{ name }} is replaced by the shell-quoted hyperparameter or by output, input, logdir, job, role, index
+       * @description a shell command run by every replica, without NUL characters; {{ name }} refers to the hyperparameter name, or to output, input, logdir, job, role or index, through an environment variable the shell expands but never evaluates
        */
       command: string;
       /**
        * Hyperparameters
-       * @description Values substituted into the command, shell-quoted
+       * @description Values the command's {{ name }} placeholders refer to, each in the environment variable DISTRAIN_HP_<name>
        * @default {}
        */
       hyperparameters: {

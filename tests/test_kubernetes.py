@@ -178,7 +178,7 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
         "task": {"type": "worker", "index": 1}, "environment": "cloud"}
     main = pod["spec"]["containers"][0]
     assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert "python train.py --steps 100" in main["command"][-1]
+    assert 'python train.py --steps "${DISTRAIN_HP_steps}"' in main["command"][-1] and env["DISTRAIN_HP_steps"] == "100"
     mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
     assert mounts["/input"]["readOnly"] and mounts["/input"]["subPath"] == "mnist"
     assert mounts["/output"]["subPath"] == "render-check"

@@ -103,8 +103,8 @@ def test_invalid_specs_create_nothing(cli, tmp_path):
                 ["code.git:", "http:// or https:// URL"]),
         "hostile": ({"name": "hostile", "command": "train {{ lr }}", "hyperparameters": {"lr": "1\nrm -rf ~"}},
                     ["hyperparameters.lr:", "without control characters"]),
-        "quoted": ({"name": "quoted", "command": "train \"{{ lr }}\"", "hyperparameters": {"lr": 1}},
-                   ["command:", "inside quotes"]),
+        "quoted": ({"name": "quoted", "command": "train '{{ lr }}'", "hyperparameters": {"lr": 1}},
+                   ["command:", "inside single quotes"]),
         "role": ({"name": "role", "framework": "pytorch", "command": "true", "replicas": {"ps": {"count": 1}}},
                  ["replicas:", "allowed: master, worker"]),
         "queue": ({"name": "queued", "command": "true", "queue": "team"},
@@ -214,6 +214,26 @@ def test_restart_with_edited_spec_and_delete(cli, tmp_path):
     cli("delete", "again", "--purge-output")
     assert not output.exists()
     assert not (cli.root / "jobs" / "again").exists()
+
+
+def test_purging_an_output_deletes_nothing_outside_its_place(cli, tmp_path):
+    """--purge-output deletes a job's own output only: not a path that reaches outside the storage root
+    through `..` or a symbolic link, not the root itself, not a whole volume."""
+    victim = tmp_path / "victim"
+    (victim / "precious").mkdir(parents=True)
+    cli.root.mkdir(parents=True, exist_ok=True)
+    (cli.root / "link").symlink_to(victim)
+    volume = cli.root / "volumes" / "shared"
+    (volume / "other-job").mkdir(parents=True)
+    for name, output in (("dots", {"host_path": str(cli.root / ".." / "victim")}),
+                         ("link", {"host_path": str(cli.root / "link")}), ("root", {"host_path": str(cli.root)}),
+                         ("volume", {"volume": "shared", "path": "."})):
+        cli("submit", "-f", str(write_spec(tmp_path / name, {"name": name, "command": "true", "output": output})))
+        cli.wait(name)
+        cli("delete", name, "--purge-output")
+    assert (victim / "precious").is_dir() and (volume / "other-job").is_dir()
+    assert (cli.root / "link").is_symlink()
+    assert cli.root.stat().st_mode & 0o777 == 0o700  # made 0755 above; the storage root is the user's alone
 
 
 def test_delete_running_job_stops_it(cli, tmp_path):

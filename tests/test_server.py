@@ -419,6 +419,8 @@ async def test_numbers_are_finite_and_bounded_and_every_answer_is_json(api, jp_f
                                                                   "replicas.worker.resources.cpu"], body
     deep = "[" * 100_000 + "]" * 100_000
     assert (await post(deep)) == (400, {"message": "the request body is nested too deeply"})
+    big = json.dumps({"name": "n", "command": "x" * (1 << 20)})
+    assert (await post(big)) == (400, {"message": f"the request body is {len(big)} bytes; at most 1048576 (1 MiB)"})
 
     assert (await api("POST", "jobs", python_job("quiet", command="true")))[0] == 201
     await wait_phase(api, "quiet")
@@ -452,3 +454,17 @@ async def test_a_repositorys_own_config_never_runs_programs(api, jp_root_dir, tm
                                          "code": {"git": str(project), "ref": "main"}}, dry_run="true")
     assert checked[0] == 200 and checked[1]["code"]["commit"] == repo["code"]["commit"], checked
     assert not ran.exists()
+
+
+async def test_repo_files_are_read_within_the_root_and_without_yaml_aliases(api, jp_root_dir):
+    """A repository's distrain.yaml of nested aliases (a few hundred bytes that expand to gigabytes) is not
+    expanded, and a requirements.txt linked to a file outside the server's root is not read."""
+    project = jp_root_dir / "hostile"
+    project.mkdir()
+    levels = ["a: &a [x, x, x, x, x, x, x, x, x]"] + [
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]" for i in range(9)]
+    (project / "distrain.yaml").write_text("\n".join(levels) + "\n")
+    (project / "requirements.txt").symlink_to("/etc/passwd")
+    code, repo = await api("GET", "repo", path="hostile")
+    assert code == 200, repo
+    assert repo["files"]["distrain.yaml"]["spec"] is None and repo["files"]["requirements.txt"] is None

@@ -1,6 +1,7 @@
 """The job spec: one schema, precise errors, defaults, and commands no value can inject into."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -76,27 +77,32 @@ def test_name_must_fit_kubernetes_names():
         assert "name" in errors_of({"name": bad, "command": "t"}), bad
 
 
-def test_hostile_hyperparameters_are_refused_or_quoted():
+def test_hostile_hyperparameters_are_refused_or_never_run(tmp_path):
     errors = errors_of({"name": "a", "command": "t {{ x }}", "hyperparameters": {"x": "a\nb", "y;rm": 1, "z": [1]}})
     assert "control characters" in errors["hyperparameters.x"]
     assert "identifier" in errors["hyperparameters.y;rm"]
     assert "hyperparameters.z" in errors
     assert "reserved" in errors_of({"name": "a", "command": "t", "hyperparameters": {"output": 1}})["hyperparameters.output"]
-    hostile = "$(id); `id` | rm -rf / && echo '\"\\"
-    spec = spec_.validate({"name": "a", "command": "printf '%s\\n' {{ v }} {{ lr }} {{ flag }} {{ output }}",
-                           "hyperparameters": {"v": hostile, "lr": 0.001, "flag": True}})
-    command = spec_.render_command(spec, {"output": "/out dir", "job": "a", "role": "worker", "index": "0",
-                                          "input": "/in"})
-    printed = subprocess.run(["/bin/sh", "-c", command], capture_output=True, text=True, check=True).stdout
-    assert printed.splitlines() == [hostile, "0.001", "true", "/out dir"]
+    hostile = "$(touch pwned); `touch pwned` | rm -rf / && echo '\"\\\"\nEOF"
+    spec = spec_.validate({"name": "a", "command": "printf '%s\\n' {{ v }} \"lr={{ lr }}\" {{ flag }} {{ output }}\n"
+                                                  "cat <<EOF\nv: {{ v }}\nEOF\ncat <<-'END'\n\tv: $v\n\tEND",
+                           "hyperparameters": {"v": hostile.replace("\n", " "), "lr": 0.001, "flag": True}})
+    assert "control characters" in errors_of({**spec, "hyperparameters": {"v": hostile}})["hyperparameters.v"]
+    env = {**os.environ, **spec_.hyperparameter_env(spec), "DISTRAIN_OUTPUT_DIR": "/out dir", "v": "plain"}
+    printed = subprocess.run(["/bin/sh", "-c", spec_.render_command(spec)], capture_output=True, text=True, check=True,
+                             env=env, cwd=tmp_path).stdout
+    value = hostile.replace("\n", " ")
+    assert printed.splitlines() == [value, "lr=0.001", "true", "/out dir", f"v: {value}", "v: $v"]
+    assert not (tmp_path / "pwned").exists()  # no value ran as code, the heredoc's included
 
 
-def test_placeholders_must_not_stand_in_quotes():
-    for command in ('t "{{ x }}"', "t '--x={{ x }}'", "t `echo {{ x }}`"):
+def test_placeholders_stand_where_the_shell_expands_them():
+    for command, where in (("t '{{ x }}'", "single quotes"), ("t `echo {{ x }}`", "backticks"),
+                           ("cat <<'EOF'\n{{ x }}\nEOF", "a heredoc with a quoted delimiter")):
         errors = errors_of({"name": "a", "command": command, "hyperparameters": {"x": 1}})
-        assert "inside quotes" in errors["command"], command
-    ok = spec_.validate({"name": "a", "command": "t --x={{ x }} \"quoted text\" \\\"{{ x }}", "hyperparameters": {"x": 1}})
-    assert ok
+        assert f"stands inside {where}" in errors["command"], command
+    ok = spec_.validate({"name": "a", "command": "t --x={{ x }} \"--y={{ x }}\" \\'{{ x }}", "hyperparameters": {"x": 1}})
+    assert spec_.render_command(ok) == 't --x="${DISTRAIN_HP_x}" "--y=${DISTRAIN_HP_x}" \\\'"${DISTRAIN_HP_x}"'
     assert "unknown placeholder {{ nope }}" in errors_of({"name": "a", "command": "t {{ nope }}"})["command"]
 
 
@@ -128,3 +134,20 @@ def test_control_characters_in_paths_commands_and_refs_are_refused():
     }
     for field, change in cases.items():
         assert field in errors_of({**base, **change}), field
+
+
+def test_yaml_bombs_deep_nesting_and_huge_specs_are_refused(tmp_path):
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 9)}]\n" for i in range(8))
+    with pytest.raises(spec_.SpecError, match=r"aliases \(\*name\) are not allowed"):
+        spec_.load(bomb)
+    with pytest.raises(spec_.SpecError, match="nested too deeply"):
+        spec_.load("[" * 5000 + "]" * 5000)
+    huge = tmp_path / "distrain.yaml"
+    huge.write_text("name: big\ncommand: " + "x" * spec_.MAX_SPEC_BYTES)
+    with pytest.raises(spec_.SpecError, match="over 1048576 bytes"):
+        spec_.load_file(huge)
+    long = errors_of({"name": "a", "command": "echo " + "x" * 16384})
+    assert "16384" in long["command"]
+    assert "256" in errors_of({"name": "a", "command": "t", "hyperparameters": {f"p{i}": i for i in range(257)}})[
+        "hyperparameters"]

@@ -92,6 +92,15 @@ class LocalBackend:
             return self.root / "outputs" / spec["name"]
         return self.volume_dir(spec["output"], spec["name"])
 
+    def purgeable(self, output: Path) -> bool:
+        """Whether deleting the resolved path `output` deletes a job's output and nothing else: a directory
+        below outputs/ or inside a volume, never the storage root, a volume, or anything outside the root
+        (a `..` or a symbolic link cannot lead there: the path is resolved first)."""
+        if not output.is_relative_to(self.root):
+            return False
+        parts = output.relative_to(self.root).parts
+        return len(parts) >= 2 and parts[0] == "outputs" or len(parts) >= 3 and parts[0] == "volumes"
+
     def input_dir(self, spec: dict) -> Path:
         if "data" not in spec:
             return self.job_dir(spec["name"]) / "input"
@@ -249,10 +258,10 @@ class LocalBackend:
         return self.get(name)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
-        """Stop the job and forget it; its output stays unless purge_output (and it lies in our root)."""
+        """Stop the job and forget it; its output stays unless purge_output (and it is purgeable)."""
         job = self.stop(name)
-        output = Path(job["output_dir"])
-        if purge_output and output.is_relative_to(self.root):
+        output = Path(job["output_dir"]).resolve()
+        if purge_output and self.purgeable(output):
             shutil.rmtree(output, ignore_errors=True)
         shutil.rmtree(self.job_dir(name), ignore_errors=True)
         self.store.delete_job(name)

@@ -250,8 +250,7 @@ def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) 
     resume = spec.get("resume_from")
     dirs = Dirs(input="/input", output="/output", logdir=logdir,
                 resume_from=("/resume" if resume.startswith("job:") else resume) if resume else None)
-    command = render_command(spec, {"job": spec["name"], "role": role, "index": str(index), "input": "/input",
-                                    "output": "/output", "logdir": logdir})
+    command = render_command(spec)
     return replica_env(spec, addresses, role, index, dirs), command
 
 

@@ -203,10 +203,8 @@ class Supervisor:
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
-        command = render_command(self.spec, {"job": self.name, "role": role, "index": str(index),
-                                             "input": dirs.input, "output": dirs.output, "logdir": logdir})
         process = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", command, cwd=self.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
+            "/bin/sh", "-c", render_command(self.spec), cwd=self.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
         )
         writer = LogWriter(self.log_dir / f"{name}.log")

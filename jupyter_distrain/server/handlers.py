@@ -123,6 +123,9 @@ class DistrainHandler(JsonErrors, APIHandler):
     def body(self) -> Any:
         if not self.request.body:
             return None
+        if len(self.request.body) > spec_.MAX_SPEC_BYTES:
+            raise ApiError(400, {"message": f"the request body is {len(self.request.body)} bytes; at most "
+                                            f"{spec_.MAX_SPEC_BYTES} (1 MiB)"})
         try:
             return json.loads(self.request.body, parse_constant=no_constants)
         except ValueError as e:
