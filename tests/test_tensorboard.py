@@ -63,7 +63,8 @@ async def wait_until(condition, timeout=120, interval=0.5):
     raise AssertionError("timed out")
 
 
-async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_base_url):
+async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_base_url, jp_serverapp,
+                                                                http_server_client):
     spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
             "command": "python train.py --steps 100000 --log_every 10 --log_dir {{ logdir }}",
             "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 1}},
@@ -97,6 +98,25 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_ba
     # the replica's one run is named after it
     runs = await fetch(*chief, "data", "runs")
     assert runs.code == 200 and json.loads(runs.body) == ["chief-0"]
+
+    # a POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
+    # another site, or with no Origin and no XSRF token, it never reaches TensorBoard
+    login = await http_server_client.fetch(f"{mount}data/runs?token={jp_serverapp.identity_provider.token}")
+    cookies = "; ".join(c.split(";")[0] for c in login.headers.get_list("Set-Cookie"))
+    assert login.code == 200 and "username-" in cookies
+
+    async def post_with_cookie(origin):
+        headers = {"Cookie": cookies, "Content-Type": "application/x-www-form-urlencoded",
+                   **({"Origin": origin} if origin else {})}
+        return await http_server_client.fetch(f"{mount}data/plugin/scalars/scalars_multirun", method="POST",
+                                              body="tag=loss&runs=chief-0", headers=headers, raise_error=False)
+
+    own = await post_with_cookie(f"http://{http_server_client.get_url('/').split('/')[2]}")
+    assert own.code == 200 and json.loads(own.body)["chief-0"], own.body
+    cross_site = await post_with_cookie("https://evil.example")  # Jupyter's own origin check answers
+    assert cross_site.code == 404 and json.loads(cross_site.body) == {"message": "Not Found"}
+    no_origin = await post_with_cookie(None)
+    assert no_origin.code == 403 and "_xsrf" in json.loads(no_origin.body)["message"], no_origin.body
 
     stopped = await fetch("distrain", "api", "jobs", "tf", "stop", method="POST", body="")
     assert json.loads(stopped.body)["phase"] == "Stopped"
