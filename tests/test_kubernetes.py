@@ -14,7 +14,6 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -352,16 +351,10 @@ def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(contro
 
 
 def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path) -> subprocess.Popen:
-    """Run the pod's main container's command here, /output being its claim's directory; what it prints
-    becomes the pod's pods/log, as a container runtime would keep it. The process reads its stdin."""
-    pod = admin.read_namespaced_pod(pod_name_, NAMESPACE)
-    container = pod.spec.containers[0]
-    output = control_plane.dir / "volumes" / "distrain-outputs" / pod.metadata.labels[manifests.JOB]
-    python, *args = [part.replace("/output", str(output)) for part in container.command]
-    assert python == "python"
-    env = {e.name: e.value for e in container.env if e.value is not None}
-    process = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=cwd,
-                               env={**env, "PATH": os.environ["PATH"]})
+    """Run the pod's main container's command here (ControlPlane.run_here); what it prints becomes the pod's
+    pods/log, as a container runtime would keep it. The process reads its stdin."""
+    process = control_plane.run_here(admin, admin.read_namespaced_pod(pod_name_, NAMESPACE), cwd=cwd,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def runtime():
         for line in process.stdout:
@@ -766,17 +759,13 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         mount = container.volume_mounts[0]
         assert (mount.mount_path, mount.sub_path, mount.read_only) == ("/output", "tb-job", True)
         selector = f"{manifests.COMPONENT}=tensorboard,{manifests.JOB}=tb-job"
-        wait(lambda: [p for p in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
-                      if p.status.pod_ip == HOST_IP], "the TensorBoard pod runs", 60)
+        pod = wait(lambda: next((p for p in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+                                 if p.status.pod_ip == HOST_IP), None), "the TensorBoard pod runs", 60)
 
-        # play the kubelet: run the container's command on this machine, /output being the claim's directory
-        output = control_plane.dir / "volumes" / "distrain-outputs" / "tb-job"
+        output = control_plane.dir / "volumes" / "datasets" / "tb-job"  # the server's output_claim
         write_scalars(output / "training_logs" / "chief-0", "loss", [1.0, 0.5, 0.25])
         write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
-        python, *args = [part.replace("/output", str(output)) for part in container.command]
-        assert python == "python"
-        tensorboard = subprocess.Popen([sys.executable, *args],
-                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tensorboard = control_plane.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             board = f"{kube_server.url}/distrain/tensorboard/tb-job"
             runs = wait(lambda: (r := requests.get(f"{board}/all/data/runs", headers=headers)).ok and r.json(),

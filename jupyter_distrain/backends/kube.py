@@ -60,7 +60,7 @@ from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_
 from ..spec import gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
-from .kube_logs import append, from_pods_log, from_volume, last_stamp, seconds_since
+from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
 from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
                          event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
                          newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
@@ -377,8 +377,7 @@ class KubeBackend:
                                                   f"{', '.join(queues) or 'none'}"))
         claims = {c.metadata.name for c in self._call(
             lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
-        for field_, source in (("data", spec.get("data")), ("output", spec.get("output", {
-                "volume": self.settings.output_claim}))):
+        for field_, source in (("data", spec.get("data")), ("output", manifests.output_source(spec, self.settings))):
             if source and "volume" in source and source["volume"] not in claims:
                 errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
@@ -758,8 +757,8 @@ class KubeBackend:
         what its replicas wrote to the output volume."""
         root = self._root(name)
         run = current_run(root)
-        complete = not self.run_over(root) or self.logs_complete(name, run)
-        read = not complete and self.read_volume_logs(name, run)
+        unread = self.run_over(root) and not self.logs_complete(name, run)
+        read = unread and self.read_volume_logs(name, run)
         self.copy_logs(name, self._pods(name))
         if read:
             self.mark_logs_complete(name, run)
@@ -788,11 +787,8 @@ class KubeBackend:
             return  # not started, or gone: nothing to copy
         self.streams.add(response)
         with response:
-            pending = b""
-            for chunk in response.stream(logs.READ_CHUNK, decode_content=True):
-                *lines, pending = (pending + chunk).split(b"\n")
+            for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
                 append(path, [from_pods_log(line) for line in lines])
-            append(path, [from_pods_log(pending)] if pending else [])
         self.streams.discard(response)
 
     # logs the replicas wrote to the output volume, for lines pods/log no longer has
@@ -856,12 +852,9 @@ class KubeBackend:
                 time.sleep(0.5)
 
     def _import(self, response, path: Path) -> None:
-        with response:
-            pending = b""
-            for chunk in response.stream(logs.READ_CHUNK):
-                *lines, pending = (pending + chunk).split(b"\n")
+        with response:  # a last line without its newline is still being written: pods/log brings it
+            for lines in line_batches(response.stream(logs.READ_CHUNK), partial=False):
                 append(path, [line for line in map(from_volume, lines) if line])
-            # a last line without its newline is still being written: pods/log brings it
 
     def _delete_reader(self, pod: str) -> None:
         """Delete the log reader pod, until it is gone (the next reader takes its name)."""
@@ -911,7 +904,7 @@ class KubeBackend:
 
 
 def output_location(spec: dict, settings: Distrain) -> str:
-    source = spec.get("output", {"volume": settings.output_claim})
+    source = manifests.output_source(spec, settings)
     if "host_path" in source:
         return source["host_path"]
     return f"pvc://{source['volume']}/{source.get('path', spec['name'])}"
@@ -986,8 +979,8 @@ class Controller:
     def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
         """Once the cluster has ended a run whose lines this process has all, and its pods have ended."""
         name, run = root.metadata.name, current_run(root)
-        if (self.runs[name, run] and self.backend.run_over(root) and all(ended_pod(p) for p in pods)
-                and not self.backend.logs_complete(name, run)):
+        if (self.runs[name, run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
+                and self.backend.run_over(root)):
             self.backend.mark_logs_complete(name, run)
 
     def _remind(self, name: str, job: JobRecord) -> None:

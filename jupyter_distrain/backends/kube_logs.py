@@ -8,6 +8,7 @@ import re
 import time
 from datetime import datetime
 from pathlib import Path
+from typing import Iterable, Iterator
 
 from .. import logs
 
@@ -28,14 +29,29 @@ def from_pods_log(raw: bytes) -> bytes:
     stamp is kept, so both copies are the same bytes. Other lines get the runtime's time."""
     when, _, text = raw.partition(b" ")
     if TEE_STAMP.match(text):
-        return text.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE]
-    return stamp(when).encode() + b" " + text.rstrip(b"\r")[:logs.MAX_LINE]
+        return bounded(text)
+    return bounded(stamp(when).encode() + b" " + text)
 
 
 def from_volume(raw: bytes) -> bytes | None:
     """A line of a log file a replica wrote to the output volume; None if it is not one (the volume is
     the job's to write)."""
-    return raw.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE] if TEE_STAMP.match(raw) else None
+    return bounded(raw) if TEE_STAMP.match(raw) else None
+
+
+def bounded(line: bytes) -> bytes:
+    """A stamped log file line without a carriage return, its text cut at logs.MAX_LINE."""
+    return line.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE]
+
+
+def line_batches(chunks: Iterable[bytes], partial: bool = True) -> Iterator[list[bytes]]:
+    """The lines of a stream of chunks, a list per chunk; with `partial`, a last line without its newline."""
+    pending = b""
+    for chunk in chunks:
+        *lines, pending = (pending + chunk).split(b"\n")
+        yield lines
+    if partial and pending:
+        yield [pending]
 
 
 def seconds_since(log_stamp: str) -> int:

@@ -411,10 +411,15 @@ def _volume(source: dict, name: str, default_sub: str, read_only: bool) -> tuple
     return {"name": name, "persistentVolumeClaim": {"claimName": source["volume"], "readOnly": read_only}}, mount
 
 
+def output_source(spec: dict, settings: Distrain) -> dict:
+    """Where the job writes its output: the spec's `output`, else its own directory on the output claim."""
+    return spec.get("output", {"volume": settings.output_claim})
+
+
 def _volumes(spec: dict, settings: Distrain) -> tuple[list[dict], list[dict]]:
     volumes = [{"name": "workspace", "emptyDir": {}}]
     mounts = [{"name": "workspace", "mountPath": WORKSPACE}]
-    wanted = [("output", spec.get("output", {"volume": settings.output_claim}), spec["name"], False, "/output")]
+    wanted = [("output", output_source(spec, settings), spec["name"], False, "/output")]
     if "data" in spec:
         wanted.append(("input", spec["data"], "", True, "/input"))
     resume = spec.get("resume_from", "")
@@ -436,7 +441,7 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     if not spec["tensorboard"]["enabled"]:
         return []
     name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard"}
-    source = spec.get("output", {"volume": settings.output_claim})
+    source = output_source(spec, settings)
     volume, mount = _volume(source, "output", spec["name"], read_only=True)
     container = {
         "name": "tensorboard",
@@ -469,7 +474,7 @@ def log_reader_name(job: str) -> str:
 def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
     """A pod serving, read-only, the log files the job's replicas wrote to its output volume
     (cluster_logreader.py); made by the server for a while and deleted, it ends by itself after 10 minutes."""
-    source = spec.get("output", {"volume": settings.output_claim})
+    source = output_source(spec, settings)
     volume, mount = _volume(source, "output", spec["name"], read_only=True)
     container = {
         "name": "reader", "image": image(spec, settings),

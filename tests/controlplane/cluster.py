@@ -560,7 +560,8 @@ class ControlPlane:
                             if uid in running:
                                 stop_process(running.pop(uid))
                         elif pod.status.phase == "Running" and uid not in running:
-                            running[uid] = self._play_kubelet(core, pod)
+                            running[uid] = self.run_here(core, pod, stdout=subprocess.DEVNULL,
+                                                                    stderr=subprocess.DEVNULL)
                 except ApiException as e:
                     if e.status != 410:
                         raise
@@ -568,20 +569,24 @@ class ControlPlane:
         for process in running.values():
             stop_process(process)
 
-    def _play_kubelet(self, core, pod) -> subprocess.Popen:
-        """Run the pod's one container's command here, its volume mounted at /output."""
-        container, volume = pod.spec.containers[0], pod.spec.volumes[0]
-        mount = next(m for m in container.volume_mounts if m.name == volume.name)
+    def run_here(self, core, pod, **popen) -> subprocess.Popen:
+        """Run the pod's first container's command on this machine, as a kubelet would: with the container's
+        environment, and /output being its volume's directory here (a hostPath, or the hostPath of the
+        PersistentVolume bound to its claim). `popen` goes to subprocess.Popen."""
+        container = pod.spec.containers[0]
+        mount = next(m for m in container.volume_mounts if m.mount_path == "/output")
+        volume = next(v for v in pod.spec.volumes if v.name == mount.name)
         if volume.host_path:
             directory = Path(volume.host_path.path)
         else:
             claim = core.read_namespaced_persistent_volume_claim(volume.persistent_volume_claim.claim_name,
-                                                                NAMESPACE)
+                                                                pod.metadata.namespace)
             directory = Path(core.read_persistent_volume(claim.spec.volume_name).spec.host_path.path)
         directory /= mount.sub_path or ""
-        python, *args = [part.replace(mount.mount_path, str(directory)) for part in container.command]
+        python, *args = [part.replace("/output", str(directory)) for part in container.command]
         assert python == "python"
-        return subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        env = {**os.environ, **{e.name: e.value for e in container.env or [] if e.value is not None}}
+        return subprocess.Popen([sys.executable, *args], env=env, **popen)
 
     def stop(self) -> None:
         """Stop every process (kwok first, etcd last) and remove the working directory."""
