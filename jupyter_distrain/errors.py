@@ -41,6 +41,22 @@ class RunNotFound(DistrainError):
         super().__init__(f"job {job!r} has no run {run}; runs: {runs}")
 
 
+class StorageError(DistrainError):
+    """The job store cannot be read or written (a corrupt or unreachable database)."""
+
+    status = 503
+
+
+class StorageFull(StorageError):
+    status = 507  # Insufficient Storage
+
+
+class Unavailable(DistrainError):
+    """A backend that could not be opened (its reason in the message)."""
+
+    status = 503
+
+
 class JobConflict(DistrainError):
     status = 409
     field = "name"

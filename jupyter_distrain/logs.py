@@ -110,13 +110,24 @@ class LogWriter:
             self.file.write(b"".join(stamp + b" " + line.rstrip(b"\r") + b"\n" for line in lines))
 
 
-async def pump(stream: asyncio.StreamReader, writer: LogWriter) -> None:
-    """Copy a process's output into its log until EOF."""
+async def pump(stream: asyncio.StreamReader, writer: LogWriter, failed: Callable[[OSError], None]) -> None:
+    """Copy a process's output into its log until EOF. If the log cannot be written (a full disk), call
+    `failed` once and read on, discarding: the process never blocks on its output."""
+    error = None
     try:
         while chunk := await stream.read(READ_CHUNK):
-            writer.feed(chunk)
+            if error is None:
+                try:
+                    writer.feed(chunk)
+                except OSError as e:
+                    error = e
+                    failed(e)
     finally:
-        writer.close()
+        try:
+            writer.close()
+        except OSError as e:
+            if error is None:
+                failed(e)
 
 
 def parse(raw: bytes, replica: str) -> LogLine:

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import builtins  # `list` is also a method name below
 import itertools
+import logging
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
 
 from . import code, spec as spec_
 from .backends.base import Backend, JobRecord, TensorBoardTarget
-from .errors import DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError
+from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
+                     Unavailable)
 from .logs import LogLine
 
 if TYPE_CHECKING:
-    import logging
-
     from .config import Distrain
 
 PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
@@ -34,7 +34,7 @@ class JobManager:
     def from_config(cls, config: Distrain, names: list[str] | None = None) -> JobManager:
         """The backends `names` (default: every enabled one), the first the default."""
         names = names or config.enabled
-        return cls({name: config.open(name) for name in names}, default=names[0])
+        return cls({name: opened(config, name) for name in names}, default=names[0])
 
     def start(self, log: logging.Logger) -> None:
         """Keep every backend's view current, for a long-lived process (the Jupyter server)."""
@@ -166,6 +166,29 @@ class JobManager:
         if replica is not None and replica not in names:
             raise ReplicaNotFound(name, replica, names)
         return self.backend_of(name).tensorboard(job["spec"], replica)
+
+
+def opened(config: Distrain, name: str) -> Backend:
+    """The backend `name`, or, if it cannot be opened, one that answers every call with why: a server whose
+    job database is corrupt still starts, says so on every route, and stops."""
+    try:
+        return config.open(name)
+    except DistrainError as e:
+        return cast(Backend, Unopened(name, str(e)))
+
+
+class Unopened:
+    def __init__(self, name: str, why: str):
+        self.name, self.why = name, why
+
+    def start(self, log: logging.Logger) -> None:
+        log.error("distrain: the %s backend cannot be used: %s", self.name, self.why)
+
+    def close(self) -> None:
+        pass
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise Unavailable(f"the {self.name} backend cannot be used: {self.why}")
 
 
 def secret_name(name: str) -> bool:

@@ -10,6 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from .errors import StorageError, StorageFull
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
     name TEXT PRIMARY KEY,
@@ -58,22 +60,26 @@ CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
 
 
 class Store:
-    """Job records; each thread gets its own connection (the server calls in from a thread pool)."""
+    """Job records; each thread gets its own connection (the server calls in from a thread pool). A database
+    that cannot be read or written raises StorageError (StorageFull when the disk is), never leaving a
+    connection inside a transaction: once space is freed, everything works again."""
 
     def __init__(self, path: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.local = threading.local()
-        self.db.executescript(SCHEMA)
+        with self._errors():
+            self.db.executescript(SCHEMA)
 
     @property
     def db(self) -> sqlite3.Connection:
         db = getattr(self.local, "db", None)
         if db is None:
-            db = self.local.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             db.row_factory = sqlite3.Row
             db.execute("PRAGMA journal_mode=WAL")
             db.execute("PRAGMA foreign_keys=ON")
+            self.local.db = db
         return db
 
     def close(self) -> None:
@@ -83,44 +89,61 @@ class Store:
             self.local.db = None
 
     @contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        self.db.execute("BEGIN IMMEDIATE")
+    def _errors(self) -> Iterator[None]:
+        """SQLite's errors as StorageError; a taken name (IntegrityError) stays what it is."""
         try:
-            yield self.db
-        except BaseException:
-            self.db.execute("ROLLBACK")
+            yield
+        except sqlite3.IntegrityError:
             raise
-        self.db.execute("COMMIT")
+        except sqlite3.DatabaseError as e:
+            error = StorageFull if getattr(e, "sqlite_errorname", "") == "SQLITE_FULL" else StorageError
+            raise error(f"the job database {self.path} cannot be used: {e}") from None
+
+    def _run(self, sql: str, parameters: tuple | list = ()) -> list[sqlite3.Row]:
+        with self._errors():
+            return self.db.execute(sql, parameters).fetchall()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every statement run within commits together, or none does."""
+        self._run("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._run("COMMIT")
+        except BaseException:
+            try:
+                self.db.execute("ROLLBACK")
+            except sqlite3.Error:
+                self.close()  # no connection stays in a transaction, holding the database's write lock
+            raise
 
     # jobs
     def insert_job(self, name: str, backend: str, spec: dict, output_dir: str,
                    replicas: list[tuple[str, int]]) -> None:
         """Create the job and its replicas at once; raises sqlite3.IntegrityError if the name is taken."""
-        with self.transaction() as db:
-            db.execute(
+        with self.transaction():
+            self._run(
                 "INSERT INTO jobs (name, backend, spec, phase, created, output_dir) VALUES (?, ?, ?, 'Pending', ?, ?)",
                 (name, backend, json.dumps(spec), time.time(), output_dir),
             )
-            self._insert_replicas(db, name, replicas)
+            self._insert_replicas(name, replicas)
 
     def reset_job(self, name: str, spec: dict, replicas: list[tuple[str, int]]) -> None:
         """Start a new run of an existing job (restart), with a possibly edited spec."""
-        with self.transaction() as db:
-            db.execute(
+        with self.transaction():
+            self._run(
                 "UPDATE jobs SET spec=?, phase='Pending', reason='', message='', exit_code=NULL, started=NULL,"
                 " finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL, stop_requested=0"
                 " WHERE name=?",
                 (json.dumps(spec), name),
             )
-            db.execute("DELETE FROM replicas WHERE job=?", (name,))
-            self._insert_replicas(db, name, replicas)
+            self._run("DELETE FROM replicas WHERE job=?", (name,))
+            self._insert_replicas(name, replicas)
 
-    @staticmethod
-    def _insert_replicas(db: sqlite3.Connection, job: str, replicas: list[tuple[str, int]]) -> None:
-        db.executemany(
-            "INSERT INTO replicas (job, name, role, idx, phase) VALUES (?, ?, ?, ?, 'Pending')",
-            [(job, f"{role}-{i}", role, i) for role, i in replicas],
-        )
+    def _insert_replicas(self, job: str, replicas: list[tuple[str, int]]) -> None:
+        for role, i in replicas:
+            self._run("INSERT INTO replicas (job, name, role, idx, phase) VALUES (?, ?, ?, ?, 'Pending')",
+                      (job, f"{role}-{i}", role, i))
 
     def update_job(self, name: str, **fields: Any) -> None:
         self._update("jobs", "name=?", (name,), fields)
@@ -130,37 +153,35 @@ class Store:
 
     def _update(self, table: str, where: str, key: tuple, fields: dict) -> None:
         assignments = ", ".join(f"{column}=?" for column in fields)
-        self.db.execute(f"UPDATE {table} SET {assignments} WHERE {where}", (*fields.values(), *key))
+        self._run(f"UPDATE {table} SET {assignments} WHERE {where}", (*fields.values(), *key))
 
     def delete_job(self, name: str) -> None:
-        self.db.execute("DELETE FROM jobs WHERE name=?", (name,))
+        self._run("DELETE FROM jobs WHERE name=?", (name,))
 
     def job(self, name: str) -> dict | None:
-        row = self.db.execute("SELECT * FROM jobs WHERE name=?", (name,)).fetchone()
-        return self._job(row) if row else None
+        rows = self._run("SELECT * FROM jobs WHERE name=?", (name,))
+        return self._job(rows[0]) if rows else None
 
     def jobs(self) -> list[dict]:
-        return [self._job(row) for row in self.db.execute("SELECT * FROM jobs ORDER BY created")]
+        return [self._job(row) for row in self._run("SELECT * FROM jobs ORDER BY created")]
 
     def _job(self, row: sqlite3.Row) -> dict:
         job = dict(row)
         job["spec"] = json.loads(job["spec"])
         job["stop_requested"] = bool(job["stop_requested"])
-        job["replicas"] = [
-            dict(r) for r in self.db.execute("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (job["name"],))
-        ]
+        job["replicas"] = [dict(r) for r in self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (job["name"],))]
         return job
 
     # events
     def add_event(self, job: str, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
-        self.db.execute(
+        self._run(
             "INSERT INTO events (job, time, type, replica, reason, message) VALUES (?, ?, ?, ?, ?, ?)",
             (job, time.time(), type, replica, reason, message),
         )
 
     def events(self, job: str, after: int = 0, limit: int | None = None) -> list[dict]:
         """Events with id > after, oldest first; with `limit`, only the most recent ones."""
-        rows = self.db.execute(
+        rows = self._run(
             "SELECT * FROM (SELECT * FROM events WHERE job=? AND id>? ORDER BY id DESC LIMIT ?) ORDER BY id",
             (job, after, -1 if limit is None else limit),
         )

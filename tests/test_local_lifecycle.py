@@ -11,6 +11,8 @@ import psutil
 import pytest
 from conftest import assert_nothing_left, processes_of, write_spec
 
+from jupyter_distrain.store import Store
+
 SLEEPER = "python -c 'import time; print(\"up\", flush=True); time.sleep(600)'"
 
 
@@ -167,14 +169,15 @@ def test_persisted_state_logs_and_vanished_supervisor(cli, tmp_path):
     # a brand-new process (another CLI call, a fresh interpreter) sees the job and its logs
     logs = cli("logs", "survivor").stdout
     assert "[chief-0] hello from chief-0" in logs and "[worker-0] hello from worker-0" in logs
-    # the job keeps running with no CLI attached; then its supervisor dies without a trace
-    supervisor = next(p for p in processes_of(cli.root) if "jupyter_distrain.backends.supervisor" in " ".join(p.cmdline()))
-    supervisor.kill()
-    supervisor.wait(10)
+    # the job keeps running with no CLI attached; then its supervisor (the inner process) dies without a trace
+    store = Store(cli.root / "jobs.sqlite")
+    [inner] = psutil.Process(store.job("survivor")["supervisor_pid"]).children()
+    inner.kill()
+    assert_nothing_left(cli.root)  # the outer one ends the replicas and records the end: no one reads the job
+    assert (store.job("survivor")["phase"], store.job("survivor")["reason"]) == ("Failed", "SupervisorVanished")
     job = cli.json("get", "survivor")
     assert job["phase"] == "Failed" and job["reason"] == "SupervisorVanished"
     assert {r["phase"] for r in job["replicas"]} == {"Lost"}
-    assert_nothing_left(cli.root)
     assert "hello from chief-0" in cli("logs", "survivor").stdout  # logs outlive the processes
 
 

@@ -10,11 +10,13 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
     <root>/outputs/<name>/                     default output directory, kept after the job is deleted
     <root>/volumes/<volume>/                   named volumes for data and output
     <root>/secrets/<name>.json                 git credentials (mode 0600)
+    <root>/locks/<name>                        held while an operation changes the job (see `changing`)
 """
 
 from __future__ import annotations
 
 import builtins  # `list` is also a method name below
+import fcntl
 import json
 import logging
 import os
@@ -24,6 +26,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 
@@ -139,16 +142,45 @@ class LocalBackend:
         return self.store.job(name) is not None
 
     # lifecycle
+    @contextmanager
+    def changing(self, name: str, wait: bool = True) -> Iterator[bool]:
+        """Hold the job's lock, which every operation that changes a job (submit, stop, restart, delete) takes
+        in every process, so any interleaving of them ends where one after the other would. Without `wait`,
+        only if no one holds it (yields whether it is held now). The lock file exists only while its job does;
+        a waiter that got the lock of a file deleted meanwhile tries again."""
+        path = self.root / "locks" / name
+        path.parent.mkdir(exist_ok=True, mode=0o700)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                yield False
+                return
+            try:
+                if os.stat(path).st_ino == os.fstat(fd).st_ino:
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        try:
+            yield True
+        finally:
+            if not self.exists(name):
+                path.unlink()
+            os.close(fd)
+
     def submit(self, spec: dict) -> JobRecord:
         self.check(spec)
-        output = self.output_dir(spec)
-        try:
-            self.store.insert_job(spec["name"], self.name, spec, str(output), replicas(spec))
-        except sqlite3.IntegrityError:
-            raise JobConflict(spec["name"]) from None
-        self.store.add_event(spec["name"], "Submitted", "job accepted")
-        self._launch(spec["name"])
-        return self.get(spec["name"])
+        with self.changing(spec["name"]):
+            try:
+                self.store.insert_job(spec["name"], self.name, spec, str(self.output_dir(spec)), replicas(spec))
+            except sqlite3.IntegrityError:
+                raise JobConflict(spec["name"]) from None
+            self.store.add_event(spec["name"], "Submitted", "job accepted")
+            self._launch(spec["name"])
+            return self.get(spec["name"])
 
     def check(self, spec: dict) -> None:
         """Refuse, before anything is created, what this machine cannot run."""
@@ -191,80 +223,106 @@ class LocalBackend:
             raise DistrainError(f"could not start the job's supervisor: {message}")
 
     def get(self, name: str, events: int = 20) -> JobRecord:
-        job = self._view(self._reconcile(self.record(name)))
+        job = self._view(self.reconcile(self.record(name)))
         if events:
             job["events"] = cast(builtins.list[EventRecord], self.store.events(name, limit=events))
         return job
 
     def list(self) -> list[JobRecord]:
-        return [self._view(self._reconcile(job)) for job in self.store.jobs()]
+        return [self._view(self.reconcile(job)) for job in self.store.jobs()]
 
     @staticmethod
     def _view(row: dict) -> JobRecord:
         """The job as every backend reports it: its row, with its logs (setup, then each replica)."""
         return cast(JobRecord, {**row, "logs": ["setup"] + [r["name"] for r in row["replicas"]]})
 
-    def _reconcile(self, job: dict) -> dict:
-        """A job whose supervisor vanished is never reported as running: its replicas are Lost."""
-        if job["phase"] in FINISHED or not job["supervisor_pid"]:
-            return job
-        if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
-            return job
-        job = self.record(job["name"])  # the supervisor may have finished just now
+    def reconcile(self, job: dict) -> dict:
+        """A job that nothing runs is never reported as running: its supervisor vanished (its replicas are
+        Lost), or the process starting its run ended before the supervisor started (no pid, and no operation
+        holds the job's lock)."""
         if job["phase"] in FINISHED:
             return job
-        for r in job["replicas"]:
-            if r["phase"] in FINISHED:
-                continue
-            if procs.alive(r["pid"], r["pid_started"]):
-                procs.signal_group(r["pid"], signal.SIGKILL)
-                reason = "SupervisorVanished"
+        if job["supervisor_pid"]:
+            if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
+                return job
+            return self.end_vanished(job["name"])
+        with self.changing(job["name"], wait=False) as abandoned:
+            return self.end_vanished(job["name"]) if abandoned and self.exists(job["name"]) else job
+
+    def end_vanished(self, name: str) -> dict:
+        """Record the end of a job whose supervisor vanished, or never started, unless it was recorded; kill
+        what still runs."""
+        with self.store.transaction():  # one reader ends the job, however many notice at once
+            job = self.record(name)  # the supervisor may have finished just now
+            if job["phase"] in FINISHED:
+                return job
+            for r in job["replicas"]:
+                if r["phase"] in FINISHED:
+                    continue
+                if r["pid"] is None:
+                    self.store.update_replica(name, r["name"], phase=str(Phase.STOPPED), reason="NeverStarted")
+                    continue
+                if procs.alive(r["pid"], r["pid_started"]):
+                    procs.signal_group(r["pid"], signal.SIGKILL)
+                    reason = "SupervisorVanished"
+                else:
+                    reason = "ProcessVanished"
+                self.store.update_replica(job["name"], r["name"], phase=str(Phase.LOST), reason=reason,
+                                          finished=time.time())
+            if job["stop_requested"]:
+                phase, reason, message = Phase.STOPPED, "Stopped", "stopped by request"
+            elif not job["supervisor_pid"]:
+                phase, reason, message = (Phase.FAILED, "LaunchInterrupted", "the process starting this run ended "
+                                          "before the job's supervisor started: restart the job")
             else:
-                reason = "ProcessVanished"
-            self.store.update_replica(job["name"], r["name"], phase=str(Phase.LOST), reason=reason, finished=time.time())
+                phase, reason, message = (Phase.FAILED, "SupervisorVanished",
+                                          "the job's supervisor process exited unexpectedly")
+            self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
+            self.store.add_event(job["name"], reason, message, type="Warning")
         shutil.rmtree(self.workspace(job["name"]), ignore_errors=True)
-        if job["stop_requested"]:
-            phase, reason, message = Phase.STOPPED, "Stopped", "stopped by request"
-        else:
-            phase, reason, message = Phase.FAILED, "SupervisorVanished", "the job's supervisor process exited unexpectedly"
-        self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
-        self.store.add_event(job["name"], reason, message, type="Warning")
         return self.record(job["name"])
 
-    def stop(self, name: str, timeout: float = STOP_GRACE_SECONDS + 20) -> JobRecord:
-        job = self._reconcile(self.record(name))
+    def stop(self, name: str) -> JobRecord:
+        with self.changing(name):
+            return self._stop(name)
+
+    def _stop(self, name: str, timeout: float = STOP_GRACE_SECONDS + 20) -> JobRecord:
+        job = self.reconcile(self.record(name))
         if job["phase"] in FINISHED:
             return self.get(name)
         self.store.update_job(name, stop_requested=1)
-        if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
+        alive = lambda: procs.alive(job["supervisor_pid"], job["supervisor_started"])  # noqa: E731
+        if alive():
             os.kill(job["supervisor_pid"], signal.SIGTERM)
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self.get(name, events=0)["phase"] not in FINISHED:
+        while time.monotonic() < deadline and alive():  # every process of the job ends before it does
             time.sleep(0.05)
         return self.get(name)
 
     def restart(self, name: str, spec: dict | None = None) -> JobRecord:
         """Run the job again from its spec, or from an edited one with the same name."""
-        job = self.get(name, events=0)
-        spec = spec or job["spec"]
-        if spec["name"] != name:
+        if spec is not None and spec["name"] != name:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
-        self.check(spec)
-        if job["phase"] not in FINISHED:
-            self.stop(name)
-        self.store.reset_job(name, spec, replicas(spec))
-        self.store.add_event(name, "Restarted", "job restarted")
-        self._launch(name)
-        return self.get(name)
+        with self.changing(name):
+            job = self.get(name, events=0)
+            spec = spec or job["spec"]
+            self.check(spec)
+            if job["phase"] not in FINISHED:
+                self._stop(name)
+            self.store.reset_job(name, spec, replicas(spec))
+            self.store.add_event(name, "Restarted", "job restarted")
+            self._launch(name)
+            return self.get(name)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
         """Stop the job and forget it; its output stays unless purge_output (and it is purgeable)."""
-        job = self.stop(name)
-        output = Path(job["output_dir"]).resolve()
-        if purge_output and self.purgeable(output):
-            shutil.rmtree(output, ignore_errors=True)
-        shutil.rmtree(self.job_dir(name), ignore_errors=True)
-        self.store.delete_job(name)
+        with self.changing(name):
+            job = self._stop(name)
+            output = Path(job["output_dir"]).resolve()
+            if purge_output and self.purgeable(output):
+                shutil.rmtree(output, ignore_errors=True)
+            shutil.rmtree(self.job_dir(name), ignore_errors=True)
+            self.store.delete_job(name)
 
     # observation
     def cluster(self) -> dict:
@@ -303,7 +361,7 @@ class LocalBackend:
 
     def metrics(self, name: str, interval: float = 0.5) -> builtins.list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""
-        job = self._reconcile(self.record(name))
+        job = self.reconcile(self.record(name))
         running = {r["name"]: r for r in job["replicas"] if procs.alive(r["pid"], r["pid_started"])}
         trees = {n: procs.tree_usage(r["pid"])[0] for n, r in running.items()}
         for processes in trees.values():

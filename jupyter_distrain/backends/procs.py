@@ -1,14 +1,17 @@
-"""Process helpers of the local backend: identity that survives pid reuse, group signals, GPUs."""
+"""Process helpers of the local backend: identity that survives pid reuse, group signals, lifetimes bound to
+a parent (Linux's prctl), GPUs."""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import os
 import shutil
 import signal
 import socket
 import subprocess
 from contextlib import ExitStack
+from typing import Callable
 
 import psutil
 
@@ -52,6 +55,33 @@ async def stop_groups(processes: list[asyncio.subprocess.Process], grace: float)
         for process in processes:
             signal_group(process.pid, signal.SIGKILL)
         await asyncio.gather(*(p.wait() for p in processes))
+
+
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36  # <linux/prctl.h>
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, value, 0, 0, 0):
+        raise OSError(ctypes.get_errno(), f"prctl({option}, {value}) failed")
+
+
+def become_subreaper() -> None:
+    """Adopt this process's orphaned descendants (a daemon a child double-forked), in place of init."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def dies_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
+    """A `preexec_fn` by which the child gets `sig` when the thread that started it ends (for a server's
+    TensorBoards: its main thread, so the server's process); a parent already gone kills it at once."""
+    parent = os.getpid()
+
+    def bind() -> None:
+        _prctl(PR_SET_PDEATHSIG, sig)
+        if os.getppid() != parent:
+            os.kill(os.getpid(), sig)
+
+    return bind
 
 
 def free_ports(count: int) -> list[int]:

@@ -3,8 +3,12 @@ applies the lifecycle policy and leaves nothing behind.
 
     python -m jupyter_distrain.backends.supervisor --root ROOT NAME
 
-The launching process forks the supervisor into its own session, records its pid and exits, so the
-job outlives the CLI or the Jupyter server that submitted it. SIGTERM (or SIGINT) stops the job.
+A supervisor is two processes. The launching process forks the outer one into its own session and exits
+once it has recorded its pid, so the job outlives the CLI or the Jupyter server that submitted it. The outer
+one forks the inner one, which runs the job, and passes SIGTERM (or SIGINT), which stops the job, on to it.
+As a subreaper it adopts what a replica leaves orphaned (a double-forked daemon); when the inner one exits,
+it kills whatever of the job is left (every replica, if the inner one was killed, recording the job's end
+then) and exits last: the job's processes are gone once its recorded pid is.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import traceback
 import venv
 from dataclasses import dataclass, replace
 from pathlib import Path
+
+import psutil
 
 from .. import code as code_
 from ..clusterenv import Dirs, replica_env
@@ -39,9 +45,10 @@ class SetupFailed(Exception):
 
 @dataclass
 class Running:
-    """A replica's process and its log pump."""
+    """A replica's process, the pipe its output comes through and the log pump reading it."""
 
     process: asyncio.subprocess.Process
+    output: asyncio.ReadTransport
     pump: asyncio.Task
 
 
@@ -55,6 +62,7 @@ class Supervisor:
         self.states = {replica_name(r, i): Replica(r, i, Phase.PENDING) for r, i in replicas(self.spec)}
         self.running: dict[str, Running] = {}
         self.stop_requested = asyncio.Event()
+        self.fault: Decision | None = None  # what ends the job when a log cannot be written
         self.addresses: dict[str, list[str]] = {}
         self.devices: dict[str, str] = {}  # replica -> its CUDA_VISIBLE_DEVICES, kept across restarts
         self.deadline: float | None = None
@@ -203,13 +211,23 @@ class Supervisor:
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
-        process = await asyncio.create_subprocess_exec(
-            "/bin/sh", "-c", render_command(self.spec), cwd=self.workspace, env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-        )
+        # The output pipe is this process's own, not the subprocess transport's: the transport's wait() would
+        # wait for its pipes too, and a daemon the replica leaves behind may hold that pipe open forever.
+        readable, writable = os.pipe()
+        try:
+            process = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", render_command(self.spec), cwd=self.workspace, env=env,
+                stdin=asyncio.subprocess.DEVNULL, stdout=writable, stderr=asyncio.subprocess.STDOUT,
+                start_new_session=True,
+            )
+        finally:
+            os.close(writable)
+        stream = asyncio.StreamReader()
+        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(stream), open(readable, "rb", buffering=0))
         writer = LogWriter(self.log_dir / f"{name}.log")
-        assert process.stdout is not None  # a pipe
-        self.running[name] = Running(process, asyncio.ensure_future(pump(process.stdout, writer)))
+        pumping = pump(stream, writer, lambda error: self.log_failed(name, error))
+        self.running[name] = Running(process, transport, asyncio.ensure_future(pumping))
         self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None, started=True)
         self.store.update_replica(
             self.name, name, phase=str(Phase.RUNNING), reason="", exit_code=None, pid=process.pid,
@@ -217,6 +235,13 @@ class Supervisor:
             finished=None, restarts=state.restarts,
         )
         self.event("Started", f"started pid {process.pid} at {self.addresses[role][index]}", replica=name)
+
+    def log_failed(self, replica: str, error: OSError) -> None:
+        """A replica's log cannot be written: the job fails (its output is still read, so nothing blocks)."""
+        if self.fault is None:
+            self.fault = Decision(Phase.FAILED, "LogWriteFailed", f"the log of {replica} could not be written: "
+                                  f"{error.strerror or error}", stop_others=True)
+            self.stop_requested.set()
 
     async def watch(self) -> Decision:
         """Wait for replicas to exit and apply the policy until the job ends."""
@@ -229,7 +254,7 @@ class Supervisor:
                 if task not in done:
                     task.cancel()
             if stop in done:
-                return STOP_REQUESTED
+                return self.fault or STOP_REQUESTED
             if not done:
                 return deadline_exceeded(self.spec)
             for task in done:
@@ -260,8 +285,9 @@ class Supervisor:
         procs.signal_group(running.process.pid, signal.SIGKILL)
         try:
             await asyncio.wait_for(asyncio.shield(running.pump), DRAIN_SECONDS)
-        except asyncio.TimeoutError:
+        except asyncio.TimeoutError:  # a process outside the group holds the output open
             running.pump.cancel()
+            running.output.close()
 
     async def stop_all(self, why: str) -> None:
         """SIGTERM every remaining replica's process group, SIGKILL after the grace period."""
@@ -280,10 +306,11 @@ class Supervisor:
     def finish(self, decision: Decision) -> None:
         """Record the job's end (replicas never started are marked stopped)."""
         end = ending(decision, list(self.states.values()), time.time())
-        for name, fields in end.replicas.items():
-            self.store.update_replica(self.name, name, **fields)
-        self.store.update_job(self.name, **end.job)
-        self.record(end.event)
+        with self.store.transaction():  # the job's end is seen whole, and nothing is written after it
+            for name, fields in end.replicas.items():
+                self.store.update_replica(self.name, name, **fields)
+            self.store.update_job(self.name, **end.job)
+            self.record(end.event)
 
     def event(self, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
         self.record(Event(reason, message, replica, type))
@@ -313,21 +340,59 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--root", required=True)
     parser.add_argument("name")
     args = parser.parse_args(argv)
+    root = Path(args.root)
     # Blocked until the supervisor's handlers are installed, so an early stop is never lost.
     signal.pthread_sigmask(signal.SIG_BLOCK, procs.TERMINATING)
-    pid = os.fork()
-    if pid:
-        backend = LocalBackend(Path(args.root))
-        backend.store.update_job(args.name, supervisor_pid=pid, supervisor_started=procs.started_at(pid))
-        os._exit(0)
+    recorded, record = os.pipe()
+    if os.fork():  # the launching process: done once the outer supervisor's pid is recorded
+        os.close(record)
+        os._exit(0 if os.read(recorded, 1) else 1)
+    os.close(recorded)
     os.setsid()
-    backend = LocalBackend(Path(args.root))
+    backend = LocalBackend(root)
     log = open(backend.job_dir(args.name) / "supervisor.log", "ab", buffering=0)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
-    asyncio.run(Supervisor(backend, args.name).run())
+    backend.store.update_job(args.name, supervisor_pid=os.getpid(), supervisor_started=procs.started_at(os.getpid()))
+    backend.store.close()  # no connection crosses a fork
+    procs.become_subreaper()
+    supervisor = os.fork()
+    if not supervisor:
+        os.close(record)
+        asyncio.run(Supervisor(LocalBackend(root), args.name).run())
+        return
+    os.write(record, b"1")
+    os.close(record)
+    outlive(backend, args.name, supervisor)
+
+
+def outlive(backend: LocalBackend, name: str, supervisor: int) -> None:
+    """The outer supervisor: pass stop signals on to the inner one and reap the orphans this subreaper adopts
+    until the inner one exits; then kill every process left, and record the job's end if the inner one did
+    not (it was killed)."""
+    for sig in procs.TERMINATING:
+        signal.signal(sig, lambda sig, _: os.kill(supervisor, sig))
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, procs.TERMINATING)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == supervisor:
+            break
+    for sig in procs.TERMINATING:
+        signal.signal(sig, signal.SIG_IGN)
+    for process in psutil.Process().children(recursive=True):
+        try:
+            process.kill()
+        except psutil.Error:
+            pass
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
+            break
+    if status:
+        backend.end_vanished(name)
 
 
 if __name__ == "__main__":

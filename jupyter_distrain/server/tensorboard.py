@@ -104,7 +104,7 @@ class TensorBoards:
                 sys.executable, "-m", "tensorboard.main", "--logdir", str(runs or logdir), "--host", HOST,
                 "--port", str(port), "--path_prefix", prefix, "--reload_interval", "2",
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True, preexec_fn=procs.dies_with_parent(),  # even if the server is killed
             )
         except BaseException:
             if runs is not None:

@@ -1,0 +1,248 @@
+"""Races and faults, against a real `jupyter server` with the local backend: every verb at once on one job,
+a full disk, a corrupt database, processes killed with SIGKILL. Each ends in a true, visible state, with
+nothing left behind."""
+
+import random
+import threading
+import time
+from collections import Counter
+
+import psutil
+import pytest
+import requests
+
+from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, processes_of, write_spec
+from jupyter_distrain import spec as spec_
+from jupyter_distrain.backends import procs
+from jupyter_distrain.backends.local import LocalBackend
+from jupyter_distrain.errors import StorageFull
+from jupyter_distrain.store import Store
+
+FINISHED = {"Succeeded", "Failed", "Stopped"}
+
+
+@pytest.fixture
+def server(tmp_path):
+    server = JupyterServer(tmp_path)
+    yield server
+    if server.process.poll() is None:
+        server.stop()
+    for process in processes_of(server.root):
+        process.kill()
+
+
+def sleeper(name: str, seconds: int = 30) -> dict:
+    return {"name": name, "code": {"path": str(EXAMPLES / "python")}, "command": f"sleep {seconds}"}
+
+
+def test_every_verb_at_once_on_one_job_ends_consistent(server):
+    """20 threads submit, stop, restart, clone, delete and read one job for 15 s: no 5xx, each answer true
+    when it is given, and afterwards the store, the directories and the processes agree."""
+    api, headers = f"{server.url}/distrain/api", server.headers
+    requests_by_verb = {
+        "submit": lambda: requests.post(f"{api}/jobs", json=sleeper("race"), headers=headers),
+        "stop": lambda: requests.post(f"{api}/jobs/race/stop", headers=headers),
+        "restart": lambda: requests.post(f"{api}/jobs/race/restart", headers=headers),
+        "clone": lambda: requests.post(f"{api}/jobs/race/clone", json={"name": "race-clone"}, headers=headers),
+        "delete": lambda: requests.delete(f"{api}/jobs/race", headers=headers),
+        "get": lambda: requests.get(f"{api}/jobs/race", headers=headers),
+    }
+    answers, wrong = Counter(), []
+
+    def hammer(seed: int, until: float) -> None:
+        verbs = random.Random(seed)
+        while time.monotonic() < until:
+            verb = verbs.choice(sorted(requests_by_verb))
+            response = requests_by_verb[verb]()
+            answers[verb, response.status_code] += 1
+            body = response.json() if response.content else None
+            if response.status_code >= 500:
+                wrong.append((verb, response.status_code, body))
+            elif verb == "stop" and response.ok and body["phase"] not in FINISHED:
+                wrong.append((verb, "answered a job still running", body["phase"]))
+            elif verb == "restart" and response.ok and body["phase"] in FINISHED:
+                wrong.append((verb, "answered a job not running", body["phase"]))
+
+    until = time.monotonic() + 15
+    threads = [threading.Thread(target=hammer, args=(seed, until)) for seed in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong, wrong
+    for verb in requests_by_verb:  # each verb both succeeded and was refused at some point
+        assert any(code < 300 for v, code in answers if v == verb), answers
+    assert {code for _, code in answers} <= {200, 201, 204, 404, 409}, answers
+
+    store = Store(server.root / "jobs.sqlite")
+    names = {job["name"] for job in store.jobs()}
+    assert names <= {"race", "race-clone"}
+    assert {p.name for p in (server.root / "jobs").iterdir()} == names  # no directory without its job
+    for name in names:
+        assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
+    assert_nothing_left(server.root)
+    assert not list((server.root / "jobs").iterdir())
+    assert not list((server.root / "locks").iterdir())
+
+
+def test_a_log_that_cannot_be_written_fails_the_job_and_nothing_blocks(cli, tmp_path):
+    """The disk holding a run's logs is full (its log file is /dev/full): the replica, printing 100 MB, is
+    neither blocked on its output nor left running; the job fails and says why."""
+    flood = "python -c 'for _ in range(200000): print(500 * \"x\")'"
+    cli("submit", "-f", str(write_spec(tmp_path / "job", {"name": "full", "command": "echo ok"})))
+    assert cli.wait("full")["phase"] == "Succeeded"
+    second_run = cli.root / "jobs" / "full" / "logs" / "2"
+    second_run.mkdir()
+    (second_run / "worker-0.log").symlink_to("/dev/full")
+    cli("restart", "full", "-f", str(write_spec(tmp_path / "job", {"name": "full", "command": flood})))
+    job = cli.wait("full", timeout=60)
+    assert (job["phase"], job["reason"]) == ("Failed", "LogWriteFailed")
+    assert job["message"] == "the log of worker-0 could not be written: No space left on device"
+    assert_nothing_left(cli.root)
+
+
+def test_a_daemon_a_replica_double_forks_ends_with_its_job(cli, tmp_path):
+    daemon = ("python -c 'import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+              "        time.sleep(600)\n    os._exit(0)\nos.wait()'")
+    cli("submit", "-f", str(write_spec(tmp_path / "job", {"name": "daemon", "command": daemon})))
+    assert cli.wait("daemon")["phase"] == "Succeeded"
+    assert_nothing_left(cli.root)
+
+
+def test_a_killed_server_takes_its_tensorboards_along(server):
+    api, headers = f"{server.url}/distrain/api", server.headers
+    assert requests.post(f"{api}/jobs", json=sleeper("watched"), headers=headers).status_code == 201
+    board = f"{server.url}/distrain/tensorboard/watched/all/"
+    assert requests.get(board, headers=headers, timeout=120).status_code == 200
+    boards = [p for p in processes_of(server.root) if "tensorboard.main" in p.cmdline()]
+    assert len(boards) == 1
+    server.process.kill()
+    server.process.wait()
+    psutil.wait_procs(boards, timeout=10)
+    assert not any(p.is_running() for p in boards)
+
+
+def test_a_full_database_refuses_clearly_and_works_again_once_there_is_room(tmp_path):
+    """SQLite's page limit stands in for a full disk: the write is refused with StorageFull (507, the path
+    named), nothing half-made, and once there is room again the same connection writes."""
+    store = Store(tmp_path / "jobs.sqlite")
+    pages = store._run("PRAGMA page_count")[0][0]
+    store._run(f"PRAGMA max_page_count = {pages}")
+    big = {"command": "x" * 100_000}
+    with pytest.raises(StorageFull, match="jobs.sqlite.*full") as refused:
+        store.insert_job("big", "local", big, "/out", [("worker", i) for i in range(50)])
+    assert refused.value.status == 507
+    assert store.jobs() == []
+    store._run("PRAGMA max_page_count = 1073741823")  # space freed
+    store.insert_job("big", "local", big, "/out", [("worker", 0)])
+    assert [job["name"] for job in store.jobs()] == ["big"]
+
+
+def test_a_corrupt_database_is_named_on_every_route_and_the_server_still_stops(tmp_path):
+    root = tmp_path / "distrain-home"
+    root.mkdir(mode=0o700)
+    (root / "jobs.sqlite").write_bytes(b"this is not a database\n" * 1000)
+    server = JupyterServer(tmp_path)
+    try:
+        for route in ("jobs", "jobs/anything", "cluster"):
+            answer = requests.get(f"{server.url}/distrain/api/{route}", headers=server.headers)
+            assert answer.status_code == 503, route
+            assert answer.json()["message"] == (f"the local backend cannot be used: the job database {root}/jobs.sqlite "
+                                                "cannot be used: file is not a database")
+    finally:
+        server.process.terminate()
+        assert server.process.wait(60) == 0
+        server.log.close()
+    assert b"Traceback" not in (tmp_path / "jupyter-server.log").read_bytes()
+    listed = CLI(root, tmp_path)("list", check=False)
+    assert listed.returncode == 1 and "Traceback" not in listed.stderr
+    assert "the job database" in listed.stderr and "file is not a database" in listed.stderr
+
+
+def test_a_server_killed_in_the_middle_of_a_change_leaves_everything_agreeing(tmp_path):
+    """The server is killed with SIGKILL while a stop, a restart, a delete (each waiting out the grace
+    period of a job that ignores SIGTERM) and a submit are under way; a new server on the same root then
+    shows a state the store, the directories and the processes agree on: a job is running only if its
+    supervisor is, a finished job has no processes, no directory lacks its job; and everything can be
+    deleted without leftovers."""
+    server = JupyterServer(tmp_path)
+    submit = lambda name: requests.post(f"{server.url}/distrain/api/jobs", headers=server.headers,  # noqa: E731
+                                        json={**sleeper(name), "command": "trap '' TERM; sleep 60"})
+    for verb in ("stop", "restart", "delete", "submit"):
+        if verb == "submit":
+            request = lambda: submit("newcomer")  # noqa: E731
+        else:  # on a running job: each waits out its grace period
+            jobs = requests.get(f"{server.url}/distrain/api/jobs", headers=server.headers).json()
+            if not jobs:
+                assert submit("victim").status_code == 201
+            elif jobs[0]["phase"] in FINISHED:
+                assert requests.post(f"{server.url}/distrain/api/jobs/victim/restart", headers=server.headers).ok
+            wait_running(server, "victim")
+            method, route = ("DELETE", "") if verb == "delete" else ("POST", f"/{verb}")
+            request = lambda: requests.request(method, f"{server.url}/distrain/api/jobs/victim{route}",  # noqa: E731
+                                               headers=server.headers)
+        cut = []
+        caller = threading.Thread(target=lambda: cut.append(raises(requests.ConnectionError, request)))
+        caller.start()
+        time.sleep(0.5 if verb != "submit" else 0.1)
+        server.process.kill()
+        server.process.wait()
+        server.log.close()
+        caller.join()
+        assert cut == [True] or verb == "submit", verb  # a submit may be through already
+        server = JupyterServer(tmp_path)
+        jobs = requests.get(f"{server.url}/distrain/api/jobs", headers=server.headers).json()
+        store = Store(server.root / "jobs.sqlite")
+        for job in jobs:
+            stored = store.job(job["name"])
+            running = procs.alive(stored["supervisor_pid"], stored["supervisor_started"])
+            assert running == (job["phase"] not in FINISHED), (verb, job["phase"], job["reason"])
+            if not running:
+                assert_nothing_left_of(server.root, job["name"])
+        assert {p.name for p in (server.root / "jobs").iterdir()} <= {job["name"] for job in jobs}, verb
+    for job in requests.get(f"{server.url}/distrain/api/jobs", headers=server.headers).json():
+        assert requests.delete(f"{server.url}/distrain/api/jobs/{job['name']}", headers=server.headers).ok
+    server.stop()
+    assert_nothing_left(server.root)
+    assert not list((server.root / "jobs").iterdir()) and not list((server.root / "locks").iterdir())
+
+
+def wait_running(server: JupyterServer, name: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        job = requests.get(f"{server.url}/distrain/api/jobs/{name}", headers=server.headers).json()
+        if job["phase"] == "Running":
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{name} is {job['phase']}")
+
+
+def raises(error: type[Exception], call) -> bool:
+    try:
+        call()
+    except error:
+        return True
+    return False
+
+
+def assert_nothing_left_of(root, job: str) -> None:
+    def of_job(process: psutil.Process) -> bool:
+        try:
+            return process.environ().get("DISTRAIN_JOB") == job
+        except psutil.Error:
+            return False
+
+    assert not [p for p in processes_of(root) if of_job(p)], job
+
+
+def test_a_run_whose_starter_died_before_its_supervisor_is_not_left_pending(tmp_path):
+    """A process killed between recording a run and starting its supervisor leaves a job with no supervisor;
+    while a starter holds the job's lock it is Pending, and once none does, the next look ends it."""
+    backend = LocalBackend(tmp_path)
+    spec = spec_.validate(sleeper("orphan"))
+    backend.store.insert_job("orphan", "local", spec, str(backend.output_dir(spec)), spec_.replicas(spec))
+    with backend.changing("orphan"):  # its starter, alive
+        assert LocalBackend(tmp_path).get("orphan")["phase"] == "Pending"
+    job = LocalBackend(tmp_path).get("orphan")
+    assert (job["phase"], job["reason"]) == ("Failed", "LaunchInterrupted")
+    assert [(r["phase"], r["reason"]) for r in job["replicas"]] == [("Stopped", "NeverStarted")]
