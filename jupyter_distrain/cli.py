@@ -326,10 +326,11 @@ def secret() -> None:
 @click.argument("name")
 @click.option("--username", required=True)
 @click.password_option("--password", confirmation_prompt=False, help="Read from a hidden prompt or stdin.")
+@click.option("--host", required=True, help="The git server it is for (e.g. github.com); never sent to another.")
 @click.pass_obj
-def secret_set(manager: JobManager, name: str, username: str, password: str) -> None:
-    """Store a username and password as NAME, for code.credentials."""
-    manager.set_credentials(name, username, password)
+def secret_set(manager: JobManager, name: str, username: str, password: str, host: str) -> None:
+    """Store a username and password as NAME, for code.credentials of repositories on HOST."""
+    manager.set_credentials(name, username, password, host)
     click.echo(f"secret {name} stored")
 
 

@@ -6,14 +6,17 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from .errors import FieldError, SpecError
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
-# Answers git's credential requests from the environment, so a password never appears in argv or a URL.
+# Answers git's credential requests from the environment, so a password never appears in argv or a URL; only
+# for the host the secret was stored for (git asks again for the host a redirect leads to).
 CREDENTIAL_HELPER = (
-    '!f() { test "$1" = get && printf "username=%s\\npassword=%s\\n"'
-    ' "$DISTRAIN_GIT_USERNAME" "$DISTRAIN_GIT_PASSWORD"; }; f'
+    '!f() { test "$1" = get || return 0; while IFS= read -r line; do case "$line" in host=*) host="${line#host=}";;'
+    ' esac; done; test "$(printf %s "$host" | tr A-Z a-z)" = "$DISTRAIN_GIT_HOST" &&'
+    ' printf "username=%s\\npassword=%s\\n" "$DISTRAIN_GIT_USERNAME" "$DISTRAIN_GIT_PASSWORD"; }; f'
 )
 
 
@@ -23,15 +26,53 @@ NO_CONFIGURED_PROGRAMS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/d
                           "-c", "core.sshCommand=ssh")
 
 
+# Variables pointing git at another repository than the directory it runs in.
+ELSEWHERE = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
+                       "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE"})
+# Drivers a repository's configuration may define under names of its choosing (git status runs a clean
+# filter to compare a changed file): each one named is emptied, which turns it off.
+DRIVER_PROGRAMS = re.compile(r"(filter\..+\.(clean|smudge|process)|diff\..+\.(command|textconv)|merge\..+\.driver)")
+
+
+def drivers_off(directory: Path) -> list[str]:
+    """`-c` options turning off every filter, diff and merge driver the configuration at `directory` names
+    (reading configuration runs nothing)."""
+    argv, env = git("-C", str(directory), "config", "--list", "--name-only")
+    try:
+        names = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=20).stdout.splitlines()
+    except (OSError, subprocess.TimeoutExpired):
+        names = []
+    return [option for name in sorted(set(filter(DRIVER_PROGRAMS.fullmatch, names))) for option in ("-c", f"{name}=")]
+
+
 def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[str, str]]:
     """argv and environment for a non-interactive git command, with credentials if given."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_OPTIONAL_LOCKS": "0"}
+    env = {**{k: v for k, v in os.environ.items() if k not in ELSEWHERE}, "GIT_TERMINAL_PROMPT": "0",
+           "GIT_OPTIONAL_LOCKS": "0"}
     argv = ["git", *NO_CONFIGURED_PROGRAMS]
     if credentials:
         argv += ["-c", "credential.helper=", "-c", f"credential.helper={CREDENTIAL_HELPER}"]
-        env["DISTRAIN_GIT_USERNAME"] = credentials.get("username", "")
-        env["DISTRAIN_GIT_PASSWORD"] = credentials.get("password", "")
+        env.update({f"DISTRAIN_GIT_{key.upper()}": credentials[key] for key in ("username", "password", "host")})
     return argv + list(args), env
+
+
+def git_host(url: str) -> str:
+    """The host (with its port, if any) that git names in its credential requests for `url`; "" for a path."""
+    parts = urlsplit(url)
+    return parts.netloc.rpartition("@")[2].lower() if parts.scheme in ("http", "https") else ""
+
+
+def check_credentials_host(url: str, secret: str, credentials: dict) -> None:
+    """A secret goes only to the host it was stored for."""
+    host = git_host(url)
+    if not credentials.get("host"):
+        raise SpecError([FieldError("code.credentials", f"secret {secret!r} names no host (stored before secrets "
+                                    "were bound to one): store it again with its host ('distrain secret set "
+                                    f"{secret} --host HOST')")])
+    if host != credentials["host"]:
+        raise SpecError([FieldError("code.credentials", f"secret {secret!r} is for {credentials['host']}, not for "
+                                    f"{host or 'a repository without a host'} (code.git): a secret is only sent to "
+                                    "the host it was stored for")])
 
 
 def is_bare_repository(path: Path) -> bool:

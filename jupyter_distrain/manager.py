@@ -19,6 +19,7 @@ from .logs import LogLine
 if TYPE_CHECKING:
     from .config import Distrain
 
+HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
 
@@ -67,9 +68,18 @@ class JobManager:
     def prepare(self, raw: Any, base_dir: Path | None = None, backend: str | None = None) -> dict:
         """Validate a spec and pin its code; raises SpecError listing every problem."""
         spec = spec_.validate(raw)
+        return code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, self.target(backend)))
+
+    @staticmethod
+    def credentials_for(spec: dict, backend: Backend) -> dict | None:
+        """The stored secret the spec's code.credentials names, if any, once it is known to be for the host
+        of code.git."""
         source = spec.get("code", {})
-        credentials = self.target(backend).credentials(source["credentials"]) if source.get("credentials") else None
-        return code.resolve(spec, Path(base_dir or Path.cwd()), credentials)
+        if not source.get("credentials"):
+            return None
+        credentials = backend.credentials(source["credentials"])
+        code.check_credentials_host(source["git"], source["credentials"], credentials)
+        return credentials
 
     def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False,
                backend: str | None = None) -> JobRecord | dict:
@@ -85,6 +95,8 @@ class JobManager:
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> JobRecord:
         backend = self.backend_of(name)
+        if raw is None:  # the secret may have been stored again since, for another host
+            self.credentials_for(backend.get(name, events=0)["spec"], backend)
         return backend.restart(name, self.prepare(raw, base_dir, backend.name) if raw is not None else None)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
@@ -136,16 +148,21 @@ class JobManager:
         return self.backend_of(name).metrics(name)
 
     # git credentials: written, listed by name, deleted; never read back
-    def set_credentials(self, name: str, username: Any, password: Any, backend: str | None = None) -> None:
-        """Store a username and password as the secret `name`, for specs' code.credentials."""
+    def set_credentials(self, name: str, username: Any, password: Any, host: Any,
+                        backend: str | None = None) -> None:
+        """Store a username and password as the secret `name`, for specs' code.credentials whose code.git is
+        on `host` (a host name, with its port if the URL has one): it is never sent to another."""
         errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
                              "starting and ending with a letter or digit, at most 63")] \
             if not secret_name(name) else []
         errors += [FieldError(field, "must be a non-empty string") for field, value in
                    (("username", username), ("password", password)) if not (isinstance(value, str) and value)]
+        if not (isinstance(host, str) and HOST.fullmatch(host)):
+            errors.append(FieldError("host", "must be the git server's host name, with its port if its URLs have "
+                                             "one (e.g. github.com or git.example.com:8443)"))
         if errors:
             raise SpecError(errors, subject="credentials")
-        self.target(backend).set_credentials(name, username, password)
+        self.target(backend).set_credentials(name, username, password, host.lower())
 
     def credential_names(self, backend: str | None = None) -> builtins.list[str]:
         return sorted(self.target(backend).credential_names())

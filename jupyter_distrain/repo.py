@@ -19,21 +19,35 @@ WORK_PATHSPEC = (":(top)", ":(top,exclude,glob)**/.ipynb_checkpoints/**")
 def inspect(root_dir: Path, path: str) -> dict:
     """Git state and job files for `path` (a notebook or directory, relative to the server root)."""
     root = root_dir.resolve()
-    target = (root / path.lstrip("/")).resolve()
+    try:
+        target = (root / path.lstrip("/")).resolve()
+        found = target.exists()
+    except OSError as e:  # a name too long, say
+        raise DistrainError(f"path {path[:80]!r}: {e.strerror}") from None
     if not target.is_relative_to(root):
-        raise DistrainError(f"path {path!r} is outside the server's root directory")
-    if not target.exists():
-        raise NotFound(f"no such file or directory: {path!r}")
+        raise DistrainError(f"path {path[:80]!r} is outside the server's root directory")
+    if not found:
+        raise NotFound(f"no such file or directory: {path[:80]!r}")
     directory = target if target.is_dir() else target.parent
-    info = git_state(directory)
+    try:
+        info = git_state(directory, root)
+        outside = None
+    except OutsideRoot as e:
+        info, outside = None, str(e)
     searched = [directory] + ([Path(info["root"])] if info and Path(info["root"]) != directory else [])
+    proposed = proposed_code(directory, info)
     return {
         "path": path,
         "directory": str(directory),
         "git": info,
         "files": {name: job_file(searched, name, root) for name in JOB_FILES},
-        **proposed_code(directory, info),
+        "code": proposed["code"],
+        "notes": [outside] if outside else proposed["notes"],
     }
+
+
+class OutsideRoot(Exception):
+    pass
 
 
 def proposed_code(directory: Path, git: dict | None) -> dict:
@@ -71,15 +85,24 @@ def proposed_code(directory: Path, git: dict | None) -> dict:
     return {"code": code, "notes": notes}
 
 
-def git_state(directory: Path) -> dict | None:
-    """Remotes (credentials stripped), branch, commit, and how the tree differs from them; None outside git."""
-    top = _git(directory, "rev-parse", "--show-toplevel")
+def git_state(directory: Path, root: Path | None = None) -> dict | None:
+    """Remotes (credentials stripped), branch, commit, and how the tree differs from them; None outside git.
+    With `root` (the server's), a repository is looked for within it only, and one whose work tree or git
+    directory lies outside it (core.worktree, a .git file naming another place) raises OutsideRoot."""
+    ceiling = {"GIT_CEILING_DIRECTORIES": str(root.parent)} if root else {}
+    top = _git(directory, "rev-parse", "--show-toplevel", env=ceiling)
     if top is None:
         return None
+    git_dir = _git(directory, "rev-parse", "--absolute-git-dir", env=ceiling) or ""
+    if root and not (Path(top).resolve().is_relative_to(root) and Path(git_dir).resolve().is_relative_to(root)):
+        raise OutsideRoot(f"{directory} is in a git repository whose work tree ({top}) or git directory ({git_dir}) "
+                          "lies outside the server's root, which the server does not read: the job runs the "
+                          "directory's files as they are when it starts.")
     upstream = _git(directory, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
     counts = _git(directory, "rev-list", "--left-right", "--count", "@{upstream}...HEAD") if upstream else None
     behind, ahead = (int(n) for n in counts.split()) if counts else (None, None)
-    status = _git(directory, "status", "--porcelain", "--", *WORK_PATHSPEC) or ""
+    status = _git(directory, *code.drivers_off(directory), "status", "--porcelain", "--ignore-submodules=all", "--",
+                  *WORK_PATHSPEC) or ""
     changes = [line for line in status.splitlines() if line]
     remotes: dict[str, str] = {}
     for line in (_git(directory, "remote", "-v") or "").splitlines():
@@ -127,11 +150,12 @@ def job_file(directories: list[Path], name: str, root: Path) -> dict | None:
     return None
 
 
-def _git(directory: Path, *args: str) -> str | None:
-    """Output of a read-only git command, or None when it fails."""
-    argv, env = code.git("-C", str(directory), *args)
+def _git(directory: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
+    """Output of a read-only git command (with `env` added to its environment), or None when it fails."""
+    argv, base = code.git("-C", str(directory), *args)
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=20, env=env, check=False)
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=20, env={**base, **(env or {})},
+                                check=False)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() if result.returncode == 0 else None

@@ -330,7 +330,8 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
     if urlsplit(spec.get("code", {}).get("git", "")).username is not None:  # never echoed: it may hold a token
         yield FieldError("code.git", "the URL carries credentials (user@ or user:token@), which would be stored "
                                      "with the job and shown in its events; give the URL without them and name a "
-                                     "secret in code.credentials (create one with 'distrain secret set NAME')")
+                                     "secret in code.credentials (create one with 'distrain secret set NAME "
+                                     "--host HOST')")
     hyper = spec.get("hyperparameters", {})
     for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
         yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")

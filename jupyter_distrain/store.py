@@ -169,7 +169,8 @@ class Store:
         job = dict(row)
         job["spec"] = json.loads(job["spec"])
         job["stop_requested"] = bool(job["stop_requested"])
-        job["replicas"] = [dict(r) for r in self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (job["name"],))]
+        rows = self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (job["name"],))
+        job["replicas"] = [dict(r) for r in rows]
         return job
 
     # events

@@ -184,7 +184,7 @@ export const serverAPI = {
 
 /**
  * Git credentials for private repositories, named by code.credentials: stored on
- * the server (a Secret on Kubernetes) and never read back.
+ * the server (a Secret on Kubernetes) for one git host, and never read back.
  */
 export const secretsAPI = {
   names: async (backend?: string): Promise<string[]> =>
@@ -193,13 +193,12 @@ export const secretsAPI = {
     ),
   store: (
     name: string,
-    username: string,
-    password: string,
+    secret: { username: string; password: string; host: string },
     backend?: string
   ): Promise<void> =>
     requestAPI<void>(
       withBackend(`secrets/${encodeURIComponent(name)}`, backend),
-      { method: 'PUT', body: JSON.stringify({ username, password }) }
+      { method: 'PUT', body: JSON.stringify(secret) }
     )
 };
 

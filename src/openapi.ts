@@ -250,7 +250,7 @@ export interface paths {
       cookie?: never;
     };
     get?: never;
-    /** @description Store (or replace) a username and password for cloning a private repository: a file of mode 0600 locally, a Secret on Kubernetes. Never returned, logged or put in a manifest. */
+    /** @description Store (or replace) a username and password for cloning a private repository on `host`: a file of mode 0600 locally, a Secret on Kubernetes. Never returned, logged or put in a manifest, and never sent to another host than `host`. */
     put: operations['setSecret'];
     post?: never;
     delete: operations['deleteSecret'];
@@ -1136,6 +1136,8 @@ export interface operations {
           username: string;
           /** Format: password */
           password: string;
+          /** @description The git server's host name, with its port if its URLs have one */
+          host: string;
         };
       };
     };

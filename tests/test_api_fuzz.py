@@ -49,6 +49,64 @@ def test_api_answers_every_input_by_its_contract(case, server):
     case.call_and_validate(base_url=base_url, headers=server.headers, timeout=120, excluded_checks=excluded)
 
 
+HOSTILE_QUERY = ["9" * 30, "9" * 5000, "-1", "1e400", "NaN", "Infinity", "-Infinity", "0x10", "1.5", "%EF%BC%91",
+                 "%FF%FE", "%00", "%E2%80%AE", "", "true%00", "%ED%A0%80"]
+HOSTILE_NAMES = ["..", "%2E%2E", "a" * 300, "%00", "%FF", "%C3%B1", "-", "%20"]
+HOSTILE_BODIES = [b"\xff\xfe{\x00}\x00", '{"name": "n"}'.encode("utf-16"), b'{"name": NaN}', b"1e400", b"[" * 10_000,
+                  b'{"a":' * 5_000, b'"\\ud800"', b"null", b"{}", b'{"name": "\\u0000"}', b"\xc3\x28",
+                  b'{"name": "n", "command": "true", "replicas": {"worker": {"count": 1e400}}}',
+                  b'{"name": "n", "command": "true", "hyperparameters": {"x": -0.0, "y": 1e-400}}',
+                  b'{"username": "u", "password": "p", "host": "\\ud800"}']
+
+
+def test_hostile_values_on_every_route_get_a_4xx_in_strict_json(server):
+    """Beyond what the schema generates: huge and non-finite numbers, odd encodings (invalid UTF-8, UTF-16,
+    NUL, lone surrogates) in every query parameter, path segment and body of every documented operation.
+    No answer is a 5xx, and every JSON answer parses strictly."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    request = urllib.request.Request(f"{server.url}/distrain/api/jobs", method="POST", headers=server.headers,
+                                     data=json.dumps({"name": "target", "command": "true"}).encode())
+    assert urllib.request.urlopen(request, timeout=120).status == 201
+    document = openapi_document()
+    components = document["components"]["parameters"]
+    host = urlsplit(server.url).netloc
+    answers = []
+
+    def send(method: str, path: str, body: bytes | None = None) -> None:
+        connection = http.client.HTTPConnection(host, timeout=120)
+        connection.request(method, path, body=body, headers={**server.headers, "Content-Type": "application/json"})
+        response = connection.getresponse()
+        payload = response.read()
+        connection.close()
+        if payload and response.getheader("Content-Type", "").startswith("application/json"):
+            json.loads(payload, parse_constant=lambda token: pytest.fail(f"{token} in {method} {path}"))
+        answers.append((response.status, method, path, body[:40] if body else None, payload[:200]))
+
+    operations = sorted(((path, item, method, operation) for path, item in document["paths"].items()
+                         for method, operation in item.items() if method in ("get", "post", "put", "delete")),
+                        key=lambda o: o[2] == "delete")  # the target job is deleted last
+    for path, item, method, operation in operations:
+        base = item.get("servers", document["servers"])[0]["url"]
+        parameters = [components[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
+                      for p in item.get("parameters", []) + operation.get("parameters", [])]
+        fill = {p["name"]: {"name": "target", "replica": "worker-0", "path": ""}.get(p["name"], "x")
+                for p in parameters if p["in"] == "path"}
+        route = base + path.format(**fill)
+        for parameter in (p for p in parameters if p["in"] == "query"):
+            for value in HOSTILE_QUERY:
+                send(method.upper(), f"{route}?{parameter['name']}={value}")
+        for parameter in (p for p in parameters if p["in"] == "path" and p["name"] != "path"):
+            for value in HOSTILE_NAMES:
+                send(method.upper(), base + path.format(**{**fill, parameter["name"]: value}))
+        if "requestBody" in operation:
+            for body in HOSTILE_BODIES:
+                send(method.upper(), route, body)
+    assert len(answers) > 400
+    assert not [a for a in answers if a[0] >= 500], [a for a in answers if a[0] >= 500]
+
+
 def test_fuzzing_left_only_whole_jobs(server):
     """Runs after the fuzz: every stored job is valid and complete; no directory belongs to no job."""
     store = Store(server.root / "jobs.sqlite")
@@ -65,3 +123,4 @@ def test_fuzzing_left_only_whole_jobs(server):
     assert_nothing_left(server.root)
     assert json.load(urllib.request.urlopen(urllib.request.Request(
         f"{server.url}/distrain/api/jobs", headers=server.headers))) == []
+

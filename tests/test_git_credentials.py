@@ -1,6 +1,7 @@
 """A private repository over HTTP with basic auth: the password reaches git and nothing else."""
 
 import base64
+import json
 import os
 import subprocess
 import threading
@@ -11,6 +12,8 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import assert_nothing_left, write_spec
+
+from jupyter_distrain import code
 
 USER, PASSWORD = "alice", "s3cr3t-Pa55word"
 
@@ -75,7 +78,8 @@ def test_private_repo_with_stored_credentials(cli, tmp_path, private_repo):
     assert refused.returncode == 1 and "code.git: cannot read the repository" in refused.stderr
     assert cli.json("list") == []
 
-    stored = cli("secret", "set", "repo-creds", "--username", USER, input=f"{PASSWORD}\n")
+    host = private_repo.split("/")[2]
+    stored = cli("secret", "set", "repo-creds", "--username", USER, "--host", host, input=f"{PASSWORD}\n")
     assert PASSWORD not in stored.stdout + stored.stderr
     secret_file = cli.root / "secrets" / "repo-creds.json"
     assert secret_file.stat().st_mode & 0o777 == 0o600
@@ -95,18 +99,25 @@ def test_private_repo_with_stored_credentials(cli, tmp_path, private_repo):
 
 def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, private_repo):
     api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
+    host = private_repo.split("/")[2]
     refused = [
-        requests.put(f"{api}/secrets/Bad_Name", json={"username": USER, "password": PASSWORD}, headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json={"username": USER}, headers=headers),
+        requests.put(f"{api}/secrets/Bad_Name", json={"username": USER, "password": PASSWORD, "host": host},
+                     headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "host": host}, headers=headers),
         requests.put(f"{api}/secrets/repo-creds", json=[USER, PASSWORD], headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD}, headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD,
+                                                        "host": "https://example.com/"}, headers=headers),
     ]
-    assert [r.status_code for r in refused] == [400, 400, 400]
+    assert [r.status_code for r in refused] == [400] * 5
     assert [e["path"] for e in refused[0].json()["errors"]] == ["name"]
     assert refused[1].json() == {"message": "invalid credentials",
                                  "errors": [{"path": "password", "message": "must be a non-empty string"}]}
+    assert [e["path"] for r in refused[3:] for e in r.json()["errors"]] == ["host", "host"]
     assert requests.get(f"{api}/secrets", headers=headers).json() == []
 
-    stored = requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD}, headers=headers)
+    stored = requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD, "host": host},
+                          headers=headers)
     assert (stored.status_code, stored.text) == (204, "")
     assert requests.get(f"{api}/secrets", headers=headers).json() == [{"name": "repo-creds"}]
     secret_file = jupyter_server.root / "secrets" / "repo-creds.json"
@@ -132,3 +143,26 @@ def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, privat
     assert not secret_file.exists()
     assert requests.delete(f"{api}/secrets/repo-creds", headers=headers).status_code == 404
     assert_nothing_left(jupyter_server.root)
+
+
+def test_a_secret_goes_only_to_the_host_it_was_stored_for(cli, tmp_path, private_repo):
+    """A spec naming a stored secret with code.git on another host is refused before anything is made (so
+    no request reaches that host with it), as is a secret stored before secrets had a host; and git's own
+    requests get the password only from the secret's host (a redirect to another asks again: no answer)."""
+    host = private_repo.split("/")[2]
+    cli("secret", "set", "repo-creds", "--username", USER, "--host", "git.example.com", input=f"{PASSWORD}\n")
+    spec = {"name": "private", "code": {"git": private_repo, "ref": "main", "credentials": "repo-creds"},
+            "command": "python train.py"}
+    refused = cli("submit", "-f", str(write_spec(tmp_path / "job", spec)), check=False)
+    assert refused.returncode == 1 and (f"code.credentials: secret 'repo-creds' is for git.example.com, not for "
+                                        f"{host} (code.git)") in refused.stderr, refused.stderr
+    (cli.root / "secrets" / "repo-creds.json").write_text(json.dumps({"username": USER, "password": PASSWORD}))
+    refused = cli("submit", "-f", str(write_spec(tmp_path / "job", spec)), check=False)
+    assert "secret 'repo-creds' names no host" in refused.stderr
+    assert cli.json("list") == []
+
+    argv, env = code.git("credential", "fill", credentials={"username": USER, "password": PASSWORD, "host": host})
+    for asked, answered in ((host, True), ("elsewhere.example.com", False)):
+        filled = subprocess.run(argv, input=f"protocol=http\nhost={asked}\n\n", env=env, capture_output=True,
+                                text=True)
+        assert (PASSWORD in filled.stdout) == answered, filled

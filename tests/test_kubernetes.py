@@ -317,6 +317,47 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
     assert not (backend.root / "gone").exists()
 
 
+
+def test_every_verb_at_once_on_one_job_ends_consistent(control_plane, backend, admin, tmp_path):
+    """Eight threads submit, stop, restart, delete and read one job for 10 s through one backend (as a
+    server's request threads do): each call either does what it says or is refused as not found or taken
+    (without the backend's per-job lock, some answered errors of the API server: a JobSet that exists, a
+    ConfigMap that does not), and at the end deleting the job leaves nothing in the cluster."""
+    from jupyter_distrain.errors import DistrainError
+
+    verbs = {"submit": lambda: backend.submit(tf_spec("hammered", workers=1)), "stop": lambda: backend.stop("hammered"),
+             "restart": lambda: backend.restart("hammered"), "delete": lambda: backend.delete("hammered"),
+             "get": lambda: backend.get("hammered")}
+    answers, wrong = [], []
+
+    def hammer(seed: int, until: float) -> None:
+        import random
+        choose = random.Random(seed)
+        while time.monotonic() < until:
+            verb = choose.choice(sorted(verbs))
+            try:
+                verbs[verb]()
+                answers.append((verb, 200))
+            except DistrainError as e:
+                answers.append((verb, e.status))
+                if e.status not in (404, 409):
+                    wrong.append((verb, type(e).__name__, str(e)))
+            except Exception as e:  # noqa: BLE001 - every other error is a 500
+                wrong.append((verb, type(e).__name__, str(e)))
+
+    until = time.monotonic() + 10
+    threads = [threading.Thread(target=hammer, args=(seed, until)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong, wrong
+    assert {status for _, status in answers} == {200, 404, 409}, answers  # done, and refused both ways
+    if backend.exists("hammered"):
+        backend.delete("hammered")
+    wait(lambda: not pods_of(admin, "hammered") and not admin.list_namespaced_config_map(
+        NAMESPACE, label_selector=f"{manifests.JOB}=hammered").items, "nothing of the job is left")
+
 @ENGINES
 def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):
     """The case the engines are for: the cluster ends the job while no Jupyter server (or CLI) runs. On "pods"
@@ -799,8 +840,8 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
 
 def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(control_plane, kube_server, admin):
     api, headers, password = kube_server.api, kube_server.headers, "hunter2-not-in-manifests"
-    stored = requests.put(f"{api}/secrets/git-login", json={"username": "alice", "password": password},
-                          headers=headers)
+    stored = requests.put(f"{api}/secrets/git-login", json={"username": "alice", "password": password,
+                                                            "host": "example.com"}, headers=headers)
     assert stored.status_code == 204, stored.text
     secret = admin.read_namespaced_secret("git-login", NAMESPACE)
     assert secret.type == "kubernetes.io/basic-auth" and secret.metadata.labels == manifests.MANAGED
@@ -814,7 +855,8 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
     fetch = pods[0].spec.init_containers[0]
     secrets = {e.name: e.value_from.secret_key_ref.name for e in fetch.env
                if e.value_from and e.value_from.secret_key_ref}  # the Job also adds its completion index
-    assert secrets == {"DISTRAIN_GIT_USERNAME": "git-login", "DISTRAIN_GIT_PASSWORD": "git-login"}
+    assert secrets == {"DISTRAIN_GIT_USERNAME": "git-login", "DISTRAIN_GIT_PASSWORD": "git-login",
+                       "DISTRAIN_GIT_HOST": "git-login"}
     everything = json.dumps([admin.api_client.sanitize_for_serialization(o) for o in [
         *pods, admin.read_namespaced_config_map("private-code", NAMESPACE),
         *admin.list_namespaced_service(NAMESPACE).items]]) + created.text

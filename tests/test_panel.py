@@ -146,11 +146,13 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     credentials.get_by_label("credentials name").fill("team-git")
     credentials.get_by_label("credentials username").fill("alice")
     credentials.get_by_label("credentials password").fill("pa55-only-on-the-server")
+    expect(credentials.get_by_label("credentials host")).to_have_value("")  # a local repository has no host
+    credentials.get_by_label("credentials host").fill("git.example.com")
     credentials.get_by_role("button", name="Store").click()
     expect(credentials.locator("select")).to_have_value("team-git")
     expect(credentials.get_by_label("credentials password")).to_have_count(0)
     stored = json.loads((lab.root / "secrets" / "team-git.json").read_text())
-    assert stored == {"username": "alice", "password": "pa55-only-on-the-server"}
+    assert stored == {"username": "alice", "password": "pa55-only-on-the-server", "host": "git.example.com"}
     credentials.locator("select").select_option("")  # this repository is public
     expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
     expect(field("name").locator(".jp-distrain-error")).to_have_count(0)

@@ -446,6 +446,8 @@ async def test_a_repositorys_own_config_never_runs_programs(api, jp_root_dir, tm
     subprocess.run([*git, "commit", "-qm", "train"], check=True)
     ran = tmp_path / "ran"
     subprocess.run([*git, "config", "core.fsmonitor", f"touch {ran}; false"], check=True)
+    (project / ".gitattributes").write_text("*.py filter=anything\n")  # git status runs a clean filter
+    subprocess.run([*git, "config", "filter.anything.clean", f"touch {ran}-filter; cat"], check=True)
     (project / "train.py").write_text("print('changed')\n")  # status has a change to look at
 
     code, repo = await api("GET", "repo", path="shared")
@@ -453,7 +455,32 @@ async def test_a_repositorys_own_config_never_runs_programs(api, jp_root_dir, tm
     checked = await api("POST", "jobs", {"name": "pinned", "command": "python train.py",
                                          "code": {"git": str(project), "ref": "main"}}, dry_run="true")
     assert checked[0] == 200 and checked[1]["code"]["commit"] == repo["code"]["commit"], checked
-    assert not ran.exists()
+    assert not ran.exists() and not Path(f"{ran}-filter").exists()
+
+
+async def test_a_repository_reaching_outside_the_root_is_not_read(api, jp_root_dir, tmp_path, monkeypatch):
+    """A work tree (core.worktree) or a git directory (a .git file) outside the server's root, or a repository
+    around the root, is not read: the form gets the directory as it is and a note saying why. GIT_DIR in
+    the server's environment does not redirect git either."""
+    outside = tmp_path / "elsewhere"
+    subprocess.run(["git", "init", "-q", str(outside)], check=True)
+    (outside / "secret.txt").write_text("not yours\n")
+    worktree = jp_root_dir / "worktree"
+    subprocess.run(["git", "init", "-q", str(worktree)], check=True)
+    subprocess.run(["git", "-C", str(worktree), "config", "core.worktree", str(outside)], check=True)
+    gitfile = jp_root_dir / "gitfile"
+    gitfile.mkdir()
+    (gitfile / ".git").write_text(f"gitdir: {outside / '.git'}\n")
+    for path in ("worktree", "gitfile"):
+        code, repo = await api("GET", "repo", path=path)
+        assert code == 200 and repo["git"] is None and repo["code"] == {"path": str(jp_root_dir / path)}, repo
+        assert "lies outside the server's root" in repo["notes"][0] and str(outside) in repo["notes"][0]
+    subprocess.run(["git", "init", "-q", str(jp_root_dir.parent)], check=True)  # a repository around the root
+    plain = jp_root_dir / "plain"
+    plain.mkdir()
+    monkeypatch.setenv("GIT_DIR", str(outside / ".git"))
+    code, repo = await api("GET", "repo", path="plain")
+    assert code == 200 and repo["git"] is None and "not in a git repository" in repo["notes"][0], repo
 
 
 async def test_repo_files_are_read_within_the_root_and_without_yaml_aliases(api, jp_root_dir):

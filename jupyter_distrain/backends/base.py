@@ -150,10 +150,11 @@ class Backend(Protocol):
 
     # git credentials: written, listed by name, deleted; never read back by a request
     def credentials(self, secret: str) -> dict:
-        """The username and password of a stored secret (for pinning a private repository's ref)."""
+        """The username, password and host of a stored secret (for pinning a private repository's ref); the
+        host is "" for a secret stored before secrets were bound to one."""
 
-    def set_credentials(self, secret: str, username: str, password: str) -> None:
-        """Store (or replace) a secret."""
+    def set_credentials(self, secret: str, username: str, password: str, host: str) -> None:
+        """Store (or replace) a secret for the git server at `host`."""
 
     def credential_names(self) -> builtins.list[str]:
         """The stored secrets' names."""

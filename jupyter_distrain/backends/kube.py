@@ -43,7 +43,7 @@ import os
 import shutil
 import threading
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, cast
@@ -115,6 +115,8 @@ class KubeBackend:
         self.controller: Controller | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
         self.reading = threading.Lock()  # one log reader pod at a time
+        self.locks: dict[str, threading.RLock] = {}  # job -> held while this process changes it
+        self.locking = threading.Lock()
 
     @classmethod
     def from_config(cls, config: Distrain) -> KubeBackend:
@@ -318,15 +320,15 @@ class KubeBackend:
             data = self.core.read_namespaced_secret(secret, self.ns).data or {}
         except ApiException as e:
             if e.status == 404:
-                raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} in namespace "
-                                            f"{self.ns} (create it with 'distrain secret set {secret}')")]) from None
+                raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} in namespace {self.ns} "
+                                            f"(create it with 'distrain secret set {secret} --host HOST')")]) from None
             raise api_error(e, f"read secret {secret}") from None
-        return {k: base64.b64decode(data.get(k, "")).decode() for k in ("username", "password")}
+        return {k: base64.b64decode(data.get(k, "")).decode() for k in ("username", "password", "host")}
 
-    def set_credentials(self, secret: str, username: str, password: str) -> None:
+    def set_credentials(self, secret: str, username: str, password: str, host: str) -> None:
         body = client.V1Secret(
             metadata=client.V1ObjectMeta(name=secret, namespace=self.ns, labels=dict(MANAGED)),
-            type="kubernetes.io/basic-auth", string_data={"username": username, "password": password})
+            type="kubernetes.io/basic-auth", string_data={"username": username, "password": password, "host": host})
         try:
             self.core.create_namespaced_secret(self.ns, body)
         except ApiException as e:
@@ -422,7 +424,20 @@ class KubeBackend:
             write.put(made)
         return self.api.sanitize_for_serialization(made)
 
+    @contextmanager
+    def changing(self, name: str) -> Iterator[None]:
+        """One change (submit, stop, restart, delete) of a job at a time in this process; those of other
+        processes meet the API server's conflicts (a name taken, a stale resourceVersion) instead."""
+        with self.locking:
+            lock = self.locks.setdefault(name, threading.RLock())
+        with lock:
+            yield
+
     def submit(self, spec: dict) -> JobRecord:
+        with self.changing(spec["name"]):
+            return self._submit(spec)
+
+    def _submit(self, spec: dict) -> JobRecord:
         engine, why = self.engine(spec)
         self.check(spec, engine=engine)
         owner = manifests.root(spec, self.settings, engine)
@@ -458,9 +473,13 @@ class KubeBackend:
     def list(self) -> list[JobRecord]:
         return [self.get(cm.metadata.name, events=0) for cm in self._roots()]
 
-    def stop(self, name: str, timeout: float = 30) -> JobRecord:
+    def stop(self, name: str) -> JobRecord:
         """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
         (unless the engine ended it), then delete the engine's object (its pods follow)."""
+        with self.changing(name):
+            return self._stop(name)
+
+    def _stop(self, name: str) -> JobRecord:
         root = self._root(name)
         for _ in range(10):
             status = json.loads(root.data["status.json"])
@@ -500,12 +519,16 @@ class KubeBackend:
             write.forget()
 
     def restart(self, name: str, spec: dict | None = None) -> JobRecord:
+        with self.changing(name):
+            return self._restart(name, spec)
+
+    def _restart(self, name: str, spec: dict | None) -> JobRecord:
         root = self._root_fresh(name)
         old = json.loads(root.data["spec.json"])
         spec = spec or old
         if spec["name"] != name:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
-        self.stop(name)
+        self._stop(name)
         self._wait_gone(name)
         root = self._root_fresh(name)
         engine = engine_of(root)
@@ -541,10 +564,11 @@ class KubeBackend:
     def delete(self, name: str, purge_output: bool = False) -> None:
         """Stop the job until its pods are gone, then delete its ConfigMap: the garbage collector deletes
         every object it owns."""
-        self.stop(name)
-        self._wait_gone(name)
-        self._delete_root(name)
-        shutil.rmtree(self.root / name, ignore_errors=True)
+        with self.changing(name):
+            self._stop(name)
+            self._wait_gone(name)
+            self._delete_root(name)
+            shutil.rmtree(self.root / name, ignore_errors=True)
 
     def _delete_root(self, name: str) -> None:
         with self._writing("configmaps", name) as write:

@@ -121,16 +121,17 @@ class LocalBackend:
     def credentials(self, secret: str) -> dict:
         path = self.root / "secrets" / f"{secret}.json"
         if not path.exists():
-            raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} (create it with 'distrain secret set {secret}')")])
-        return json.loads(path.read_text())
+            raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} (create it with "
+                                                            f"'distrain secret set {secret} --host HOST')")])
+        return {"host": "", **json.loads(path.read_text())}
 
-    def set_credentials(self, secret: str, username: str, password: str) -> None:
+    def set_credentials(self, secret: str, username: str, password: str, host: str) -> None:
         directory = self.root / "secrets"
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         path = directory / f"{secret}.json"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump({"username": username, "password": password}, f)
+            json.dump({"username": username, "password": password, "host": host}, f)
 
     def credential_names(self) -> builtins.list[str]:
         return [path.stem for path in (self.root / "secrets").glob("*.json")]

@@ -388,7 +388,7 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
         script = script.replace("git clone", f"git -c credential.helper={shlex.quote(CREDENTIAL_HELPER)} clone", 1)
         env += [{"name": f"DISTRAIN_GIT_{key.upper()}",
                  "valueFrom": {"secretKeyRef": {"name": source["credentials"], "key": key}}}
-                for key in ("username", "password")]
+                for key in ("username", "password", "host")]
     return {"name": "fetch-code", "image": settings.git_image, "command": ["/bin/sh", "-c", script], "env": env,
             "volumeMounts": [{"name": "workspace", "mountPath": WORKSPACE}]}
 

@@ -291,8 +291,8 @@ class SecretHandler(DistrainHandler):
     async def put(self, name: str) -> None:
         body = self.body()
         if not isinstance(body, dict):
-            raise ApiError(400, {"message": "the body must be an object with username and password"})
-        await call(self.manager.set_credentials, name, body.get("username"), body.get("password"),
+            raise ApiError(400, {"message": "the body must be an object with username, password and host"})
+        await call(self.manager.set_credentials, name, body.get("username"), body.get("password"), body.get("host"),
                    self.get_query_argument("backend", None))
         self.set_status(204)
         self.finish()

@@ -84,6 +84,7 @@ export function CodeFields(props: {
               value={draft.code?.credentials ?? ''}
               onChange={name => set('code.credentials', name || undefined)}
               backend={props.backend}
+              git={draft.code?.git ?? ''}
             />
           )}
         </>
@@ -102,14 +103,12 @@ function CredentialsInput(props: {
   value: string;
   onChange: (name: string) => void;
   backend: string;
+  git: string;
 }): JSX.Element {
   const [names, setNames] = React.useState<string[]>([]);
   const [adding, setAdding] = React.useState(false);
-  const [entry, setEntry] = React.useState({
-    name: '',
-    username: '',
-    password: ''
-  });
+  const blank = { name: '', username: '', password: '', host: '' };
+  const [entry, setEntry] = React.useState(blank);
   const [problem, setProblem] = React.useState('');
   React.useEffect(() => {
     secretsAPI
@@ -120,15 +119,11 @@ function CredentialsInput(props: {
 
   const store = async () => {
     try {
-      await secretsAPI.store(
-        entry.name,
-        entry.username,
-        entry.password,
-        props.backend || undefined
-      );
-      setNames(current => [...new Set([...current, entry.name])].sort());
-      props.onChange(entry.name);
-      setEntry({ name: '', username: '', password: '' });
+      const { name, ...secret } = entry;
+      await secretsAPI.store(name, secret, props.backend || undefined);
+      setNames(current => [...new Set([...current, name])].sort());
+      props.onChange(name);
+      setEntry(blank);
       setAdding(false);
       setProblem('');
     } catch (error) {
@@ -168,7 +163,10 @@ function CredentialsInput(props: {
       <button
         type="button"
         className="jp-Button jp-mod-styled"
-        onClick={() => setAdding(!adding)}
+        onClick={() => {
+          setEntry({ ...entry, host: entry.host || gitHost(props.git) });
+          setAdding(!adding);
+        }}
       >
         New credentials…
       </button>
@@ -177,6 +175,7 @@ function CredentialsInput(props: {
           {input('name')}
           {input('username')}
           {input('password', 'password')}
+          {input('host')}
           <button
             type="button"
             className="jp-Button jp-mod-styled jp-mod-accept"
@@ -193,4 +192,16 @@ function CredentialsInput(props: {
       )}
     </div>
   );
+}
+
+/** The host (and port) git sends credentials to for an http(s) URL, else ''. */
+export function gitHost(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return parsed.protocol === 'http:' || parsed.protocol === 'https:'
+      ? parsed.host
+      : '';
+  } catch {
+    return '';
+  }
 }
