@@ -203,6 +203,10 @@ def list_jobs(manager: JobManager, fmt: str) -> None:
         click.echo(json.dumps(jobs, indent=2))
         return
     rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], shown_reason(j)) for j in jobs]
+    if len({j["owner"] for j in jobs}) > 1:  # everyone's jobs (c.Distrain.see_all_owners): whose each is
+        table(("NAME", "OWNER", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"),
+              [(row[0], job["owner"], *row[1:]) for row, job in zip(rows, jobs)])
+        return
     table(("NAME", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"), rows)
 
 
@@ -223,6 +227,7 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
     if job["exit_code"] is not None:
         click.echo(f"Exit code: {job['exit_code']}")
     click.echo(f"Backend:   {job['backend']}" + (f"  (engine: {job['engine']})" if job.get("engine") else ""))
+    click.echo(f"Owner:     {job['owner'] or '-'}")
     if job.get("supervision"):
         click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")

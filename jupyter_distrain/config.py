@@ -13,12 +13,13 @@ kernels; every other setting a terminal's `distrain` reads from these files.
 
 from __future__ import annotations
 
+import getpass
 import os
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from traitlets import Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
 from .errors import DistrainError
@@ -38,7 +39,15 @@ BACKEND_CLASSES = {"local": "jupyter_distrain.backends.local.LocalBackend",
                    "kubernetes": "jupyter_distrain.backends.kube.KubeBackend"}
 
 
+# Where a pod finds its service account's namespace (Kubernetes mounts it there).
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 ENGINES = ["auto", "jobset", "kubeflow", "pods"]  # what runs a Kubernetes job (c.Distrain.kubernetes_engine)
+
+
+def current_owner() -> str:
+    """Who submits and sees jobs: JupyterHub's user (its single-user servers, and their terminals and kernels,
+    have $JUPYTERHUB_USER), else the operating-system user."""
+    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
 
 
 class Distrain(Configurable):
@@ -55,7 +64,12 @@ class Distrain(Configurable):
     root = Unicode(config=True, help="Storage root: the local backend's job records, logs, outputs and volumes; "
                                      "the copied logs of Kubernetes jobs. "
                                      "Default: $DISTRAIN_HOME, else <jupyter data dir>/distrain.")
-    namespace = Unicode("default", config=True, help="The Kubernetes namespace of the jobs.")
+    namespace = Unicode(config=True, help="The Kubernetes namespace of the jobs. Default: in a pod, the pod's own "
+                                          "(its service account's: with KubeSpawner's per-user namespaces, each "
+                                          "user's), else 'default'.")
+    owner = Unicode(help="Who submits and sees jobs (current_owner); not a setting: it is who runs the process.")
+    see_all_owners = Bool(False, config=True,
+                          help="Show every owner's jobs and act on them, not only this user's (an admin's server).")
     kubernetes_engine = Enum(ENGINES, "auto", config=True,
                              help="What runs a Kubernetes job: 'jobset' renders it to a JobSet, 'kubeflow' to the "
                                   "Training Operator's TFJob, PyTorchJob or PaddleJob, whose controllers enforce "
@@ -82,6 +96,17 @@ class Distrain(Configurable):
         from jupyter_core.paths import jupyter_data_dir
 
         return str(Path(jupyter_data_dir()) / "distrain")
+
+    @default("namespace")
+    def _default_namespace(self) -> str:
+        try:
+            return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+        except OSError:
+            return "default"
+
+    @default("owner")
+    def _default_owner(self) -> str:
+        return current_owner()
 
     @validate("backend")
     def _known_backend(self, proposal: Any) -> str:

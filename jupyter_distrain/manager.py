@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from .config import Distrain
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
-PUBLIC_JOB_FIELDS = ("name", "backend", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
+PUBLIC_JOB_FIELDS = ("name", "backend", "owner", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
 
 
@@ -112,10 +112,9 @@ class JobManager:
 
     def free_name(self, name: str) -> str:
         """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""
-        taken = {job["name"] for job in self.list()}
         longest = spec_.schema()["properties"]["name"]["maxLength"]
         candidates = (f"{name[:longest - 1 - len(str(n))]}-{n}" for n in itertools.count(2))
-        return next(c for c in candidates if c not in taken)
+        return next(c for c in candidates if not self.exists(c))  # another owner's names are taken too
 
     def get(self, name: str) -> JobRecord:
         return self.backend_of(name).get(name)

@@ -28,7 +28,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     output_dir TEXT NOT NULL,
     supervisor_pid INTEGER,
     supervisor_started REAL,
-    stop_requested INTEGER NOT NULL DEFAULT 0
+    stop_requested INTEGER NOT NULL DEFAULT 0,
+    owner TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS replicas (
     job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,
@@ -70,6 +71,8 @@ class Store:
         self.local = threading.local()
         with self._errors():
             self.db.executescript(SCHEMA)
+            if "owner" not in {column["name"] for column in self.db.execute("PRAGMA table_info(jobs)")}:
+                self.db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")  # made before owners
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -118,13 +121,14 @@ class Store:
             raise
 
     # jobs
-    def insert_job(self, name: str, backend: str, spec: dict, output_dir: str,
-                   replicas: list[tuple[str, int]]) -> None:
+    def insert_job(self, name: str, backend: str, spec: dict, output_dir: str, replicas: list[tuple[str, int]],
+                   owner: str) -> None:
         """Create the job and its replicas at once; raises sqlite3.IntegrityError if the name is taken."""
         with self.transaction():
             self._run(
-                "INSERT INTO jobs (name, backend, spec, phase, created, output_dir) VALUES (?, ?, ?, 'Pending', ?, ?)",
-                (name, backend, json.dumps(spec), time.time(), output_dir),
+                "INSERT INTO jobs (name, backend, spec, phase, created, output_dir, owner)"
+                " VALUES (?, ?, ?, 'Pending', ?, ?, ?)",
+                (name, backend, json.dumps(spec), time.time(), output_dir, owner),
             )
             self._insert_replicas(name, replicas)
 

@@ -39,7 +39,8 @@ export function age(iso: string, now: number = Date.now()): string {
  * Whether a job matches a filter: every word appears in its name, phase or backend.
  */
 export function matches(job: Job, filter: string): boolean {
-  const haystack = `${job.name} ${job.phase} ${job.backend}`.toLowerCase();
+  const haystack =
+    `${job.name} ${job.phase} ${job.backend} ${job.owner}`.toLowerCase();
   return filter
     .toLowerCase()
     .split(/\s+/)

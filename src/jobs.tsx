@@ -189,7 +189,8 @@ export function JobActions(props: {
 }
 
 /**
- * The jobs list: name, phase badge, replicas ready/total, age; backend and actions below.
+ * The jobs list: name, phase badge, replicas ready/total, age; backend (owner, when the
+ * list has several) and actions below.
  */
 export function JobList(props: {
   model: JobsModel;
@@ -198,6 +199,8 @@ export function JobList(props: {
 }): JSX.Element {
   const [filter, setFilter] = React.useState('');
   const shown = props.model.jobs.filter(job => matches(job, filter));
+  // An admin's server (c.Distrain.see_all_owners) lists everyone's jobs: say whose each is.
+  const owners = new Set(props.model.jobs.map(job => job.owner)).size > 1;
   return (
     <div className="jp-distrain-jobs">
       <input
@@ -234,6 +237,11 @@ export function JobList(props: {
               </span>
               <span className="jp-distrain-age">{age(job.created)}</span>
               <span className="jp-distrain-backend">{job.backend}</span>
+              {owners && (
+                <span className="jp-distrain-owner" title="Owner">
+                  {job.owner || 'no owner'}
+                </span>
+              )}
               <JobActions
                 job={job}
                 after={() => props.model.poll.refresh()}

@@ -347,6 +347,8 @@ export interface components {
     Job: {
       name: string;
       backend: string;
+      /** @description Who submitted it ($JUPYTERHUB_USER, else the operating-system user); empty for a job made before jobs had owners */
+      owner: string;
       phase: components['schemas']['Phase'];
       /** @description Why the job is in this phase, e.g. ReplicaFailed */
       reason: string;
@@ -444,6 +446,10 @@ export interface components {
     };
     Cluster: {
       backend: string;
+      /** @description Whose jobs this server lists and acts on */
+      owner: string;
+      /** @description Whether it lists and acts on every owner's jobs (an admin's server) */
+      see_all_owners: boolean;
       /** @description Enabled on this server */
       backends: ('local' | 'kubernetes')[];
       /** @enum {string} */

@@ -130,11 +130,11 @@ def test_a_full_database_refuses_clearly_and_works_again_once_there_is_room(tmp_
     store._run(f"PRAGMA max_page_count = {pages}")
     big = {"command": "x" * 100_000}
     with pytest.raises(StorageFull, match="jobs.sqlite.*full") as refused:
-        store.insert_job("big", "local", big, "/out", [("worker", i) for i in range(50)])
+        store.insert_job("big", "local", big, "/out", [("worker", i) for i in range(50)], "alice")
     assert refused.value.status == 507
     assert store.jobs() == []
     store._run("PRAGMA max_page_count = 1073741823")  # space freed
-    store.insert_job("big", "local", big, "/out", [("worker", 0)])
+    store.insert_job("big", "local", big, "/out", [("worker", 0)], "alice")
     assert [job["name"] for job in store.jobs()] == ["big"]
 
 
@@ -240,7 +240,8 @@ def test_a_run_whose_starter_died_before_its_supervisor_is_not_left_pending(tmp_
     while a starter holds the job's lock it is Pending, and once none does, the next look ends it."""
     backend = LocalBackend(tmp_path)
     spec = spec_.validate(sleeper("orphan"))
-    backend.store.insert_job("orphan", "local", spec, str(backend.output_dir(spec)), spec_.replicas(spec))
+    backend.store.insert_job("orphan", "local", spec, str(backend.output_dir(spec)), spec_.replicas(spec),
+                             backend.owner)
     with backend.changing("orphan"):  # its starter, alive
         assert LocalBackend(tmp_path).get("orphan")["phase"] == "Pending"
     job = LocalBackend(tmp_path).get("orphan")

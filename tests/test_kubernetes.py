@@ -7,6 +7,8 @@ an exit code, and writes the lines its pods/log serves. Real training runs on th
 
 from __future__ import annotations
 
+import base64
+import getpass
 import itertools
 import json
 import logging
@@ -357,6 +359,42 @@ def test_every_verb_at_once_on_one_job_ends_consistent(control_plane, backend, a
         backend.delete("hammered")
     wait(lambda: not pods_of(admin, "hammered") and not admin.list_namespaced_config_map(
         NAMESPACE, label_selector=f"{manifests.JOB}=hammered").items, "nothing of the job is left")
+
+
+def test_each_owner_sees_and_touches_only_their_own_jobs(control_plane, admin, tmp_path):
+    """Two users' servers on one namespace (one watching, one not) and an admin's: the job's ConfigMap
+    carries its owner (a label to select by, an annotation with the exact name); each sees only their own
+    job, every verb on the other's is JobNotFound and changes nothing; the admin sees and acts on both."""
+    from jupyter_distrain.errors import JobConflict, JobNotFound
+
+    def server(owner: str, **settings_) -> KubeBackend:
+        return KubeBackend(Distrain(root=str(tmp_path / owner), namespace=NAMESPACE, owner=owner, **settings_),
+                           control_plane.client(RESTRICTED))
+
+    alice, bob, carol = server("alice@example.com"), server("bob"), server("carol", see_all_owners=True)
+    alice.start(logging.getLogger("alice"))  # a watching server: its cache holds both jobs, it shows one
+    try:
+        alice.submit(tf_spec("alices", workers=1))
+        bob.submit(tf_spec("bobs", workers=1))
+        root = admin.read_namespaced_config_map("alices", NAMESPACE)
+        assert root.metadata.labels[manifests.OWNER] == "alice-example.com"
+        assert root.metadata.annotations[manifests.OWNER] == "alice@example.com"
+        wait(lambda: [j["name"] for j in alice.list()] == ["alices"], "alice's server lists her job only")
+        assert [(j["name"], j["owner"]) for j in bob.list()] == [("bobs", "bob")]
+        wait_job(bob, "bobs", lambda j: j["phase"] == "Running", "bob's job runs")
+        for verb in (alice.get, alice.stop, alice.restart, alice.delete, lambda name: list(alice.logs(name))):
+            with pytest.raises(JobNotFound):
+                verb("bobs")
+        with pytest.raises(JobConflict):
+            alice.submit(tf_spec("bobs", workers=1))
+        assert bob.get("bobs")["phase"] == "Running" and bob.get("bobs")["run"] == 1
+        assert sorted((j["name"], j["owner"]) for j in carol.list()) == [("alices", "alice@example.com"),
+                                                                         ("bobs", "bob")]
+        carol.delete("bobs")
+        assert not bob.exists("bobs")
+        alice.delete("alices")
+    finally:
+        alice.close()
 
 @ENGINES
 def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):
@@ -844,7 +882,8 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
                                                             "host": "example.com"}, headers=headers)
     assert stored.status_code == 204, stored.text
     secret = admin.read_namespaced_secret("git-login", NAMESPACE)
-    assert secret.type == "kubernetes.io/basic-auth" and secret.metadata.labels == manifests.MANAGED
+    assert secret.type == "kubernetes.io/basic-auth"
+    assert secret.metadata.labels == {**manifests.MANAGED, manifests.OWNER: manifests.label_value(getpass.getuser())}
     assert requests.get(f"{api}/secrets", headers=headers).json() == [{"name": "git-login"}]
 
     spec = {"name": "private-code", "framework": "python", "command": "python train.py",
@@ -866,6 +905,38 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
     assert requests.delete(f"{api}/secrets/git-login", headers=headers).status_code == 204
     assert requests.get(f"{api}/secrets", headers=headers).json() == []
 
+
+
+def test_only_secrets_made_here_for_this_owner_are_read_replaced_or_deleted(control_plane, kube_server, admin,
+                                                                          tmp_path):
+    """A Secret of the namespace that jupyter-distrain did not make (another team's registry login), or made
+    for another owner, is never read for a job, listed, replaced or deleted."""
+    api, headers = kube_server.api, kube_server.headers
+    admin.create_namespaced_secret(NAMESPACE, client.V1Secret(
+        metadata=client.V1ObjectMeta(name="registry"), type="kubernetes.io/basic-auth",
+        string_data={"username": "team", "password": "their-password", "host": "example.com"}))
+    bob = KubeBackend(Distrain(root=str(tmp_path / "bob"), namespace=NAMESPACE, owner="bob"),
+                      control_plane.client(RESTRICTED))
+    bob.set_credentials("bobs-login", "bob", "bobs-password", "example.com")
+    try:
+        assert requests.get(f"{api}/secrets", headers=headers).json() == []
+        for name in ("registry", "bobs-login"):
+            spec = {"name": "thief", "framework": "python", "command": "true",
+                    "code": {"git": "https://example.com/x.git", "ref": COMMIT, "credentials": name}}
+            refused = requests.post(f"{api}/jobs?dry_run=true", json=spec, headers=headers)
+            assert refused.status_code == 400 and refused.json()["errors"][0]["message"].startswith(
+                f"no secret named {name!r} of yours"), refused.text
+            replaced = requests.put(f"{api}/secrets/{name}", json={"username": "me", "password": "mine",
+                                                                   "host": "example.com"}, headers=headers)
+            assert replaced.status_code == 400 and replaced.json()["errors"][0]["path"] == "name", replaced.text
+            assert requests.delete(f"{api}/secrets/{name}", headers=headers).status_code == 404
+        stored = admin.read_namespaced_secret("registry", NAMESPACE)
+        assert base64.b64decode(stored.data["password"]).decode() == "their-password"
+        assert bob.credentials("bobs-login")["password"] == "bobs-password"
+        assert bob.credential_names() == ["bobs-login"]
+    finally:
+        admin.delete_namespaced_secret("registry", NAMESPACE)
+        bob.delete_credentials("bobs-login")
 
 def chief_lines(kube: KubeBackend, job: str, run: int | None = None) -> list[str]:
     return [line.text for line in kube.logs(job, replica="chief-0", run=run)]

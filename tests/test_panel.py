@@ -1,5 +1,6 @@
 """The JupyterLab panel in a real browser (system Chromium through Playwright) against a real JupyterLab."""
 
+import getpass
 import json
 import re
 import shutil
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import EXAMPLES, REPO, JupyterServer, assert_nothing_left
+from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left
 
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -83,6 +84,7 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     expect(row("quick").locator(".jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
     expect(row("sleeper").locator(".jp-distrain-phase")).to_have_text("Running", timeout=60_000)
     expect(row("sleeper").locator(".jp-distrain-ready")).to_have_text("1/1")
+    expect(jobs.locator(".jp-distrain-owner")).to_have_count(0)  # one owner's jobs
     screenshot(page, "panel-jobs")
 
     jobs.get_by_label("Filter jobs").fill("sleep")
@@ -101,6 +103,29 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
         assert [job["name"] for job in json.load(r)] == ["sleeper"]
     assert_nothing_left(Path(lab.root))
 
+
+
+def test_an_admins_panel_says_whose_each_job_is(tmp_path):
+    """With c.Distrain.see_all_owners the list holds several owners' jobs, each with its owner; a user's
+    own panel (the test above) shows no owner."""
+    admin = JupyterServer(tmp_path, "--Distrain.see_all_owners=True", app="lab")
+    try:
+        code = {"path": str(EXAMPLES / "python")}
+        submit(admin, {"name": "mine", "code": code, "command": "true"})
+        bob = CLI(admin.root, tmp_path)
+        bob.env["JUPYTERHUB_USER"] = "bob"
+        bob("submit", "--name", "bobs", "--code", str(EXAMPLES / "python"), "true")
+        with lab_page(admin) as page:
+            open_panel(page)
+            jobs = page.locator(".jp-distrain-jobs")
+            expect(jobs.locator('[data-job="bobs"] .jp-distrain-owner')).to_have_text("bob", timeout=30_000)
+            expect(jobs.locator('[data-job="mine"] .jp-distrain-owner')).to_have_text(getpass.getuser())
+            jobs.get_by_label("Filter jobs").fill("bob")
+            expect(jobs.locator("[data-job]")).to_have_count(1)
+            screenshot(page, "panel-owners")
+    finally:
+        admin.stop()
+        assert_nothing_left(Path(admin.root))
 
 def notebook_repo(directory: Path) -> Path:
     """A git repository (no remote) with the TensorFlow parameter-server example, its distrain.yaml

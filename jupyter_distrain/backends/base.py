@@ -42,6 +42,7 @@ class JobFields(TypedDict):
 
     name: str
     backend: str
+    owner: str  # who submitted it ("" for a job made before jobs had owners)
     phase: str  # policy.Phase
     reason: str
     message: str
@@ -86,7 +87,9 @@ SomeBackend = TypeVar("SomeBackend", bound="Backend")
 
 
 class Backend(Protocol):
-    """Runs jobs somewhere. Every method raises DistrainError (or a subclass) for what it refuses."""
+    """Runs jobs somewhere. Every method raises DistrainError (or a subclass) for what it refuses. A backend
+    acts for one owner (config.owner): it records them on the jobs it makes, and a job of another owner is
+    JobNotFound to every method but `exists`, unless config.see_all_owners."""
 
     name: str
 
@@ -109,7 +112,7 @@ class Backend(Protocol):
         """Start a job from a validated spec with its code pinned; JobConflict if the name is taken."""
 
     def exists(self, name: str) -> bool:
-        """Whether this backend holds a job of that name."""
+        """Whether this backend holds a job of that name, whoever owns it (the name is taken)."""
 
     def get(self, name: str, events: int = 20) -> JobRecord:
         """The job, with its `events` most recent events; JobNotFound if there is none."""

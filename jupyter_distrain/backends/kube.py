@@ -66,7 +66,7 @@ from .kube_state import (GPU, count_restarts, created, current_run, deadline_lef
                          newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
                          replica_state, seconds, stopped_status, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
-from .manifests import JOB, MANAGED, ROLE, RUN, object_name, replica_of
+from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, object_name, replica_of
 
 if TYPE_CHECKING:
     from ..config import Distrain
@@ -111,6 +111,7 @@ class KubeBackend:
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.root = Path(settings.root).resolve() / "kubernetes" / self.ns
+        self.owner = settings.owner
         self.cache: Cache | None = None
         self.controller: Controller | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by Controller.stop
@@ -212,10 +213,16 @@ class KubeBackend:
 
     # reading the cluster (from the cache when watching)
     def _roots(self) -> list[client.V1ConfigMap]:
+        """The ConfigMaps of the jobs this backend's owner sees (see `visible`)."""
         if self.cache:
-            return self.cache.items("configmaps")
-        return self._call(lambda: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR).items,
-                          "list jobs")
+            return [cm for cm in self.cache.items("configmaps") if self.visible(cm)]
+        return [cm for cm in self._call(lambda: self.core.list_namespaced_config_map(
+            self.ns, label_selector=SELECTOR).items, "list jobs") if self.visible(cm)]
+
+    def visible(self, obj: client.V1ConfigMap | client.V1Secret) -> bool:
+        """Whether the owner sees a job's ConfigMap (or a Secret): theirs, made before there were owners, or
+        everyone's to an admin."""
+        return self.settings.see_all_owners or (obj.metadata.annotations or {}).get(OWNER, self.owner) == self.owner
 
     def _root(self, name: str) -> client.V1ConfigMap:
         found = [cm for cm in self._roots() if cm.metadata.name == name]
@@ -314,33 +321,58 @@ class KubeBackend:
                 return False
             raise api_error(e, f"read job {name}") from None
 
-    # credentials
-    def credentials(self, secret: str) -> dict:
+    # credentials: only the Secrets this extension made (its label), each for its owner (the annotation)
+    def _secret(self, secret: str) -> client.V1Secret | None:
+        """The Secret `secret`, if this extension made it and its owner is this backend's."""
         try:
-            data = self.core.read_namespaced_secret(secret, self.ns).data or {}
+            found = self.core.read_namespaced_secret(secret, self.ns)
         except ApiException as e:
             if e.status == 404:
-                raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} in namespace {self.ns} "
-                                            f"(create it with 'distrain secret set {secret} --host HOST')")]) from None
+                return None
             raise api_error(e, f"read secret {secret}") from None
+        return found if self._made_here(found) else None
+
+    def _made_here(self, secret: client.V1Secret) -> bool:
+        labels = secret.metadata.labels or {}
+        return all(labels.get(key) == value for key, value in MANAGED.items()) and self.visible(secret)
+
+    def credentials(self, secret: str) -> dict:
+        found = self._secret(secret)
+        if found is None:
+            raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} of yours in namespace "
+                                        f"{self.ns} (create it with 'distrain secret set {secret} --host HOST')")])
+        data = found.data or {}
         return {k: base64.b64decode(data.get(k, "")).decode() for k in ("username", "password", "host")}
 
     def set_credentials(self, secret: str, username: str, password: str, host: str) -> None:
-        body = client.V1Secret(
-            metadata=client.V1ObjectMeta(name=secret, namespace=self.ns, labels=dict(MANAGED)),
-            type="kubernetes.io/basic-auth", string_data={"username": username, "password": password, "host": host})
+        """Create the Secret, or replace one this extension made for this owner; any other Secret of that name
+        is left alone and the name refused."""
+        metadata = client.V1ObjectMeta(name=secret, namespace=self.ns,
+                                       labels={**MANAGED, OWNER: manifests.label_value(self.owner)},
+                                       annotations={OWNER: self.owner})
+        body = client.V1Secret(metadata=metadata, type="kubernetes.io/basic-auth",
+                               string_data={"username": username, "password": password, "host": host})
         try:
             self.core.create_namespaced_secret(self.ns, body)
+            return
         except ApiException as e:
             if e.status != 409:
                 raise api_error(e, f"create secret {secret}") from None
-            self._call(lambda: self.core.replace_namespaced_secret(secret, self.ns, body), f"replace secret {secret}")
+        existing = self._call(lambda: self.core.read_namespaced_secret(secret, self.ns), f"read secret {secret}")
+        if not self._made_here(existing):
+            raise SpecError([FieldError("name", f"namespace {self.ns} has a Secret {secret!r} that is not one of "
+                                                "yours from jupyter-distrain; choose another name")],
+                            subject="credentials")
+        metadata.annotations = existing.metadata.annotations  # an admin replacing it keeps its owner
+        metadata.resource_version = existing.metadata.resource_version  # unless it changed meanwhile
+        self._call(lambda: self.core.replace_namespaced_secret(secret, self.ns, body), f"replace secret {secret}")
 
     def credential_names(self) -> builtins.list[str]:
-        """The Secrets this extension made (other Secrets of the namespace are none of its business)."""
+        """The Secrets this extension made for this owner (other Secrets of the namespace are none of its
+        business)."""
         secrets = self._call(lambda: self.core.list_namespaced_secret(self.ns, label_selector=SELECTOR).items,
                              "list secrets")
-        return [s.metadata.name for s in secrets]
+        return [s.metadata.name for s in secrets if self.visible(s)]
 
     def delete_credentials(self, secret: str) -> None:
         self._call(lambda: self.core.delete_namespaced_secret(secret, self.ns), f"delete secret {secret}")
@@ -582,11 +614,14 @@ class KubeBackend:
 
     def _root_fresh(self, name: str) -> client.V1ConfigMap:
         try:
-            return self.core.read_namespaced_config_map(name, self.ns)
+            root = self.core.read_namespaced_config_map(name, self.ns)
         except ApiException as e:
             if e.status == 404:
                 raise JobNotFound(name) from None
             raise api_error(e, f"read job {name}") from None
+        if not self.visible(root):
+            raise JobNotFound(name)
+        return root
 
     def _pods_fresh(self, name: str) -> builtins.list[client.V1Pod]:
         return self._call(lambda: self.core.list_namespaced_pod(
@@ -718,7 +753,8 @@ class KubeBackend:
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
                          "message": live.get("message", ""), "node": live.get("node")})
         return cast(JobRecord, {
-            "name": spec["name"], "backend": self.name, "phase": status["phase"], "reason": status["reason"],
+            "name": spec["name"], "backend": self.name, "owner": (root.metadata.annotations or {}).get(OWNER, ""),
+            "phase": status["phase"], "reason": status["reason"],
             "message": status["message"], "exit_code": status["exit_code"], "run": current_run(root),
             "output_dir": output_location(spec, self.settings), "spec": spec,
             "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
@@ -969,8 +1005,8 @@ class Controller:
     def _work(self) -> None:
         while (name := self.queue.get()) is not None:
             try:
-                roots = [cm for cm in self.cache.items("configmaps") if cm.metadata.name == name]
-                if not roots:  # deleted
+                roots = [cm for cm in self.backend._roots() if cm.metadata.name == name]
+                if not roots:  # deleted, or another owner's
                     self.runs = {key: whole for key, whole in self.runs.items() if key[0] != name}
                 else:
                     self._read_volume_first(roots[0])

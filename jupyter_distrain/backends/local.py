@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 import psutil
 
 from .. import logs
+from ..config import current_owner
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Phase, run_ended
 from ..spec import gpus, replicas
@@ -49,13 +50,17 @@ STOP_GRACE_SECONDS = 10.0
 class LocalBackend:
     name = "local"
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, owner: str | None = None, see_all: bool = False):
+        """The jobs under `root` that `owner` (default: this user, config.current_owner) sees: their own, those
+        made before jobs had owners, and with `see_all` every one."""
         self.root = Path(root).resolve()
         self.store = Store(self.root / "jobs.sqlite")
+        self.owner = owner or current_owner()
+        self.see_all = see_all
 
     @classmethod
     def from_config(cls, config: Distrain) -> LocalBackend:
-        return cls(Path(config.root))
+        return cls(Path(config.root), config.owner, config.see_all_owners)
 
     def start(self, log: logging.Logger) -> None:
         """Nothing to keep current: every call reads the store, and supervisors run the jobs."""
@@ -68,11 +73,14 @@ class LocalBackend:
         return self.root / "jobs" / name
 
     def record(self, name: str) -> dict:
-        """The job's row as stored (no reconciling); JobNotFound if there is none."""
+        """The job's row as stored (no reconciling); JobNotFound if there is none, or it is not the owner's."""
         job = self.store.job(name)
-        if job is None:
+        if job is None or not self.visible(job):
             raise JobNotFound(name)
         return job
+
+    def visible(self, job: dict) -> bool:
+        return self.see_all or job["owner"] in ("", self.owner)
 
     def log_dir(self, name: str, run: int | None = None) -> Path:
         """The log directory of run `run` (default: the current run)."""
@@ -176,7 +184,8 @@ class LocalBackend:
         self.check(spec)
         with self.changing(spec["name"]):
             try:
-                self.store.insert_job(spec["name"], self.name, spec, str(self.output_dir(spec)), replicas(spec))
+                self.store.insert_job(spec["name"], self.name, spec, str(self.output_dir(spec)), replicas(spec),
+                                      self.owner)
             except sqlite3.IntegrityError:
                 raise JobConflict(spec["name"]) from None
             self.store.add_event(spec["name"], "Submitted", "job accepted")
@@ -230,7 +239,7 @@ class LocalBackend:
         return job
 
     def list(self) -> list[JobRecord]:
-        return [self._view(self.reconcile(job)) for job in self.store.jobs()]
+        return [self._view(self.reconcile(job)) for job in self.store.jobs() if self.visible(job)]
 
     @staticmethod
     def _view(row: dict) -> JobRecord:
@@ -330,8 +339,8 @@ class LocalBackend:
         """What this machine offers: named volumes, CPUs, memory, and GPUs not held by running jobs."""
         volumes = self.root / "volumes"
         devices = procs.gpus()
-        held = sum(r["count"] * gpus(job["spec"], role)
-                   for job in self.list() if job["phase"] not in FINISHED
+        held = sum(r["count"] * gpus(job["spec"], role)  # by every owner's jobs
+                   for job in self.store.jobs() if job["phase"] not in FINISHED
                    for role, r in job["spec"]["replicas"].items())
         return {
             "backend": self.name,

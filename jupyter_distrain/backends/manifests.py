@@ -53,8 +53,8 @@ from ..spec import chief, gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
-JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE = (f"{GROUP}/{k}" for k in (
-    "job", "role", "index", "replica", "run", "restarts", "engine"))
+JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE, OWNER = (f"{GROUP}/{k}" for k in (
+    "job", "role", "index", "replica", "run", "restarts", "engine", "owner"))
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUBEFLOW_API = "kubeflow.org/v1"
 KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"  # the label the Training Operator gives each pod
@@ -170,6 +170,11 @@ def labels(job: str, role: str | None = None, index: int = 0) -> dict[str, str]:
     return out
 
 
+def label_value(text: str) -> str:
+    """`text` as a label value: at most 63 of [A-Za-z0-9_.-], beginning and ending alphanumeric."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63].strip("-_.")
+
+
 def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     """Metadata of an object the job's ConfigMap owns, once it exists (has a uid): deleting it deletes them."""
     meta = {"name": name, "namespace": settings.namespace, "labels": labels}
@@ -195,11 +200,14 @@ def runnable(spec: dict, engine: str) -> None:
 
 
 def root(spec: dict, settings: Distrain, engine: str) -> dict:
+    """The job's ConfigMap: its spec, status and replicas' addresses; its owner as a label (sanitized, to
+    select by) and an annotation (exact, to decide by)."""
     runnable(spec, engine)
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": spec["name"], "namespace": settings.namespace,
-                     "labels": {**labels(spec["name"]), ENGINE: engine}},
+                     "labels": {**labels(spec["name"]), ENGINE: engine, OWNER: label_value(settings.owner)},
+                     "annotations": {OWNER: settings.owner}},
         "data": {
             "spec.json": json.dumps(spec, sort_keys=True),
             "cluster.json": json.dumps(addresses(spec, settings.namespace, engine), sort_keys=True),

@@ -349,7 +349,7 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(0 if os.read(recorded, 1) else 1)
     os.close(recorded)
     os.setsid()
-    backend = LocalBackend(root)
+    backend = LocalBackend(root, see_all=True)
     log = open(backend.job_dir(args.name) / "supervisor.log", "ab", buffering=0)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
     supervisor = os.fork()
     if not supervisor:
         os.close(record)
-        asyncio.run(Supervisor(LocalBackend(root), args.name).run())
+        asyncio.run(Supervisor(LocalBackend(root, see_all=True), args.name).run())
         return
     os.write(record, b"1")
     os.close(record)

@@ -272,8 +272,10 @@ class ClusterHandler(DistrainHandler):
 
     async def get(self) -> None:
         cluster = await call(self.manager.cluster, self.get_query_argument("backend", None))
-        self.reply({**cluster, "default_images": self.settings["distrain_config"].default_images,
-                    "backends": list(self.manager.backends), "default_backend": self.manager.default})
+        config = self.settings["distrain_config"]
+        self.reply({**cluster, "default_images": config.default_images, "backends": list(self.manager.backends),
+                    "default_backend": self.manager.default, "owner": config.owner,
+                    "see_all_owners": config.see_all_owners})
 
 
 class SecretsHandler(DistrainHandler):

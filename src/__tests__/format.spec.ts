@@ -5,6 +5,7 @@ const job = {
   name: 'mnist',
   phase: 'Running',
   backend: 'local',
+  owner: 'alice',
   replicas: [{ phase: 'Running' }, { phase: 'Pending' }]
 } as unknown as Job;
 
@@ -29,6 +30,7 @@ describe('format', () => {
   it('matches every word of a filter', () => {
     expect(matches(job, 'mni run')).toBe(true);
     expect(matches(job, 'mnist failed')).toBe(false);
+    expect(matches(job, 'alice mnist')).toBe(true);
   });
 
   it('says why a job is in its phase without repeating the phase', () => {

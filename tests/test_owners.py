@@ -1,0 +1,89 @@
+"""Owners on the local backend: every job records who submitted it ($JUPYTERHUB_USER, else the OS user);
+each owner's CLI and server list and act on their own jobs only, an admin's see everyone's. (The
+Kubernetes backend's owners are tested in test_kubernetes.py.)"""
+
+import json
+import os
+import sqlite3
+
+import requests
+
+from conftest import CLI, EXAMPLES, JupyterServer, processes_of, write_spec
+from jupyter_distrain import config as config_
+from jupyter_distrain import store as store_
+from jupyter_distrain.backends.local import LocalBackend
+
+
+def sleeper(name: str) -> dict:
+    return {"name": name, "code": {"path": str(EXAMPLES / "python")}, "command": "sleep 600"}
+
+
+def test_each_owner_sees_and_touches_only_their_own_jobs(tmp_path):
+    root, admin_config = tmp_path / "distrain-home", tmp_path / "admin-config"
+    admin_config.mkdir()
+    (admin_config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {"see_all_owners": True}}))
+    alice, bob = CLI(root, tmp_path), CLI(root, tmp_path)
+    alice.env["JUPYTERHUB_USER"], bob.env["JUPYTERHUB_USER"] = "alice", "bob"
+    admin = CLI(root, tmp_path)
+    admin.env.update(JUPYTERHUB_USER="carol", JUPYTER_CONFIG_DIR=str(admin_config))
+    try:
+        alice("submit", "-f", str(write_spec(tmp_path / "a", sleeper("alices"))))
+        bob("submit", "-f", str(write_spec(tmp_path / "b", sleeper("bobs"))))
+        bob.wait_replica("bobs", "worker-0")
+        assert [(j["name"], j["owner"]) for j in alice.json("list")] == [("alices", "alice")]
+        assert [(j["name"], j["owner"]) for j in bob.json("list")] == [("bobs", "bob")]
+        for verb in (("get",), ("logs",), ("stop",), ("restart",), ("delete",), ("top",)):
+            refused = alice(*verb, "bobs", check=False)
+            assert refused.returncode == 1 and "no job named 'bobs'" in refused.stderr, (verb, refused.stderr)
+        taken = alice("submit", "-f", str(write_spec(tmp_path / "b2", sleeper("bobs"))), check=False)
+        assert taken.returncode == 1 and "a job named 'bobs' exists" in taken.stderr
+        job = bob.json("get", "bobs")
+        assert (job["phase"], job["run"], job["owner"]) == ("Running", 1, "bob")  # untouched
+
+        listed = admin("list").stdout.splitlines()
+        assert listed[0].split()[:3] == ["NAME", "OWNER", "PHASE"]
+        assert sorted(line.split()[:2] for line in listed[1:]) == [["alices", "alice"], ["bobs", "bob"]]
+        admin("stop", "bobs")  # an admin acts on everyone's
+        assert bob.json("get", "bobs")["phase"] == "Stopped"
+
+        server = JupyterServer(tmp_path, env={**os.environ, "JUPYTERHUB_USER": "alice"})
+        try:
+            api, headers = f"{server.url}/distrain/api", server.headers
+            assert [j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()] == ["alices"]
+            cluster = requests.get(f"{api}/cluster", headers=headers).json()
+            assert (cluster["owner"], cluster["see_all_owners"]) == ("alice", False)
+            for method, route in (("GET", ""), ("DELETE", ""), ("POST", "/restart"), ("POST", "/stop"),
+                                  ("POST", "/clone"), ("GET", "/logs"), ("GET", "/metrics")):
+                answer = requests.request(method, f"{api}/jobs/bobs{route}", headers=headers)
+                assert (answer.status_code, answer.json()) == (404, {"message": "no job named 'bobs'"}), route
+        finally:
+            server.stop()
+        assert bob.json("get", "bobs")["phase"] == "Stopped" and admin.json("get", "bobs")["owner"] == "bob"
+    finally:
+        for process in processes_of(root):
+            process.kill()
+
+
+def test_the_namespace_is_the_pods_own_in_a_cluster(tmp_path, monkeypatch):
+    """In a pod, the service account's namespace (KubeSpawner's per-user one) is the default; explicit
+    settings still win."""
+    mounted = tmp_path / "namespace"
+    monkeypatch.setattr(config_, "SERVICE_ACCOUNT_NAMESPACE", mounted)
+    assert config_.Distrain().namespace == "default"  # not in a pod
+    mounted.write_text("jupyter-alice\n")
+    assert config_.Distrain().namespace == "jupyter-alice"
+    assert config_.Distrain(namespace="training").namespace == "training"
+    monkeypatch.setenv("DISTRAIN_NAMESPACE", "team")
+    assert config_.Distrain.load().namespace == "team"
+
+
+def test_jobs_stored_before_owners_gain_the_column_and_stay_everyones(tmp_path):
+    database = tmp_path / "jobs.sqlite"
+    with sqlite3.connect(database) as db:
+        db.executescript(store_.SCHEMA.replace(",\n    owner TEXT NOT NULL DEFAULT ''", ""))
+        db.execute("INSERT INTO jobs (name, backend, spec, phase, created, output_dir) VALUES "
+                   "('old', 'local', '{}', 'Succeeded', 0, '/out')")
+    assert "owner" not in {row[1] for row in sqlite3.connect(database).execute("PRAGMA table_info(jobs)")}
+    backend = LocalBackend(tmp_path, owner="alice")
+    assert [(job["name"], job["owner"]) for job in backend.store.jobs()] == [("old", "")]
+    assert backend.visible(backend.record("old")) and LocalBackend(tmp_path, owner="bob").record("old")
