@@ -82,6 +82,12 @@ class Distrain(Configurable):
     output_claim = Unicode("distrain-outputs", config=True,
                            help="The PersistentVolumeClaim that keeps a Kubernetes job's /output when its spec "
                                 "names no output volume.")
+    pod_security = Enum(["baseline", "restricted"], "baseline", config=True,
+                        help="The Kubernetes Pod Security Standard every pod of a job passes: 'baseline' (as "
+                             "long as no spec mounts a host path) or 'restricted' (a non-root user, no "
+                             "privilege escalation or capabilities, the runtime's seccomp profile).")
+    run_as_user = Int(1000, config=True, help="The user (and group) id of a job's pods under pod_security "
+                                              "'restricted'.")
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
     default_images = Dict(DEFAULT_IMAGES, config=True,
                           help="Container image per framework, for jobs whose spec names none.")

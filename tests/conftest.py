@@ -190,16 +190,18 @@ def copy_example(name: str, dest: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory):
-    """A real Kubernetes control plane (tests/controlplane): namespace `training`, a CPU node and two
-    2-GPU nodes, the volumes `distrain-outputs` and `datasets`, and the README's RBAC bound to the
-    restricted user. Nothing of it outlives the session."""
+    """A real Kubernetes control plane (tests/controlplane): namespace `training` (enforcing Pod Security
+    "baseline"), a CPU node and two 2-GPU nodes, the volumes `distrain-outputs` and `datasets`, and the
+    README's RBAC bound to the restricted user. Nothing of it outlives the session."""
     import yaml
     from controlplane.cluster import NAMESPACE, RESTRICTED, ControlPlane
 
     plane = ControlPlane(tmp_path_factory.mktemp("kubernetes"))
     plane.start()
     try:
-        plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+        # every pod the tests make passes the Pod Security Standard "baseline", or is refused
+        plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
         plane.add_node("cpu-0")
         plane.add_node("gpu-0", gpus=2)
         plane.add_node("gpu-1", gpus=2)

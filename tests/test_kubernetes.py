@@ -938,6 +938,54 @@ def test_only_secrets_made_here_for_this_owner_are_read_replaced_or_deleted(cont
         admin.delete_namespaced_secret("registry", NAMESPACE)
         bob.delete_credentials("bobs-login")
 
+
+def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane, admin, tmp_path):
+    """In a namespace that enforces Pod Security "restricted", jobs rendered with pod_security "restricted"
+    run (replicas on bare pods and through a JobSet, their init containers, the TensorBoard, a log reader);
+    rendered for "baseline" the API server refuses them at the dry run (403, naming what each container
+    lacks), so nothing is made."""
+    namespace = "secured"
+    admin.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name=namespace, labels={"pod-security.kubernetes.io/enforce": "restricted"})))
+    admin.create_persistent_volume({
+        "metadata": {"name": "secured-outputs"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                 "hostPath": {"path": str(tmp_path / "out")},
+                 "claimRef": {"namespace": namespace, "name": "distrain-outputs"}}})
+    admin.create_namespaced_persistent_volume_claim(namespace, {
+        "metadata": {"name": "distrain-outputs"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                 "volumeName": "secured-outputs", "storageClassName": ""}})
+
+    def backend(engine: str, security: str) -> KubeBackend:
+        return KubeBackend(Distrain(root=str(tmp_path / engine), namespace=namespace, kubernetes_engine=engine,
+                                    pod_security=security), control_plane.client(ADMIN))
+
+    try:
+        baseline = backend("pods", "baseline")
+        with pytest.raises(KubeError, match='violates PodSecurity "restricted') as refused:
+            baseline.submit(tf_spec("exposed", workers=1))
+        assert refused.value.status == 403
+        assert not baseline.exists("exposed")
+        for engine in ("pods", "jobset"):
+            kube = backend(engine, "restricted")
+            kube.submit(tf_spec(f"confined-{engine}", workers=1, tensorboard={"enabled": True}))
+            job = f"{manifests.JOB}=confined-{engine}"
+            pods = wait(lambda: [p for p in admin.list_namespaced_pod(namespace, label_selector=job).items
+                                 if p.status.phase == "Running"] if len(admin.list_namespaced_pod(
+                                     namespace, label_selector=job).items) == 4 else None,
+                        f"the {engine} job's three replicas and its TensorBoard run", 60)
+            for pod in pods:
+                assert pod.spec.security_context.run_as_user == 1000
+                assert all(c.security_context.capabilities.drop == ["ALL"]
+                           for c in [*pod.spec.containers, *(pod.spec.init_containers or [])])
+            kube._create(manifests.log_reader(tf_spec(f"confined-{engine}"), kube.settings,
+                                              kube.api.sanitize_for_serialization(kube._root_fresh(f"confined-{engine}"))))
+            kube.delete(f"confined-{engine}")
+    finally:
+        admin.delete_namespace(namespace)
+        admin.delete_persistent_volume("secured-outputs")
+
 def chief_lines(kube: KubeBackend, job: str, run: int | None = None) -> list[str]:
     return [line.text for line in kube.logs(job, replica="chief-0", run=run)]
 

@@ -301,7 +301,28 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addr
     fetch = _fetch_code(spec, settings)
     if fetch:
         body["initContainers"] = [fetch]
-    return body
+    return secured(body, settings)
+
+
+def secured(pod: dict, settings: Distrain) -> dict:
+    """A pod spec as the Pod Security Standard `settings.pod_security` wants it. Every pod this product makes
+    passes "baseline" as rendered (unless a spec mounts a host path); "restricted" adds a non-root user
+    (settings.run_as_user, also the group and the volumes' group), no privilege escalation, no capabilities
+    and the runtime's default seccomp profile. HOME is then the writable workspace, where pip installs a
+    job's requirements for that user."""
+    if settings.pod_security != "restricted":
+        return pod
+    uid = settings.run_as_user
+    confined = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+    def container(c: dict) -> dict:
+        home = [{"name": "HOME", "value": WORKSPACE}] if any(
+            m["mountPath"] == WORKSPACE for m in c.get("volumeMounts", [])) else []
+        return {**c, "securityContext": confined, **({"env": [*c.get("env", []), *home]} if home else {})}
+
+    return {**pod, "securityContext": {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": uid, "fsGroup": uid,
+                                       "seccompProfile": {"type": "RuntimeDefault"}},
+            **{key: [container(c) for c in pod[key]] for key in ("containers", "initContainers") if key in pod}}
 
 
 def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
@@ -389,8 +410,10 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
     source = spec.get("code", {})
     if "git" not in source:
         return None
+    # The workspace (an emptyDir) is root's; under pod_security "restricted" another user clones into it,
+    # and git works in another user's directory only when told it is safe.
     script = (f"git clone --quiet --no-checkout -- {shlex.quote(source['git'])} {WORKSPACE}"
-              f" && git -C {WORKSPACE} checkout --quiet --detach {source['commit']}")
+              f" && git -c safe.directory={WORKSPACE} -C {WORKSPACE} checkout --quiet --detach {source['commit']}")
     env: list[dict] = [{"name": "GIT_TERMINAL_PROMPT", "value": "0"}]
     if source.get("credentials"):
         script = script.replace("git clone", f"git -c credential.helper={shlex.quote(CREDENTIAL_HELPER)} clone", 1)
@@ -467,7 +490,7 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
          "metadata": metadata(name, settings, tb_labels, owner),
          "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                   "template": {"metadata": {"labels": tb_labels},
-                               "spec": {"containers": [container], "volumes": [volume]}}}},
+                               "spec": secured({"containers": [container], "volumes": [volume]}, settings)}}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": metadata(name, settings, tb_labels, owner),
          "spec": {"selector": selector,
@@ -495,8 +518,8 @@ def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": metadata(log_reader_name(spec["name"]), settings,
                                  {**labels(spec["name"]), COMPONENT: "log-reader"}, owner),
-            "spec": {"containers": [container], "volumes": [volume], "restartPolicy": "Never",
-                     "activeDeadlineSeconds": 600}}
+            "spec": secured({"containers": [container], "volumes": [volume], "restartPolicy": "Never",
+                             "activeDeadlineSeconds": 600}, settings)}
 
 
 def engine_resource(spec: dict, engine: str) -> tuple[str, str]:
