@@ -63,7 +63,11 @@ class LocalBackend:
         return cls(Path(config.root), config.owner, config.see_all_owners)
 
     def start(self, log: logging.Logger) -> None:
-        """Nothing to keep current: every call reads the store, and supervisors run the jobs."""
+        """Nothing to keep current: every call reads the store, and supervisors run the jobs. Clears what a
+        killed process left: the lock files of jobs it was submitting."""
+        for lock in (self.root / "locks").glob("*"):
+            with self.changing(lock.name, wait=False):
+                pass  # unless someone holds it, it goes with no job of its name
 
     def close(self) -> None:
         self.store.close()
