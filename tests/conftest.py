@@ -3,6 +3,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,6 +70,16 @@ def processes_of(root: Path) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def at_once(hammer, count: int, seconds: float) -> None:
+    """Calls hammer(seed, until) from `count` threads at once, each until the same deadline."""
+    until = time.monotonic() + seconds
+    threads = [threading.Thread(target=hammer, args=(seed, until)) for seed in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def assert_nothing_left(root: Path, timeout: float = 10) -> None:

@@ -12,7 +12,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, processes_of, write_spec
+from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, processes_of, write_spec
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import procs
 from jupyter_distrain.backends.local import LocalBackend
@@ -64,14 +64,9 @@ def test_every_verb_at_once_on_one_job_ends_consistent(server):
             elif verb == "restart" and response.ok and body["phase"] in FINISHED:
                 wrong.append((verb, "answered a job not running", body["phase"]))
 
-    until = time.monotonic() + 15
-    threads = [threading.Thread(target=hammer, args=(seed, until)) for seed in range(20)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    at_once(hammer, count=20, seconds=15)
     assert not wrong, wrong
-    for verb in requests_by_verb:  # each verb both succeeded and was refused at some point
+    for verb in requests_by_verb:  # each verb succeeded at least once
         assert any(code < 300 for v, code in answers if v == verb), answers
     assert {code for _, code in answers} <= {200, 201, 204, 404, 409}, answers
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from conftest import CLI, JupyterServer, assert_nothing_left, distrain_command, write_spec
+from conftest import CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, write_spec
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED
 from kubernetes import client
 
@@ -347,12 +347,7 @@ def test_every_verb_at_once_on_one_job_ends_consistent(control_plane, backend, a
             except Exception as e:  # noqa: BLE001 - every other error is a 500
                 wrong.append((verb, type(e).__name__, str(e)))
 
-    until = time.monotonic() + 10
-    threads = [threading.Thread(target=hammer, args=(seed, until)) for seed in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    at_once(hammer, count=8, seconds=10)
     assert not wrong, wrong
     assert {status for _, status in answers} == {200, 404, 409}, answers  # done, and refused both ways
     if backend.exists("hammered"):
