@@ -21,6 +21,7 @@ from .backends import manifests
 from .config import ENGINES, Distrain
 from .manager import JobManager, public
 from .policy import FINISHED, shown_reason
+from .rules import AdminRules
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
@@ -315,9 +316,13 @@ def render(settings: Distrain, spec_file: str) -> None:
     """Print the Kubernetes objects of a job, as YAML, without a cluster (like `helm template`).
 
     The objects are those of the engine --engine names; "auto" renders the JobSet, as a cluster that has
-    JobSet gets. The git ref is pinned to its commit, as a submit would. Objects that a submit makes the
-    job's ConfigMap own (garbage collection) carry no ownerReferences here: the ConfigMap's uid is unknown."""
-    spec = code.resolve(spec_.validate(spec_.load_file(spec_file)), Path(spec_file).parent)
+    JobSet gets. The git ref is pinned to its commit and the admin's rules apply, as a submit would. Objects
+    that a submit makes the job's ConfigMap own (garbage collection) carry no ownerReferences here: the
+    ConfigMap's uid is unknown."""
+    from .backends.kube import KubeBackend
+
+    rules = AdminRules.from_config(settings, KubeBackend.default_host_paths)
+    spec = code.resolve(rules.apply(spec_.validate(spec_.load_file(spec_file))), Path(spec_file).parent)
     engine = "jobset" if settings.kubernetes_engine == "auto" else settings.kubernetes_engine
     click.echo(yaml.safe_dump_all(manifests.render(spec, settings, engine), sort_keys=False), nl=False)
 

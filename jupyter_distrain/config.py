@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,6 +89,30 @@ class Distrain(Configurable):
                              "privilege escalation or capabilities, the runtime's seccomp profile).")
     run_as_user = Int(1000, config=True, help="The user (and group) id of a job's pods under pod_security "
                                               "'restricted'.")
+    # the admin's rules for every job (rules.py), enforced before anything of it is created
+    allowed_host_paths = List(Unicode(), default_value=None, allow_none=True, config=True,
+                              help="Host directories a spec's data or output may mount (host_path), as prefixes: "
+                                   "'/data' allows /data and /data/x, not /database. Default: any on the local "
+                                   "backend, none on Kubernetes (on a shared node, a host path is the node's "
+                                   "files).")
+    allowed_images = List(Unicode(), config=True,
+                          help="Patterns (* and ? as in shell globs) a spec's image must match; empty: any image.")
+    max_replicas = Int(None, allow_none=True, config=True,
+                       help="The most replicas a job may have, every role together; None: no limit.")
+    max_gpus_per_replica = Int(None, allow_none=True, config=True,
+                               help="The most GPUs one replica may ask for; None: no limit.")
+    max_gpus_per_job = Int(None, allow_none=True, config=True,
+                           help="The most GPUs a job may ask for, every replica together; None: no limit.")
+    max_deadline_seconds = Int(None, allow_none=True, config=True,
+                               help="The longest a job may run (its policy.deadline_seconds): a job naming no "
+                                    "deadline gets this one. None: no limit.")
+    gpu_types = Dict(config=True,
+                     help="Named kinds of GPU node, which a spec picks per role (resources.gpu_type) and the "
+                          "form offers next to the GPU count; on Kubernetes each becomes its replicas' node "
+                          "selector and tolerations: {'a100': {'node_selector': {'gpu': 'a100'}, "
+                          "'tolerations': [{'key': 'gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}]}}.")
+    priority_class = Unicode(config=True, help="The PriorityClass of every replica pod of a Kubernetes job; "
+                                               "empty: the cluster's default.")
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
     default_images = Dict(DEFAULT_IMAGES, config=True,
                           help="Container image per framework, for jobs whose spec names none.")
@@ -122,6 +147,14 @@ class Distrain(Configurable):
     @validate("backends")
     def _known_backends(self, proposal: Any) -> list[str]:
         self._check_names(proposal["value"], "backends")
+        return proposal["value"]
+
+    @validate("gpu_types")
+    def _well_formed_gpu_types(self, proposal: Any) -> dict:
+        for name, placement in proposal["value"].items():
+            problem = gpu_type_problem(name, placement)
+            if problem:
+                raise TraitError(f"Distrain.gpu_types[{name!r}]: {problem}")
         return proposal["value"]
 
     def _check_names(self, names: list[str], trait: str) -> None:
@@ -165,3 +198,23 @@ class Distrain(Configurable):
             return cls(config=config)
         except TraitError as e:
             raise DistrainError(str(e)) from None
+
+
+GPU_TYPE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")  # as the schema's resources.gpu_type
+TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
+
+
+def gpu_type_problem(name: Any, placement: Any) -> str:
+    """What is wrong with one entry of c.Distrain.gpu_types ("" if nothing)."""
+    if not (isinstance(name, str) and GPU_TYPE.fullmatch(name)):
+        return "a name of lowercase letters, digits, '-' and '.', at most 63"
+    if not isinstance(placement, dict) or set(placement) - {"node_selector", "tolerations"}:
+        return "must be a dict of node_selector and tolerations"
+    selector = placement.get("node_selector", {})
+    if not (isinstance(selector, dict) and all(isinstance(v, str) for v in [*selector, *selector.values()])):
+        return "node_selector must map label names to values (strings)"
+    tolerations = placement.get("tolerations", [])
+    if not (isinstance(tolerations, list) and all(isinstance(t, dict) and set(t) <= TOLERATION_KEYS
+                                                  for t in tolerations)):
+        return f"tolerations must be a list of Kubernetes tolerations ({', '.join(sorted(TOLERATION_KEYS))})"
+    return ""

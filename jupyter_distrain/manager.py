@@ -15,6 +15,7 @@ from .backends.base import Backend, JobRecord, TensorBoardTarget
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .logs import LogLine
+from .rules import AdminRules
 
 if TYPE_CHECKING:
     from .config import Distrain
@@ -27,15 +28,16 @@ PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "addres
 class JobManager:
     """Routes each call to the backend holding the job; submits go to the named or the default one."""
 
-    def __init__(self, backends: dict[str, Backend], default: str | None = None):
+    def __init__(self, backends: dict[str, Backend], config: Distrain, default: str | None = None):
         self.backends = backends
+        self.config = config
         self.default = default or next(iter(self.backends))
 
     @classmethod
     def from_config(cls, config: Distrain, names: list[str] | None = None) -> JobManager:
         """The backends `names` (default: every enabled one), the first the default."""
         names = names or config.enabled
-        return cls({name: opened(config, name) for name in names}, default=names[0])
+        return cls({name: opened(config, name) for name in names}, config, default=names[0])
 
     def start(self, log: logging.Logger) -> None:
         """Keep every backend's view current, for a long-lived process (the Jupyter server)."""
@@ -66,9 +68,14 @@ class JobManager:
         raise JobNotFound(name)
 
     def prepare(self, raw: Any, base_dir: Path | None = None, backend: str | None = None) -> dict:
-        """Validate a spec and pin its code; raises SpecError listing every problem."""
-        spec = spec_.validate(raw)
-        return code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, self.target(backend)))
+        """Validate a spec, apply the admin's rules and pin its code; raises SpecError listing every problem."""
+        target = self.target(backend)
+        spec = self.rules(target).apply(spec_.validate(raw))
+        return code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, target))
+
+    def rules(self, backend: Backend) -> AdminRules:
+        """The admin's rules for jobs on `backend`."""
+        return AdminRules.from_config(self.config, backend.default_host_paths)
 
     @staticmethod
     def credentials_for(spec: dict, backend: Backend) -> dict | None:
@@ -94,10 +101,14 @@ class JobManager:
         return target.submit(spec)
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> JobRecord:
+        """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one."""
         backend = self.backend_of(name)
-        if raw is None:  # the secret may have been stored again since, for another host
-            self.credentials_for(backend.get(name, events=0)["spec"], backend)
-        return backend.restart(name, self.prepare(raw, base_dir, backend.name) if raw is not None else None)
+        if raw is not None:
+            return backend.restart(name, self.prepare(raw, base_dir, backend.name))
+        spec = backend.get(name, events=0)["spec"]
+        self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
+        ruled = self.rules(backend).apply(spec)
+        return backend.restart(name, ruled if ruled != spec else None)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
               dry_run: bool = False) -> JobRecord | dict:
@@ -172,7 +183,9 @@ class JobManager:
         self.target(backend).delete_credentials(name)
 
     def cluster(self, backend: str | None = None) -> dict:
-        return self.target(backend).cluster()
+        """What the backend offers, and the admin's limits on it."""
+        target = self.target(backend)
+        return {**target.cluster(), "limits": self.rules(target).public()}
 
     def tensorboard(self, name: str, replica: str | None) -> TensorBoardTarget:
         """Where the TensorBoard of this replica (None: the whole job) is: locally, the directory this

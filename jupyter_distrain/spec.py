@@ -128,6 +128,11 @@ def gpus(spec: dict, role: str) -> int:
     return spec["replicas"].get(role, {}).get("resources", {}).get("gpus", 0)
 
 
+def gpu_type(spec: dict, role: str) -> str | None:
+    """The admin's GPU type the replicas of `role` run on, if the spec names one."""
+    return spec["replicas"].get(role, {}).get("resources", {}).get("gpu_type")
+
+
 def replica_name(role: str, index: int) -> str:
     return f"{role}-{index}"
 
@@ -327,6 +332,9 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
             yield FieldError(f"replicas.{role}.count", f"at most 1 {role} (got {counts[role]})")
     if counts.get("ps", 0) and not counts.get("worker", 0):
         yield FieldError("replicas.worker.count", "parameter servers need at least one worker")
+    for role in spec["replicas"]:
+        if gpu_type(spec, role) is not None and not gpus(spec, role):
+            yield FieldError(f"replicas.{role}.resources.gpu_type", "a GPU type needs resources.gpus of at least 1")
     if urlsplit(spec.get("code", {}).get("git", "")).username is not None:  # never echoed: it may hold a token
         yield FieldError("code.git", "the URL carries credentials (user@ or user:token@), which would be stored "
                                      "with the job and shown in its events; give the URL without them and name a "

@@ -469,10 +469,26 @@ export interface components {
       gpus: {
         capacity?: number;
         available?: number;
+        /** @description Kubernetes: whose pods `available` subtracts: every namespace's, or the jobs' namespace's where the server may not list others */
+        held_in?: string;
         devices?: Record<string, never>[];
       };
       default_images: {
         [key: string]: string;
+      };
+      /** @description The admin's rules for jobs on this backend (null: no limit); a spec beyond them is refused */
+      limits: {
+        /** @description Directories (and what is under them) data and output may mount as host_path; null: any */
+        host_paths: string[] | null;
+        /** @description Patterns (* and ?) an image must match; empty: any */
+        images: string[];
+        max_replicas: number | null;
+        max_gpus_per_replica: number | null;
+        max_gpus_per_job: number | null;
+        /** @description Also the deadline of a job naming none */
+        max_deadline_seconds: number | null;
+        /** @description The names resources.gpu_type may take */
+        gpu_types: string[];
       };
     };
     /** @default {} */
@@ -487,6 +503,8 @@ export interface components {
         memory?: string;
         /** @default 0 */
         gpus: number;
+        /** @description one of the GPU types the server's admin names (GET cluster: limits.gpu_types), which places the replicas on those nodes */
+        gpu_type?: string;
       };
     };
     volume:

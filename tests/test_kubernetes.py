@@ -33,6 +33,7 @@ from jupyter_distrain.backends.kube import Controller, KubeBackend
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
+from jupyter_distrain.manager import JobManager
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
@@ -292,8 +293,18 @@ def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, adm
     assert job["phase"] == "Pending"
     assert "Insufficient nvidia.com/gpu" in replica(job, "worker-0")["message"]
     assert "worker-0: " in job["message"] and "Insufficient nvidia.com/gpu" in job["message"]
-    assert backend.cluster()["gpus"] == {"capacity": 4, "available": 0,
+    assert backend.cluster()["gpus"] == {"capacity": 4, "available": 0, "held_in": "every namespace",
                                          "devices": [{"node": "gpu-0", "gpus": 2}, {"node": "gpu-1", "gpus": 2}]}
+    # the README's narrower rights: no pods of other namespaces; GPUs held are then counted in this one
+    rbac = client.RbacAuthorizationV1Api(admin.api_client)
+    capacity = rbac.read_cluster_role("jupyter-distrain-capacity")
+    rbac.patch_cluster_role(capacity.metadata.name, {"rules": [{"apiGroups": [""], "resources": ["nodes"],
+                                                                "verbs": ["list"]}]})
+    try:
+        gpus = wait(lambda: (g := backend.cluster()["gpus"])["held_in"] == NAMESPACE and g, "pods of one namespace")
+        assert (gpus["capacity"], gpus["available"]) == (4, 0)
+    finally:
+        rbac.patch_cluster_role(capacity.metadata.name, {"rules": capacity.rules})
     backend.delete("gpu-a")
     wait_job(backend, "gpu-b", lambda j: j["phase"] == "Running", "the second job runs once GPUs are free", 60)
 
@@ -663,12 +674,18 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "train"], check=True)
     head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
-    write_spec(repo, {"name": "from-cli", "framework": "pytorch", "command": "python train.py",
-                      "code": {"git": "."}, "replicas": {"master": {}, "worker": {"count": 2}}})
+    write_spec(repo, {"name": "from-cli", "framework": "pytorch", "command": "python train.py", "code": {"git": "."},
+                      "replicas": {"master": {}, "worker": {"count": 2, "resources": {"gpus": 1, "gpu_type": "a100"}}}})
+    config_dir = tmp_path / "jupyter-config"  # the admin's rules apply, as to a submit
+    config_dir.mkdir()
+    (config_dir / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
+        "max_deadline_seconds": 600, "gpu_types": {"a100": {"node_selector": {"gpu": "a100"}}}}}))
+    environment = {**os.environ, "KUBECONFIG": "/nonexistent", "JUPYTER_CONFIG_DIR": str(config_dir)}
     result = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "render", "-f", str(repo / "distrain.yaml")],
-                            capture_output=True, text=True, check=True, env={**os.environ, "KUBECONFIG": "/nonexistent"})
+                            capture_output=True, text=True, check=True, env=environment)
     objects = list(yaml.safe_load_all(result.stdout))
     assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet"]  # the default engine's
+    assert json.loads(objects[0]["data"]["spec.json"])["policy"]["deadline_seconds"] == 600
     dry_run_create(admin, objects)  # the JobSet webhooks' validation included
     jobset = objects[1]["spec"]
     assert jobset["successPolicy"] == {"operator": "Any", "targetReplicatedJobs": ["master-0"]}
@@ -676,11 +693,12 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
         ("master-0", "master"), ("worker-0", "worker"), ("worker-1", "worker")]
     worker = jobset["replicatedJobs"][-1]["template"]["spec"]["template"]
     assert head in worker["spec"]["initContainers"][0]["command"][-1]
+    assert worker["spec"]["nodeSelector"] == {"gpu": "a100"}
     env = {e["name"]: e["value"] for e in worker["spec"]["containers"][0]["env"]}
     assert (env["MASTER_ADDR"], env["MASTER_PORT"], env["RANK"], env["WORLD_SIZE"]) == \
         ("from-cli-master-0-0-0.from-cli.training.svc", "23456", "2", "3")
     pods = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "--engine", "pods", "render", "-f",
-                           str(repo / "distrain.yaml")], capture_output=True, text=True, check=True).stdout
+                           str(repo / "distrain.yaml")], capture_output=True, text=True, check=True, env=environment).stdout
     objects = list(yaml.safe_load_all(pods))
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 3
     dry_run_create(admin, objects)
@@ -980,6 +998,71 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
     finally:
         admin.delete_namespace(namespace)
         admin.delete_persistent_volume("secured-outputs")
+
+def test_the_admins_rules_hold_and_a_gpu_type_places_replicas_on_its_nodes(control_plane, admin, tmp_path):
+    """Through the job manager, as every entry point submits: host paths are refused by default on Kubernetes
+    and accepted under an allowed prefix; a GPU type becomes the pods' node selector and tolerations, and the
+    scheduler puts them on its (tainted) node only; the admin's priority class is every replica's."""
+    a100 = {"node_selector": {"gpu": "a100"},
+            "tolerations": [{"key": "gpu", "operator": "Equal", "value": "a100", "effect": "NoSchedule"}]}
+    control_plane.add_node("a100-0", gpus=2, labels={"gpu": "a100"},
+                           taints=[{"key": "gpu", "value": "a100", "effect": "NoSchedule"}])
+    scheduling = client.SchedulingV1Api(admin.api_client)
+    scheduling.create_priority_class({"metadata": {"name": "training"}, "value": 1000})
+
+    def manager(namespace: str = NAMESPACE, user: str = RESTRICTED, **rules) -> JobManager:
+        return JobManager.from_config(Distrain(
+            root=str(tmp_path / "home"), backend="kubernetes", namespace=namespace, gpu_types={"a100": a100},
+            priority_class="training", kubeconfig=str(control_plane.kubeconfig(user)), **rules))
+
+    def spec(name: str, **worker) -> dict:
+        return {"name": name, "framework": "tensorflow", "command": "python train.py",
+                "code": {"git": "https://example.com/team/models.git", "ref": COMMIT},
+                "replicas": {"chief": {}, "worker": {"count": 2, "resources": worker}}}
+
+    jobs = manager()
+    try:
+        control_plane.wait_nodes_ready(4)
+        assert jobs.cluster()["limits"] == {
+            "host_paths": [], "images": [], "max_replicas": None, "max_gpus_per_replica": None,
+            "max_gpus_per_job": None, "max_deadline_seconds": None, "gpu_types": ["a100"]}
+        hosted = {**spec("hosted"), "output": {"host_path": str(tmp_path)}}
+        with pytest.raises(SpecError) as refused:
+            jobs.submit(hosted)
+        assert [(e.path, e.message) for e in refused.value.errors] == [
+            ("output.host_path", f"{str(tmp_path)!r} is outside the host directories jobs may mount here: none "
+                                 "(use a volume)")]
+        # allowed under a prefix (in a namespace without Pod Security "baseline", which forbids host paths)
+        roomy = manager("default", ADMIN, allowed_host_paths=[str(tmp_path)])
+        assert roomy.submit(hosted, dry_run=True)["output"] == {"host_path": str(tmp_path)}
+        roomy.close()
+        for worker, path, says in (
+                ({"gpus": 1, "gpu_type": "h100"}, "replicas.worker.resources.gpu_type",
+                 "'h100' is not a GPU type of this server; types: a100"),
+                ({"gpus": 3, "gpu_type": "a100"}, "replicas.worker.resources.gpus",
+                 "3 GPUs per worker requested; the largest a100 node has 2 (a100-0: 2)")):
+            with pytest.raises(SpecError) as refused:
+                jobs.submit(spec("untyped", **worker))
+            assert [(e.path, e.message) for e in refused.value.errors] == [(path, says)]
+        assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+
+        jobs.submit(spec("typed", gpus=1, gpu_type="a100"))
+        placed = wait(lambda: (pods := pods_of(admin, "typed")) and len(pods) == 3
+                      and all(p.spec.node_name for p in pods) and pods, "the scheduler places the three replicas")
+        nodes = {manifests.replica_of(p.metadata.labels): p.spec.node_name for p in placed}
+        assert nodes["worker-0"] == nodes["worker-1"] == "a100-0" and nodes["chief-0"] != "a100-0", nodes
+        for pod in placed:
+            assert (pod.spec.priority_class_name, pod.spec.priority) == ("training", 1000)
+            typed = pod.metadata.labels[manifests.ROLE] == "worker"
+            assert pod.spec.node_selector == (a100["node_selector"] if typed else None)
+            assert any(t.key == "gpu" and t.value == "a100" for t in pod.spec.tolerations or []) == typed
+        jobs.delete("typed")
+        wait(lambda: not pods_of(admin, "typed"), "the job's pods are deleted")
+    finally:
+        jobs.close()
+        admin.delete_node("a100-0")
+        scheduling.delete_priority_class("training")
+
 
 def chief_lines(kube: KubeBackend, job: str, run: int | None = None) -> list[str]:
     return [line.text for line in kube.logs(job, replica="chief-0", run=run)]

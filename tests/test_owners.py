@@ -6,12 +6,14 @@ import json
 import os
 import sqlite3
 
+import pytest
 import requests
 
 from conftest import CLI, EXAMPLES, JupyterServer, processes_of, write_spec
 from jupyter_distrain import config as config_
 from jupyter_distrain import store as store_
 from jupyter_distrain.backends.local import LocalBackend
+from jupyter_distrain.errors import SpecError
 
 
 def sleeper(name: str) -> dict:
@@ -87,3 +89,22 @@ def test_jobs_stored_before_owners_gain_the_column_and_stay_everyones(tmp_path):
     backend = LocalBackend(tmp_path, owner="alice")
     assert [(job["name"], job["owner"]) for job in backend.store.jobs()] == [("old", "")]
     assert backend.visible(backend.record("old")) and LocalBackend(tmp_path, owner="bob").record("old")
+
+
+def test_each_owners_secrets_are_their_own(tmp_path):
+    """On a storage root shared by several owners, a secret is used, listed, replaced and deleted by the
+    owner who stored it only; one stored before secrets had owners is everyone's."""
+    alice, bob = LocalBackend(tmp_path, owner="alice"), LocalBackend(tmp_path, owner="bob")
+    alice.set_credentials("alices", "alice", "s3cret", "git.example.com")
+    assert alice.credentials("alices") == {"username": "alice", "password": "s3cret", "host": "git.example.com"}
+    assert (alice.credential_names(), bob.credential_names()) == (["alices"], [])
+    with pytest.raises(SpecError, match="no secret named 'alices' of yours"):
+        bob.credentials("alices")
+    with pytest.raises(SpecError, match="'alices' is another user's secret; choose another name"):
+        bob.set_credentials("alices", "bob", "taken", "evil.example.com")
+    bob.delete_credentials("alices")
+    assert alice.credentials("alices")["password"] == "s3cret"  # untouched
+    (tmp_path / "secrets" / "shared.json").write_text(json.dumps({"username": "u", "password": "p"}))
+    assert bob.credentials("shared") == {"username": "u", "password": "p", "host": ""}
+    alice.delete_credentials("alices")
+    assert alice.credential_names() == ["shared"]

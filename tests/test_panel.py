@@ -2,6 +2,7 @@
 
 import getpass
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -105,10 +106,19 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
 
 
 
-def test_an_admins_panel_says_whose_each_job_is(tmp_path):
+def test_an_admins_panel_says_whose_each_job_is_and_the_form_shows_the_rules(tmp_path):
     """With c.Distrain.see_all_owners the list holds several owners' jobs, each with its owner; a user's
-    own panel (the test above) shows no owner."""
-    admin = JupyterServer(tmp_path, "--Distrain.see_all_owners=True", app="lab")
+    own panel (the test above) shows no owner. The form shows the admin's rules under the fields they
+    limit, offers the GPU types, and the server refuses beyond the rules as the person types."""
+    data = tmp_path / "team-data"
+    data.mkdir()
+    config_dir = tmp_path / "jupyter-config"
+    config_dir.mkdir()
+    (config_dir / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
+        "see_all_owners": True, "allowed_host_paths": [str(data)], "allowed_images": ["registry.example.com/*"],
+        "max_replicas": 3, "max_gpus_per_replica": 1, "max_gpus_per_job": 2,
+        "gpu_types": {"a100": {"node_selector": {"gpu": "a100"}}}}}))
+    admin = JupyterServer(tmp_path, app="lab", env={**os.environ, "JUPYTER_CONFIG_DIR": str(config_dir)})
     try:
         code = {"path": str(EXAMPLES / "python")}
         submit(admin, {"name": "mine", "code": code, "command": "true"})
@@ -123,9 +133,40 @@ def test_an_admins_panel_says_whose_each_job_is(tmp_path):
             jobs.get_by_label("Filter jobs").fill("bob")
             expect(jobs.locator("[data-job]")).to_have_count(1)
             screenshot(page, "panel-owners")
+
+            page.get_by_role("button", name="New job").click()
+            form = page.locator(".jp-distrain-form")
+            field = lambda path: form.locator(f'[data-field="{path}"]')  # noqa: E731
+            field("name").locator("input").fill("ruled", timeout=30_000)
+            field("command").locator("textarea").fill("true")
+            expect(form.locator(".jp-distrain-limit", has_text="At most 3 replicas in all, 1 GPU per replica, "
+                                                                "2 GPUs per job")).to_be_visible()
+            expect(field("image").locator(".jp-distrain-limit")).to_have_text("Allowed here: registry.example.com/*")
+            gpus = form.get_by_label("worker gpus")
+            expect(gpus).to_have_attribute("max", "1")
+            expect(form.get_by_label("worker gpu type").locator("option")).to_have_text(["any", "a100"])
+            gpus.fill("2")
+            expect(form.get_by_text("worker: 2 GPUs per worker; a replica has at most 1 here")).to_be_visible(
+                timeout=15_000)
+            gpus.fill("")
+            field("image").locator("input").fill("docker.io/library/python:3")
+            expect(field("image").locator(".jp-distrain-error")).to_contain_text(
+                "is not an image jobs may use here", timeout=15_000)
+            field("image").locator("input").fill("registry.example.com/python:3")
+            field("output").locator("select").select_option("host_path")
+            host = field("output").get_by_label("Output host directory")
+            expect(host).to_have_value(str(data))
+            expect(field("output").locator(".jp-distrain-limit")).to_contain_text(f"Host directories allowed: {data}")
+            host.fill("/etc")
+            expect(field("output").locator(".jp-distrain-error")).to_contain_text(
+                "'/etc' is outside the host directories jobs may mount here", timeout=15_000)
+            screenshot(page, "form-limits")
+            host.fill(str(data / "ruled"))
+            expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
     finally:
         admin.stop()
         assert_nothing_left(Path(admin.root))
+
 
 def notebook_repo(directory: Path) -> Path:
     """A git repository (no remote) with the TensorFlow parameter-server example, its distrain.yaml
@@ -177,7 +218,8 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(credentials.locator("select")).to_have_value("team-git")
     expect(credentials.get_by_label("credentials password")).to_have_count(0)
     stored = json.loads((lab.root / "secrets" / "team-git.json").read_text())
-    assert stored == {"username": "alice", "password": "pa55-only-on-the-server", "host": "git.example.com"}
+    assert stored == {"username": "alice", "password": "pa55-only-on-the-server", "host": "git.example.com",
+                      "owner": getpass.getuser()}
     credentials.locator("select").select_option("")  # this repository is public
     expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
     expect(field("name").locator(".jp-distrain-error")).to_have_count(0)

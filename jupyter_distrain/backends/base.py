@@ -92,6 +92,8 @@ class Backend(Protocol):
     JobNotFound to every method but `exists`, unless config.see_all_owners."""
 
     name: str
+    # host directories a spec may mount unless the admin names them (c.Distrain.allowed_host_paths); None: any
+    default_host_paths: tuple[str, ...] | None
 
     @classmethod
     def from_config(cls: type[SomeBackend], config: Distrain) -> SomeBackend:

@@ -57,7 +57,7 @@ from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecEr
 from ..logs import LogLine
 from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_exceeded, decide, ending,
                       restart_event, run_ended)
-from ..spec import gpus, replica_name, replicas
+from ..spec import gpu_type, gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord
 from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
@@ -97,6 +97,7 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> cl
 
 class KubeBackend:
     name = "kubernetes"
+    default_host_paths: tuple[str, ...] | None = ()  # a shared node's files are no job's to mount
 
     def __init__(self, settings: Distrain, api: client.ApiClient | None = None):
         """Jobs in `settings.namespace`, through `api` (default: from `settings.kubeconfig`, $KUBECONFIG,
@@ -387,14 +388,17 @@ class KubeBackend:
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
-        largest = {n.metadata.name: node_gpus(n) for n in nodes}
-        most = max(largest.values(), default=0)
         for role in spec["replicas"]:
+            kind = gpu_type(spec, role)
+            selector = manifests.gpu_nodes(spec, role, self.settings).get("node_selector", {})
+            largest = {n.metadata.name: node_gpus(n) for n in nodes
+                       if selector.items() <= (n.metadata.labels or {}).items()}
+            most = max(largest.values(), default=0)
             if gpus(spec, role) > most:
                 have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
                 errors.append(FieldError(f"replicas.{role}.resources.gpus",
-                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest node has "
-                                         f"{most} ({have})"))
+                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest "
+                                         f"{f'{kind} ' if kind else ''}node has {most} ({have})"))
         if engine == "jobset":
             longest = max(len(replica_name(r, i)) for r, i in replicas(spec))
             limit = 63 - len("--0-0-abcde") - longest
@@ -939,8 +943,7 @@ class KubeBackend:
     def cluster(self) -> dict:
         engine, why = self.engine()
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
-        pods = self._call(lambda: self.core.list_pod_for_all_namespaces(
-            field_selector="status.phase!=Succeeded,status.phase!=Failed").items, "list pods")
+        pods, counted = self._live_pods()
         held = sum(int((c.resources.limits or {}).get(GPU, 0)) for p in pods if p.spec.node_name
                    for c in p.spec.containers if c.resources)
         capacity = sum(node_gpus(n) for n in nodes)
@@ -953,9 +956,21 @@ class KubeBackend:
             "queues": self.queues() or [],
             "cpus": int(sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes)),
             "memory_bytes": int(sum(quantity((n.status.allocatable or {}).get("memory", "0")) for n in nodes)),
-            "gpus": {"capacity": capacity, "available": max(capacity - held, 0),
+            "gpus": {"capacity": capacity, "available": max(capacity - held, 0), "held_in": counted,
                      "devices": [{"node": n.metadata.name, "gpus": node_gpus(n)} for n in nodes if node_gpus(n)]},
         }
+
+    def _live_pods(self) -> tuple[builtins.list[client.V1Pod], str]:
+        """The pods not finished, of every namespace, or of the jobs' namespace only where the service
+        account may not list the others (README: narrowing its rights); and which of the two."""
+        live = "status.phase!=Succeeded,status.phase!=Failed"
+        try:
+            return self.core.list_pod_for_all_namespaces(field_selector=live).items, "every namespace"
+        except ApiException as e:
+            if e.status != 403:
+                raise api_error(e, "list pods") from None
+        return self._call(lambda: self.core.list_namespaced_pod(self.ns, field_selector=live).items,
+                          "list pods"), self.ns
 
     def metrics(self, name: str) -> builtins.list[dict]:
         """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""

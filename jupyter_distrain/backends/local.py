@@ -49,6 +49,7 @@ STOP_GRACE_SECONDS = 10.0
 
 class LocalBackend:
     name = "local"
+    default_host_paths: tuple[str, ...] | None = None  # this user's own machine: any directory they can read
 
     def __init__(self, root: Path, owner: str | None = None, see_all: bool = False):
         """The jobs under `root` that `owner` (default: this user, config.current_owner) sees: their own, those
@@ -130,26 +131,41 @@ class LocalBackend:
         """The event files, for a TensorBoard the server starts."""
         return EventFiles(self.event_files(spec, replica))
 
+    def _secret_file(self, secret: str) -> Path:
+        return self.root / "secrets" / f"{secret}.json"
+
+    def _stored(self, secret: str) -> dict | None:
+        """The stored secret, if this owner sees it (theirs, or stored before secrets had owners)."""
+        try:
+            stored = {"owner": "", "host": "", **json.loads(self._secret_file(secret).read_text())}
+        except FileNotFoundError:
+            return None
+        return stored if self.visible(stored) else None
+
     def credentials(self, secret: str) -> dict:
-        path = self.root / "secrets" / f"{secret}.json"
-        if not path.exists():
-            raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} (create it with "
+        stored = self._stored(secret)
+        if stored is None:
+            raise SpecError([FieldError("code.credentials", f"no secret named {secret!r} of yours (create it with "
                                                             f"'distrain secret set {secret} --host HOST')")])
-        return {"host": "", **json.loads(path.read_text())}
+        return {key: stored[key] for key in ("username", "password", "host")}
 
     def set_credentials(self, secret: str, username: str, password: str, host: str) -> None:
-        directory = self.root / "secrets"
-        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = directory / f"{secret}.json"
+        """Store the secret, or replace one of this owner's; another owner's name is refused."""
+        path = self._secret_file(secret)
+        if path.exists() and self._stored(secret) is None:
+            raise SpecError([FieldError("name", f"{secret!r} is another user's secret; choose another name")],
+                            subject="credentials")
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump({"username": username, "password": password, "host": host}, f)
+            json.dump({"username": username, "password": password, "host": host, "owner": self.owner}, f)
 
     def credential_names(self) -> builtins.list[str]:
-        return [path.stem for path in (self.root / "secrets").glob("*.json")]
+        return [path.stem for path in (self.root / "secrets").glob("*.json") if self._stored(path.stem)]
 
     def delete_credentials(self, secret: str) -> None:
-        (self.root / "secrets" / f"{secret}.json").unlink(missing_ok=True)
+        if self._stored(secret) is not None:
+            self._secret_file(secret).unlink(missing_ok=True)
 
     def exists(self, name: str) -> bool:
         return self.store.job(name) is not None

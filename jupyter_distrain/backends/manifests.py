@@ -49,7 +49,7 @@ from ..clusterenv import Dirs, replica_env, trainers
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
 from ..errors import FieldError, SpecError
-from ..spec import chief, gpus, render_command, replica_name, replicas
+from ..spec import chief, gpu_type, gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
@@ -297,7 +297,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addr
         "resources": _resources(spec, role),
         "volumeMounts": mounts,
     }
-    body = {"restartPolicy": "Never", "containers": [main], "volumes": volumes}
+    body = {"restartPolicy": "Never", "containers": [main], "volumes": volumes, **_placement(spec, role, settings)}
     fetch = _fetch_code(spec, settings)
     if fetch:
         body["initContainers"] = [fetch]
@@ -431,6 +431,21 @@ def _resources(spec: dict, role: str) -> dict:
     if gpus(spec, role):
         limits["nvidia.com/gpu"] = str(gpus(spec, role))
     return {key: value for key, value in (("requests", amounts), ("limits", limits)) if value}
+
+
+def gpu_nodes(spec: dict, role: str, settings: Distrain) -> dict:
+    """The admin's GPU type the role names ({} when none): its node_selector and tolerations."""
+    kind = gpu_type(spec, role)
+    return settings.gpu_types.get(kind, {}) if kind else {}
+
+
+def _placement(spec: dict, role: str, settings: Distrain) -> dict:
+    """Where the scheduler may put a role's pods, and their priority: the admin's GPU type the role names
+    and priority class."""
+    nodes = gpu_nodes(spec, role, settings)
+    placement = {"nodeSelector": nodes.get("node_selector"), "tolerations": nodes.get("tolerations"),
+                 "priorityClassName": settings.priority_class}
+    return {key: value for key, value in placement.items() if value}
 
 
 def _volume(source: dict, name: str, default_sub: str, read_only: bool) -> tuple[dict, dict]:

@@ -47,7 +47,8 @@ export function Errors(props: { messages?: string[] }): JSX.Element | null {
 
 /**
  * One field drawn from its schema: a label (title, else the key), an input that
- * fits its type (choice, switch, number or text), its description and its errors.
+ * fits its type (choice, switch, number or text), its description, what the
+ * admin's rules allow (`limit`) and its errors.
  */
 export function SchemaField(props: {
   schema: Schema;
@@ -56,6 +57,7 @@ export function SchemaField(props: {
   onChange: (value: unknown) => void;
   errors?: string[];
   input?: JSX.Element;
+  limit?: string;
 }): JSX.Element {
   const node = schemaAt(props.schema, props.path) ?? {};
   const key = props.path.split('.').pop() ?? props.path;
@@ -74,9 +76,17 @@ export function SchemaField(props: {
       {node.description && (
         <div className="jp-distrain-help">{node.description}</div>
       )}
+      <Limit note={props.limit} />
       <Errors messages={props.errors} />
     </div>
   );
+}
+
+/** What the admin's rules allow for a field, when they limit it. */
+export function Limit(props: { note?: string }): JSX.Element | null {
+  return props.note ? (
+    <div className="jp-distrain-help jp-distrain-limit">{props.note}</div>
+  ) : null;
 }
 
 export function SchemaInput(props: {

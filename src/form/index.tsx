@@ -19,6 +19,7 @@ import { Field, SchemaField, Section } from './fields';
 import { IFormSource, useDraft, useDryRun } from './hooks';
 import { HyperparameterFields } from './hyperparameters';
 import { JobFields } from './job';
+import { limitNote } from './limits';
 import { MoreFields, ObjectFields } from './more';
 import { ReplicaFields } from './replicas';
 import { VolumeField } from './volumes';
@@ -69,6 +70,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
       onChange={value => set(path, value)}
       errors={byField.get(path)}
       input={input}
+      limit={limitNote(cluster.limits, path)}
     />
   );
 
@@ -210,6 +212,7 @@ function shownFields(schema: Schema, draft: Draft, roles: string[]): string[] {
     for (const key of [
       'count',
       'resources.gpus',
+      'resources.gpu_type',
       'resources.cpu',
       'resources.memory'
     ]) {

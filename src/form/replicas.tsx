@@ -11,11 +11,13 @@ import {
   setIn,
   withDistributed
 } from '../spec';
-import { Errors, errorsUnder } from './fields';
+import { Errors, errorsUnder, Limit } from './fields';
+import { limitNote } from './limits';
 
 /**
  * One replica, or a count per role when distributed, with GPUs (and how many the
- * cluster has free), CPU and memory per replica.
+ * cluster has free; a GPU type where the admin names some), CPU and memory per
+ * replica, and the admin's limits on them.
  */
 export function ReplicaFields(props: {
   schema: Schema;
@@ -33,6 +35,11 @@ export function ReplicaFields(props: {
   );
   const roles = distributed ? props.roles : ['worker'];
   const gpus = cluster.gpus ?? { capacity: 0, available: 0 };
+  const { limits } = cluster;
+  const typed = roles.some(role =>
+    getIn(draft, `replicas.${role}.resources.gpu_type`)
+  );
+  const gpuTypes = limits.gpu_types.length > 0 || typed;
   const replicaSchema = schemaAt(schema, 'replicas.worker') ?? {};
   const column = (key: string) => {
     const node =
@@ -41,7 +48,12 @@ export function ReplicaFields(props: {
         : schemaAt(schema, `replicas.worker.resources.${key}`);
     return node?.description ?? '';
   };
-  const cell = (role: string, key: string, type: 'integer' | 'text') => {
+  const cell = (
+    role: string,
+    key: string,
+    type: 'integer' | 'text',
+    max?: number | null
+  ) => {
     const path = `replicas.${role}.${key}`;
     const value = getIn(draft, path);
     return (
@@ -51,6 +63,7 @@ export function ReplicaFields(props: {
           aria-label={`${role} ${key.replace('resources.', '')}`}
           type={type === 'integer' ? 'number' : 'text'}
           min={type === 'integer' ? 0 : undefined}
+          max={max ?? undefined}
           value={value ?? ''}
           placeholder={
             key === 'count' ? '0' : key === 'resources.gpus' ? '0' : 'any'
@@ -99,6 +112,7 @@ export function ReplicaFields(props: {
                 ({gpus.available} of {gpus.capacity} free)
               </span>
             </th>
+            {gpuTypes && <th title={column('gpu_type')}>GPU type</th>}
             <th title={column('cpu')}>CPU</th>
             <th title={column('memory')}>Memory</th>
           </tr>
@@ -107,14 +121,33 @@ export function ReplicaFields(props: {
           {roles.map(role => (
             <tr key={role} data-role={role}>
               <td>{role}</td>
-              {distributed && cell(role, 'count', 'integer')}
-              {cell(role, 'resources.gpus', 'integer')}
+              {distributed &&
+                cell(role, 'count', 'integer', limits.max_replicas)}
+              {cell(
+                role,
+                'resources.gpus',
+                'integer',
+                limits.max_gpus_per_replica
+              )}
+              {gpuTypes && (
+                <GpuTypeCell
+                  role={role}
+                  types={limits.gpu_types}
+                  value={getIn(draft, `replicas.${role}.resources.gpu_type`)}
+                  onChange={value =>
+                    onChange(
+                      setIn(draft, `replicas.${role}.resources.gpu_type`, value)
+                    )
+                  }
+                />
+              )}
               {cell(role, 'resources.cpu', 'text')}
               {cell(role, 'resources.memory', 'text')}
             </tr>
           ))}
         </tbody>
       </table>
+      <Limit note={limitNote(limits, 'replicas')} />
       {roles.map(role => (
         <Errors
           key={role}
@@ -125,5 +158,32 @@ export function ReplicaFields(props: {
       ))}
       <Errors messages={props.errors.get('replicas')} />
     </>
+  );
+}
+
+/** The admin's GPU type a role's replicas run on: any GPU node, or one type. */
+function GpuTypeCell(props: {
+  role: string;
+  types: string[];
+  value?: string;
+  onChange: (value: string | undefined) => void;
+}): JSX.Element {
+  const { role, types, value } = props;
+  return (
+    <td>
+      <select
+        className="jp-mod-styled"
+        aria-label={`${role} gpu type`}
+        value={value ?? ''}
+        onChange={event => props.onChange(event.target.value || undefined)}
+      >
+        <option value="">any</option>
+        {[...new Set([...types, value ?? ''])].filter(Boolean).map(type => (
+          <option key={type} value={type}>
+            {type}
+          </option>
+        ))}
+      </select>
+    </td>
   );
 }

@@ -2,11 +2,13 @@ import * as React from 'react';
 
 import { Cluster } from '../api';
 import { Draft, Schema, schemaAt, setIn } from '../spec';
-import { Errors, errorsUnder } from './fields';
+import { Errors, errorsUnder, Limit } from './fields';
+import { limitNote } from './limits';
 
 /**
  * None, one of the volumes the backend offers (with a sub-directory), or a
- * directory of this host, as the schema's `oneOf` allows.
+ * directory of this host, as the schema's `oneOf` allows and where the admin's
+ * rules allow any.
  */
 export function VolumeField(props: {
   schema: Schema;
@@ -20,12 +22,14 @@ export function VolumeField(props: {
   const node = schemaAt(schema, path) ?? {};
   const volumes = cluster.volumes ?? [];
   const kind = !value ? 'none' : 'host_path' in value ? 'host_path' : 'volume';
+  const hostPaths = cluster.limits.host_paths;
+  const offerHost = hostPaths === null || hostPaths.length > 0;
   const choose = (choice: string) =>
     onChange(
       choice === 'none'
         ? undefined
         : choice === 'host_path'
-          ? { host_path: '/' }
+          ? { host_path: hostPaths?.[0] ?? '/' }
           : { volume: choice.slice('volume:'.length) }
     );
   const messages = errorsUnder(props.errors, path);
@@ -54,7 +58,9 @@ export function VolumeField(props: {
               Volume {value?.volume}
             </option>
           )}
-          <option value="host_path">Host directory</option>
+          {(offerHost || kind === 'host_path') && (
+            <option value="host_path">Host directory</option>
+          )}
         </select>
       </label>
       {kind === 'volume' && (
@@ -79,6 +85,7 @@ export function VolumeField(props: {
       {node.description && (
         <div className="jp-distrain-help">{node.description}</div>
       )}
+      {kind === 'host_path' && <Limit note={limitNote(cluster.limits, path)} />}
       <Errors messages={messages} />
     </div>
   );

@@ -498,12 +498,15 @@ class ControlPlane:
                 else:
                     utils.create_from_dict(api, doc)
 
-    def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", gpus: int = 0) -> None:
+    def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", gpus: int = 0, labels: dict | None = None,
+                 taints: list[dict] | None = None) -> None:
         capacity = {"cpu": cpu, "memory": memory, "pods": "110"}
         if gpus:
             capacity["nvidia.com/gpu"] = str(gpus)
         self.create({"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": name, "labels": {"type": "kwok"}, "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                    "metadata": {"name": name, "labels": {"type": "kwok", **(labels or {})},
+                                 "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                    "spec": {"taints": taints or []},
                     "status": {"capacity": capacity, "allocatable": capacity}})
 
     def wait_nodes_ready(self, count: int, timeout: float = 60) -> None:
