@@ -200,14 +200,16 @@ class Distrain(Configurable):
             raise DistrainError(str(e)) from None
 
 
-GPU_TYPE = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")  # as the schema's resources.gpu_type
 TOLERATION_KEYS = {"key", "operator", "value", "effect", "tolerationSeconds"}
 
 
 def gpu_type_problem(name: Any, placement: Any) -> str:
     """What is wrong with one entry of c.Distrain.gpu_types ("" if nothing)."""
-    if not (isinstance(name, str) and GPU_TYPE.fullmatch(name)):
-        return "a name of lowercase letters, digits, '-' and '.', at most 63"
+    from .spec import schema
+
+    rule = schema()["$defs"]["replicaSpec"]["properties"]["resources"]["properties"]["gpu_type"]
+    if not (isinstance(name, str) and len(name) <= rule["maxLength"] and re.match(rule["pattern"], name)):
+        return f"a name as resources.gpu_type takes: {rule['pattern']}, at most {rule['maxLength']} characters"
     if not isinstance(placement, dict) or set(placement) - {"node_selector", "tolerations"}:
         return "must be a dict of node_selector and tolerations"
     selector = placement.get("node_selector", {})

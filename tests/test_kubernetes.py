@@ -396,11 +396,17 @@ def test_each_owner_sees_and_touches_only_their_own_jobs(control_plane, admin, t
         assert bob.get("bobs")["phase"] == "Running" and bob.get("bobs")["run"] == 1
         assert sorted((j["name"], j["owner"]) for j in carol.list()) == [("alices", "alice@example.com"),
                                                                          ("bobs", "bob")]
+        pods = wait(lambda: pods_of(admin, "alices"), "alice's pods")  # every object of a job names its owner
+        assert {p.metadata.labels[manifests.OWNER] for p in pods} == {"alice-example.com"}
+        carol.restart("bobs")  # an admin's restart keeps the job its owner's
+        wait(lambda: {p.metadata.labels[manifests.OWNER] for p in pods_of(admin, "bobs")
+                      if p.metadata.labels[manifests.RUN] == "2"} == {"bob"}, "the second run's pods are bob's")
         carol.delete("bobs")
         assert not bob.exists("bobs")
         alice.delete("alices")
     finally:
         alice.close()
+
 
 @ENGINES
 def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):

@@ -58,7 +58,7 @@ def test_host_paths_are_compared_by_directory_once_dots_are_resolved():
 def test_a_malformed_gpu_type_is_a_clear_configuration_error():
     Distrain(gpu_types={"a100": {"node_selector": {"gpu": "a100"}, "tolerations": [{"key": "gpu",
                                                                                     "operator": "Exists"}]}})
-    for bad, says in (({"A100": {}}, "a name of lowercase letters"),
+    for bad, says in (({"A100": {}}, "a name as resources.gpu_type takes"),
                       ({"a100": {"nodeSelector": {}}}, "a dict of node_selector and tolerations"),
                       ({"a100": {"node_selector": {"gpu": 100}}}, "node_selector must map label names"),
                       ({"a100": {"tolerations": [{"taint": "x"}]}}, "tolerations must be a list")):

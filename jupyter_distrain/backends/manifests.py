@@ -175,9 +175,16 @@ def label_value(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63].strip("-_.")
 
 
+def owner_label(root: dict) -> dict[str, str]:
+    """The label naming who submitted the job, as its ConfigMap `root` carries it, for every object and pod
+    of the job (whoever renders them: an admin restarting it too)."""
+    value = (root["metadata"].get("labels") or {}).get(OWNER)
+    return {OWNER: value} if value else {}
+
+
 def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     """Metadata of an object the job's ConfigMap owns, once it exists (has a uid): deleting it deletes them."""
-    meta = {"name": name, "namespace": settings.namespace, "labels": labels}
+    meta = {"name": name, "namespace": settings.namespace, "labels": {**labels, **owner_label(owner)}}
     if owner["metadata"].get("uid"):
         meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
                                     "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}]
@@ -343,7 +350,7 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
     where = addresses(spec, settings.namespace, "jobset")
     replicated = []
     for role, index in replicas(spec):
-        pod_labels = {**labels(job, role, index), RUN: str(run)}
+        pod_labels = {**labels(job, role, index), RUN: str(run), **owner_label(owner)}
         job_spec: dict = {
             "parallelism": 1, "completions": 1, "completionMode": "Indexed",
             "backoffLimit": 0 if policy["restart"] == "never" else policy["max_restarts"],
@@ -389,7 +396,7 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
             # The operator looks at the job's deadline only when some event reconciles the job; the kubelet
             # ends each pod at the same deadline (counted from the pod's start, so never before the job's),
             # which is one.
-            "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run)}},
+            "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run), **owner_label(owner)}},
                          "spec": {**pod_spec(spec, role, numbers, settings, where, run, kind), **deadline}}}
         for role, numbers in indices.items()}
     run_policy: dict = {"cleanPodPolicy": "Running", **deadline}
@@ -486,7 +493,8 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     """The job's TensorBoard: a Deployment reading the output volume, and its Service; none if disabled."""
     if not spec["tensorboard"]["enabled"]:
         return []
-    name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard"}
+    name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard",
+                                                       **owner_label(owner)}
     source = output_source(spec, settings)
     volume, mount = _volume(source, "output", spec["name"], read_only=True)
     container = {
