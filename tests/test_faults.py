@@ -163,7 +163,7 @@ def test_a_server_killed_in_the_middle_of_a_change_leaves_everything_agreeing(tm
     without leftovers."""
     server = JupyterServer(tmp_path)
     submit = lambda name: requests.post(f"{server.url}/distrain/api/jobs", headers=server.headers,  # noqa: E731
-                                        json={**sleeper(name), "command": "trap '' TERM; sleep 60"})
+                                        json={**sleeper(name), "command": "trap '' TERM; echo ignoring TERM; sleep 60"})
     for verb in ("stop", "restart", "delete", "submit"):
         if verb == "submit":
             request = lambda: submit("newcomer")  # noqa: E731
@@ -204,10 +204,12 @@ def test_a_server_killed_in_the_middle_of_a_change_leaves_everything_agreeing(tm
 
 
 def wait_running(server: JupyterServer, name: str) -> None:
+    """Until the job runs and its command ignores SIGTERM (it says so once its trap is set)."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         job = requests.get(f"{server.url}/distrain/api/jobs/{name}", headers=server.headers).json()
-        if job["phase"] == "Running":
+        logs = requests.get(f"{server.url}/distrain/api/jobs/{name}/logs", headers=server.headers).text
+        if job["phase"] == "Running" and "ignoring TERM" in logs:
             return
         time.sleep(0.1)
     raise AssertionError(f"{name} is {job['phase']}")
