@@ -127,8 +127,8 @@ class JobManager:
         candidates = (f"{name[:longest - 1 - len(str(n))]}-{n}" for n in itertools.count(2))
         return next(c for c in candidates if not self.exists(c))  # another owner's names are taken too
 
-    def get(self, name: str) -> JobRecord:
-        return self.backend_of(name).get(name)
+    def get(self, name: str, events: int = 20) -> JobRecord:
+        return self.backend_of(name).get(name, events)
 
     def list(self) -> list[JobRecord]:
         return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])

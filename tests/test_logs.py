@@ -119,3 +119,27 @@ def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path
     assert unwritable.returncode == 0
     lines = [logs.parse(raw, "w").text for raw in out.splitlines()]
     assert lines[0].startswith("distrain: no copy of this log on the output volume: ") and lines[1:] == ["still runs"]
+
+
+@pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "watchfiles"])
+def test_a_watch_wakes_its_streams_on_each_write_and_times_out_when_nothing_changes(tmp_path, inotify):
+    """The file watch the websocket streams wait on, with the kernel's inotify (Linux) and with watchfiles
+    (elsewhere): a write wakes it, a quiet directory lets the wait time out, closing it ends its task."""
+    import asyncio
+    import logging
+
+    from jupyter_distrain.server.logstream import Watch
+
+    async def scenario() -> None:
+        watch = Watch(tmp_path, logging.getLogger("test"), inotify=inotify)
+        await asyncio.sleep(0.3)  # watching
+        assert not await watch.wait(watch.version, 0.2)
+        for line in range(3):
+            seen = watch.version
+            with open(tmp_path / "worker-0.log", "a") as f:
+                f.write(f"line {line}\n")
+            assert await watch.wait(seen, 5) and watch.version > seen
+        await asyncio.wait_for(watch.close(), 5)
+        assert watch.task.done()
+
+    asyncio.run(scenario())

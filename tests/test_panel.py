@@ -23,9 +23,16 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 @pytest.fixture
 def lab(tmp_path):
+    """A real JupyterLab; the jobs a test leaves are deleted after it (they outlive the server), and nothing
+    of them may remain."""
     server = JupyterServer(tmp_path, app="lab")
     yield server
+    for job in api_get(server, "jobs"):
+        request = urllib.request.Request(f"{server.url}/distrain/api/jobs/{job['name']}", method="DELETE",
+                                         headers=server.headers)
+        urllib.request.urlopen(request, timeout=60).close()
     server.stop()
+    assert_nothing_left(server.root)
 
 
 @contextmanager

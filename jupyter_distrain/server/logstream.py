@@ -3,7 +3,8 @@
 The log files are the buffer: each stream keeps a byte offset per replica, reads whole lines in
 bounded chunks and sends the next chunk only once the previous one was flushed to the client.
 So a flooding replica or a slow client costs the server one chunk, never a queue. A file watch
-(inotify/FSEvents through watchfiles, one per followed run) wakes streams when a log grows.
+(inotify on Linux, FSEvents and others through watchfiles; one per followed run) wakes streams when a
+log grows.
 
 A stream follows one run of the job: `?run=N`, or the current run when it opens. It ends when that
 run ended, by the job finishing or by a restart beginning a later run (an earlier run ends at once,
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
 from typing import AsyncIterator
@@ -36,36 +38,81 @@ from ..policy import run_ended
 from .handlers import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, is_whole_number,
                        strict_json, whole_number)
 
+INOTIFY = sys.platform == "linux"
+if INOTIFY:
+    from inotify_simple import INotify, flags
+
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
 IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
 
 
 class Watch:
-    """A file watch on one run's log directory; `version` grows on every change."""
+    """A file watch on one run's log directory; `version` grows on every change. On Linux it is the
+    kernel's inotify, read as soon as the event loop sees its descriptor ready (no thread, no polling
+    interval between a write and the streams it wakes) and only while a stream waits: a stream busy
+    sending a flood is not interrupted by every write; elsewhere watchfiles (FSEvents, ...)."""
 
-    def __init__(self, directory: Path, log):
+    def __init__(self, directory: Path, log, inotify: bool = INOTIFY):
         self.version = 0
         self.users = 0
-        self.changed = asyncio.Condition()
+        self.next_change = asyncio.get_running_loop().create_future()
         self.stopped = asyncio.Event()
-        self.task = asyncio.ensure_future(self._run(directory, log))
+        self.inotify: INotify | None = None
+        self.armed = False
+        self.task = asyncio.ensure_future(self._run(directory, log, inotify))
 
-    async def _run(self, directory: Path, log) -> None:
+    def _changed(self) -> None:
+        self.version += 1
+        self.next_change.set_result(None)
+        self.next_change = asyncio.get_running_loop().create_future()
+
+    async def _run(self, directory: Path, log, inotify: bool) -> None:
         try:
-            async for _ in awatch(directory, watch_filter=None, debounce=50, step=5, stop_event=self.stopped):
-                self.version += 1
-                async with self.changed:
-                    self.changed.notify_all()
+            if inotify:
+                await self._inotify(directory)
+            else:
+                async for _ in awatch(directory, watch_filter=None, debounce=50, step=5, stop_event=self.stopped):
+                    self._changed()
         except Exception as e:  # streams still see new lines, IDLE_CHECK_SECONDS later
             log.warning("cannot watch %s: %s", directory, e)
 
-    async def wait(self, seen: int, timeout: float) -> None:
-        """Until something changed after version `seen`, or `timeout` seconds."""
-        async with self.changed:
+    async def _inotify(self, directory: Path) -> None:
+        with INotify() as self.inotify:
+            self.inotify.add_watch(directory, flags.MODIFY | flags.CREATE | flags.MOVED_TO)
+            self._arm()
             try:
-                await asyncio.wait_for(self.changed.wait_for(lambda: self.version != seen), timeout)
-            except asyncio.TimeoutError:
-                pass
+                await self.stopped.wait()
+            finally:
+                self._disarm()
+                self.inotify = None
+
+    def _arm(self) -> None:
+        """Wake on the next change (what was written meanwhile is already queued in the kernel)."""
+        if self.inotify is not None and not self.armed:
+            asyncio.get_running_loop().add_reader(self.inotify.fileno(), self._ready)
+            self.armed = True
+
+    def _disarm(self) -> None:
+        if self.inotify is not None and self.armed:
+            asyncio.get_running_loop().remove_reader(self.inotify.fileno())
+            self.armed = False
+
+    def _ready(self) -> None:
+        assert self.inotify is not None  # armed only while it is open
+        self.inotify.read(timeout=0)  # drained: what changed does not matter, only that something did
+        self._disarm()
+        self._changed()
+
+    async def wait(self, seen: int, timeout: float) -> bool:
+        """Until something changed after version `seen` (True), or `timeout` seconds passed (False)."""
+        if self.version != seen:
+            return True
+        self._arm()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.next_change), timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
 
     async def close(self) -> None:
         self.stopped.set()
@@ -144,15 +191,18 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
     async def send_logs(self) -> None:
         try:
             async with self.settings["distrain_watcher"].subscribe(self.directory) as watch:
+                idle = True
                 while True:
                     seen = watch.version
-                    job = await call(self.manager.get, self.name)  # read before the files: no line is missed
+                    # Whether the run ended matters once its lines stop coming: the job is read then, before
+                    # the files, so no line written before the end is missed.
+                    job = await call(self.manager.get, self.name, events=0) if idle else None
                     while await self.send_round(self.files):
                         pass
-                    if run_ended(job, self.run):
+                    if job is not None and run_ended(job, self.run):
                         await self.write_message({"type": "end", "phase": job["phase"], "run": self.run})
                         return self.close()
-                    await watch.wait(seen, IDLE_CHECK_SECONDS)
+                    idle = not await watch.wait(seen, IDLE_CHECK_SECONDS)
         except ApiError as e:  # e.g. the job was deleted meanwhile
             with suppress(WebSocketClosedError):
                 await self.write_message({"type": "error", **e.body})
@@ -166,7 +216,9 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
         for replica, path in files.items():
             if replica not in self.offsets:
                 self.offsets[replica] = await asyncio.to_thread(self.start_offset, path)
-            chunk = await asyncio.to_thread(logs.read_chunk, path, self.offsets[replica], CHUNK_BYTES)
+            # read on the event loop: a bounded read of a file being written (in the page cache) takes
+            # microseconds, less than handing it to a thread
+            chunk = logs.read_chunk(path, self.offsets[replica], CHUNK_BYTES)
             if chunk:
                 self.offsets[replica] += len(chunk)
                 message = {"type": "lines", "replica": replica, "offset": self.offsets[replica],
