@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -14,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from jupyter_distrain.backends.procs import free_ports
+from jupyter_distrain.store import Store
 
 TOKEN = "bench-token"
 HEADERS = {"Authorization": f"token {TOKEN}"}
@@ -76,10 +76,26 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def summary(values_ms: list[float]) -> str:
-    return (f"p50 {statistics.median(values_ms):7.2f} ms  p99 {percentile(values_ms, 99):7.2f} ms  "
-            f"n={len(values_ms)}")
-
-
 def python() -> str:
     return os.environ.get("PYTHON", sys.executable)
+
+
+def table(rows: list[tuple]) -> str:
+    """A Markdown table of (measurement, value, baseline value, baseline, ratio, goal) rows."""
+    lines = ["| measurement | distrain | baseline | same run | ratio | goal |", "|---|---:|---|---:|---:|---|"]
+    lines += [f"| {what} | {value:.4g} | {baseline} | {base:.4g} | {ratio:.2f} | {goal} |"
+              for what, value, base, baseline, ratio, goal in rows]
+    return "\n".join(lines)
+
+
+def jobs_in(root: Path, count: int) -> None:
+    """`count` finished jobs of 5 replicas each, as the local backend records them."""
+    store = Store(root / "jobs.sqlite")
+    now = time.time()
+    for i in range(count):
+        name = f"job-{i:04d}"
+        spec = {"name": name, "command": "python train.py", "replicas": {"chief": {"count": 1}, "worker": {"count": 4}}}
+        store.insert_job(name, "local", spec, str(root / "outputs" / name),
+                         [("chief", 0)] + [("worker", w) for w in range(4)], "")
+        store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
+    store.close()

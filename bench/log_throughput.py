@@ -10,7 +10,7 @@ import json
 import sys
 import time
 
-from harness import HEADERS, Server
+from harness import HEADERS, Server, table
 from tornado.websocket import websocket_connect
 from tornado.httpclient import HTTPRequest
 
@@ -50,7 +50,7 @@ def stamps(path) -> float:
     return parse(last) - parse(first)
 
 
-async def main(count: int) -> None:
+async def measure(count: int = 500_000) -> list[tuple]:
     with Server() as server:
         (server.code / "flood.py").write_text(FLOOD)
         await asyncio.to_thread(server.submit, "flood", f"python flood.py {count}")
@@ -61,13 +61,12 @@ async def main(count: int) -> None:
         again_lines, again_seconds = await stream_all(server, "flood")
         file_lines, file_seconds = await asyncio.to_thread(read_file, log)
     assert live_lines == again_lines == file_lines == count, (live_lines, again_lines, file_lines)
-    print(f"{count} lines, {size / 2**20:.0f} MiB")
-    print(f"live:     replica wrote {count / written_seconds:10,.0f} lines/s; stream delivered "
-          f"{count / live_seconds:10,.0f} lines/s ({size / 2**20 / live_seconds:5.1f} MiB/s) "
-          f"over {live_seconds:.1f} s; ratio {written_seconds / live_seconds:.2f}")
-    print(f"catch-up: stream {count / again_seconds:10,.0f} lines/s; direct file read "
-          f"{count / file_seconds:10,.0f} lines/s; ratio {file_seconds / again_seconds:.3f}")
+    what = f"log flood of {count:,} lines ({size / 2**20:.0f} MiB)"
+    return [(f"{what}, live: lines/s", count / live_seconds, count / written_seconds, "the replica's writing",
+             written_seconds / live_seconds, "as today"),
+            (f"{what}, catching up: lines/s", count / again_seconds, count / file_seconds, "reading the file",
+             file_seconds / again_seconds, "as today")]
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000))
+    print(table(asyncio.run(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 500_000))))

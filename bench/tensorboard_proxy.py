@@ -1,18 +1,24 @@
-"""TensorBoard through the extension's proxy versus direct to the same TensorBoard, same run.
+"""TensorBoard through the extension's proxy, beside the same TensorBoard reached directly and through
+plain jupyter-server-proxy, in the same run.
 
-A real job writes scalars with TensorFlow; then the same requests (TensorBoard's scalar data)
-go to the TensorBoard's own port and through <base_url>/distrain/tensorboard/..., in
-alternating rounds, with the same concurrency. Run: python bench/tensorboard_proxy.py [requests]
+A real job writes 1,000 scalars with TensorFlow; wrk (Debian's package) then asks for a small response
+(the scalar tags) and a larger one (the scalars themselves) at 1 and 8 connections, the three routes
+taking turns so drift on a noisy machine hits each. Run: python bench/tensorboard_proxy.py [seconds]
 """
 
-import asyncio
+from __future__ import annotations
+
+import json
+import re
+import shutil
 import statistics
+import subprocess
 import sys
-import time
+import urllib.request
+from urllib.parse import quote
 
 import psutil
-from harness import HEADERS, Server
-from tornado.httpclient import AsyncHTTPClient
+from harness import HEADERS, Server, table
 
 WRITE = """
 import os, tensorflow as tf
@@ -22,58 +28,73 @@ with writer.as_default():
         tf.summary.scalar("loss", 1.0 / (step + 1), step=step)
 writer.close()
 """
-PATH = "/data/plugin/scalars/scalars?run=.&tag=loss"
-CONCURRENCY = 4
+ROUNDS = 3
+LOAD = {1: "-t1 -c1", 8: "-t2 -c8"}
+ROUTES = ("direct", "distrain", "jupyter-server-proxy")
 
 
-async def load(url: str, requests: int) -> tuple[float, list[float]]:
-    """(requests per second, latencies in ms) for `requests` GETs, CONCURRENCY at a time."""
-    client = AsyncHTTPClient(force_instance=True, max_clients=CONCURRENCY)
-    latencies: list[float] = []
-
-    async def one() -> None:
-        began = time.monotonic()
-        response = await client.fetch(url, headers=HEADERS)
-        assert response.code == 200 and response.body.startswith(b"[[")
-        latencies.append((time.monotonic() - began) * 1000)
-
-    began = time.monotonic()
-    for start in range(0, requests, CONCURRENCY):
-        await asyncio.gather(*(one() for _ in range(min(CONCURRENCY, requests - start))))
-    elapsed = time.monotonic() - began
-    client.close()
-    return requests / elapsed, latencies
+def wrk(url: str, connections: int, seconds: float) -> tuple[float, float]:
+    """(requests per second, p50 latency in ms) of wrk's keep-alive load on `url`."""
+    out = subprocess.run(["wrk", *LOAD[connections].split(), f"-d{seconds:g}s", "--latency", "-H",
+                          f"Authorization: {HEADERS['Authorization']}", url],
+                         capture_output=True, text=True, check=True).stdout
+    if re.search(r"Non-2xx or 3xx responses", out):
+        raise RuntimeError(f"errors from {url}:\n{out}")
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", out)[1])
+    value, unit = re.search(r"\s50%\s+([\d.]+)(us|ms|s)\b", out).groups()
+    return rate, float(value) * {"us": 0.001, "ms": 1, "s": 1000}[unit]
 
 
-def tensorboard_port(root) -> int:
+def board(root) -> tuple[int, str]:
+    """(port, path prefix) of the TensorBoard this server started."""
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
         if "tensorboard.main" in cmdline and str(root) in " ".join(cmdline):
-            return int(cmdline[cmdline.index("--port") + 1])
+            prefix = cmdline[cmdline.index("--path_prefix") + 1] if "--path_prefix" in cmdline else ""
+            return int(cmdline[cmdline.index("--port") + 1]), prefix
     raise RuntimeError("no TensorBoard running")
 
 
-async def main(requests: int) -> None:
-    with Server() as server:
+def get(url: str) -> bytes:
+    with urllib.request.urlopen(urllib.request.Request(url, headers=HEADERS), timeout=120) as response:
+        return response.read()
+
+
+def measure(seconds: float) -> list[tuple]:
+    if not shutil.which("wrk"):
+        sys.exit("wrk is needed: apt-get install wrk")
+    with Server("--ServerApp.jpserver_extensions=jupyter_server_proxy=True") as server:
         (server.code / "write.py").write_text(WRITE)
-        await asyncio.to_thread(server.submit, "scalars", "python write.py")
-        assert (await asyncio.to_thread(server.wait, "scalars"))["phase"] == "Succeeded"
-        prefix = "/distrain/tensorboard/scalars/worker-0"
-        proxied = f"{server.url}{prefix}{PATH}"
-        await load(proxied, 1)  # starts the TensorBoard
-        direct = f"http://127.0.0.1:{tensorboard_port(server.root)}{prefix}{PATH}"
-        results = {"direct": ([], []), "proxied": ([], [])}
-        for _ in range(3):  # alternate, so drift on a noisy machine hits both
-            for mode, url in (("direct", direct), ("proxied", proxied)):
-                rate, latencies = await load(url, requests)
-                results[mode][0].append(rate)
-                results[mode][1].extend(latencies)
-    for mode, (rates, latencies) in results.items():
-        print(f"{mode:8} {statistics.median(rates):7.1f} requests/s  p50 {statistics.median(latencies):6.2f} ms")
-    (direct_rates, direct_ms), (proxy_rates, proxy_ms) = results["direct"], results["proxied"]
-    print(f"ratio proxied/direct: throughput {statistics.median(proxy_rates) / statistics.median(direct_rates):.2f}, "
-          f"p50 latency {statistics.median(proxy_ms) / statistics.median(direct_ms):.2f}")
+        server.submit("scalars", "python write.py")
+        assert server.wait("scalars")["phase"] == "Succeeded"
+        mount = f"{server.url}/distrain/tensorboard/scalars/worker-0"
+        run = next(name for name in json.loads(get(f"{mount}/data/runs")) if "worker-0" in name)
+        port, prefix = board(server.root)
+        bases = {"direct": f"http://127.0.0.1:{port}{prefix}", "distrain": mount,
+                 "jupyter-server-proxy": f"{server.url}/proxy/{port}{prefix}"}
+        paths = {"small": "/data/plugin/scalars/tags", "large": f"/data/plugin/scalars/scalars?run={quote(run)}&tag=loss"}
+        for base in bases.values():
+            assert b'"loss"' in get(base + paths["small"]), base
+        results: dict[tuple, list] = {}
+        for _ in range(ROUNDS):
+            for size, path in paths.items():
+                for connections in LOAD:
+                    for route, base in bases.items():
+                        results.setdefault((size, connections, route), []).append(wrk(base + path, connections, seconds))
+    rows = []
+    for size in paths:
+        for connections in LOAD:
+            median = {route: (statistics.median(r for r, _ in results[size, connections, route]),
+                              statistics.median(ms for _, ms in results[size, connections, route])) for route in ROUTES}
+            (direct_rate, direct_ms), (rate, ms), (jsp_rate, _) = (median[route] for route in ROUTES)
+            what = f"TensorBoard {size} response, {connections} connection{'s' if connections > 1 else ''}"
+            rows.append((f"{what}: requests/s", rate, direct_rate, "direct", rate / direct_rate,
+                         ">= 0.95" if size == "large" else ">= 0.8"))
+            rows.append((f"{what}: requests/s", rate, jsp_rate, "jupyter-server-proxy", rate / jsp_rate, ">= 1"))
+            rows.append((f"{what}: p50 ms", ms, direct_ms, "direct", ms / direct_ms,
+                         f"<= direct + 1 ms ({(direct_ms + 1) / direct_ms:.2f})"))
+    return rows
 
 
 if __name__ == "__main__":
-    asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 200))
+    print(table(measure(float(sys.argv[1]) if len(sys.argv) > 1 else 3)))

@@ -1,4 +1,7 @@
-"""The `distrain` command line: submit, watch and manage training jobs."""
+"""The `distrain` command line: submit, watch and manage training jobs.
+
+A command imports what only it needs (YAML, the Kubernetes manifests) when it runs, so that `--help`
+and `list` start fast."""
 
 from __future__ import annotations
 
@@ -10,18 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
 from . import logs as logs_
 from . import spec as spec_
 from .errors import DistrainError
 from .logs import LogLine
 from . import code
-from .backends import manifests
 from .config import ENGINES, Distrain
 from .manager import JobManager, public
 from .policy import FINISHED, shown_reason
-from .rules import AdminRules
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
@@ -306,6 +306,8 @@ def delete(manager: JobManager, name: str, purge_output: bool) -> None:
 @click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False), required=True)
 def validate(spec_file: str) -> None:
     """Check a spec file and print it with defaults filled in."""
+    import yaml
+
     click.echo(yaml.safe_dump(spec_.validate(spec_.load_file(spec_file)), sort_keys=False), nl=False)
 
 
@@ -319,9 +321,12 @@ def render(settings: Distrain, spec_file: str) -> None:
     JobSet gets. The git ref is pinned to its commit and the admin's rules apply, as a submit would. Objects
     that a submit makes the job's ConfigMap own (garbage collection) carry no ownerReferences here: the
     ConfigMap's uid is unknown."""
-    from .backends.kube import KubeBackend
+    import yaml
 
-    rules = AdminRules.from_config(settings, KubeBackend.default_host_paths)
+    from .backends import manifests
+    from .rules import AdminRules
+
+    rules = AdminRules.from_config(settings, manifests.HOST_PATHS_BY_DEFAULT)
     spec = code.resolve(rules.apply(spec_.validate(spec_.load_file(spec_file))), Path(spec_file).parent)
     engine = "jobset" if settings.kubernetes_engine == "auto" else settings.kubernetes_engine
     click.echo(yaml.safe_dump_all(manifests.render(spec, settings, engine), sort_keys=False), nl=False)

@@ -117,7 +117,7 @@ class Distrain(Configurable):
     default_images = Dict(DEFAULT_IMAGES, config=True,
                           help="Container image per framework, for jobs whose spec names none.")
     tensorboard_idle_timeout = Int(900, config=True,
-                                   help="Seconds without a request after which a TensorBoard is stopped; 0 keeps it.")
+                                   help="Seconds without a request after which the local jobs' TensorBoard stops; 0 keeps it.")
     tensorboard_start_timeout = Float(60, config=True, help="Seconds a TensorBoard may take to start serving.")
 
     @default("root")

@@ -3,7 +3,6 @@ Each run of a job (1, then one more per restart) has its own directory of them."
 
 from __future__ import annotations
 
-import asyncio
 import heapq
 import os
 import re
@@ -12,11 +11,12 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable, Iterator
-
-from watchfiles import watch
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator
 
 from .errors import ReplicaNotFound, RunNotFound
+
+if TYPE_CHECKING:
+    import asyncio
 
 MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
 READ_CHUNK = 64 * 1024
@@ -199,6 +199,8 @@ def follow(files: Callable[[], dict[str, Path]], finished: Callable[[], bool], t
     `finished` is checked once a second; without it, the files are polled every `poll` seconds.
     Memory stays bounded: files are streamed, and `tail` keeps only the last N lines.
     """
+    from watchfiles import watch  # imported here: only a follower needs it
+
     changes = watch(directory, debounce=50, step=5, rust_timeout=1000, yield_on_timeout=True,
                     watch_filter=None) if directory else None
     offsets: dict[str, int] = {}

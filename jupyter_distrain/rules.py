@@ -4,7 +4,7 @@ one place, JobManager.prepare, before anything of a job is created, however it w
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from fnmatch import fnmatchcase
 from typing import TYPE_CHECKING
 
@@ -36,10 +36,7 @@ class AdminRules:
 
     def public(self) -> dict:
         """The rules as GET cluster shows them (`limits`), for the form to show and check as a person types."""
-        return {"host_paths": None if self.host_paths is None else list(self.host_paths),
-                "images": list(self.images), "max_replicas": self.max_replicas,
-                "max_gpus_per_replica": self.max_gpus_per_replica, "max_gpus_per_job": self.max_gpus_per_job,
-                "max_deadline_seconds": self.max_deadline_seconds, "gpu_types": list(self.gpu_types)}
+        return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
     def apply(self, spec: dict) -> dict:
         """The spec under these rules (a job naming no deadline gets the longest allowed), or SpecError naming

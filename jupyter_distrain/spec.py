@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 from urllib.parse import urlsplit
 
-import yaml
-
 from .errors import FieldError, SpecError
 
 if TYPE_CHECKING:
@@ -59,14 +57,20 @@ def roles_by_framework() -> dict[str, tuple[str, ...]]:
     return roles
 
 
-class _NoAliases(yaml.SafeLoader):
-    """YAML without aliases (*name): a few hundred bytes of nested aliases expand to gigabytes."""
+@cache
+def _no_aliases() -> type:
+    """A YAML loader without aliases (*name): a few hundred bytes of nested aliases expand to gigabytes.
+    (YAML is imported at its first use, as in load: commands such as `distrain list` never parse any.)"""
+    import yaml
 
-    def compose_node(self, parent: Any, index: Any) -> Any:
-        if self.check_event(yaml.AliasEvent):
-            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed",
-                                              self.peek_event().start_mark)
-        return super().compose_node(parent, index)
+    class NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed",
+                                                  self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+
+    return NoAliases
 
 
 def load(text: str, field: str = "") -> Any:
@@ -74,8 +78,10 @@ def load(text: str, field: str = "") -> Any:
     size = len(text.encode(errors="replace"))
     if size > MAX_SPEC_BYTES:
         raise SpecError([FieldError(field, f"{size} bytes; at most {MAX_SPEC_BYTES} (1 MiB)")])
+    import yaml
+
     try:
-        return yaml.load(text, Loader=_NoAliases)
+        return yaml.load(text, Loader=_no_aliases())
     except yaml.YAMLError as e:
         raise SpecError([FieldError(field, f"not valid YAML: {e}")]) from None
     except RecursionError:

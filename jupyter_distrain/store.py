@@ -164,17 +164,23 @@ class Store:
 
     def job(self, name: str) -> dict | None:
         rows = self._run("SELECT * FROM jobs WHERE name=?", (name,))
-        return self._job(rows[0]) if rows else None
+        return self._job(rows[0], self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (name,))) \
+            if rows else None
 
     def jobs(self) -> list[dict]:
-        return [self._job(row) for row in self._run("SELECT * FROM jobs ORDER BY created")]
+        """Every job, oldest first: two queries however many jobs there are."""
+        jobs = self._run("SELECT * FROM jobs ORDER BY created")
+        replicas: dict[str, list[sqlite3.Row]] = {}
+        for row in self._run("SELECT * FROM replicas ORDER BY rowid"):
+            replicas.setdefault(row["job"], []).append(row)
+        return [self._job(row, replicas.get(row["name"], [])) for row in jobs]
 
-    def _job(self, row: sqlite3.Row) -> dict:
+    @staticmethod
+    def _job(row: sqlite3.Row, replicas: list[sqlite3.Row]) -> dict:
         job = dict(row)
         job["spec"] = json.loads(job["spec"])
         job["stop_requested"] = bool(job["stop_requested"])
-        rows = self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (job["name"],))
-        job["replicas"] = [dict(r) for r in rows]
+        job["replicas"] = [dict(r) for r in replicas]
         return job
 
     # events

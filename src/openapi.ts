@@ -297,14 +297,14 @@ export interface paths {
       header?: never;
       path: {
         name: components['parameters']['name'];
-        /** @description A replica (worker-0) or "all" for one TensorBoard over every replica's logdir */
+        /** @description A replica (worker-0), or "all" for every replica of the job */
         replica: string;
         /** @description TensorBoard's own path ("" for its page) */
         path: string;
       };
       cookie?: never;
     };
-    /** @description Local jobs: TensorBoard for the replica's log directory, started on first request and stopped when the job is deleted or after the idle timeout, its one run named after the replica; proxied as is (HTTP and websockets) but for its page's font URLs, which TensorBoard roots at the site and the proxy points under this path. Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), over HTTP; a replica's URL redirects to it with that replica's runs filtered. */
+    /** @description Local jobs: one TensorBoard of this server's shows every job looked at since it started (started at the first request, stopped when idle or when its last job is deleted), each run named <job>/<replica>. Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), each run named <replica>. A replica's page (and a local job's) redirects to itself with the runFilter of its runs. Requests are relayed as they are, without Jupyter's credentials, but for the page's font URLs, which TensorBoard roots at the site and the proxy points under this path. */
     get: operations['tensorboard'];
     put?: never;
     post?: never;
@@ -1252,7 +1252,7 @@ export interface operations {
       header?: never;
       path: {
         name: components['parameters']['name'];
-        /** @description A replica (worker-0) or "all" for one TensorBoard over every replica's logdir */
+        /** @description A replica (worker-0), or "all" for every replica of the job */
         replica: string;
         /** @description TensorBoard's own path ("" for its page) */
         path: string;
@@ -1268,7 +1268,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description Redirect: to the path with a trailing slash, or to the job's TensorBoard */
+      /** @description Redirect: to the page with its runFilter, or to the path with a trailing slash */
       302: {
         headers: {
           [name: string]: unknown;
@@ -1278,6 +1278,13 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      /** @description The TensorBoard did not answer */
+      502: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
       /** @description TensorBoard could not start */
       503: {
         headers: {

@@ -145,6 +145,16 @@ export function isDistributed(draft: Draft): boolean {
 }
 
 /**
+ * The choices a select offers: the server's, and the draft's own value where it
+ * is not among them (so the select shows it, and the server's check says why).
+ */
+export function choicesWith(choices: string[], current?: string): string[] {
+  return current && !choices.includes(current)
+    ? [...choices, current]
+    : choices;
+}
+
+/**
  * A hyperparameter as typed: a number or boolean when it reads as one, else the text.
  */
 export function parseValue(text: string): string | number | boolean {

@@ -82,12 +82,37 @@ def at_once(hammer, count: int, seconds: float) -> None:
         thread.join()
 
 
+def write_scalars(directory: Path, tag: str, values: list[float]) -> None:
+    """An event file of scalars, as a training replica writes it."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    writer = EventFileWriter(str(directory))
+    for step, value in enumerate(values):
+        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
+        writer.add_event(event_pb2.Event(step=step, wall_time=time.time(), summary=summary))
+    writer.close()
+
+
+SUPERVISOR_EXIT_SECONDS = 10  # a supervisor exits last, right after it recorded its job's end
+
+
 def assert_nothing_left(root: Path, timeout: float = 10) -> None:
-    """No process, listening port or workspace of any job under `root` remains."""
-    deadline = time.monotonic() + timeout
-    while (left := processes_of(root)) and time.monotonic() < deadline:
+    """No process, listening port or workspace of any job under `root` remains: none after `timeout` seconds
+    (0: none of a job reported finished runs), but for the supervisors, which may take a few more to exit."""
+    def patience(process: psutil.Process) -> float:
+        try:
+            supervisor = "jupyter_distrain.backends.supervisor" in process.cmdline()
+        except psutil.Error:
+            return float("inf")  # gone meanwhile
+        return max(timeout, SUPERVISOR_EXIT_SECONDS) if supervisor else timeout
+
+    began = time.monotonic()
+    while running := processes_of(root):
+        elapsed = time.monotonic() - began
+        if late := [p for p in running if elapsed >= patience(p)]:
+            raise AssertionError([" ".join(p.cmdline()) for p in late])
         time.sleep(0.1)
-    assert not left, [" ".join(p.cmdline()) for p in left]
     assert not list(root.glob("jobs/*/workspace")), "a workspace outlived its job"
 
 

@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from conftest import CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, write_spec
+from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, write_scalars,
+                      write_spec)
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED
 from kubernetes import client
 
@@ -831,18 +832,6 @@ def test_one_server_offers_both_backends(control_plane, tmp_path, admin):
         server.stop()
 
 
-def write_scalars(directory: Path, tag: str, values: list[float]) -> None:
-    """An event file of scalars, as a training replica writes it."""
-    from tensorboard.compat.proto import event_pb2, summary_pb2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
-
-    writer = EventFileWriter(str(directory))
-    for step, value in enumerate(values):
-        summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])
-        writer.add_event(event_pb2.Event(step=step, wall_time=time.time(), summary=summary))
-    writer.close()
-
-
 def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(control_plane, kube_server, tmp_path):
     api, headers = kube_server.api, kube_server.headers
     spec = {"name": "tb-job", "framework": "tensorflow", "command": "python train.py",
@@ -881,7 +870,7 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             assert requests.get(f"{board}/all/index.js", headers=headers).headers["Content-Type"].startswith(
                 "text/javascript")
             one = requests.get(f"{board}/worker-0/", headers=headers, allow_redirects=False)
-            assert one.status_code == 302 and one.headers["Location"].endswith("/all/?runFilter=%5Eworker-0%28%2F%7C%24%29")
+            assert one.status_code == 302 and one.headers["Location"].endswith("/worker-0/?runFilter=%5Eworker-0%28%2F%7C%24%29")
             anonymous = requests.get(f"{board}/all/data/runs", allow_redirects=False)  # no Jupyter token
             assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]
         finally:

@@ -1,16 +1,17 @@
-"""TensorBoard per replica through Jupyter's authenticated proxy, on a real TensorFlow job."""
+"""TensorBoard through Jupyter's authenticated proxy: one board for every local job, on real TensorFlow jobs."""
 
 import asyncio
 import json
 import re
 import time
 import urllib.request
+from urllib.parse import parse_qs, urlsplit
 
 import psutil
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from conftest import EXAMPLES, assert_nothing_left, processes_of
+from conftest import EXAMPLES, assert_nothing_left, processes_of, write_scalars
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -63,8 +64,12 @@ async def wait_until(condition, timeout=120, interval=0.5):
     raise AssertionError("timed out")
 
 
-async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_base_url, jp_serverapp,
-                                                                http_server_client):
+def boards(root) -> list[psutil.Process]:
+    return [p for p in tensorboards(root) if "tensorboard.main" in p.cmdline()]
+
+
+async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(fetch, root, jp_base_url, jp_serverapp,
+                                                                               http_server_client):
     spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
             "command": "python train.py --steps 100000 --log_every 10 --log_dir {{ logdir }}",
             "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 1}},
@@ -77,27 +82,32 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_ba
     async def live_loss():
         job = json.loads((await fetch("distrain", "api", "jobs", "tf")).body)
         assert job["phase"] in ("Pending", "Running"), job
-        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="chief-0", tag="loss")
+        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="tf/chief-0", tag="loss")
         return scalars.code == 200 and len(json.loads(scalars.body)) >= 2
 
     await wait_until(live_loss)  # scalars arrive while the job is still running
 
-    page = await fetch(*chief)
-    assert page.code == 302 and page.headers["Location"].endswith("/distrain/tensorboard/tf/chief-0/")
-    page = await fetch(*chief[:-1], "chief-0/")
+    # the replica's page is the board showing the replica's runs (each named <job>/<replica>[/...])
+    mount = f"{jp_base_url}distrain/tensorboard/tf/chief-0/"
+    for path in (chief, (*chief[:-1], "chief-0/")):
+        page = await fetch(*path)
+        location = urlsplit(page.headers["Location"])
+        assert page.code == 302 and location.path == mount, page.headers
+        assert parse_qs(location.query) == {"runFilter": ["^tf/chief-0(/|$)"]}
+    page = await fetch(*chief[:-1], "chief-0/", runFilter="^tf/chief-0(/|$)")
     assert page.code == 200 and b"<tb-webapp>" in page.body
+    whole = await fetch("distrain", "tensorboard", "tf", "all/")
+    assert whole.code == 302 and parse_qs(urlsplit(whole.headers["Location"]).query) == {"runFilter": ["^tf/"]}
 
     # the page's fonts (TensorBoard names them at the site's root) are asked for under the proxy
     fonts = {url.decode() for url in re.findall(rb"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.body)}
-    mount = f"{jp_base_url}distrain/tensorboard/tf/chief-0/"
     assert len(fonts) > 10 and all(url.startswith(f"{mount}font-roboto/") for url in fonts), fonts
     for url in fonts:
         font = await fetch(url[len(jp_base_url):])
         assert font.code == 200 and font.headers["Content-Type"] == "font/woff2" and font.body, url
 
-    # the replica's one run is named after it
     runs = await fetch(*chief, "data", "runs")
-    assert runs.code == 200 and json.loads(runs.body) == ["chief-0"]
+    assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body), runs.body
 
     # a POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
     # another site, or with no Origin and no XSRF token, it never reaches TensorBoard
@@ -109,10 +119,10 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_ba
         headers = {"Cookie": cookies, "Content-Type": "application/x-www-form-urlencoded",
                    **({"Origin": origin} if origin else {})}
         return await http_server_client.fetch(f"{mount}data/plugin/scalars/scalars_multirun", method="POST",
-                                              body="tag=loss&runs=chief-0", headers=headers, raise_error=False)
+                                              body="tag=loss&runs=tf/chief-0", headers=headers, raise_error=False)
 
     own = await post_with_cookie(f"http://{http_server_client.get_url('/').split('/')[2]}")
-    assert own.code == 200 and json.loads(own.body)["chief-0"], own.body
+    assert own.code == 200 and json.loads(own.body)["tf/chief-0"], own.body
     cross_site = await post_with_cookie("https://evil.example")  # Jupyter's own origin check answers
     assert cross_site.code == 404 and json.loads(cross_site.body) == {"message": "Not Found"}
     no_origin = await post_with_cookie(None)
@@ -125,28 +135,50 @@ async def test_tensorboard_per_replica_shows_the_jobs_scalars(fetch, root, jp_ba
     assert len(printed) >= 2
 
     async def all_points():
-        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="chief-0", tag="loss")
+        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="tf/chief-0", tag="loss")
         points = {step: value for _, step, value in json.loads(scalars.body)}
         return points if set(printed) <= set(points) else None
 
     points = await wait_until(all_points, timeout=90)
     assert {step: round(points[step], 4) for step in printed} == printed
 
-    # one TensorBoard over the whole job: each replica is a run
+    # the whole job's page is the same board
     runs = await fetch("distrain", "tensorboard", "tf", "all", "data", "runs")
-    assert runs.code == 200 and "chief-0" in json.loads(runs.body)
-    assert len([p for p in tensorboards(root) if "tensorboard.main" in p.cmdline()]) == 2
+    assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body)
+    [board] = boards(root)
 
-    # idle TensorBoards stop by themselves; a new request starts one again
+    # another job joins the running board: its runs are there at the first request
+    async def submit_scalars(name):
+        spec = {"name": name, "code": {"path": str(EXAMPLES / "python")}, "tensorboard": {"enabled": True},
+                "command": "python -c 'import os; print(\"events in\", os.environ[\"DISTRAIN_LOG_DIR\"])'"}
+        assert (await fetch("distrain", "api", "jobs", method="POST", body=json.dumps(spec))).code == 201
+        await wait_until(lambda: done(name))
+        logs = (await fetch("distrain", "api", "jobs", name, "logs")).body.decode()
+        write_scalars(re.search(r"events in (\S+)", logs)[1], "accuracy", [0.5, 0.75])
+
+    async def done(name):
+        return json.loads((await fetch("distrain", "api", "jobs", name)).body)["phase"] == "Succeeded"
+
+    await submit_scalars("more")
+    runs = await fetch("distrain", "tensorboard", "more", "worker-0", "data", "runs")
+    assert "more/worker-0" in json.loads(runs.body) and "tf/chief-0" in json.loads(runs.body)
+    assert boards(root) == [board]
+
+    # the idle board stops by itself; a request starts it again, and the other job joins it again
     await wait_until(lambda: not tensorboards(root), timeout=IDLE_TIMEOUT * 4)
     again = await fetch(*chief, "data", "plugin", "scalars", "tags")
-    assert again.code == 200 and "loss" in json.loads(again.body)["chief-0"]
-    assert tensorboards(root)
+    assert again.code == 200 and "loss" in json.loads(again.body)["tf/chief-0"]
+    more = await fetch("distrain", "tensorboard", "more", "all", "data", "plugin", "scalars", "tags")
+    assert more.code == 200 and "accuracy" in json.loads(more.body)["more/worker-0"]
+    [board] = boards(root)
 
-    # deleting the job stops its TensorBoards; nothing is left
+    # deleting a job takes it off the board; deleting its last one stops the board; nothing is left
+    assert (await fetch("distrain", "api", "jobs", "more", method="DELETE")).code == 204
+    assert boards(root) == [board] and [link.name for link in (root / "tensorboards").glob("*/*")] == ["tf"]
+    assert (await fetch("distrain", "tensorboard", "more", "all", "data", "runs")).code == 404
     assert (await fetch("distrain", "api", "jobs", "tf", method="DELETE")).code == 204
     assert not tensorboards(root)
-    assert not list((root / "tensorboards").iterdir())  # nor the directory naming the replica's run
+    assert not list((root / "tensorboards").iterdir())  # nor the directory of links
     assert (await fetch(*chief[:-1], "chief-0/")).code == 404
     assert_nothing_left(root)
 

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, TypeVar, Union
 
 if TYPE_CHECKING:
+    import ssl
+
     from ..config import Distrain
     from ..logs import LogLine
 
@@ -67,7 +69,8 @@ class JobRecord(JobFields, total=False):
 
 @dataclass(frozen=True)
 class EventFiles:
-    """Event files that this server serves with a TensorBoard of its own."""
+    """A job's event files, each replica's in a directory named after it, that this server shows with its own
+    TensorBoard."""
 
     logdir: Path
 
@@ -75,14 +78,20 @@ class EventFiles:
 @dataclass(frozen=True)
 class ClusterTensorBoard:
     """A TensorBoard already running in a cluster: its URL (through the API server's service proxy from
-    outside the cluster, its Service inside), with the headers and TLS options a request needs."""
+    outside the cluster, its Service inside), with the headers and TLS settings a request needs."""
 
     url: str
     headers: dict = field(default_factory=dict)
-    tls: dict = field(default_factory=dict)
+    tls: ssl.SSLContext | None = None  # for https: None trusts the system's certificate authorities
 
 
 TensorBoardTarget = Union[EventFiles, ClusterTensorBoard]
+
+
+def sees(viewer: str, owner: str, see_all: bool) -> bool:
+    """Whether `viewer` sees a job (or a stored secret) of `owner`: their own, one made before there were
+    owners (""), or with `see_all` (an admin's server) every one."""
+    return see_all or owner in ("", viewer)
 SomeBackend = TypeVar("SomeBackend", bound="Backend")
 
 

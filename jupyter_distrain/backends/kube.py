@@ -41,9 +41,11 @@ import json
 import logging
 import os
 import shutil
+import ssl
 import threading
 import time
 from contextlib import contextmanager, nullcontext
+from functools import cached_property
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, cast
@@ -59,7 +61,7 @@ from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_
                       restart_event, run_ended)
 from ..spec import gpu_type, gpus, replica_name, replicas
 from . import manifests
-from .base import ClusterTensorBoard, EventRecord, JobRecord
+from .base import ClusterTensorBoard, EventRecord, JobRecord, sees
 from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
 from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
                          event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
@@ -97,7 +99,7 @@ def load_client(kubeconfig: str | None = None, context: str | None = None) -> cl
 
 class KubeBackend:
     name = "kubernetes"
-    default_host_paths: tuple[str, ...] | None = ()  # a shared node's files are no job's to mount
+    default_host_paths: tuple[str, ...] | None = manifests.HOST_PATHS_BY_DEFAULT
 
     def __init__(self, settings: Distrain, api: client.ApiClient | None = None):
         """Jobs in `settings.namespace`, through `api` (default: from `settings.kubeconfig`, $KUBECONFIG,
@@ -209,8 +211,18 @@ class KubeBackend:
         return ClusterTensorBoard(
             f"{c.host}/api/v1/namespaces/{self.ns}/services/http:{service}:http/proxy",
             headers={auth["key"]: auth["value"] for auth in c.auth_settings().values()},  # the token, if any
-            tls={"ca_certs": c.ssl_ca_cert, "client_cert": c.cert_file, "client_key": c.key_file,
-                 "validate_cert": c.verify_ssl})
+            tls=self._tls)
+
+    @cached_property
+    def _tls(self) -> ssl.SSLContext:
+        """TLS to the API server as the client's configuration says: its CA, client certificate, verification."""
+        c = self.api.configuration
+        context = ssl.create_default_context(cafile=c.ssl_ca_cert)
+        if c.cert_file:
+            context.load_cert_chain(c.cert_file, c.key_file)
+        if not c.verify_ssl:
+            context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+        return context
 
     # reading the cluster (from the cache when watching)
     def _roots(self) -> list[client.V1ConfigMap]:
@@ -223,7 +235,7 @@ class KubeBackend:
     def visible(self, obj: client.V1ConfigMap | client.V1Secret) -> bool:
         """Whether the owner sees a job's ConfigMap (or a Secret): theirs, made before there were owners, or
         everyone's to an admin."""
-        return self.settings.see_all_owners or (obj.metadata.annotations or {}).get(OWNER, self.owner) == self.owner
+        return sees(self.owner, (obj.metadata.annotations or {}).get(OWNER, ""), self.settings.see_all_owners)
 
     def _root(self, name: str) -> client.V1ConfigMap:
         found = [cm for cm in self._roots() if cm.metadata.name == name]

@@ -39,7 +39,7 @@ from ..policy import FINISHED, Phase, run_ended
 from ..spec import gpus, replicas
 from ..store import Store
 from . import procs
-from .base import EventFiles, EventRecord, JobRecord
+from .base import EventFiles, EventRecord, JobRecord, sees
 
 if TYPE_CHECKING:
     from ..config import Distrain
@@ -85,7 +85,7 @@ class LocalBackend:
         return job
 
     def visible(self, job: dict) -> bool:
-        return self.see_all or job["owner"] in ("", self.owner)
+        return sees(self.owner, job["owner"], self.see_all)
 
     def log_dir(self, name: str, run: int | None = None) -> Path:
         """The log directory of run `run` (default: the current run)."""
@@ -128,8 +128,8 @@ class LocalBackend:
         return logdir / replica if replica else logdir
 
     def tensorboard(self, spec: dict, replica: str | None = None) -> EventFiles:
-        """The event files, for a TensorBoard the server starts."""
-        return EventFiles(self.event_files(spec, replica))
+        """The job's event files (a replica's under its name), for the TensorBoard the server runs."""
+        return EventFiles(self.event_files(spec))
 
     def _secret_file(self, secret: str) -> Path:
         return self.root / "secrets" / f"{secret}.json"

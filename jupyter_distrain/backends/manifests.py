@@ -55,6 +55,7 @@ GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
 JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE, OWNER = (f"{GROUP}/{k}" for k in (
     "job", "role", "index", "replica", "run", "restarts", "engine", "owner"))
+HOST_PATHS_BY_DEFAULT: tuple[str, ...] = ()  # a shared node's files are no job's to mount
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUBEFLOW_API = "kubeflow.org/v1"
 KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"  # the label the Training Operator gives each pod

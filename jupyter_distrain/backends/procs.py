@@ -3,7 +3,6 @@ a parent (Linux's prctl), GPUs."""
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 import os
 import shutil
@@ -11,9 +10,12 @@ import signal
 import socket
 import subprocess
 from contextlib import ExitStack
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import psutil
+
+if TYPE_CHECKING:
+    import asyncio
 
 STARTED_TOLERANCE = 0.05  # seconds; psutil create_time is rounded
 TERMINATING = (signal.SIGTERM, signal.SIGINT)  # the signals that stop a supervisor and so its job
@@ -47,6 +49,8 @@ def signal_group(pgid: int, sig: int) -> None:
 
 async def stop_groups(processes: list[asyncio.subprocess.Process], grace: float) -> None:
     """SIGTERM each process's group; SIGKILL the groups of those still running after `grace` seconds."""
+    import asyncio  # loaded already by whoever awaits this; the module itself stays light for the CLI
+
     for process in processes:
         signal_group(process.pid, signal.SIGTERM)
     try:

@@ -27,9 +27,8 @@ class DistrainExtension(ExtensionApp):
         manager = JobManager.from_config(config)
         manager.start(self.log)
         self.tensorboards = tensorboard.TensorBoards(
-            base_url=self.serverapp.base_url, idle_timeout=config.tensorboard_idle_timeout,
-            start_timeout=config.tensorboard_start_timeout, job_exists=manager.exists, log=self.log,
-            runs_root=Path(config.root) / "tensorboards",
+            manager, idle_timeout=config.tensorboard_idle_timeout, start_timeout=config.tensorboard_start_timeout,
+            log=self.log, runs_root=Path(config.root) / "tensorboards",
         )
         self.settings.update(distrain_manager=manager, distrain_tensorboards=self.tensorboards,
                              distrain_watcher=logstream.LogWatcher(self.log), distrain_config=config)

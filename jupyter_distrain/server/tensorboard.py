@@ -1,131 +1,163 @@
-"""TensorBoard per replica (or per job), reached through Jupyter's authenticated proxy.
+"""TensorBoard through Jupyter's authenticated proxy.
 
-For local jobs this server starts them on first request; each serves under the very path the
-browser uses (`--path_prefix`), so the proxy forwards requests and responses as they are but for
-one thing: TensorBoard's page loads its fonts from the site's root, which the proxy points under
-its own path. A Kubernetes job runs its own TensorBoard in the cluster, reached through the API
-server's service proxy (or its Service, from inside the cluster). No other TensorBoard is reachable.
+Local jobs share one TensorBoard of this server's, started at the first request: its --logdir is a
+directory of links, one per job looked at since it started (`<job>` to the job's event files), so each
+run is named `<job>/<replica>`, and a replica's or a job's page is that board with its runs filtered
+(TensorBoard's `runFilter`). A job joins the running board without a restart; the board stops when
+idle, or when the last of its jobs is deleted. A Kubernetes job runs its own TensorBoard in the
+cluster, its runs named `<replica>`, reached through the API server's service proxy (or its Service,
+from inside the cluster). No other TensorBoard is reachable.
+
+Per request, the proxy does no more than authenticate and relay, with tornado's own HTTP/1.1 connection
+(TensorBoard closes every connection after its answer): where a (job, replica) is served from is looked
+up once and remembered until the job is deleted.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import json
 import re
 import shutil
 import signal
+import socket
+import ssl
 import sys
 import tempfile
 import time
 from collections import deque
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from logging import Logger
 from pathlib import Path
-from typing import Callable
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+from typing import Any, Awaitable
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit
 
 from jupyter_server.base.handlers import JupyterHandler
-from jupyter_server.utils import ensure_async, url_path_join
-from jupyter_server_proxy.handlers import ProxyHandler, RewritableResponse
-from tornado import httpclient, web
+from tornado import httpclient, httputil, web
+from tornado.http1connection import HTTP1Connection, HTTP1ConnectionParameters
+from tornado.iostream import IOStream, StreamClosedError
+from tornado.netutil import is_valid_ip
+from tornado.tcpclient import TCPClient
 
 from ..backends import procs
-from ..backends.base import ClusterTensorBoard, EventFiles
+from ..backends.base import EventFiles, TensorBoardTarget
+from ..manager import JobManager
 from .handlers import AUTH_RESOURCE, JUPYTER_QUERY, JsonErrors, authorize, call
 
 ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
 WHOLE_JOB = "all"
 # TensorBoard's index.html loads its Roboto fonts from the site's root whatever --path_prefix says
-# (tensorflow/tensorboard#1885): `url(/font-roboto/<hash>.woff2)` in an inline <style>. It serves
-# them under its prefix, at font-roboto/<hash>.woff2.
+# (tensorflow/tensorboard#1885): `url(/font-roboto/<hash>.woff2)` in an inline <style>.
 ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 5.0
+RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs)
+WHOLE_BODY_BYTES = 1 << 20  # an answer up to this size is relayed at once, a larger one chunk by chunk
+CONNECT_SECONDS = 10
+UPSTREAM = HTTP1ConnectionParameters(no_keep_alive=True, header_timeout=300, body_timeout=300,
+                                     max_body_size=1 << 40)  # no limit: a large answer is relayed chunk by chunk
+# kept here: hop-by-hop headers, and Jupyter's credentials (the cluster gets its own)
+REQUEST_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te",
+                                  "trailer", "transfer-encoding", "upgrade", "host", "content-length", "cookie",
+                                  "authorization", "x-xsrftoken", "x-csrftoken"})
+RESPONSE_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-authenticate", "trailer",
+                                   "transfer-encoding", "upgrade", "content-length"})
 
 
 @dataclass
 class Board:
-    prefix: str
+    """The one local TensorBoard: its --logdir `runs` holds a link per job it shows."""
+
     port: int
     process: asyncio.subprocess.Process
+    runs: Path
     ready: asyncio.Future
-    runs: Path | None = None  # a replica's: the --logdir whose one entry, named after it, links to its own
+    jobs: dict[str, asyncio.Future] = field(default_factory=dict)  # job: done once its runs are loaded
     last_used: float = field(default_factory=time.monotonic)
     output: deque = field(default_factory=lambda: deque(maxlen=20))
 
+    @property
+    def url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process.returncode is None
+
     def remove_runs(self) -> None:
-        if self.runs is not None:
-            shutil.rmtree(self.runs, ignore_errors=True)  # the link only, never what it points to
+        shutil.rmtree(self.runs, ignore_errors=True)  # the links only, never what they point to
 
 
 class TensorBoards:
-    """The running TensorBoards, keyed by (job, replica); each stops when its job goes or it idles."""
+    """Where each job's TensorBoard is, and the local one, which stops when idle or when its jobs go."""
 
-    def __init__(self, base_url: str, idle_timeout: float, start_timeout: float, job_exists: Callable[[str], bool],
-                 log: Logger, runs_root: Path):
-        self.base_url = base_url
-        self.runs_root = runs_root  # where a replica's TensorBoard gets the directory naming its run
-        self.job_exists = job_exists
+    def __init__(self, manager: JobManager, idle_timeout: float, start_timeout: float, log: Logger, runs_root: Path):
+        self.manager = manager
+        self.runs_root = runs_root  # where the board's directory of links is made
         self.idle_timeout = idle_timeout
         self.start_timeout = start_timeout
         self.log = log
-        self.boards: dict[tuple[str, str], Board] = {}
-        self.reaper: asyncio.Task | None = None
+        self.targets: dict[tuple[str, str], TensorBoardTarget] = {}
+        self.board: Board | None = None
         self.starting = asyncio.Lock()
+        self.reaper: asyncio.Task | None = None
 
-    def prefix(self, job: str, replica: str) -> str:
-        """The path TensorBoard serves under: the proxied URL's path, decoded (as TensorBoard matches it)."""
-        return unquote(url_path_join(self.base_url, "distrain", "tensorboard", job, replica)).rstrip("/")
+    async def target(self, job: str, replica: str) -> TensorBoardTarget:
+        """Where the replica's (or the whole job's) TensorBoard is, remembered until the job goes."""
+        target = self.targets.get((job, replica))
+        if target is None:
+            target = await call(self.manager.tensorboard, job, None if replica == WHOLE_JOB else replica)
+            self.targets[(job, replica)] = target
+            self._reap_later()
+        return target
 
-    async def port(self, job: str, replica: str, logdir: Path) -> int:
-        """The port of this replica's TensorBoard, started (and awaited until it serves) if need be."""
-        async with self.starting:  # concurrent first requests start one TensorBoard
-            board = self.boards.get((job, replica))
-            if board is None or board.process.returncode is not None:
-                board = self.boards[(job, replica)] = await self._start(job, replica, logdir)
+    async def url(self, job: str, files: EventFiles) -> str:
+        """The local board's URL, the board started and the job's runs loaded if need be."""
+        board = self.board
+        if board is None or not board.running:
+            async with self.starting:  # concurrent first requests start one board
+                if self.board is None or not self.board.running:
+                    self.board = await self._start()
+            board = self.board
+        loaded = board.jobs.get(job)
+        if loaded is None:
+            files.logdir.mkdir(parents=True, exist_ok=True)
+            (board.runs / job).symlink_to(files.logdir, target_is_directory=True)
+            loaded = board.jobs[job] = asyncio.ensure_future(self._loaded(board, job, files.logdir))
         await asyncio.shield(board.ready)
+        await asyncio.shield(loaded)
         board.last_used = time.monotonic()
-        return board.port
+        return board.url
 
-    async def _start(self, job: str, replica: str, logdir: Path) -> Board:
-        logdir.mkdir(parents=True, exist_ok=True)
+    async def _start(self) -> Board:
+        self.runs_root.mkdir(parents=True, exist_ok=True)
+        runs = Path(tempfile.mkdtemp(prefix="board.", dir=self.runs_root))
         port = procs.free_ports(1)[0]
-        prefix = self.prefix(job, replica)
-        runs = None
-        if replica != WHOLE_JOB:
-            # TensorBoard names a run by its directory's path under --logdir: the replica's own directory
-            # would be ".", and `--logdir_spec <replica>:<dir>` makes it "<replica>/.". Under a directory
-            # whose one entry is a link named after the replica, it is "<replica>" (and a subdirectory's
-            # "<replica>/<sub>"), as in the whole job's TensorBoard.
-            self.runs_root.mkdir(parents=True, exist_ok=True)
-            runs = Path(tempfile.mkdtemp(prefix=f"{job}.{replica}.", dir=self.runs_root))
-            (runs / replica).symlink_to(logdir, target_is_directory=True)
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tensorboard.main", "--logdir", str(runs or logdir), "--host", HOST,
-                "--port", str(port), "--path_prefix", prefix, "--reload_interval", "2",
+                sys.executable, "-m", "tensorboard.main", "--logdir", str(runs), "--host", HOST, "--port", str(port),
+                "--reload_interval", str(RELOAD_SECONDS),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True, preexec_fn=procs.dies_with_parent(),  # even if the server is killed
             )
         except BaseException:
-            if runs is not None:
-                shutil.rmtree(runs, ignore_errors=True)
+            shutil.rmtree(runs, ignore_errors=True)
             raise
-        board = Board(prefix, port, process, asyncio.get_running_loop().create_future(), runs)
-        self.log.info("TensorBoard for %s/%s on port %d (pid %d), logdir %s", job, replica, port, process.pid, logdir)
+        board = Board(port, process, runs, asyncio.get_running_loop().create_future())
+        self.log.info("TensorBoard on port %d (pid %d), logdir %s", port, process.pid, runs)
         asyncio.ensure_future(self._watch(board))
-        if self.reaper is None:
-            self.reaper = asyncio.ensure_future(self._reap())
+        self._reap_later()
         return board
 
     async def _watch(self, board: Board) -> None:
-        """Keep the last lines of output (for errors) and resolve `ready` once the TensorBoard answers."""
+        """Keep the last lines of output (for errors) and resolve `ready` once the board answers."""
         async def ready() -> None:
-            client = httpclient.AsyncHTTPClient()
-            url = f"http://{HOST}:{board.port}{quote(board.prefix)}/data/environment"
             deadline = time.monotonic() + self.start_timeout
-            while board.process.returncode is None and time.monotonic() < deadline:
+            while board.running and time.monotonic() < deadline:
                 try:
-                    await client.fetch(url, request_timeout=2)
+                    await httpclient.AsyncHTTPClient().fetch(f"{board.url}/data/environment", request_timeout=2)
                     return board.ready.set_result(None)
                 except (httpclient.HTTPClientError, OSError):
                     await asyncio.sleep(0.1)
@@ -143,130 +175,207 @@ class TensorBoards:
         board.remove_runs()
         await probe
 
+    async def _loaded(self, board: Board, job: str, logdir: Path) -> None:
+        """Wait until the board lists the job's runs, if it has event files: a page opened at once shows
+        them, as a board started for the job alone would."""
+        if not await asyncio.to_thread(lambda: next(logdir.rglob("*tfevents*"), None)):
+            return  # nothing to load yet: its runs appear at a reload, as they are written
+        deadline = time.monotonic() + 3 * RELOAD_SECONDS + 5
+        try:
+            await asyncio.shield(board.ready)
+            while board.running and time.monotonic() < deadline:
+                runs = await httpclient.AsyncHTTPClient().fetch(f"{board.url}/data/runs", request_timeout=10)
+                if any(run.split("/")[0] == job for run in json.loads(runs.body)):
+                    return
+                await asyncio.sleep(0.2)
+        except (web.HTTPError, httpclient.HTTPClientError, OSError, ValueError):
+            return  # the board did not start, or stopped: the request says so
+
     async def stop(self, job: str | None = None) -> None:
-        """Stop the job's TensorBoards, or every one."""
-        keys = [key for key in self.boards if job is None or key[0] == job]
-        await asyncio.gather(*(self._terminate(self.boards.pop(key)) for key in keys))
+        """Stop showing the job (the board stops with its last job), or stop everything."""
+        for key in [key for key in self.targets if job is None or key[0] == job]:
+            del self.targets[key]
+        board = self.board
+        if board is not None and job is not None and board.jobs.pop(job, None) is not None:
+            (board.runs / job).unlink(missing_ok=True)
+        if board is not None and (job is None or not board.jobs):
+            await self._end(board)
         if job is None and self.reaper is not None:
             self.reaper.cancel()
             self.reaper = None
 
+    async def _end(self, board: Board) -> None:
+        self.board = None
+        await self._terminate(board)
+
     async def _terminate(self, board: Board) -> None:
-        """SIGTERM to the TensorBoard's process group (it has a data-server child), SIGKILL if it lingers."""
+        """SIGTERM to the board's process group (it has a data-server child), SIGKILL if it lingers."""
         await procs.stop_groups([board.process], STOP_GRACE_SECONDS)
         procs.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
         board.remove_runs()
 
+    def _reap_later(self) -> None:
+        if self.reaper is None:
+            self.reaper = asyncio.ensure_future(self._reap())
+
     async def _reap(self) -> None:
-        """Stop TensorBoards idle too long, or whose job was deleted elsewhere (e.g. by the CLI)."""
+        """Forget jobs deleted elsewhere (e.g. by the CLI) and stop the board once it idles."""
         while True:
             await asyncio.sleep(min(self.idle_timeout / 4, 30) if self.idle_timeout > 0 else 30)
-            jobs = {job for job, _ in self.boards}
-            gone = {job for job in jobs if not await asyncio.to_thread(self.job_exists, job)}
-            now = time.monotonic()
-            for key, board in list(self.boards.items()):
-                idle = self.idle_timeout > 0 and board.ready.done() and now - board.last_used > self.idle_timeout
-                if (idle or key[0] in gone) and self.boards.get(key) is board:
-                    self.log.info("stopping TensorBoard %s/%s: %s", *key, "idle" if idle else "job deleted")
-                    del self.boards[key]
-                    await self._terminate(board)
+            try:
+                shown = {job for job, _ in self.targets} | set(self.board.jobs if self.board else ())
+                for job in shown:
+                    if not await asyncio.to_thread(self.manager.exists, job):
+                        self.log.info("TensorBoard: job %s was deleted", job)
+                        await self.stop(job)
+                board = self.board
+                if board is not None and self.idle_timeout > 0 and board.ready.done() and \
+                        time.monotonic() - board.last_used > self.idle_timeout:
+                    self.log.info("stopping the idle TensorBoard")
+                    await self._end(board)
+            except Exception:  # e.g. the cluster unreachable for a while: try again at the next round
+                self.log.exception("TensorBoard: could not check its jobs")
+
+    def forget(self, job: str, replica: str) -> None:
+        """Resolve the target again at the next request (after it failed to answer)."""
+        self.targets.pop((job, replica), None)
+
+    @staticmethod
+    def runs(target: TensorBoardTarget, job: str, replica: str) -> str:
+        """The `runFilter` of a page's runs ("": all of the board's)."""
+        prefix = f"{job}/" if isinstance(target, EventFiles) else ""  # the local board shows every job
+        if replica == WHOLE_JOB:
+            return f"^{prefix}" if prefix else ""
+        return f"^{prefix}{replica}(/|$)"
 
 
-class TensorBoardProxyHandler(JsonErrors, ProxyHandler):
-    """<base_url>/distrain/tensorboard/<job>/<replica|all>/...: authenticated, to our TensorBoards only:
-    those this server starts for local jobs, and a Kubernetes job's own TensorBoard in the cluster."""
+class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
+    """<base_url>/distrain/tensorboard/<job>/<replica|all>/...: authenticated, to our TensorBoards only."""
 
     auth_resource = AUTH_RESOURCE
-    cluster: ClusterTensorBoard | None = None  # set while forwarding to a TensorBoard in the cluster
 
-    def initialize(self) -> None:
-        self.absolute_url = True  # the TensorBoard serves under the same prefix: its paths are ours
-        self.host_allowlist = [HOST]
-        self.rewrite_response = lambda response: self.fonts_under_prefix(response)
-
-    def mount(self) -> str:
-        """This TensorBoard's path as the browser writes it: <base_url>distrain/tensorboard/<job>/<replica>."""
-        rest = self.request.path[len(self.base_url):]  # the route matched the raw path after base_url
-        matched = re.match(ROUTE, rest)
-        assert matched is not None  # this handler's route
-        return self.base_url + rest[:matched.end("replica")]
-
-    def fonts_under_prefix(self, response: RewritableResponse) -> None:
-        """Point the page's fonts, asked for at the site's root, to this proxy, where they are served
-        (with the page's authentication)."""
-        plain = response.headers.get("Content-Encoding", "identity") == "identity"
-        if plain and response.headers.get("Content-Type", "").startswith("text/html"):
-            fonts = f'url("{self.mount()}/font-roboto/'.encode()
-            response.body = ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', response.body)
-
-    async def prepare(self, *args, **kwargs) -> None:
-        await ensure_async(super().prepare(*args, **kwargs))
-        if not self._finished:  # not already redirected to the login page
+    async def prepare(self, **kwargs: Any) -> None:
+        await super().prepare(**kwargs)
+        websocket = self.request.headers.get("Upgrade", "").lower() == "websocket"
+        if websocket and not self.current_user:
+            raise web.HTTPError(403, "authentication required")
+        web.authenticated(lambda handler: None)(self)  # a page goes to the login page, anything else gets 403
+        if not self._finished:
             await authorize(self)
+        if websocket:
+            raise web.HTTPError(400, "TensorBoard is reached over HTTP only")
 
     def check_xsrf_cookie(self) -> None:
         """A POST (or any unsafe method) comes from this site's own pages, as TensorBoard's do (the browser
         sends their Origin), or carries Jupyter's XSRF token: a cross-site one riding on the user's cookie is
-        refused. jupyter-server-proxy leaves this check to the proxied app, and TensorBoard makes none."""
+        refused. TensorBoard makes no such check."""
         origin = self.request.headers.get("Origin")
         if origin and urlsplit(origin).netloc == self.request.host:
             return None
         return JupyterHandler.check_xsrf_cookie(self)
 
-    def _get_context_path(self, host: str, port: int) -> str:
-        # the decoded prefix TensorBoard serves under; a base URL like /user/a%40b/ must not be escaped twice
-        return self.settings["distrain_tensorboards"].prefix(self.path_kwargs["job"], self.path_kwargs["replica"])
+    def compute_etag(self) -> None:
+        return None  # the TensorBoard's own ETag, if any, is relayed; bodies are not hashed here
 
-    async def where(self, job: str, replica: str) -> int | ClusterTensorBoard:
-        """The port of this server's TensorBoard of the replica's event files (started if need be), or the
-        cluster's TensorBoard."""
-        manager, boards = self.settings["distrain_manager"], self.settings["distrain_tensorboards"]
-        target = await call(manager.tensorboard, job, None if replica == WHOLE_JOB else replica)
-        if isinstance(target, EventFiles):
-            return await boards.port(job, replica, target.logdir)
-        return target
+    @functools.cached_property
+    def mount(self) -> str:
+        """This page's path as the browser writes it: <base_url>distrain/tensorboard/<job>/<replica>."""
+        rest = self.request.path[len(self.base_url):]  # the route matched the raw path after base_url
+        matched = re.match(ROUTE, rest)
+        assert matched is not None  # this handler's route
+        return self.base_url + rest[:matched.end("replica")]
 
-    async def forward(self, job: str, replica: str, path: str | None) -> None:
+    async def get(self, job: str, replica: str, path: str | None = None) -> None:
+        boards: TensorBoards = self.settings["distrain_tensorboards"]
+        target = await boards.target(job, replica)
+        query = [(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True) if k not in JUPYTER_QUERY]
+        page = path in (None, "/") and self.request.method == "GET"
+        if page and (runs := boards.runs(target, job, replica)) and "runFilter" not in dict(query):
+            # the page opens with this replica's (job's) runs
+            return self.redirect(f"{self.mount}/?{urlencode([*query, ('runFilter', runs)])}")
         if path is None:  # TensorBoard's pages need the trailing slash
             return self.redirect(self.request.path + "/" + (f"?{self.request.query}" if self.request.query else ""))
-        where = await self.where(job, replica)
-        if isinstance(where, int):
-            return await self.proxy(HOST, where, path)
-        if replica != WHOLE_JOB:  # the cluster runs one TensorBoard per job: show it with this replica's runs
-            whole = url_path_join(self.base_url, "distrain", "tensorboard", quote(job), WHOLE_JOB)
-            return self.redirect(f"{whole}/?{urlencode({'runFilter': f'^{replica}(/|$)'})}")
-        self.cluster = where
-        upstream = urlsplit(where.url)
-        return await self.proxy(upstream.hostname, upstream.port, path)
+        if isinstance(target, EventFiles):
+            url, headers, tls = urlsplit(await boards.url(job, target)), {}, None
+        else:
+            url, headers, tls = urlsplit(target.url), target.headers, target.tls
+        path = url.path + self.request.path[len(self.mount):] + (f"?{urlencode(query)}" if query else "")
+        try:
+            await self.relay(url, path, headers, tls)
+        except (OSError, StreamClosedError, httputil.HTTPInputError, asyncio.TimeoutError) as e:
+            boards.forget(job, replica)
+            raise web.HTTPError(502, "TensorBoard of %s did not answer: %s", job, e) from None
 
-    def _check_host_allowlist(self, host: str) -> bool:
-        return self.cluster is not None or super()._check_host_allowlist(host)
+    post = put = delete = patch = options = head = get
 
-    def get_client_uri(self, protocol: str, host: str, port: int, proxied_path: str) -> str:
-        if self.cluster is None:
-            return super().get_client_uri(protocol, host, port, proxied_path)
-        query = urlencode([(k, v) for k, v in parse_qsl(self.request.query, keep_blank_values=True)
-                           if k not in JUPYTER_QUERY])  # Jupyter's token stays here
-        return self.cluster.url + quote(proxied_path) + (f"?{query}" if query else "")
+    async def relay(self, url: SplitResult, path: str, extra: dict, tls: ssl.SSLContext | None) -> None:
+        """Send this request on to `url`'s server as `path` and relay its answer as it comes."""
+        headers = httputil.HTTPHeaders()
+        for name, value in self.request.headers.get_all():
+            if name.lower() not in REQUEST_HEADERS_KEPT:
+                headers.add(name, value)
+        headers.update(extra, Host=url.netloc)
+        if self.request.body:
+            headers["Content-Length"] = str(len(self.request.body))
+        stream = await asyncio.wait_for(connect(url, tls), CONNECT_SECONDS)
+        try:
+            upstream = HTTP1Connection(stream, is_client=True, params=UPSTREAM)
+            await upstream.write_headers(httputil.RequestStartLine(self.request.method, path, "HTTP/1.1"), headers,
+                                         self.request.body or None)
+            upstream.finish()
+            answer = Answer(self)
+            await upstream.read_response(answer)
+        finally:
+            stream.close()
+        if answer.page is not None:
+            fonts = f'url("{self.mount}/font-roboto/'.encode()  # served here, with the page's authentication
+            self.write(ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', b"".join(answer.page)))
+        self.settings.setdefault("last_activity_times", {})["distrain-tensorboard"] = datetime.now(timezone.utc)
+        self.finish()
 
-    def proxy_request_headers(self) -> dict:
-        headers = super().proxy_request_headers()
-        if self.cluster is not None:  # the cluster gets its own credentials, never the user's Jupyter ones
-            for name in ("Cookie", "Authorization", "Host", "X-Xsrftoken"):
-                headers.pop(name, None)
-            headers.update(self.cluster.headers)
-        return headers
 
-    def proxy_request_options(self) -> dict:
-        return {**super().proxy_request_options(), **(self.cluster.tls if self.cluster else {})}
+class Answer(httputil.HTTPMessageDelegate):
+    """A TensorBoard's answer, written to the browser as it arrives; only a page is held, to point its fonts
+    under the proxy."""
 
-    async def http_get(self, job: str, replica: str, path: str | None = None) -> None:
-        return await self.forward(job, replica, path)
+    def __init__(self, handler: TensorBoardProxyHandler):
+        self.handler = handler
+        self.page: list[bytes] | None = None
+        self.chunked = False  # sent on chunk by chunk (a large answer), rather than at once
 
-    async def open(self, job: str, replica: str, path: str | None = None) -> None:
-        where = await self.where(job, replica)
-        if not isinstance(where, int):
-            raise web.HTTPError(404, "a TensorBoard in the cluster is reached over HTTP only")
-        return await self.proxy_open(HOST, where, path or "/")
+    def headers_received(self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
+                         headers: httputil.HTTPHeaders) -> None:
+        assert isinstance(start_line, httputil.ResponseStartLine)
+        handler = self.handler
+        handler.set_status(start_line.code, start_line.reason)
+        handler.clear_header("Content-Type")
+        for name, value in headers.get_all():
+            if name.lower() == "location" and value.startswith("/"):  # TensorBoard serves at its root
+                value = handler.mount + value
+            if name.lower() not in RESPONSE_HEADERS_KEPT:
+                handler.add_header(name, value)
+        if headers.get("Content-Type", "").startswith("text/html") and \
+                headers.get("Content-Encoding", "identity") == "identity":
+            self.page = []
+        length = headers.get("Content-Length")
+        self.chunked = length is None or int(length) > WHOLE_BODY_BYTES
 
-    post = put = delete = patch = options = head = http_get
+    def data_received(self, chunk: bytes) -> Awaitable[None] | None:
+        if self.page is not None:
+            self.page.append(chunk)
+            return None
+        self.handler.write(chunk)
+        return self.handler.flush() if self.chunked else None  # the next chunk is read once this one is sent
+
+
+async def connect(url: SplitResult, tls: ssl.SSLContext | None) -> IOStream:
+    """A connection to the URL's server: TLS for https (`tls`, else the system's authorities)."""
+    assert url.hostname is not None
+    secure = url.scheme == "https"
+    tls = (tls or ssl.create_default_context()) if secure else None
+    port = url.port or (443 if secure else 80)
+    if not is_valid_ip(url.hostname):
+        return await TCPClient().connect(url.hostname, port, ssl_options=tls)
+    stream = IOStream(socket.socket(socket.AF_INET6 if ":" in url.hostname else socket.AF_INET))
+    await stream.connect((url.hostname, port))  # an address: nothing to resolve
+    return await stream.start_tls(False, tls, url.hostname) if tls else stream

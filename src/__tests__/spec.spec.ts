@@ -2,6 +2,7 @@ import type { Repo } from '../api';
 import schema from '../../jupyter_distrain/job.schema.json';
 import {
   assignErrors,
+  choicesWith,
   isDistributed,
   jobName,
   parseValue,
@@ -245,5 +246,14 @@ describe('job names', () => {
     expect(jobName('2024_experiment')).toBe('experiment');
     expect(jobName('___')).toBe('training');
     expect(jobName('a'.repeat(80)).length).toBe(50);
+  });
+});
+
+describe('choices of a select', () => {
+  it("keeps the draft's own value where the server does not offer it", () => {
+    expect(choicesWith(['a100', 'h100'], undefined)).toEqual(['a100', 'h100']);
+    expect(choicesWith(['a100', 'h100'], 'h100')).toEqual(['a100', 'h100']);
+    expect(choicesWith(['a100'], 'v100')).toEqual(['a100', 'v100']);
+    expect(choicesWith([], '')).toEqual([]);
   });
 });

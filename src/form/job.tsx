@@ -1,7 +1,14 @@
 import * as React from 'react';
 
 import { Backend, Cluster } from '../api';
-import { Draft, Schema, schemaAt, setIn, withFramework } from '../spec';
+import {
+  choicesWith,
+  Draft,
+  Schema,
+  schemaAt,
+  setIn,
+  withFramework
+} from '../spec';
 import { Field, SchemaInput } from './fields';
 
 /**
@@ -70,13 +77,11 @@ export function JobFields(props: {
               onChange={event => set('queue', event.target.value)}
             >
               <option value="">none: start at once</option>
-              {[...new Set([...(cluster.queues ?? []), draft.queue ?? ''])]
-                .filter(Boolean)
-                .map(name => (
-                  <option key={name} value={name}>
-                    {name}
-                  </option>
-                ))}
+              {choicesWith(cluster.queues ?? [], draft.queue).map(name => (
+                <option key={name} value={name}>
+                  {name}
+                </option>
+              ))}
             </select>
           )
         : null}

@@ -2,6 +2,7 @@ import * as React from 'react';
 
 import { Cluster } from '../api';
 import {
+  choicesWith,
   Draft,
   getIn,
   isDistributed,
@@ -178,7 +179,7 @@ function GpuTypeCell(props: {
         onChange={event => props.onChange(event.target.value || undefined)}
       >
         <option value="">any</option>
-        {[...new Set([...types, value ?? ''])].filter(Boolean).map(type => (
+        {choicesWith(types, value).map(type => (
           <option key={type} value={type}>
             {type}
           </option>

@@ -1,7 +1,7 @@
 import * as React from 'react';
 
 import { Cluster } from '../api';
-import { Draft, Schema, schemaAt, setIn } from '../spec';
+import { choicesWith, Draft, Schema, schemaAt, setIn } from '../spec';
 import { Errors, errorsUnder, Limit } from './fields';
 import { limitNote } from './limits';
 
@@ -48,16 +48,11 @@ export function VolumeField(props: {
           <option value="none">
             {path === 'output' ? "The job's own directory" : 'None'}
           </option>
-          {volumes.map(volume => (
+          {choicesWith(volumes, value?.volume).map(volume => (
             <option key={volume} value={`volume:${volume}`}>
               Volume {volume}
             </option>
           ))}
-          {kind === 'volume' && !volumes.includes(value?.volume) && (
-            <option value={`volume:${value?.volume}`}>
-              Volume {value?.volume}
-            </option>
-          )}
           {(offerHost || kind === 'host_path') && (
             <option value="host_path">Host directory</option>
           )}

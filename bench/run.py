@@ -1,0 +1,30 @@
+"""Every measurement of bench/ in one table, each beside its baseline measured in the same run, with the
+machine it ran on. Run: PYTHONPATH=bench python bench/run.py"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+from datetime import date
+from pathlib import Path
+
+import cli
+import job_list
+import log_latency
+import log_throughput
+import tensorboard_memory
+import tensorboard_proxy
+from harness import table
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.machine())
+    return f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}"
+
+
+if __name__ == "__main__":
+    rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
+            *tensorboard_memory.measure(), *job_list.measure(), *cli.measure()]
+    print(f"{date.today()}, {machine()}\n\n{table(rows)}")
