@@ -44,11 +44,14 @@ class Server:
         raise RuntimeError("jupyter server did not start")
 
     def request(self, method: str, path: str, body: dict | None = None):
+        text = self.request_text(path, method, body)
+        return json.loads(text) if text else None
+
+    def request_text(self, path: str, method: str = "GET", body: dict | None = None) -> str:
         data = json.dumps(body).encode() if body is not None else (b"" if method == "POST" else None)
         request = urllib.request.Request(f"{self.api}/{path}", data=data, method=method, headers=HEADERS)
         with urllib.request.urlopen(request, timeout=300) as response:
-            text = response.read()
-            return json.loads(text) if text else None
+            return response.read().decode()
 
     def submit(self, name: str, command: str, **spec) -> dict:
         return self.request("POST", "jobs", {"name": name, "code": {"path": str(self.code)}, "command": command,
@@ -98,4 +101,6 @@ def jobs_in(root: Path, count: int) -> None:
         store.insert_job(name, "local", spec, str(root / "outputs" / name),
                          [("chief", 0)] + [("worker", w) for w in range(4)], "")
         store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
+        for replica in ["chief-0"] + [f"worker-{w}" for w in range(4)]:
+            store.update_replica(name, replica, phase="Succeeded", exit_code=0, started=now, finished=now)
     store.close()

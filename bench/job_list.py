@@ -1,21 +1,26 @@
-"""The job list with 1,000 jobs of 5 replicas each: `GET jobs` beside reading every job's rows from
-SQLite directly, in the same run, and what a panel asking again with nothing changed moves (its
-If-None-Match). Run: python bench/job_list.py [requests]
+"""The job list with 1,000 jobs of 5 replicas each: on the local backend, `GET jobs` beside reading every
+job's rows from SQLite directly, and what a panel asking again with nothing changed moves (its
+If-None-Match); on the Kubernetes backend (a real control plane, tests/controlplane), `GET jobs` beside
+listing the jobs' ConfigMaps from the API server. Run: python bench/job_list.py [requests]
 """
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 from harness import HEADERS, Server, jobs_in, table
 
 from jupyter_distrain.store import Store
 
 JOBS = 1000
+TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
 def get(url: str, headers: dict) -> tuple[float, int, str]:
@@ -39,6 +44,8 @@ def measure(requests: int = 30) -> list[tuple]:
         fetched = [get(url, {}) for _ in range(requests)]
         etag = fetched[-1][2]
         again = [get(url, {"If-None-Match": etag}) for _ in range(requests)] if etag else []
+        full = sum(get(f"{url}/{job['name']}", {})[1] for job in json.loads(urllib.request.urlopen(
+            urllib.request.Request(url, headers=HEADERS), timeout=60).read()))  # each job by itself
         store = Store(server.root / "jobs.sqlite")
         direct = []
         for _ in range(requests):
@@ -51,10 +58,65 @@ def measure(requests: int = 30) -> list[tuple]:
     size = fetched[-1][1]
     unchanged = statistics.median(size for _, size, _ in again) if again else size
     return [(f"`GET jobs`, {JOBS} jobs: p50 ms", p50, sqlite, "SQLite rows read directly", p50 / sqlite, "<= 50 ms"),
-            (f"`GET jobs`, {JOBS} jobs: bytes", size, size, "the same list", 1.0, "no full specs or events"),
+            (f"`GET jobs`, {JOBS} jobs: bytes", size, full, "every job's own record (GET jobs/{name})", size / full,
+             "no full specs or events"),
             ("`GET jobs` again, nothing changed: bytes", unchanged, size, "the whole list", unchanged / size,
              "almost none")]
 
 
+def measure_kubernetes(requests: int = 30) -> list[tuple]:
+    sys.path.insert(0, str(TESTS))
+    from controlplane.cluster import ADMIN, NAMESPACE, ControlPlane
+    from kubernetes import client
+
+    with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
+        plane = ControlPlane(Path(tmp), engines=False)
+        plane.start()
+        try:
+            plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+            with plane.client(ADMIN) as api:
+                core = client.CoreV1Api(api)
+                for root in finished_roots(NAMESPACE):
+                    core.create_namespaced_config_map(NAMESPACE, root)
+                with Server("--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
+                            f"--Distrain.kubeconfig={plane.kubeconfig(ADMIN)}") as server:
+                    url = f"{server.api}/jobs"
+                    assert len(json.loads(urllib.request.urlopen(urllib.request.Request(url, headers=HEADERS),
+                                                                 timeout=60).read())) == JOBS
+                    fetched = [get(url, {})[0] for _ in range(requests)]
+                direct = []
+                for _ in range(requests):
+                    began = time.perf_counter()
+                    core.list_namespaced_config_map(NAMESPACE, _preload_content=False).read()
+                    direct.append((time.perf_counter() - began) * 1000)
+        finally:
+            plane.stop()
+    p50, listing = statistics.median(fetched), statistics.median(direct)
+    return [(f"`GET jobs`, Kubernetes, {JOBS} jobs: p50 ms", p50, listing, "the API server's list of their ConfigMaps",
+             p50 / listing, "<= 50 ms")]
+
+
+def finished_roots(namespace: str):
+    """The ConfigMaps of `JOBS` finished 5-replica jobs, as the Kubernetes backend records them."""
+    from jupyter_distrain import spec as spec_
+    from jupyter_distrain.backends import manifests
+    from jupyter_distrain.backends.kube_state import new_status
+    from jupyter_distrain.config import Distrain
+
+    settings, now = Distrain(namespace=namespace), time.time()
+    for i in range(JOBS):
+        spec = spec_.validate({"name": f"job-{i:04d}", "framework": "tensorflow", "command": "python train.py",
+                               "code": {"git": "https://example.com/models.git", "ref": "main", "commit": "0" * 40},
+                               "replicas": {"chief": {}, "worker": {"count": 4}}})
+        status = new_status(spec)
+        status.update(phase="Succeeded", reason="Completed", exit_code=0, started=now, finished=now)
+        for replica in status["replicas"].values():
+            replica.update(phase="Succeeded", exit_code=0, started=now, finished=now)
+        root = manifests.root(spec, settings, "jobset")
+        root["data"]["status.json"] = json.dumps(status)
+        yield root
+
+
 if __name__ == "__main__":
-    print(table(measure(int(sys.argv[1]) if len(sys.argv) > 1 else 30)))
+    count = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+    print(table(measure(count) + measure_kubernetes(count)))

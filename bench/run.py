@@ -26,5 +26,5 @@ def machine() -> str:
 
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
-            *tensorboard_memory.measure(), *job_list.measure(), *cli.measure()]
+            *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

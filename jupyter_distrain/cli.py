@@ -20,7 +20,7 @@ from .errors import DistrainError
 from .logs import LogLine
 from . import code
 from .config import ENGINES, Distrain
-from .manager import JobManager, public
+from .manager import JobManager, public, public_summary
 from .policy import FINISHED, shown_reason
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
@@ -199,7 +199,7 @@ def volume_source(value: str) -> dict:
 @click.pass_obj
 def list_jobs(manager: JobManager, fmt: str) -> None:
     """List every job."""
-    jobs = [public(job) for job in manager.list()]
+    jobs = [public_summary(job) for job in manager.list()]
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return
@@ -409,8 +409,7 @@ def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
 
 
 def ready(job: dict) -> str:
-    running = sum(r["phase"] == "Running" for r in job["replicas"])
-    return f"{running}/{len(job['replicas'])}"
+    return f"{job['replica_phases'].get('Running', 0)}/{sum(job['replica_phases'].values())}"
 
 
 def age(created: str) -> str:

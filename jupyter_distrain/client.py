@@ -104,7 +104,8 @@ def auth(token: str) -> dict:
 
 
 class Job(dict):
-    """A job as the API returns it (name, phase, replicas, spec, ...), shown as a table in a notebook."""
+    """A job as the API returns it: by itself (name, phase, replicas, spec, ...), shown with a table of its
+    replicas in a notebook, or as the list has it (replicas counted by phase, no spec), shown in one line."""
 
     def __repr__(self) -> str:
         return f"<Job {self['name']} {self['phase']} on {self['backend']}: {replica_summary(self)}>"
@@ -113,7 +114,8 @@ class Job(dict):
         printer.text(repr(self))
 
     def _repr_html_(self) -> str:
-        return f"<div class='jp-distrain-job'>{self.summary_html()}{self.replicas_html()}</div>"
+        replicas = self.replicas_html() if "replicas" in self else f" · {html.escape(replica_summary(self))}"
+        return f"<div class='jp-distrain-job'>{self.summary_html()}{replicas}</div>"
 
     def summary_html(self) -> str:
         why = f": {html.escape(reason)}" if (reason := shown_reason(self)) else ""
@@ -131,8 +133,8 @@ class Job(dict):
 
 
 def replica_summary(job: dict) -> str:
-    running = sum(r["phase"] == "Running" for r in job["replicas"])
-    return f"{running}/{len(job['replicas'])} replicas running"
+    phases = job["replica_phases"]
+    return f"{phases.get('Running', 0)}/{sum(phases.values())} replicas running"
 
 
 class Client:

@@ -13,7 +13,6 @@ kernels; every other setting a terminal's `distrain` reads from these files.
 
 from __future__ import annotations
 
-import getpass
 import os
 import re
 from importlib import import_module
@@ -23,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
+from .backends.base import current_owner
 from .errors import DistrainError
 
 if TYPE_CHECKING:
@@ -43,12 +43,6 @@ BACKEND_CLASSES = {"local": "jupyter_distrain.backends.local.LocalBackend",
 # Where a pod finds its service account's namespace (Kubernetes mounts it there).
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 ENGINES = ["auto", "jobset", "kubeflow", "pods"]  # what runs a Kubernetes job (c.Distrain.kubernetes_engine)
-
-
-def current_owner() -> str:
-    """Who submits and sees jobs: JupyterHub's user (its single-user servers, and their terminals and kernels,
-    have $JUPYTERHUB_USER), else the operating-system user."""
-    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
 
 
 class Distrain(Configurable):
@@ -184,10 +178,16 @@ class Distrain(Configurable):
         server reads), then $DISTRAIN_HOME, $DISTRAIN_BACKEND, $DISTRAIN_NAMESPACE and
         $DISTRAIN_KUBERNETES_ENGINE, then `overrides`
         (None: not given)."""
-        from jupyter_core.application import JupyterApp
+        from jupyter_core.paths import jupyter_config_dir, jupyter_config_path
+        from traitlets.config import Application
 
-        files = JupyterApp(config_file_name="jupyter_server_config")
-        files.load_config_file()
+        # the files and order of a Jupyter application's (JupyterApp, whose import costs every CLI call ~15 ms)
+        path = jupyter_config_path()
+        if jupyter_config_dir() not in path:
+            path.insert(0, jupyter_config_dir())
+        files = Application()
+        for name in ("jupyter_config", "jupyter_server_config"):
+            files.load_config_file(name, path=path)
         environment = {"root": "DISTRAIN_HOME", "backend": "DISTRAIN_BACKEND", "namespace": "DISTRAIN_NAMESPACE",
                        "kubernetes_engine": "DISTRAIN_KUBERNETES_ENGINE"}
         section = Config({key: os.environ[var] for key, var in environment.items() if os.environ.get(var)})

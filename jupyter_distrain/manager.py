@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
 
 from . import code, spec as spec_
-from .backends.base import Backend, JobRecord, TensorBoardTarget
+from .backends.base import Backend, JobRecord, JobSummary, TensorBoardTarget, summary
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .logs import LogLine
@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from .config import Distrain
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
-PUBLIC_JOB_FIELDS = ("name", "backend", "owner", "phase", "reason", "message", "exit_code", "run", "output_dir", "logs")
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
 
 
@@ -130,7 +129,8 @@ class JobManager:
     def get(self, name: str, events: int = 20) -> JobRecord:
         return self.backend_of(name).get(name, events)
 
-    def list(self) -> list[JobRecord]:
+    def list(self) -> list[JobSummary]:
+        """Every job, as the list shows it, oldest first."""
         return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
 
     def stop(self, name: str) -> JobRecord:
@@ -226,10 +226,16 @@ def secret_name(name: str) -> bool:
     return len(name) <= 63 and re.fullmatch(git["properties"]["credentials"]["pattern"], name) is not None
 
 
+def public_summary(job: JobSummary) -> dict:
+    """The JSON shape of a job in the list (JobSummary): times in ISO 8601."""
+    return {**job, "created": iso(job["created"]), "started": iso(job["started"]), "finished": iso(job["finished"])}
+
+
 def public(job: Mapping[str, Any]) -> dict:
-    """The JSON shape of a job shown to users: no internal bookkeeping, times in ISO 8601."""
-    out = {key: job[key] for key in PUBLIC_JOB_FIELDS}
-    out.update({key: iso(job[key]) for key in ("created", "started", "finished")})
+    """The JSON shape of a job shown by itself (Job): its summary, with its spec, replicas, logs and events
+    when asked for; no internal bookkeeping."""
+    out = public_summary(summary(cast(JobRecord, job)))
+    out.update(output_dir=job["output_dir"], logs=job["logs"])
     out["replicas"] = [
         {**{key: r[key] for key in PUBLIC_REPLICA_FIELDS}, "index": r["idx"],
          "started": iso(r["started"]), "finished": iso(r["finished"])}

@@ -175,6 +175,16 @@ class Store:
             replicas.setdefault(row["job"], []).append(row)
         return [self._job(row, replicas.get(row["name"], [])) for row in jobs]
 
+    def summaries(self) -> list[dict]:
+        """Every job without its spec, oldest first, its replicas counted by phase (`replica_phases`), and
+        the supervisor's pid and start time."""
+        jobs = self._run("SELECT name, backend, owner, phase, reason, message, exit_code, run, created, started,"
+                         " finished, supervisor_pid, supervisor_started FROM jobs ORDER BY created")
+        phases: dict[str, dict[str, int]] = {}
+        for job, phase, count in self._run("SELECT job, phase, count(*) FROM replicas GROUP BY job, phase"):
+            phases.setdefault(job, {})[phase] = count
+        return [{**row, "replica_phases": phases.get(row["name"], {})} for row in jobs]
+
     @staticmethod
     def _job(row: sqlite3.Row, replicas: list[sqlite3.Row]) -> dict:
         job = dict(row)

@@ -78,6 +78,7 @@ export async function requestAPI<T>(
 /**
  * Types of the REST API, generated from its OpenAPI document (`jlpm build:api`).
  */
+export type JobSummary = components['schemas']['JobSummary'];
 export type Job = components['schemas']['Job'];
 export type Replica = components['schemas']['Replica'];
 export type JobSpec = components['schemas']['JobSpec'];
@@ -129,7 +130,7 @@ function jobPath(name: string, action?: string): string {
  * The job operations of the REST API.
  */
 export const jobsAPI = {
-  list: (): Promise<Job[]> => requestAPI<Job[]>('jobs'),
+  list: (): Promise<JobSummary[]> => requestAPI<JobSummary[]>('jobs'),
   get: (name: string): Promise<Job> => requestAPI<Job>(jobPath(name)),
   /** Submit to `backend`, or to the server's default one. */
   submit: (spec: JobSpec, backend?: string): Promise<Job> =>

@@ -1,18 +1,20 @@
-import type { Job } from './api';
+import type { JobSummary } from './api';
 
 /**
  * "2/4": replicas running out of all replicas.
  */
-export function ready(job: Job): string {
-  const running = job.replicas.filter(r => r.phase === 'Running').length;
-  return `${running}/${job.replicas.length}`;
+export function ready(job: Pick<JobSummary, 'replica_phases'>): string {
+  const all = Object.values(job.replica_phases).reduce((sum, n) => sum + n, 0);
+  return `${job.replica_phases.Running ?? 0}/${all}`;
 }
 
 /**
  * Why a job is in its phase: its reason (unless it only repeats the phase) and
  * message, "Completed: worker-0 succeeded".
  */
-export function why(job: Pick<Job, 'phase' | 'reason' | 'message'>): string {
+export function why(
+  job: Pick<JobSummary, 'phase' | 'reason' | 'message'>
+): string {
   const reason = job.reason === job.phase ? '' : job.reason;
   return [reason, job.message].filter(Boolean).join(': ');
 }
@@ -38,7 +40,7 @@ export function age(iso: string, now: number = Date.now()): string {
 /**
  * Whether a job matches a filter: every word appears in its name, phase or backend.
  */
-export function matches(job: Job, filter: string): boolean {
+export function matches(job: JobSummary, filter: string): boolean {
   const haystack =
     `${job.name} ${job.phase} ${job.backend} ${job.owner}`.toLowerCase();
   return filter

@@ -23,7 +23,7 @@ import {
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { Job, tensorboardURL } from './api';
+import { JobSummary, tensorboardURL } from './api';
 // Not './form': a lib/form.js left by a build before the split would win.
 import { NewJobWidget } from './form/index';
 import { JobsModel, JobsWidget } from './jobs';
@@ -151,9 +151,9 @@ const plugin: JupyterFrontEndPlugin<void> = {
     panel.id = PANEL_ID;
     panel.title.icon = distrainIcon;
     panel.title.caption = 'Distributed training';
-    const openJob = (job: Job) =>
+    const openJob = (job: JobSummary) =>
       void commands.execute(CommandIDs.openJob, { name: job.name });
-    const cloneJob = (job: Job) =>
+    const cloneJob = (job: JobSummary) =>
       void commands.execute(CommandIDs.newJob, { clone: job.name });
     panel.addWidget(new JobsWidget(model, openJob, cloneJob));
     panel.toolbar.addItem(

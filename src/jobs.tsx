@@ -16,7 +16,7 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 
-import { FINISHED, Job, jobsAPI, Phase } from './api';
+import { FINISHED, JobSummary, jobsAPI, Phase } from './api';
 import { age, matches, ready, why } from './format';
 
 /**
@@ -33,7 +33,7 @@ export class JobsModel {
     });
   }
 
-  get jobs(): readonly Job[] {
+  get jobs(): readonly JobSummary[] {
     return this._jobs;
   }
 
@@ -64,11 +64,11 @@ export class JobsModel {
   }
 
   readonly poll: Poll;
-  private _jobs: Job[] = [];
+  private _jobs: JobSummary[] = [];
   private _changed = new Signal<this, void>(this);
 }
 
-function announce(job: Job): void {
+function announce(job: JobSummary): void {
   const detail = why(job) ? ` (${why(job)})` : '';
   const message = `Training job ${job.name} ${job.phase.toLowerCase()}${detail}`;
   if (job.phase === 'Succeeded' || job.phase === 'Stopped') {
@@ -83,7 +83,7 @@ type Action = 'stop' | 'restart' | 'clone' | 'delete';
 
 /** What an action asks before it is done; actions without one are done at once. */
 const CONFIRM: Partial<
-  Record<Action, (job: Job) => Partial<Dialog.IOptions<any>>>
+  Record<Action, (job: JobSummary) => Partial<Dialog.IOptions<any>>>
 > = {
   stop: job => ({
     title: `Stop ${job.name}?`,
@@ -103,8 +103,8 @@ const CONFIRM: Partial<
  */
 async function act(
   action: Action,
-  job: Job,
-  onClone: (job: Job) => void
+  job: JobSummary,
+  onClone: (job: JobSummary) => void
 ): Promise<void> {
   const confirm = CONFIRM[action];
   if (confirm && !(await showDialog(confirm(job))).button.accept) {
@@ -125,7 +125,7 @@ const ACTIONS: {
   action: Action;
   label: string;
   icon: typeof stopIcon;
-  when: (job: Job) => boolean;
+  when: (job: JobSummary) => boolean;
 }[] = [
   {
     action: 'stop',
@@ -164,9 +164,9 @@ export function PhaseBadge(props: {
  * The buttons for what can be done to a job now; `after` runs once an action is done.
  */
 export function JobActions(props: {
-  job: Job;
+  job: JobSummary;
   after: () => Promise<void>;
-  onClone: (job: Job) => void;
+  onClone: (job: JobSummary) => void;
 }): JSX.Element {
   const { job } = props;
   return (
@@ -194,8 +194,8 @@ export function JobActions(props: {
  */
 export function JobList(props: {
   model: JobsModel;
-  onOpen: (job: Job) => void;
-  onClone: (job: Job) => void;
+  onOpen: (job: JobSummary) => void;
+  onClone: (job: JobSummary) => void;
 }): JSX.Element {
   const [filter, setFilter] = React.useState('');
   const shown = props.model.jobs.filter(job => matches(job, filter));
@@ -261,8 +261,8 @@ export function JobList(props: {
 export class JobsWidget extends ReactWidget {
   constructor(
     readonly model: JobsModel,
-    private readonly onOpen: (job: Job) => void,
-    private readonly onClone: (job: Job) => void
+    private readonly onOpen: (job: JobSummary) => void,
+    private readonly onClone: (job: JobSummary) => void
   ) {
     super();
     this.addClass('jp-distrain-jobs-widget');

@@ -6,6 +6,7 @@ import {
   FINISHED,
   isGone,
   Job,
+  JobSummary,
   jobsAPI,
   ReplicaMetrics,
   serverAPI
@@ -16,7 +17,7 @@ import { JobActions, PhaseBadge } from './jobs';
 export interface IJobViewActions {
   openLogs: (name: string, replica?: string) => void;
   openTensorBoard: (name: string, replica: string) => void;
-  onClone: (job: Job) => void;
+  onClone: (job: JobSummary) => void;
   onDeleted: () => void;
 }
 

@@ -344,7 +344,8 @@ export interface components {
       | 'Failed'
       | 'Stopped'
       | 'Lost';
-    Job: {
+    /** @description A job as the list shows it */
+    JobSummary: {
       name: string;
       backend: string;
       /** @description Who submitted it ($JUPYTERHUB_USER, else the operating-system user); empty for a job made before jobs had owners */
@@ -356,13 +357,20 @@ export interface components {
       exit_code: number | null;
       /** @description 1, then one more per restart */
       run: number;
-      output_dir: string;
       /** Format: date-time */
       created: string;
       /** Format: date-time */
-      started?: string | null;
+      started: string | null;
       /** Format: date-time */
-      finished?: string | null;
+      finished: string | null;
+      /** @description How many replicas of the current run are in each phase, e.g. {"Running": 3, "Pending": 1} */
+      replica_phases: {
+        [key: string]: number;
+      };
+    };
+    /** @description A job by itself, its summary and details */
+    Job: components['schemas']['JobSummary'] & {
+      output_dir: string;
       replicas: components['schemas']['Replica'][];
       spec: components['schemas']['JobSpec'];
       /** @description The logs of its current run, for ?replica= of the logs endpoints: the local backend's setup, then each replica */
@@ -745,13 +753,13 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description Every job, oldest first */
+      /** @description Every job, oldest first, as the list shows it: no spec, events or replica details (GET the job for those). Unchanged since the ETag given in If-None-Match: 304, no body. */
       200: {
         headers: {
           [name: string]: unknown;
         };
         content: {
-          'application/json': components['schemas']['Job'][];
+          'application/json': components['schemas']['JobSummary'][];
         };
       };
       403: components['responses']['Forbidden'];

@@ -765,6 +765,9 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
     assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",
                                                               "worker-0": "Stopped"}
+    listed = requests.get(f"{api}/jobs", headers=headers).json()  # the list: replicas counted, no spec
+    assert [(j["name"], j["phase"], j["replica_phases"]) for j in listed] == \
+        [("via-rest", "Succeeded", {"Succeeded": 1, "Stopped": 2})] and "spec" not in listed[0]
     assert [m["phase"] for m in requests.get(f"{api}/jobs/via-rest/metrics", headers=headers).json()] == \
         ["Succeeded", "Stopped", "Stopped"]
 
@@ -1133,8 +1136,12 @@ def configmap(name: str, version: str, status: str = "") -> client.V1ConfigMap:
 
 
 def cached(cache: Cache, name: str) -> str | None:
-    """The resourceVersion of the cached job ConfigMap `name` (None: not cached)."""
-    return next((cm.metadata.resource_version for cm in cache.items("configmaps") if cm.metadata.name == name), None)
+    """The resourceVersion of the cached job ConfigMap `name` (None: not cached); the lookups by name and by
+    the job's label agree with it, and a job no longer cached leaves nothing in the index."""
+    version = next((cm.metadata.resource_version for cm in cache.items("configmaps") if cm.metadata.name == name), None)
+    assert [cm.metadata.resource_version for cm in cache.of_job("configmaps", name)] == [version] * (version is not None)
+    assert (cache.get("configmaps", name) is None) == (version is None) == (name not in cache.by_job["configmaps"])
+    return version
 
 
 def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_numbers():

@@ -126,7 +126,7 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     # the jobs are the server's: a restarted kernel sees them, and so does the REST API
     kernel.restart()
     listed = kernel.run("%load_ext jupyter_distrain\n%distrain list")
-    assert "<b>fit</b>" in listed and "<b>long</b>" in listed
+    assert "<b>fit</b>" in listed and "<b>long</b>" in listed and "0/1 replicas running" in listed, listed
     assert {j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()} == {"fit", "long"}
     assert kernel.run("%distrain delete fit\n%distrain delete long") == "job fit deleted\njob long deleted\n"
     kernel.close()  # the kernel inherits DISTRAIN_HOME, as the jobs' processes do

@@ -93,6 +93,13 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     expect(row("sleeper").locator(".jp-distrain-phase")).to_have_text("Running", timeout=60_000)
     expect(row("sleeper").locator(".jp-distrain-ready")).to_have_text("1/1")
     expect(jobs.locator(".jp-distrain-owner")).to_have_count(0)  # one owner's jobs
+    # nothing changes now: the list's next refresh asks with its ETag and the server answers 304: the panel
+    # has both jobs, and no body crossed the wire
+    with page.expect_response(lambda r: r.url == f"{lab.url}/distrain/api/jobs", timeout=60_000) as refreshed:
+        pass
+    asked = refreshed.value.request.header_value("if-none-match")
+    assert asked and asked == refreshed.value.header_value("etag")
+    assert len(refreshed.value.json()) == 2 and refreshed.value.request.sizes()["responseBodySize"] == 0
     screenshot(page, "panel-jobs")
 
     jobs.get_by_label("Filter jobs").fill("sleep")

@@ -95,6 +95,9 @@ async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
 
     code, jobs = await api("GET", "jobs")
     assert [j["name"] for j in jobs] == ["fit", "fit-2"]
+    code, fit = await api("GET", "jobs/fit")  # the list has each job's own fields and its replicas counted
+    assert jobs[0] == {key: fit[key] for key in jobs[0]} and jobs[0]["replica_phases"] == {"Succeeded": 1}
+    assert not {"spec", "replicas", "events", "logs", "output_dir"} & set(jobs[0])
     code, metrics = await api("GET", "jobs/fit/metrics")
     assert code == 200 and metrics[0]["replica"] == "worker-0" and metrics[0]["cpu_percent"] is None
 

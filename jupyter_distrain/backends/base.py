@@ -4,10 +4,13 @@ only through this Protocol; a backend is named in `c.Distrain.backend_classes` a
 from __future__ import annotations
 
 import builtins  # `list` is also a method name below
+import getpass
 import logging
+import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, TypeVar, Union, cast
 
 if TYPE_CHECKING:
     import ssl
@@ -40,7 +43,8 @@ class EventRecord(TypedDict):
     message: str
 
 
-class JobFields(TypedDict):
+class JobState(TypedDict):
+    """What a job is and where it stands: the fields a list and a job's own view share."""
 
     name: str
     backend: str
@@ -50,10 +54,26 @@ class JobFields(TypedDict):
     message: str
     exit_code: int | None
     run: int  # 1, then one more per restart
-    output_dir: str
     created: float
     started: float | None
     finished: float | None
+
+
+STATE_FIELDS = tuple(JobState.__annotations__)
+
+
+class JobSummary(JobState):
+    """A job as the list shows it: no spec, no events, its replicas counted by phase."""
+
+    replica_phases: dict[str, int]  # phase: how many of the current run's replicas are in it
+
+
+SUMMARY_FIELDS = tuple(JobSummary.__annotations__)
+
+
+class JobFields(JobState):
+
+    output_dir: str
     spec: dict
     replicas: list[ReplicaRecord]
     logs: list[str]  # the logs of the current run, for `replica=`: local setup, then each replica
@@ -86,6 +106,18 @@ class ClusterTensorBoard:
 
 
 TensorBoardTarget = Union[EventFiles, ClusterTensorBoard]
+
+
+def summary(job: JobRecord) -> JobSummary:
+    """The job as the list shows it."""
+    return cast(JobSummary, {**{key: job[key] for key in STATE_FIELDS},  # type: ignore[literal-required]
+                             "replica_phases": dict(Counter(r["phase"] for r in job["replicas"]))})
+
+
+def current_owner() -> str:
+    """Who submits and sees jobs: JupyterHub's user (its single-user servers, and their terminals and kernels,
+    have $JUPYTERHUB_USER), else the operating-system user."""
+    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
 
 
 def sees(viewer: str, owner: str, see_all: bool) -> bool:
@@ -128,8 +160,8 @@ class Backend(Protocol):
     def get(self, name: str, events: int = 20) -> JobRecord:
         """The job, with its `events` most recent events; JobNotFound if there is none."""
 
-    def list(self) -> list[JobRecord]:
-        """Every job of this backend, without events."""
+    def list(self) -> list[JobSummary]:
+        """Every job of this backend, as the list shows it (see `summary`)."""
 
     def stop(self, name: str) -> JobRecord:
         """Stop every replica (a grace period, then kill) and return the job once it is finished."""

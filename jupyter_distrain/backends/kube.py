@@ -44,6 +44,7 @@ import shutil
 import ssl
 import threading
 import time
+from collections import Counter
 from contextlib import contextmanager, nullcontext
 from functools import cached_property
 from datetime import datetime, timezone
@@ -61,7 +62,7 @@ from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_
                       restart_event, run_ended)
 from ..spec import gpu_type, gpus, replica_name, replicas
 from . import manifests
-from .base import ClusterTensorBoard, EventRecord, JobRecord, sees
+from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
 from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
 from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
                          event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
@@ -238,22 +239,22 @@ class KubeBackend:
         return sees(self.owner, (obj.metadata.annotations or {}).get(OWNER, ""), self.settings.see_all_owners)
 
     def _root(self, name: str) -> client.V1ConfigMap:
-        found = [cm for cm in self._roots() if cm.metadata.name == name]
-        if not found:
+        root = self.cache.get("configmaps", name) if self.cache else \
+            next((cm for cm in self._roots() if cm.metadata.name == name), None)
+        if root is None or not self.visible(root):
             raise JobNotFound(name)
-        return found[0]
+        return root
 
     def _pods(self, name: str) -> builtins.list[client.V1Pod]:
         """The job's replicas' pods (with restarts on the JobSet engine, several per replica)."""
         if not self.cache:
             return self._pods_fresh(name)
-        return [p for p in self.cache.items("pods") if (p.metadata.labels or {}).get(JOB) == name
-                and ROLE in p.metadata.labels]
+        return [p for p in self.cache.of_job("pods", name) if ROLE in p.metadata.labels]
 
     def _jobs(self, name: str) -> dict[str, client.V1Job]:
         """The Jobs of a JobSet job, by replica."""
         if self.cache:
-            jobs = self.cache.items("jobs")
+            jobs = self.cache.of_job("jobs", name)
         else:
             jobs = self._call(lambda: self.batch.list_namespaced_job(
                 self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list Jobs")
@@ -270,8 +271,7 @@ class KubeBackend:
     def _workload(self, root: client.V1ConfigMap) -> dict | None:
         """The object that runs the job on its engine, as the engine reports it."""
         if self.cache:
-            resource = self._engine_api(root)[2]
-            return next((o for o in self.cache.items(resource) if o.metadata.name == root.metadata.name), None)
+            return self.cache.get(self._engine_api(root)[2], root.metadata.name)
         return self._workload_fresh(root)
 
     def _workload_fresh(self, root: client.V1ConfigMap) -> dict | None:
@@ -506,20 +506,34 @@ class KubeBackend:
             self._create(obj)
 
     def get(self, name: str, events: int = 20) -> JobRecord:
-        root = self._root(name)
-        pods = self._pods(name)
-        if engine_of(root) != "pods":
-            job = self._view(root, newest(pods), self._observe(root, pods))
-        else:
-            job = self.reconcile(root, newest(pods)) if not self.cache else self._view(root, newest(pods))
+        job = self._current(self._root(name))
         if events:
             names = [r["name"] for r in job["replicas"]]
             job["events"] = [cast(EventRecord, event_view(e, name, names)) for e in sorted(
                 self._events(name, names), key=lambda e: event_time(e) or 0)][-events:]
         return job
 
-    def list(self) -> list[JobRecord]:
-        return [self.get(cm.metadata.name, events=0) for cm in self._roots()]
+    def _current(self, root: client.V1ConfigMap) -> JobRecord:
+        """The job of `root` as it stands: observed from its engine, or from its pods on "pods" (reconciled
+        here unless this process's controller does)."""
+        pods = self._pods(root.metadata.name)
+        if engine_of(root) == "pods":
+            return self.reconcile(root, newest(pods)) if not self.cache else self._view(root, newest(pods))
+        if json.loads(root.data["status.json"])["phase"] in FINISHED:  # recorded as it ended: nothing to observe
+            return self._view(root, newest(pods))
+        return self._view(root, newest(pods), self._observe(root, pods))
+
+    def list(self) -> list[JobSummary]:
+        return [self._summary(root) for root in self._roots()]
+
+    def _summary(self, root: client.V1ConfigMap) -> JobSummary:
+        """The job as the list shows it: a finished one (most of a long list) straight from its recorded
+        status."""
+        status = json.loads(root.data["status.json"])
+        if status["phase"] not in FINISHED:
+            return summary(self._current(root))
+        return cast(JobSummary, {**self._state(root, status, status.get("run", 1)),
+                                 "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values()))})
 
     def stop(self, name: str) -> JobRecord:
         """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
@@ -769,14 +783,17 @@ class KubeBackend:
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
                          "message": live.get("message", ""), "node": live.get("node")})
         return cast(JobRecord, {
-            "name": spec["name"], "backend": self.name, "owner": (root.metadata.annotations or {}).get(OWNER, ""),
-            "phase": status["phase"], "reason": status["reason"],
-            "message": status["message"], "exit_code": status["exit_code"], "run": current_run(root),
-            "output_dir": output_location(spec, self.settings), "spec": spec,
-            "created": seconds(root.metadata.creation_timestamp), "started": status["started"],
-            "finished": status["finished"], "replicas": rows, "logs": [row["name"] for row in rows],
+            **self._state(root, status, current_run(root)), "output_dir": output_location(spec, self.settings),
+            "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
         })
+
+    def _state(self, root: client.V1ConfigMap, status: dict, run: int) -> dict:
+        """The job's own fields (JobState), from its ConfigMap and a status."""
+        return {"name": root.metadata.name, "backend": self.name,
+                "owner": (root.metadata.annotations or {}).get(OWNER, ""), "run": run,
+                "created": seconds(root.metadata.creation_timestamp),
+                **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")}}
 
     def record(self, name: str, event: Event) -> None:
         """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod)."""

@@ -87,6 +87,10 @@ def listers(api: client.ApiClient, namespace: str, engines: dict[str, str]) -> d
     return out
 
 
+def job_label(obj) -> str | None:
+    return (obj.metadata.labels or {}).get(JOB)
+
+
 class Cache:
     """An informer: list, then watch each kind `listers` names (see `listers`), calling `changed(job)` for
     every job a change touches.
@@ -119,6 +123,7 @@ class Cache:
         self.watch_timeout = watch_timeout
         kinds = list(listers)
         self.objects: dict[str, dict[str, Any]] = {k: {} for k in kinds}
+        self.by_job: dict[str, dict[str | None, dict[str, Any]]] = {k: {} for k in kinds}  # job label -> name -> object
         self.versions: dict[str, str | None] = dict.fromkeys(kinds)  # where each watch resumes; None: list
         self.generation = dict.fromkeys(kinds, 0)  # listings applied
         self.awaited: dict[str, dict[str, Any]] = {k: {} for k in kinds}  # name -> its answer's version
@@ -148,6 +153,18 @@ class Cache:
         with self.lock:
             return list(self.objects[kind].values())
 
+    def get(self, kind: str, name: str) -> Any:
+        """The cached object of that name, or None."""
+        self.items(kind)  # ready, or its failure
+        with self.lock:
+            return self.objects[kind].get(name)
+
+    def of_job(self, kind: str, job: str) -> list:
+        """The cached objects labelled with the job's name."""
+        self.items(kind)
+        with self.lock:
+            return list(self.by_job[kind].get(job, {}).values())
+
     # this process's writes
     @contextmanager
     def writing(self, kind: str, name: str) -> Iterator[Write]:
@@ -169,10 +186,7 @@ class Cache:
         with self.lock:
             if write.generation != self.generation[kind] or version in self.in_flight[kind][name][1]:
                 return
-            if obj is None:
-                self.objects[kind].pop(name, None)
-            else:
-                self.objects[kind][name] = obj
+            self._set(kind, name, obj)
             self.awaited[kind][name] = version
 
     # the watch
@@ -194,10 +208,21 @@ class Cache:
             if awaited != version and not (awaited is _GONE and type_ == "DELETED"):
                 return
             del self.awaited[kind][name]
-        if type_ == "DELETED":
+        self._set(kind, name, None if type_ == "DELETED" else obj)
+
+    def _set(self, kind: str, name: str, obj) -> None:
+        """Cache `obj` as `name`, or with None forget it (the lock held), in the job index too."""
+        old = self.objects[kind].get(name)
+        if old is not None:
+            named = self.by_job[kind][job_label(old)]
+            del named[name]
+            if not named:
+                del self.by_job[kind][job_label(old)]
+        if obj is None:
             self.objects[kind].pop(name, None)
-        else:
-            self.objects[kind][name] = obj
+            return
+        self.objects[kind][name] = obj
+        self.by_job[kind].setdefault(job_label(obj), {})[name] = obj
 
     def _job_of(self, kind: str, obj) -> str | None:
         """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
@@ -208,7 +233,7 @@ class Cache:
         if kind == "workloads":  # Kueue's, owned by the job's JobSet or TFJob..., named as the job
             owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
             return next((o for o in owners if o in self.objects["configmaps"]), None)
-        return (obj.metadata.labels or {}).get(JOB)
+        return job_label(obj)
 
     def _run(self, kind: str) -> None:
         lister = self.listers[kind]
@@ -244,6 +269,9 @@ class Cache:
         with self.lock:
             touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
             self.objects[kind] = {o.metadata.name: o for o in items}
+            self.by_job[kind] = {}
+            for o in items:
+                self.by_job[kind].setdefault(job_label(o), {})[o.metadata.name] = o
             touched |= {self._job_of(kind, o) for o in items}
             self.awaited[kind].clear()
             self.generation[kind] += 1

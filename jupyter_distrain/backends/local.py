@@ -33,13 +33,12 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 import psutil
 
 from .. import logs
-from ..config import current_owner
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Phase, run_ended
 from ..spec import gpus, replicas
 from ..store import Store
 from . import procs
-from .base import EventFiles, EventRecord, JobRecord, sees
+from .base import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary, current_owner, sees
 
 if TYPE_CHECKING:
     from ..config import Distrain
@@ -52,7 +51,7 @@ class LocalBackend:
     default_host_paths: tuple[str, ...] | None = None  # this user's own machine: any directory they can read
 
     def __init__(self, root: Path, owner: str | None = None, see_all: bool = False):
-        """The jobs under `root` that `owner` (default: this user, config.current_owner) sees: their own, those
+        """The jobs under `root` that `owner` (default: this user, base.current_owner) sees: their own, those
         made before jobs had owners, and with `see_all` every one."""
         self.root = Path(root).resolve()
         self.store = Store(self.root / "jobs.sqlite")
@@ -258,8 +257,11 @@ class LocalBackend:
             job["events"] = cast(builtins.list[EventRecord], self.store.events(name, limit=events))
         return job
 
-    def list(self) -> list[JobRecord]:
-        return [self._view(self.reconcile(job)) for job in self.store.jobs() if self.visible(job)]
+    def list(self) -> list[JobSummary]:
+        jobs = [job for job in self.store.summaries() if self.visible(job)]
+        if any(self.reconcile(job) is not job for job in jobs if job["phase"] not in FINISHED):
+            jobs = [job for job in self.store.summaries() if self.visible(job)]  # a run was found ended
+        return [cast(JobSummary, {key: job[key] for key in SUMMARY_FIELDS}) for job in jobs]
 
     @staticmethod
     def _view(row: dict) -> JobRecord:

@@ -16,7 +16,7 @@ from tornado import web
 from .. import __version__, logs, repo
 from .. import spec as spec_
 from ..errors import DistrainError
-from ..manager import JobManager, public
+from ..manager import JobManager, public, public_summary
 from .openapi import openapi_document
 
 AUTH_RESOURCE = "distrain"
@@ -159,7 +159,7 @@ class JobsHandler(DistrainHandler):
     query_params = ("dry_run", "backend")
 
     async def get(self) -> None:
-        self.reply([public(job) for job in await call(self.manager.list)])
+        self.reply([public_summary(job) for job in await call(self.manager.list)])
 
     async def post(self) -> None:
         backend = self.get_query_argument("backend", None)

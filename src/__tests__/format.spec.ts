@@ -1,4 +1,4 @@
-import type { Job } from '../api';
+import type { JobSummary } from '../api';
 import { age, bytes, matches, ready, shorten, why } from '../format';
 
 const job = {
@@ -6,12 +6,13 @@ const job = {
   phase: 'Running',
   backend: 'local',
   owner: 'alice',
-  replicas: [{ phase: 'Running' }, { phase: 'Pending' }]
-} as unknown as Job;
+  replica_phases: { Running: 1, Pending: 2 }
+} as unknown as JobSummary;
 
 describe('format', () => {
   it('counts running replicas', () => {
-    expect(ready(job)).toBe('1/2');
+    expect(ready(job)).toBe('1/3');
+    expect(ready({ replica_phases: {} })).toBe('0/0');
   });
 
   it('gives ages in their largest unit', () => {
