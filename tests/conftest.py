@@ -60,16 +60,23 @@ class CLI:
 
 
 def processes_of(root: Path) -> list[psutil.Process]:
-    """Every process started for jobs under `root` (supervisors and replicas inherit DISTRAIN_HOME)."""
+    """Every process started for jobs under `root` (supervisors and replicas inherit DISTRAIN_HOME), but the
+    launcher of a Jupyter server still running (JupyterServer.stop checks that it goes with its server)."""
     found = []
     for process in psutil.process_iter():
         try:
             if process.pid != os.getpid() and process.environ().get("DISTRAIN_HOME") == str(root) \
-                    and process.status() != psutil.STATUS_ZOMBIE:
+                    and process.status() != psutil.STATUS_ZOMBIE and not serving(process):
                 found.append(process)
         except psutil.Error:
             continue
     return found
+
+
+def serving(process: psutil.Process) -> bool:
+    """Whether the process is a launcher (LocalBackend.start) whose server runs."""
+    server = process.parent()
+    return "--launcher" in process.cmdline() and server is not None and server.pid != 1
 
 
 def at_once(hammer, count: int, seconds: float) -> None:
@@ -162,10 +169,17 @@ class JupyterServer:
         except (urllib.error.URLError, ConnectionError):
             return False
 
+    def launchers(self) -> list[psutil.Process]:
+        """The server's launcher (LocalBackend.start)."""
+        return [p for p in psutil.Process(self.process.pid).children() if "--launcher" in p.cmdline()]
+
     def stop(self) -> None:
+        """Stop the server; its launcher goes with it."""
+        launchers = self.launchers() if self.process.poll() is None else []
         self.process.terminate()
         self.process.wait(60)
         self.log.close()
+        assert not psutil.wait_procs(launchers, timeout=10)[1], "the launcher outlived its server"
 
 
 @pytest.fixture

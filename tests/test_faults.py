@@ -105,17 +105,32 @@ def test_a_daemon_a_replica_double_forks_ends_with_its_job(cli, tmp_path):
     assert_nothing_left(cli.root)
 
 
-def test_a_killed_server_takes_its_tensorboards_along(server):
+def test_a_killed_server_takes_its_tensorboard_and_its_launcher_along(server):
     api, headers = f"{server.url}/distrain/api", server.headers
+    launchers = server.launchers()
+    assert len(launchers) == 1
     assert requests.post(f"{api}/jobs", json=sleeper("watched"), headers=headers).status_code == 201
+    assert launchers[0].is_running()  # the job started through it: a failed exchange ends it
     board = f"{server.url}/distrain/tensorboard/watched/all/"
     assert requests.get(board, headers=headers, timeout=120).status_code == 200
     boards = [p for p in processes_of(server.root) if "tensorboard.main" in p.cmdline()]
     assert len(boards) == 1
     server.process.kill()
     server.process.wait()
-    psutil.wait_procs(boards, timeout=10)
-    assert not any(p.is_running() for p in boards)
+    assert not psutil.wait_procs(boards + launchers, timeout=10)[1]
+
+
+def test_a_server_whose_launcher_died_starts_jobs_from_a_new_interpreter(server):
+    for launcher in server.launchers():
+        launcher.kill()
+    api, headers = f"{server.url}/distrain/api", server.headers
+    assert requests.post(f"{api}/jobs", json=sleeper("cold", 1), headers=headers).status_code == 201
+    deadline = time.monotonic() + 60
+    while (job := requests.get(f"{api}/jobs/cold", headers=headers).json())["phase"] != "Succeeded":
+        assert time.monotonic() < deadline and job["phase"] not in FINISHED, job
+        time.sleep(0.2)
+    server.stop()
+    assert_nothing_left(server.root)
 
 
 def test_a_full_database_refuses_clearly_and_works_again_once_there_is_room(tmp_path):

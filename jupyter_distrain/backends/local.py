@@ -20,11 +20,13 @@ import fcntl
 import json
 import logging
 import os
+import select
 import shutil
 import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from ..config import Distrain
 
 STOP_GRACE_SECONDS = 10.0
+SUPERVISOR = [sys.executable, "-m", "jupyter_distrain.backends.supervisor"]
+LAUNCH_SECONDS = 60  # the most a job's supervisor may take to start
 
 
 class LocalBackend:
@@ -57,6 +61,8 @@ class LocalBackend:
         self.store = Store(self.root / "jobs.sqlite")
         self.owner = owner or current_owner()
         self.see_all = see_all
+        self.launcher: subprocess.Popen | None = None  # while a long-lived process uses this backend
+        self.launching = threading.Lock()  # one exchange with the launcher at a time
 
     @classmethod
     def from_config(cls, config: Distrain) -> LocalBackend:
@@ -64,12 +70,18 @@ class LocalBackend:
 
     def start(self, log: logging.Logger) -> None:
         """Nothing to keep current: every call reads the store, and supervisors run the jobs. Clears what a
-        killed process left: the lock files of jobs it was submitting."""
+        killed process left: the lock files of jobs it was submitting. Keeps a launcher ready (see
+        supervisor.serve), which ends with this process."""
         for lock in (self.root / "locks").glob("*"):
             with self.changing(lock.name, wait=False):
                 pass  # unless someone holds it, it goes with no job of its name
+        self.launcher = subprocess.Popen([*SUPERVISOR, "--root", str(self.root), "--launcher"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                                         env=self._supervisor_env(), start_new_session=True)
 
     def close(self) -> None:
+        if self.launcher:
+            self.launcher.communicate()  # its input closed, it exits
         self.store.close()
 
     # where things are
@@ -240,16 +252,41 @@ class LocalBackend:
         return Path(resume_from)
 
     def _launch(self, name: str) -> None:
-        """Start the detached supervisor; it keeps running after this process exits."""
+        """Start the detached supervisor, which keeps running after this process exits: through the launcher,
+        or (without one, or if it is gone) from a new interpreter."""
         self.log_dir(name).mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "jupyter_distrain.backends.supervisor", "--root", str(self.root), name]
-        env = {**os.environ, "DISTRAIN_HOME": str(self.root)}  # replicas' `distrain` commands see these jobs
-        result = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, env=env)
-        if result.returncode:
-            message = result.stderr.strip()[-2000:] or f"exit code {result.returncode}"
+        message = self._launched(name)
+        if message is None:
+            result = subprocess.run([*SUPERVISOR, "--root", str(self.root), name], stdin=subprocess.DEVNULL,
+                                    capture_output=True, text=True, timeout=LAUNCH_SECONDS, env=self._supervisor_env())
+            message = result.stderr.strip()[-2000:] or f"exit code {result.returncode}" if result.returncode else ""
+        if message:
             self.store.update_job(name, phase=str(Phase.FAILED), reason="SupervisorFailed", message=message,
                                   finished=time.time())
             raise DistrainError(f"could not start the job's supervisor: {message}")
+
+    def _launched(self, name: str) -> str | None:
+        """What the launcher says of starting the job's supervisor ("" once started); None without one."""
+        with self.launching:
+            if not self.launcher:
+                return None
+            ask, answers = self.launcher.stdin, self.launcher.stdout
+            assert ask and answers  # pipes
+            try:
+                ask.write(name + "\n")
+                ask.flush()
+                answer = answers.readline() if select.select([answers], [], [], LAUNCH_SECONDS)[0] else ""
+            except OSError:
+                answer = ""
+            if answer:
+                return json.loads(answer)
+            self.launcher.kill()  # gone, or broken: every later launch starts an interpreter
+            self.launcher.wait()
+            self.launcher = None
+            return None
+
+    def _supervisor_env(self) -> dict[str, str]:
+        return {**os.environ, "DISTRAIN_HOME": str(self.root)}  # replicas' `distrain` commands see these jobs
 
     def get(self, name: str, events: int = 20) -> JobRecord:
         job = self._view(self.reconcile(self.record(name)))

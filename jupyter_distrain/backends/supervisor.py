@@ -2,6 +2,7 @@
 applies the lifecycle policy and leaves nothing behind.
 
     python -m jupyter_distrain.backends.supervisor --root ROOT NAME
+    python -m jupyter_distrain.backends.supervisor --root ROOT --launcher   (a Jupyter server's, kept warm)
 
 A supervisor is two processes. The launching process forks the outer one into its own session and exits
 once it has recorded its pid, so the job outlives the CLI or the Jupyter server that submitted it. The outer
@@ -9,12 +10,16 @@ one forks the inner one, which runs the job, and passes SIGTERM (or SIGINT), whi
 As a subreaper it adopts what a replica leaves orphaned (a double-forked daemon); when the inner one exits,
 it kills whatever of the job is left (every replica, if the inner one was killed, recording the job's end
 then) and exits last: the job's processes are gone once its recorded pid is.
+
+A Jupyter server keeps a launcher ready, this module imported, which forks the launching process of each
+job named on its input: the job's replicas start without waiting for an interpreter and its imports (~85 ms).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import shutil
 import signal
@@ -338,9 +343,47 @@ def exit_reason(code: int) -> str:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", required=True)
-    parser.add_argument("name")
+    what = parser.add_mutually_exclusive_group(required=True)
+    what.add_argument("name", nargs="?")
+    what.add_argument("--launcher", action="store_true", help="start the supervisor of each job named on stdin")
     args = parser.parse_args(argv)
-    root = Path(args.root)
+    if args.launcher:
+        serve(Path(args.root))
+    else:
+        launch(Path(args.root), args.name)
+
+
+def serve(root: Path) -> None:
+    """The launcher: for each job named on stdin, fork a launching process and answer one line once it has
+    exited: a JSON string, "" when the job's supervisor is recorded, else what it printed. Ends with stdin
+    (its Jupyter server closed it, or exited)."""
+    for line in sys.stdin:
+        printed, printing = os.pipe()
+        child = os.fork()
+        if not child:
+            os.close(printed)
+            os.dup2(printing, 2)
+            os.close(printing)
+            code = 1
+            try:
+                launch(root, line.strip())
+                code = 0  # the outer or inner supervisor, its job over
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(code)
+        os.close(printing)
+        with open(printed, "rb") as output:
+            problem = output.read().decode(errors="replace").strip()
+        code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+        print(json.dumps("" if not code else problem[-2000:] or f"exit code {code}"), flush=True)
+
+
+def launch(root: Path, name: str) -> None:
+    """Start the job's supervisor: this process exits once the outer one has recorded its pid (status 0), or
+    failed to (1); the outer and the inner one return when the job is over."""
     # Blocked until the supervisor's handlers are installed, so an early stop is never lost.
     signal.pthread_sigmask(signal.SIG_BLOCK, procs.TERMINATING)
     recorded, record = os.pipe()
@@ -350,22 +393,22 @@ def main(argv: list[str] | None = None) -> None:
     os.close(recorded)
     os.setsid()
     backend = LocalBackend(root, see_all=True)
-    log = open(backend.job_dir(args.name) / "supervisor.log", "ab", buffering=0)
+    log = open(backend.job_dir(name) / "supervisor.log", "ab", buffering=0)
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
-    backend.store.update_job(args.name, supervisor_pid=os.getpid(), supervisor_started=procs.started_at(os.getpid()))
+    backend.store.update_job(name, supervisor_pid=os.getpid(), supervisor_started=procs.started_at(os.getpid()))
     backend.store.close()  # no connection crosses a fork
     procs.become_subreaper()
     supervisor = os.fork()
     if not supervisor:
         os.close(record)
-        asyncio.run(Supervisor(LocalBackend(root, see_all=True), args.name).run())
+        asyncio.run(Supervisor(LocalBackend(root, see_all=True), name).run())
         return
     os.write(record, b"1")
     os.close(record)
-    outlive(backend, args.name, supervisor)
+    outlive(backend, name, supervisor)
 
 
 def outlive(backend: LocalBackend, name: str, supervisor: int) -> None:
