@@ -11,6 +11,7 @@ from pathlib import Path
 
 import cli
 import job_list
+import launch
 import log_latency
 import log_throughput
 import tensorboard_memory
@@ -26,5 +27,6 @@ def machine() -> str:
 
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
-            *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure()]
+            *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure(),
+            *launch.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")
