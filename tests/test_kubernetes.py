@@ -31,6 +31,7 @@ from kubernetes import client
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend
+from jupyter_distrain.backends.kube_state import new_status
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
@@ -660,6 +661,22 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
                 "failed one or enforces its deadline")
             assert kube.engine(spec_.validate({"name": "torch", "framework": "pytorch", "command": "python a.py"}))[1] \
                 .startswith("the cluster's Training Operator serves no PyTorchJob: this job is supervised")
+
+            # a job a JobSet ran, in a cluster that serves JobSets no more: a server's cache and a CLI's reads
+            # show the same job (its engine object is gone), neither fails
+            orphan = manifests.root(tf_spec("orphan"), settings(tmp_path / "home"), "jobset")
+            orphan["data"]["status.json"] = json.dumps(new_status(tf_spec("orphan")))
+            client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, orphan)
+            read = kube.get("orphan")
+            server = KubeBackend(settings(tmp_path / "server"), api)
+            controller = Controller(server, logging.getLogger("test"))
+            try:
+                assert [(job["name"], job["phase"]) for job in server.list()] == [("orphan", read["phase"])]
+                assert server.get("orphan")["replicas"] == read["replicas"]
+                server.delete("orphan")
+                assert not server.exists("orphan")
+            finally:
+                controller.stop()
     finally:
         bare.stop()
 

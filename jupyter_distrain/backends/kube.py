@@ -447,8 +447,10 @@ class KubeBackend:
 
     def _writing(self, kind: str | None, name: str):
         """Bracket a write to object `name` of the cached `kind` (see Cache: read your own writes); for
-        another kind, or without a cache, the `Write` does nothing."""
-        return self.cache.writing(kind, name) if self.cache and kind else nullcontext(Write(None, "", name))
+        another kind (or one the cluster does not serve), or without a cache, the `Write` does nothing."""
+        if self.cache and kind in self.cache.listers:
+            return self.cache.writing(kind, name)
+        return nullcontext(Write(None, "", name))
 
     def _create(self, obj: dict, dry_run: bool = False, exists_ok: bool = False) -> dict:
         """Create the object, and answer what was made; with `exists_ok`, an object of its name that exists
@@ -1049,21 +1051,22 @@ class Controller:
     def _work(self) -> None:
         while (name := self.queue.get()) is not None:
             try:
-                roots = [cm for cm in self.backend._roots() if cm.metadata.name == name]
-                if not roots:  # deleted, or another owner's
+                try:
+                    root = self.backend._root(name)
+                except JobNotFound:  # deleted, or another owner's
                     self.runs = {key: whole for key, whole in self.runs.items() if key[0] != name}
                 else:
-                    self._read_volume_first(roots[0])
+                    self._read_volume_first(root)
                     pods = self.backend._pods(name)
-                    if engine_of(roots[0]) == "pods":
-                        job = self.backend.reconcile(roots[0], newest(pods))
+                    if engine_of(root) == "pods":
+                        job = self.backend.reconcile(root, newest(pods))
                         self._remind(name, job)
                     else:  # the engine applies the policy; copy what ended pods logged
-                        if engine_of(roots[0]) == "kubeflow":
-                            self.backend.count_restarts(roots[0], pods)
+                        if engine_of(root) == "kubeflow":
+                            self.backend.count_restarts(root, pods)
                         self.backend.copy_logs(name, pods, ended=True)
                     self._follow(name, pods)
-                    self._mark_complete(roots[0], pods)
+                    self._mark_complete(root, pods)
             except Exception:
                 self.log.exception("reconciling job %s", name)
             finally:

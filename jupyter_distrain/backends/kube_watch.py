@@ -154,13 +154,18 @@ class Cache:
             return list(self.objects[kind].values())
 
     def get(self, kind: str, name: str) -> Any:
-        """The cached object of that name, or None."""
+        """The cached object of that name, or None (always, for a kind the cluster does not serve: a job's
+        engine object once the engine is gone)."""
+        if kind not in self.listers:
+            return None
         self.items(kind)  # ready, or its failure
         with self.lock:
             return self.objects[kind].get(name)
 
     def of_job(self, kind: str, job: str) -> list:
-        """The cached objects labelled with the job's name."""
+        """The cached objects labelled with the job's name (see `get`)."""
+        if kind not in self.listers:
+            return []
         self.items(kind)
         with self.lock:
             return list(self.by_job[kind].get(job, {}).values())
