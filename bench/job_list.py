@@ -44,8 +44,7 @@ def measure(requests: int = 30) -> list[tuple]:
         fetched = [get(url, {}) for _ in range(requests)]
         etag = fetched[-1][2]
         again = [get(url, {"If-None-Match": etag}) for _ in range(requests)] if etag else []
-        full = sum(get(f"{url}/{job['name']}", {})[1] for job in json.loads(urllib.request.urlopen(
-            urllib.request.Request(url, headers=HEADERS), timeout=60).read()))  # each job by itself
+        full = sum(get(f"{url}/{job['name']}", {})[1] for job in server.request("GET", "jobs"))  # each by itself
         store = Store(server.root / "jobs.sqlite")
         direct = []
         for _ in range(requests):
@@ -80,10 +79,8 @@ def measure_kubernetes(requests: int = 30) -> list[tuple]:
                     core.create_namespaced_config_map(NAMESPACE, root)
                 with Server("--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
                             f"--Distrain.kubeconfig={plane.kubeconfig(ADMIN)}") as server:
-                    url = f"{server.api}/jobs"
-                    assert len(json.loads(urllib.request.urlopen(urllib.request.Request(url, headers=HEADERS),
-                                                                 timeout=60).read())) == JOBS
-                    fetched = [get(url, {})[0] for _ in range(requests)]
+                    assert len(server.request("GET", "jobs")) == JOBS  # and the cache is filled
+                    fetched = [get(f"{server.api}/jobs", {})[0] for _ in range(requests)]
                 direct = []
                 for _ in range(requests):
                     began = time.perf_counter()

@@ -21,7 +21,7 @@ from .logs import LogLine
 from . import code
 from .config import ENGINES, Distrain
 from .manager import JobManager, public, public_summary
-from .policy import FINISHED, shown_reason
+from .policy import FINISHED, running, shown_reason
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
@@ -203,7 +203,7 @@ def list_jobs(manager: JobManager, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return
-    rows = [(j["name"], j["phase"], ready(j), age(j["created"]), j["backend"], shown_reason(j)) for j in jobs]
+    rows = [(j["name"], j["phase"], running(j), age(j["created"]), j["backend"], shown_reason(j)) for j in jobs]
     if len({j["owner"] for j in jobs}) > 1:  # everyone's jobs (c.Distrain.see_all_owners): whose each is
         table(("NAME", "OWNER", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"),
               [(row[0], job["owner"], *row[1:]) for row, job in zip(rows, jobs)])
@@ -406,10 +406,6 @@ def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
     for row in cells:
         click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-
-
-def ready(job: dict) -> str:
-    return f"{job['replica_phases'].get('Running', 0)}/{sum(job['replica_phases'].values())}"
 
 
 def age(created: str) -> str:

@@ -27,7 +27,7 @@ from . import logs as logs_
 from . import repo as repo_
 from . import spec as spec_
 from .errors import DistrainError, FieldError, SpecError
-from .policy import shown_reason
+from .policy import running, shown_reason
 
 API = "distrain/api"
 TIMEOUT = 60  # seconds for one request; a followed log has none
@@ -133,8 +133,7 @@ class Job(dict):
 
 
 def replica_summary(job: dict) -> str:
-    phases = job["replica_phases"]
-    return f"{phases.get('Running', 0)}/{sum(phases.values())} replicas running"
+    return f"{running(job)} replicas running"
 
 
 class Client:

@@ -153,6 +153,12 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
     return Decision(Phase.RUNNING, restart=restart)
 
 
+def running(job: dict) -> str:
+    """How many of a job's replicas run, out of all of them: "2/4" (from its JSON's `replica_phases`)."""
+    phases = job["replica_phases"]
+    return f"{phases.get(Phase.RUNNING.value, 0)}/{sum(phases.values())}"
+
+
 def shown_reason(job: dict) -> str:
     """A job's reason as people read it: none where it only repeats the phase ("Stopped")."""
     reason = job.get("reason") or ""

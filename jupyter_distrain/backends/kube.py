@@ -46,8 +46,8 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager, nullcontext
-from functools import cached_property
 from datetime import datetime, timezone
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 

@@ -273,10 +273,9 @@ class Cache:
             items, version = listing.items, listing.metadata.resource_version
         with self.lock:
             touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
-            self.objects[kind] = {o.metadata.name: o for o in items}
-            self.by_job[kind] = {}
+            self.objects[kind], self.by_job[kind] = {}, {}
             for o in items:
-                self.by_job[kind].setdefault(job_label(o), {})[o.metadata.name] = o
+                self._set(kind, o.metadata.name, o)
             touched |= {self._job_of(kind, o) for o in items}
             self.awaited[kind].clear()
             self.generation[kind] += 1
