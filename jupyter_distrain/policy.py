@@ -7,6 +7,7 @@ from enum import Enum
 from typing import Any, Mapping
 
 from .spec import chief, replica_name
+from .spec import replicas as replicas_of  # `replicas` names a job's replica states below
 
 
 class Phase(str, Enum):
@@ -131,17 +132,14 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
                 stop_others=True,
             )
     by_name = {r.name: r for r in replicas}
-    head = by_name[replica_name(*chief(spec))]
-    if spec["policy"]["success"] == "all-workers":
-        deciders = [r for r in replicas if r.role in ("chief", "master", "worker")]
-        label = "all workers"
-    else:
-        deciders, label = [head], f"{head.name}"
-    if all(r.phase == Phase.SUCCEEDED for r in deciders):
+    training = [by_name[name] for name in training_deciders(spec)]
+    evaluators = [r for r in replicas if r.role == "evaluator"]
+    if all(r.phase == Phase.SUCCEEDED for r in training + evaluators):
+        label = "all workers" if spec["policy"]["success"] == "all-workers" else training[0].name
         return Decision(
             Phase.SUCCEEDED,
             reason="Completed",
-            message=f"{label} succeeded",
+            message=" and ".join([label, *(r.name for r in evaluators)]) + " succeeded",
             exit_code=0,
             stop_others=True,
         )
@@ -150,7 +148,25 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
     if any(r.phase == Phase.PENDING for r in replicas):
         pending = ", ".join(r.name for r in replicas if r.phase == Phase.PENDING)
         return Decision(Phase.PENDING, reason="ReplicasPending", message=f"waiting for {pending}", restart=restart)
+    if all(r.phase == Phase.SUCCEEDED for r in training):
+        evaluating = ", ".join(r.name for r in evaluators if r.phase != Phase.SUCCEEDED)
+        return Decision(Phase.RUNNING, reason="Evaluating", message=f"training succeeded; waiting for {evaluating}",
+                        restart=restart)
     return Decision(Phase.RUNNING, restart=restart)
+
+
+def training_deciders(spec: dict) -> list[str]:
+    """The replicas whose success is the training's: the chief (master, else worker 0), or with `all-workers`
+    every trainer. The job succeeds once they and every evaluator have (an evaluator ends on its own, after
+    evaluating the training's last checkpoint)."""
+    if spec["policy"]["success"] == "all-workers":
+        return [replica_name(r, i) for r, i in replicas_of(spec) if r in ("chief", "master", "worker")]
+    return [replica_name(*chief(spec))]
+
+
+def success_replicas(spec: dict) -> list[str]:
+    """Every replica that must succeed for the job to: the training's deciders and the evaluators."""
+    return training_deciders(spec) + [replica_name(r, i) for r, i in replicas_of(spec) if r == "evaluator"]
 
 
 def running(job: dict) -> str:

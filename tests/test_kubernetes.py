@@ -712,7 +712,7 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
     assert json.loads(objects[0]["data"]["spec.json"])["policy"]["deadline_seconds"] == 600
     dry_run_create(admin, objects)  # the JobSet webhooks' validation included
     jobset = objects[1]["spec"]
-    assert jobset["successPolicy"] == {"operator": "Any", "targetReplicatedJobs": ["master-0"]}
+    assert jobset["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["master-0"]}
     assert [(r["name"], r["groupName"]) for r in jobset["replicatedJobs"]] == [
         ("master-0", "master"), ("worker-0", "worker"), ("worker-1", "worker")]
     worker = jobset["replicatedJobs"][-1]["template"]["spec"]["template"]

@@ -1,6 +1,8 @@
 """The lifecycle policy, shared by every backend."""
 
 from jupyter_distrain import spec as spec_
+from jupyter_distrain.backends import manifests
+from jupyter_distrain.config import Distrain
 from jupyter_distrain.policy import Phase, Replica, decide
 
 R, S, F, P, X = Phase.RUNNING, Phase.SUCCEEDED, Phase.FAILED, Phase.PENDING, Phase.STOPPED
@@ -54,3 +56,24 @@ def test_restart_policies():
 def test_pending_is_reported_with_who():
     d = decide(tf(), states(R, P, R, P))
     assert (d.phase, d.message) == (P, "waiting for ps-0, worker-1")
+
+
+def test_the_evaluator_finishes_its_last_evaluation_before_the_job_succeeds():
+    """Training done, the job runs on (saying so) until its evaluator, which ends on its own, has succeeded;
+    the JobSet's success policy says the same, and a TFJob, which would not wait, is refused."""
+    spec = spec_.validate({"name": "j", "framework": "tensorflow", "command": "t", "policy": {"success": "all-workers"},
+                           "replicas": {"worker": {"count": 2}, "evaluator": {}}})
+    workers = [Replica("worker", 0, S, 0), Replica("worker", 1, S, 0)]
+    d = decide(spec, [*workers, Replica("evaluator", 0, R)])
+    assert (d.phase, d.reason, d.message, d.stop_others) == (R, "Evaluating",
+                                                             "training succeeded; waiting for evaluator-0", False)
+    d = decide(spec, [*workers, Replica("evaluator", 0, S, 0)])
+    assert (d.phase, d.message) == (S, "all workers and evaluator-0 succeeded")
+    assert decide(spec, [*workers, Replica("evaluator", 0, F, 1)]).phase == F
+
+    settings = Distrain()
+    owner = manifests.root(spec, settings, "jobset")
+    assert manifests.jobset(spec, settings, owner)["spec"]["successPolicy"] == {
+        "operator": "All", "targetReplicatedJobs": ["worker-0", "worker-1", "evaluator-0"]}
+    refusal = manifests.kubeflow_refusal(spec)
+    assert refusal is not None and refusal.path == "replicas.evaluator"

@@ -45,11 +45,12 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..clusterenv import Dirs, replica_env, trainers
+from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
 from ..errors import FieldError, SpecError
-from ..spec import chief, gpu_type, gpus, render_command, replica_name, replicas
+from ..policy import success_replicas
+from ..spec import gpu_type, gpus, render_command, replica_name, replicas
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
@@ -116,6 +117,9 @@ def kubeflow_refusal(spec: dict) -> FieldError | None:
         return FieldError("framework", f"the Training Operator runs tensorflow, keras, pytorch and paddle jobs, "
                                        f"not {framework} ones{elsewhere}")
     kind, roles, success = KUBEFLOW[framework], set(spec["replicas"]), spec["policy"]["success"]
+    if "evaluator" in roles:
+        return FieldError("replicas.evaluator", f"a {kind.kind} succeeds without waiting for its evaluator, "
+                                                f"which the job does{elsewhere}")
     if kind is TFJOB:
         keeps = "chief" if "chief" in roles or success == "chief" else "all-workers"
     elif framework == "pytorch":
@@ -337,17 +341,15 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
     """The job as a JobSet (engine "jobset"): the cluster's controller then enforces policy.py's rules.
 
     - success: the JobSet completes when the chief (master, or worker 0) succeeds, or with
-      `all-workers` when every trainer does; the controller then deletes the Jobs still running.
+      `all-workers` when every trainer does, and every evaluator has too; the controller then deletes
+      the Jobs still running.
     - failure: a replica's Job fails once its pod failed `max_restarts` + 1 times (`never`: once); with
       `exit-code`, at once unless the main container was killed by a signal (exit code 128-255); a
       failed Job fails the JobSet, which deletes the rest.
     - deadline: every Job's activeDeadlineSeconds (counted from its start, so from admission when queued).
     """
     job, policy = spec["name"], spec["policy"]
-    if policy["success"] == "all-workers":
-        success = {"operator": "All", "targetReplicatedJobs": [replica_name(r, i) for r, i in trainers(spec)]}
-    else:
-        success = {"operator": "Any", "targetReplicatedJobs": [replica_name(*chief(spec))]}
+    success = {"operator": "All", "targetReplicatedJobs": success_replicas(spec)}
     where = addresses(spec, settings.namespace, "jobset")
     replicated = []
     for role, index in replicas(spec):
