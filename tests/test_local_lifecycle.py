@@ -322,6 +322,32 @@ def test_requirements_installed_before_the_command(cli, tmp_path):
         __import__("distrain_probe")  # installed in the job's environment only
 
 
+def test_a_job_pins_its_own_versions_in_an_environment_reused_by_the_next(cli, tmp_path):
+    """requirements.txt pins an older numpy than the server's: the job sees its own, with the server's torch
+    working on it, from `python` and from the server's torchrun alike. A second job with the same requirements
+    reuses that environment instead of building one."""
+    import numpy
+    pinned = "1.26.4"
+    assert numpy.__version__ != pinned
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "requirements.txt").write_text(f"numpy=={pinned}  # what this training was validated with\n")
+    (code / "probe.py").write_text("import numpy, torch\n"
+                                   "print('numpy', numpy.__version__, 'sum', torch.from_numpy(numpy.arange(4.0)).sum().item())\n")
+    events = {}
+    for name, command in (("pinned", "python probe.py"), ("pinned-again", "torchrun --standalone probe.py")):
+        spec = write_spec(tmp_path / name, {"name": name, "code": {"path": "../code"}, "command": command})
+        cli("submit", "-f", str(spec))
+        job = cli.wait(name, timeout=300)
+        logs = cli("logs", name).stdout
+        assert job["phase"] == "Succeeded", logs
+        assert f"[worker-0] numpy {pinned} sum 6.0" in logs
+        events[name] = {e["reason"]: e["message"] for e in job["events"]}
+    assert "Installing" in events["pinned"] and "Reusing" not in events["pinned"]
+    assert "Installing" not in events["pinned-again"] and str(cli.root / "envs") in events["pinned-again"]["Reusing"]
+    assert_nothing_left(cli.root, timeout=0)
+
+
 def test_restart_policy_and_deadline(cli, tmp_path):
     counter = tmp_path / "attempts"
     spec = {"name": "flaky", "command": f"echo x >> {counter}; [ $(wc -l < {counter}) -ge 3 ]",

@@ -10,6 +10,7 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
     <root>/outputs/<name>/                     default output directory, kept after the job is deleted
     <root>/volumes/<volume>/                   named volumes for data and output
     <root>/secrets/<name>.json                 git credentials (mode 0600)
+    <root>/envs/<hash>/                        a Python environment per requirements.txt, reused (pyenv.py)
     <root>/locks/<name>                        held while an operation changes the job (see `changing`)
 """
 

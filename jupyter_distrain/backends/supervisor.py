@@ -26,7 +26,6 @@ import signal
 import sys
 import time
 import traceback
-import venv
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from ..logs import LogWriter, pump
 from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                       restart_event)
 from ..spec import gpus, render_command, replica_name, replicas
-from . import procs
+from . import procs, pyenv
 from .local import STOP_GRACE_SECONDS, LocalBackend
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
@@ -144,19 +143,22 @@ class Supervisor:
             setup.close()
 
     async def install_requirements(self, setup: LogWriter) -> None:
-        requirements = self.workspace / "requirements.txt"
-        if not requirements.exists() or not any(
-            line.strip() and not line.lstrip().startswith("#") for line in requirements.read_text().splitlines()
-        ):
+        """The job's own packages (pyenv): installed, or reused from a job with the same requirements."""
+        text = pyenv.requirements(self.workspace)
+        if text is None:
             return
-        self.event("Installing", "installing requirements.txt")
-        env_dir = self.workspace / ".distrain-venv"
-        await asyncio.to_thread(venv.create, env_dir, system_site_packages=True, with_pip=False, symlinks=True)
-        python = str(env_dir / "bin" / "python")
-        argv = [sys.executable, "-m", "pip", "--python", python, "install", "--disable-pip-version-check",
-                "--no-input", "-r", str(requirements)]
-        await self.setup_step(setup, argv, self.env, "pip install -r requirements.txt")
-        self.env = {**self.env, "VIRTUAL_ENV": str(env_dir), "PATH": f"{env_dir / 'bin'}:{self.env.get('PATH', '')}"}
+        env_dir = pyenv.location(self.backend.root, self.workspace, text)
+        async with pyenv.building(env_dir):
+            if pyenv.is_ready(env_dir):
+                self.event("Reusing", f"reusing the environment of the same requirements.txt ({env_dir})")
+            else:
+                self.event("Installing", "installing requirements.txt")
+                await asyncio.to_thread(pyenv.create, env_dir)
+                argv = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
+                        "--disable-pip-version-check", "--no-input", "-r", str(self.workspace / "requirements.txt")]
+                await self.setup_step(setup, argv, self.env, "pip install -r requirements.txt")
+                pyenv.mark_ready(env_dir)
+        self.env = pyenv.variables(env_dir, self.env)
 
     async def setup_step(self, log: LogWriter, argv: list[str], env: dict, what: str) -> None:
         process = await asyncio.create_subprocess_exec(

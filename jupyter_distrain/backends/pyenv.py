@@ -1,0 +1,94 @@
+"""The Python environment of a local job whose code has a requirements.txt: the job's packages first, then
+the server's (its framework included), so a job may pin another version of a package than the server has.
+
+Jobs with the same requirements share one environment, built once under <root>/envs/ and reused as is.
+Requirements that name local files (`./pkg.whl`, `-e .`, `-r other.txt`) get an environment of their own in
+the job's workspace, since what those files hold can change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import site
+import sys
+import venv
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import AsyncIterator
+
+READY = ".distrain-ready"  # written once the environment's requirements are installed
+LOCAL_FILES = re.compile(r"^\s*(-e|--editable|-r|--requirement|-c|--constraint|\.|/|~)|file:", re.MULTILINE)
+LOCK_POLL_SECONDS = 0.2
+
+
+def requirements(workspace: Path) -> str | None:
+    """The workspace's requirements.txt, if it asks for anything."""
+    path = workspace / "requirements.txt"
+    text = path.read_text() if path.is_file() else ""
+    lines = (line.split(" #")[0].strip() for line in text.splitlines())
+    return text if any(line and not line.startswith("#") for line in lines) else None
+
+
+def location(root: Path, workspace: Path, text: str) -> Path:
+    """Where the environment for these requirements is: shared, unless they name local files."""
+    if LOCAL_FILES.search(text):
+        return workspace / ".distrain-venv"
+    key = hashlib.sha256(f"{sys.executable}\n{sys.version}\n{text}".encode()).hexdigest()[:16]
+    return root / "envs" / key
+
+
+def is_ready(env_dir: Path) -> bool:
+    return (env_dir / READY).exists()
+
+
+def site_packages(env_dir: Path) -> Path:
+    return env_dir / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+
+
+def variables(env_dir: Path, env: dict[str, str]) -> dict[str, str]:
+    """`env` with the environment active; PYTHONPATH also gives its packages to the server's console scripts
+    (torchrun), whose interpreter is the server's."""
+    path = [str(site_packages(env_dir)), *filter(None, [env.get("PYTHONPATH")])]
+    return {**env, "VIRTUAL_ENV": str(env_dir), "PATH": f"{env_dir / 'bin'}:{env.get('PATH', '')}",
+            "PYTHONPATH": os.pathsep.join(path)}
+
+
+def create(env_dir: Path) -> None:
+    """An empty environment that also sees this interpreter's packages, after its own."""
+    shutil.rmtree(env_dir, ignore_errors=True)  # what a build cut short left
+    venv.create(env_dir, with_pip=False, symlinks=True)
+    own = site_packages(env_dir)
+    server = [path for path in site.getsitepackages() if os.path.isdir(path)]
+    # an `import` line of a .pth file runs at start-up: addsitedir also reads the server's own .pth files
+    (own / "_distrain_server.pth").write_text(f"import site; list(map(site.addsitedir, {server!r}))\n")
+
+
+def mark_ready(env_dir: Path) -> None:
+    (env_dir / READY).touch()
+
+
+@asynccontextmanager
+async def building(env_dir: Path) -> AsyncIterator[None]:
+    """Hold the environment's lock (one job builds it, the others wait, then reuse it); an environment not
+    ready when the lock is let go (its install failed or was stopped) is removed."""
+    env_dir.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(env_dir.parent / f"{env_dir.name}.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        while True:  # polled, so a stop cancels the wait
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                await asyncio.sleep(LOCK_POLL_SECONDS)
+        try:
+            yield
+        finally:
+            if not is_ready(env_dir):
+                shutil.rmtree(env_dir, ignore_errors=True)
+    finally:
+        os.close(fd)
