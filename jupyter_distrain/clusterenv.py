@@ -85,10 +85,14 @@ def tensorflow_env(spec: dict, addresses: dict[str, list[str]], role: str, index
 
 
 def pytorch_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int) -> dict[str, str]:
+    """torch.distributed's env:// names, and torchrun's PET_* defaults (one process per replica, as on every
+    engine; `--nproc-per-node` says otherwise). The master hosts a c10d rendezvous's store: torchrun would guess
+    by host name, and every local replica shares this machine's."""
     ranks = trainers(spec)
     master_role, master_index = chief(spec)
     host, port = _split(addresses[master_role][master_index])
     rank = str(ranks.index((role, index)))
+    is_master = (role, index) == (master_role, master_index)
     return {
         "MASTER_ADDR": host,
         "MASTER_PORT": port,
@@ -99,6 +103,7 @@ def pytorch_env(spec: dict, addresses: dict[str, list[str]], role: str, index: i
         "PET_NNODES": str(len(ranks)),
         "PET_NODE_RANK": rank,
         "PET_NPROC_PER_NODE": "1",
+        "PET_RDZV_CONF": f"is_host={int(is_master)}",
     }
 
 

@@ -65,6 +65,8 @@ def test_pytorch_env_golden():
         "MASTER_ADDR": "ddp-master-0.team.svc", "MASTER_PORT": "23456", "WORLD_SIZE": "4", "RANK": "3",
         "PET_NNODES": "4", "PET_NODE_RANK": "3", "PET_NPROC_PER_NODE": "1"}
     assert [envs[n]["RANK"] for n in ("master-0", "worker-0", "worker-1", "worker-2")] == ["0", "1", "2", "3"]
+    # torchrun's c10d rendezvous: the master hosts its store, whatever the host names say
+    assert [envs[n]["PET_RDZV_CONF"] for n in ("master-0", "worker-0")] == ["is_host=1", "is_host=0"]
     assert "TF_CONFIG" not in envs["master-0"]
 
 

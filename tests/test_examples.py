@@ -2,6 +2,7 @@
 
 import glob
 import json
+import re
 from pathlib import Path
 
 from conftest import assert_nothing_left, copy_example
@@ -44,6 +45,29 @@ def test_tensorflow_chief_failure(cli, tmp_path):
     assert_nothing_left(cli.root, timeout=0)
 
 
+def test_tensorflow_multi_worker_mirrored_with_an_evaluator(cli, tmp_path):
+    """Keras fit under MultiWorkerMirroredStrategy on three workers (worker 0 the chief), its Keras from the
+    job's requirements.txt; the evaluator evaluates each checkpoint, the last included, and the job succeeds
+    once it has."""
+    code = copy_example("tf-multiworker", tmp_path)
+    result = cli("submit", "-f", str(code / "distrain.yaml"), "-p", "epochs=3", "--follow", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {f"[worker-{i}] worker {i} of 3 in sync" for i in range(3)} <= set(result.stdout.splitlines())
+    assert "[evaluator-0] evaluated epoch 3: loss" in result.stdout
+    job = cli.json("get", "tf-multiworker")
+    assert (job["phase"], job["message"]) == ("Succeeded", "all workers and evaluator-0 succeeded")
+    assert {r["phase"] for r in job["replicas"]} == {"Succeeded"}
+    output = Path(job["output_dir"])
+    trained = json.loads((output / "result.json").read_text())
+    assert trained["epochs"] == 3 and trained["loss"] < trained["first_loss"] / 4
+    assert json.loads((output / "evaluation.json").read_text())["epoch"] == 3
+    assert sorted(p.name for p in (output / "checkpoints").iterdir()) == [f"epoch-{i}.weights.h5" for i in (1, 2, 3)]
+    for replica in ("worker-0", "evaluator-0"):
+        assert glob.glob(str(output / "training_logs" / replica / "**" / "events.out.tfevents.*"), recursive=True)
+    assert not glob.glob(str(output / "training_logs" / "worker-1" / "**" / "events.out.tfevents.*"), recursive=True)
+    assert_nothing_left(cli.root, timeout=0)
+
+
 def test_pytorch_ddp(cli, tmp_path):
     code = copy_example("pytorch-ddp", tmp_path)
     result = cli("submit", "-f", str(code / "distrain.yaml"), "-p", "epochs=3", "--follow")
@@ -54,6 +78,28 @@ def test_pytorch_ddp(cli, tmp_path):
     assert job["phase"] == "Succeeded"
     output = Path(job["output_dir"])
     assert (output / "model.pt").exists() and json.loads((output / "result.json").read_text())["epoch"] == 3
+    assert_nothing_left(cli.root, timeout=0)
+
+
+def test_pytorch_torchrun(cli, tmp_path):
+    """The DDP example under torchrun: a c10d rendezvous across three replicas, then one replica of two
+    processes started by torchrun --standalone."""
+    copy_example("pytorch-ddp", tmp_path)
+    code = copy_example("pytorch-torchrun", tmp_path)
+    result = cli("submit", "-f", str(code / "distrain.yaml"), "-p", "epochs=2", "--follow")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {f"rank {rank}/3 joined" for rank in range(3)} <= set(re.findall(r"rank \d/\d joined", result.stdout))
+    assert "[master-0] done epoch 2 loss" in result.stdout
+    job = cli.json("get", "pytorch-torchrun")
+    phases = {r["name"]: r["phase"] for r in job["replicas"]}
+    assert phases["master-0"] == "Succeeded" and {phases["worker-0"], phases["worker-1"]} <= {"Succeeded", "Stopped"}
+    assert json.loads((Path(job["output_dir"]) / "result.json").read_text())["epoch"] == 2
+
+    result = cli("submit", "-f", str(code / "standalone.yaml"), "-p", "epochs=2", "--follow")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[master-0] rank 0/2 joined" in result.stdout and "[master-0] rank 1/2 joined" in result.stdout
+    job = cli.json("get", "pytorch-standalone")
+    assert json.loads((Path(job["output_dir"]) / "result.json").read_text())["epoch"] == 2
     assert_nothing_left(cli.root, timeout=0)
 
 

@@ -113,6 +113,7 @@ def main():
             writer.close()
         print(f"done epoch {last} loss {loss:.4f}", flush=True)
     if distributed:
+        dist.barrier()  # every rank done (rank 0 saved) before any tears the group down
         dist.destroy_process_group()
 
 
