@@ -1,7 +1,8 @@
 """Pure functions from (spec, replica addresses) to each replica's environment. No I/O.
 
 `addresses` maps each role to its replicas' "host:port", in index order: 127.0.0.1 ports on the
-local backend, stable DNS names on Kubernetes (manifests.host).
+local backend, stable DNS names on Kubernetes (manifests.host). The port after a replica's is the
+replica's too (procs.replica_ports locally; a pod's are all its own).
 """
 
 from __future__ import annotations
@@ -108,7 +109,9 @@ def pytorch_env(spec: dict, addresses: dict[str, list[str]], role: str, index: i
 
 
 def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int) -> dict[str, str]:
-    """Both the legacy PADDLE_INIT_* names (v1 pserver/trainer) and today's PADDLE_* names."""
+    """Both the legacy PADDLE_INIT_* names (v1 pserver/trainer) and today's PADDLE_* names (fleet's
+    PaddleCloudRoleMaker). With pservers, fleet's barriers run over gloo, whose HTTP store the first pserver
+    serves on the port after its own, as Paddle's launcher arranges it."""
     pservers = addresses.get("ps", [])
     workers = addresses.get("worker", [])
     own = addresses[role][index]
@@ -132,6 +135,10 @@ def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: in
     }
     if role == "worker":
         env["PADDLE_TRAINER_ID"] = str(index)
+    if pservers:
+        store_host, store_port = _split(pservers[0])
+        env.update({"PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3",
+                    "PADDLE_GLOO_HTTP_ENDPOINT": f"{store_host}:{int(store_port) + 1}"})
     return env
 
 

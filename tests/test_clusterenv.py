@@ -97,6 +97,12 @@ def test_paddle_env_golden():
     pserver = replica_env(spec, addresses(spec, 6174), "ps", 1, DIRS)
     assert pserver["TRAINING_ROLE"] == "PSERVER" and "PADDLE_TRAINER_ID" not in pserver
     assert pserver["PADDLE_INIT_USE_GPU"] == "0"
+    # fleet's barriers: gloo, its HTTP store on the first pserver, the port after its own
+    for env in (trainer, pserver):
+        assert {k: env[k] for k in ("PADDLE_WITH_GLOO", "PADDLE_GLOO_RENDEZVOUS", "PADDLE_GLOO_HTTP_ENDPOINT")} == {
+            "PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3", "PADDLE_GLOO_HTTP_ENDPOINT": "pd-ps-0.team.svc:6175"}
+    collective = make({"name": "pd", "framework": "paddle", "replicas": {"worker": {"count": 2}}})
+    assert "PADDLE_WITH_GLOO" not in replica_env(collective, addresses(collective, 6174), "worker", 0, DIRS)
 
 
 def test_every_framework_gets_the_common_variables():

@@ -68,6 +68,32 @@ def test_tensorflow_multi_worker_mirrored_with_an_evaluator(cli, tmp_path):
     assert_nothing_left(cli.root, timeout=0)
 
 
+def test_paddle_parameter_servers(cli, tmp_path):
+    """PaddlePaddle fleet's parameter servers (its Paddle from the job's requirements.txt): 2 pservers, 2
+    trainers, each reading its shard files; the loss goes down, the model and TensorBoard scalars are
+    written, and the pservers end with the training."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    code = copy_example("paddle-ps", tmp_path)
+    result = cli("submit", "-f", str(code / "distrain.yaml"), "-p", "passes=3", "--follow", timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = cli.json("get", "paddle-ps")
+    assert {r["name"]: r["phase"] for r in job["replicas"]} == dict.fromkeys(
+        ["ps-0", "ps-1", "worker-0", "worker-1"], "Succeeded")
+    for i, addresses in enumerate(job["replicas"][:2]):
+        assert f"[ps-{i}] pserver {i} serving at {addresses['address']}" in result.stdout
+    assert "[worker-0] trainer 0 reads part-00000.txt, part-00002.txt, part-00004.txt, part-00006.txt" in result.stdout
+    assert "[worker-1] trainer 1 reads part-00001.txt, part-00003.txt, part-00005.txt, part-00007.txt" in result.stdout
+    output = Path(job["output_dir"])
+    trained = json.loads((output / "result.json").read_text())
+    assert trained["passes"] == 3 and trained["loss"] < trained["first_loss"] / 4
+    assert {p.name for p in (output / "model").rglob("*")} >= {"w", "b"}
+    for trainer in ("worker-0", "worker-1"):
+        events = EventAccumulator(str(output / "training_logs" / trainer))
+        events.Reload()
+        assert [event.step for event in events.Tensors("loss")] == [1, 2, 3]
+    assert_nothing_left(cli.root, timeout=0)
+
+
 def test_pytorch_ddp(cli, tmp_path):
     code = copy_example("pytorch-ddp", tmp_path)
     result = cli("submit", "-f", str(code / "distrain.yaml"), "-p", "epochs=3", "--follow")

@@ -536,14 +536,63 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
         assert json.loads(env["DISTRAIN_CLUSTER"]) == json.loads(env["TF_CONFIG"])["cluster"]
         command = pod.spec.containers[0].command
         assert command[3] == "/output/.distrain/logs/1/worker-$(DISTRAIN_INDEX).log"  # the kubelet expands it
-        script = command[-1]
-        exported = subprocess.run(["sh", "-c", script.split("\n", 1)[1].replace("exec /bin/sh -c", "echo") +
-                                   "; env"], env={"DISTRAIN_INDEX": pod.metadata.labels[manifests.KUBEFLOW_INDEX],
-                                                  "PATH": os.environ["PATH"]}, capture_output=True, text=True).stdout
-        assert "DISTRAIN_REPLICA=worker-1" in exported and "DISTRAIN_SHARD_INDEX=2" in exported
+        exported = branch_env(pod)
+        assert (exported["DISTRAIN_REPLICA"], exported["DISTRAIN_SHARD_INDEX"]) == ("worker-1", "2")
     finally:
         admin_custom.delete_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", "kf-env")
         wait(lambda: not pods_of(admin, "kf-env"), "the TFJob's pods are deleted")
+
+
+def branch_env(pod: client.V1Pod) -> dict[str, str]:
+    """The variables the "kubeflow" engine's script exports in the pod's branch (its index's), with the pod's."""
+    script = pod.spec.containers[0].command[-1].split("\n", 1)[1].replace("exec /bin/sh -c", ":") + "; env -0"
+    own = {e.name: e.value for e in pod.spec.containers[0].env if e.value is not None}
+    exported = subprocess.run(["sh", "-c", script], env={**own, "DISTRAIN_INDEX": pod.metadata.labels[
+        manifests.KUBEFLOW_INDEX], "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True).stdout
+    return dict(entry.split("=", 1) for entry in exported.split("\0")[:-1] if "=" in entry)
+
+
+def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, admin):
+    """The paddle-ps example on the cluster. JobSet: a pserver finds its index as POD_IP:PADDLE_PORT in the
+    pserver list, and gloo's store is on ps-0, at the port after its own. Training Operator: a PaddleJob whose
+    Masters are the pservers; the pods the operator makes carry the operator's variables and ours, naming
+    the Services it makes."""
+    example = spec_.load_file(Path(__file__).parent.parent / "examples" / "paddle-ps" / "distrain.yaml")
+    spec = spec_.validate({**example, "code": {"git": "https://example.com/team/models.git", "commit": COMMIT}})
+    objects = manifests.render(spec, SETTINGS, "jobset")
+    assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet", "Deployment", "Service"]  # TensorBoard's last
+    dry_run_create(admin, objects[:2])
+    env = {job["name"]: {e["name"]: e.get("value") for e in
+                         job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
+           for job in objects[1]["spec"]["replicatedJobs"]}
+    pservers = env["worker-1"]["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")
+    assert [f"{env[ps]['POD_IP']}:{env[ps]['PADDLE_PORT']}" for ps in ("ps-0", "ps-1")] == pservers
+    assert {e["PADDLE_GLOO_HTTP_ENDPOINT"] for e in env.values()} == {f"{env['ps-0']['POD_IP']}:2223"}
+    assert pservers[0] == f"{env['ps-0']['POD_IP']}:2222"
+
+    objects = manifests.render(spec, SETTINGS, "kubeflow")
+    assert [o["kind"] for o in objects] == ["ConfigMap", "PaddleJob", "Deployment", "Service"]
+    assert {t: r["replicas"] for t, r in objects[1]["spec"]["paddleReplicaSpecs"].items()} == {"Master": 2, "Worker": 2}
+    dry_run_create(admin, objects[:2])
+    custom = client.CustomObjectsApi(admin.api_client)
+    custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "paddlejobs", objects[1])
+    try:
+        pods = wait(lambda: len(pods_of(admin, "paddle-ps")) == 4 and pods_of(admin, "paddle-ps"),
+                    "the operator makes the 4 pods")
+        services = {s.metadata.name for s in admin.list_namespaced_service(NAMESPACE).items}
+        for pod in pods:
+            exported = branch_env(pod)
+            role = exported["DISTRAIN_ROLE"]
+            assert exported["TRAINING_ROLE"] == {"ps": "PSERVER", "worker": "TRAINER"}[role]
+            assert exported["PADDLE_JOB_ID"] == "paddle-ps"  # the operator's, beside ours
+            listed = exported["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")
+            assert [address.split(".")[0] for address in listed] == ["paddle-ps-master-0", "paddle-ps-master-1"]
+            assert {address.split(".")[0] for address in listed} <= services
+            if role == "ps":
+                assert f"{exported['POD_IP']}:{exported['PADDLE_PORT']}" == listed[int(exported["DISTRAIN_INDEX"])]
+    finally:
+        custom.delete_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "paddlejobs", "paddle-ps")
+        wait(lambda: not pods_of(admin, "paddle-ps"), "the PaddleJob's pods are deleted")
 
 
 @pytest.fixture(scope="module")

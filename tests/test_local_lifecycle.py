@@ -11,6 +11,7 @@ import psutil
 import pytest
 from conftest import assert_nothing_left, processes_of, write_spec
 
+from jupyter_distrain.backends.procs import replica_ports
 from jupyter_distrain.store import Store
 
 SLEEPER = "python -c 'import time; print(\"up\", flush=True); time.sleep(600)'"
@@ -346,6 +347,12 @@ def test_a_job_pins_its_own_versions_in_an_environment_reused_by_the_next(cli, t
     assert "Installing" in events["pinned"] and "Reusing" not in events["pinned"]
     assert "Installing" not in events["pinned-again"] and str(cli.root / "envs") in events["pinned-again"]["Reusing"]
     assert_nothing_left(cli.root, timeout=0)
+
+
+def test_each_replica_port_comes_with_the_next_one():
+    """A replica may serve on the port after its own (Paddle's gloo store does): no other replica gets it."""
+    ports = replica_ports(50)
+    assert len(set(ports)) == 50 and not set(ports) & {port + 1 for port in ports}
 
 
 def test_restart_policy_and_deadline(cli, tmp_path):

@@ -110,7 +110,8 @@ KUBEFLOW_RESTART = {"never": "Never", "on-failure": "OnFailure", "exit-code": "E
 def kubeflow_refusal(spec: dict) -> FieldError | None:
     """Why the Training Operator cannot keep this job's policy (None if it can). It decides success by
     replica type: a TFJob by its chief (else worker 0, or with AllWorkers every worker), a PyTorchJob or
-    PaddleJob by its Master (else every worker); Paddle's Master is the job's ps."""
+    PaddleJob by its Master (else every worker). Paddle's Master is the job's ps, which Paddle ends once
+    every trainer is done (trainer 0 stops the pservers, or Paddle's launcher does): `all-workers`."""
     framework = spec.get("framework", "python")
     elsewhere = "; run it on the jobset or pods engine"
     if framework not in KUBEFLOW:
@@ -124,10 +125,7 @@ def kubeflow_refusal(spec: dict) -> FieldError | None:
         keeps = "chief" if "chief" in roles or success == "chief" else "all-workers"
     elif framework == "pytorch":
         keeps = "chief" if "master" in roles else "all-workers"
-    elif "ps" in roles:
-        return FieldError("replicas.ps", "a PaddleJob with parameter servers ends when its Master (the ps) does, "
-                                         f"which no policy.success means{elsewhere}")
-    else:
+    else:  # a PaddleJob's Masters (its parameter servers) end once all its trainers are done
         keeps = "all-workers"
     if success == keeps:
         return None

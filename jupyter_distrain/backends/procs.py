@@ -88,6 +88,23 @@ def dies_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
     return bind
 
 
+def replica_ports(count: int) -> list[int]:
+    """Ports for `count` replicas, free on 127.0.0.1 right now, each with the port after it: a replica may use
+    that one too (as a pod may any port), for its framework's second service (Paddle's gloo store)."""
+    with ExitStack() as stack:
+        ports: list[int] = []
+        while len(ports) < count:
+            first = stack.enter_context(socket.socket())
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            try:
+                stack.enter_context(socket.socket()).bind(("127.0.0.1", port + 1))
+            except (OSError, OverflowError):
+                continue  # the next one is taken: this one stays bound until the end, so is not found again
+            ports.append(port)
+        return ports
+
+
 def free_ports(count: int) -> list[int]:
     """Ports free on 127.0.0.1 right now, all distinct."""
     with ExitStack() as stack:

@@ -187,7 +187,7 @@ class Supervisor:
 
     # running the replicas
     async def start(self) -> None:
-        ports = iter(procs.free_ports(len(self.states)))
+        ports = iter(procs.replica_ports(len(self.states)))
         for state in self.states.values():
             self.addresses.setdefault(state.role, []).append(f"127.0.0.1:{next(ports)}")
         free = iter(str(g["index"]) for g in procs.gpus())
