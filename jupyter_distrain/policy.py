@@ -133,7 +133,7 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
             )
     by_name = {r.name: r for r in replicas}
     training = [by_name[name] for name in training_deciders(spec)]
-    evaluators = [r for r in replicas if r.role == "evaluator"]
+    evaluators = [r for r in replicas if r.role == "evaluator" and r not in training]
     if all(r.phase == Phase.SUCCEEDED for r in training + evaluators):
         label = "all workers" if spec["policy"]["success"] == "all-workers" else training[0].name
         return Decision(
@@ -166,7 +166,9 @@ def training_deciders(spec: dict) -> list[str]:
 
 def success_replicas(spec: dict) -> list[str]:
     """Every replica that must succeed for the job to: the training's deciders and the evaluators."""
-    return training_deciders(spec) + [replica_name(r, i) for r, i in replicas_of(spec) if r == "evaluator"]
+    training = training_deciders(spec)
+    evaluators = [replica_name(r, i) for r, i in replicas_of(spec) if r == "evaluator"]
+    return training + [name for name in evaluators if name not in training]
 
 
 def running(job: dict) -> str:

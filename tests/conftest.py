@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 import psutil
 import pytest
@@ -39,11 +40,13 @@ class CLI:
     def json(self, *args: str):
         return json.loads(self(*args, "-o", "json").stdout)
 
-    def wait(self, name: str, phases=("Succeeded", "Failed", "Stopped"), timeout: float = 240) -> dict:
+    def wait(self, name: str, phases=("Succeeded", "Failed", "Stopped"), timeout: float = 240,
+             until: Callable[[dict], bool] | None = None) -> dict:
+        """The job once it is in one of `phases` (or `until` says so)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             job = self.json("get", name)
-            if job["phase"] in phases:
+            if until(job) if until else job["phase"] in phases:
                 return job
             time.sleep(0.3)
         raise AssertionError(f"job {name} still {job['phase']} after {timeout} s: {job}")

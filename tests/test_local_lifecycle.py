@@ -349,6 +349,21 @@ def test_a_job_pins_its_own_versions_in_an_environment_reused_by_the_next(cli, t
     assert_nothing_left(cli.root, timeout=0)
 
 
+def test_a_job_waits_for_its_evaluator_and_says_so(cli, tmp_path):
+    """The training succeeds first: the job runs on, Evaluating, until the evaluator ends too."""
+    go = tmp_path / "go"
+    spec = {"name": "evaluated", "framework": "tensorflow", "replicas": {"worker": {}, "evaluator": {}},
+            "command": f'[ "$DISTRAIN_ROLE" = worker ] || while [ ! -e {go} ]; do sleep 0.1; done'}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    job = cli.wait("evaluated", until=lambda j: j["reason"] == "Evaluating" or j["finished"] is not None)
+    assert (job["phase"], job["message"]) == ("Running", "training succeeded; waiting for evaluator-0")
+    assert {r["name"]: r["phase"] for r in job["replicas"]} == {"worker-0": "Succeeded", "evaluator-0": "Running"}
+    go.touch()
+    job = cli.wait("evaluated")
+    assert (job["phase"], job["message"]) == ("Succeeded", "worker-0 and evaluator-0 succeeded")
+    assert "Evaluating" in [e["reason"] for e in job["events"]]
+
+
 def test_each_replica_port_comes_with_the_next_one():
     """A replica may serve on the port after its own (Paddle's gloo store does): no other replica gets it."""
     ports = replica_ports(50)

@@ -70,6 +70,7 @@ class Supervisor:
         self.addresses: dict[str, list[str]] = {}
         self.devices: dict[str, str] = {}  # replica -> its CUDA_VISIBLE_DEVICES, kept across restarts
         self.deadline: float | None = None
+        self.shown = ("", "")  # the running job's reason and message, as recorded
         self.workspace = backend.workspace(name)
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
@@ -269,6 +270,11 @@ class Supervisor:
             decision = decide(self.spec, list(self.states.values()))
             if decision.phase in FINISHED:
                 return decision
+            if (decision.reason, decision.message) != self.shown:  # e.g. training done, the evaluator not yet
+                self.shown = (decision.reason, decision.message)
+                self.store.update_job(self.name, reason=decision.reason, message=decision.message)
+                if decision.reason:
+                    self.event(decision.reason, decision.message)
             for name in decision.restart:
                 state = self.states[name]
                 self.states[name] = replace(state, restarts=state.restarts + 1)
