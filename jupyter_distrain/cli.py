@@ -80,6 +80,9 @@ def spec_options(command):
                                                    "or a local directory."),
         click.option("--ref", help="Git branch, tag or commit (with a git --code)."),
         click.option("--credentials", help="Name of a stored git secret (see 'distrain secret set')."),
+        click.option("--include-changes", is_flag=True, default=None,
+                     help="Run the checkout's uncommitted changes and unpushed commits too (the checkout: a local "
+                          "git --code, else the spec file's directory, else the current one)."),
         click.option("--image", help="Container image (Kubernetes)."),
         click.option("--command", "command_text", help="The command (or give it after '--')."),
         click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
@@ -107,7 +110,10 @@ def submit(manager: JobManager, spec_file: str | None, follow: bool, fmt: str, c
     raw = spec_.load_file(spec_file) if spec_file else {}
     if not isinstance(raw, dict):
         raise click.ClickException("the spec file must hold a mapping of fields")
+    include_changes = flags.pop("include_changes")
     raw = apply_flags(raw, flags, " ".join(command) or command_text or "")
+    if include_changes:
+        raw = with_changes(raw, flags["code_source"])
     base_dir = Path(spec_file).parent if spec_file else Path.cwd()
     job = manager.submit(raw, base_dir)
     if fmt == "json":
@@ -174,6 +180,17 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
     if flags["success_policy"]:
         raw["policy"] = {**(raw.get("policy") or {}), "success": flags["success_policy"]}
     return raw
+
+
+def with_changes(raw: dict, code_source: str | None) -> dict:
+    """--include-changes: the job runs the checkout's changes too; the checkout is a local git --code, else the
+    spec file's directory, else the current one."""
+    code = raw.get("code")
+    if not isinstance(code, dict) or not isinstance(code.get("git"), str):
+        raise click.BadParameter("the job's code must be a git repository (--code or code.git)",
+                                 param_hint="--include-changes")
+    local = code_source and not re.match(r"^[a-z][a-z0-9+.-]*://", code_source)
+    return {**raw, "code": {**code, "changes_from": code["git"] if local else "."}}
 
 
 def code_source(source: str, ref: str | None) -> dict:

@@ -162,11 +162,14 @@ class Client:
 
     # jobs
     def submit(self, spec: dict | str | Path, backend: str | None = None, dry_run: bool = False,
-               base_dir: Path | None = None) -> Job | dict:
-        """Submit a spec: a mapping, YAML text, or a distrain.yaml path. A relative code.path is
-        relative to `base_dir`, by default the file's directory (a path) or the working directory.
-        A dry run checks everything a submit checks and returns the spec it would run."""
+               base_dir: Path | None = None, include_changes: bool = False) -> Job | dict:
+        """Submit a spec: a mapping, YAML text, or a distrain.yaml path. A relative code.path (or
+        code.changes_from) is relative to `base_dir`, by default the file's directory (a path) or the working
+        directory. With `include_changes`, the job runs the git checkout there with its uncommitted changes
+        and unpushed commits. A dry run checks everything a submit checks and returns the spec it would run."""
         raw, base = load_spec(spec)
+        if include_changes and isinstance(raw, dict):
+            raw = {**raw, "code": {**(raw.get("code") or {}), "changes_from": "."}}
         answer = self._call("POST", "jobs", with_absolute_code(raw, base_dir or base), backend=backend,
                             dry_run="true" if dry_run else None)
         return answer if dry_run else Job(answer)
@@ -279,8 +282,10 @@ def load_spec(spec: dict | str | Path) -> tuple[Any, Path]:
 
 
 def with_absolute_code(raw: Any, base: Path) -> Any:
-    """The server resolves relative paths against its own root: send this side's absolute path."""
+    """The server resolves relative paths against its own root: send this side's absolute paths."""
     code = raw.get("code") if isinstance(raw, dict) else None
-    if isinstance(code, dict) and isinstance(code.get("path"), str) and not code["path"].startswith("/"):
-        return {**raw, "code": {**code, "path": str((base / code["path"]).resolve())}}
-    return raw
+    if not isinstance(code, dict):
+        return raw
+    relative = {key: str((base / value).resolve()) for key in ("path", "changes_from")
+                if isinstance(value := code.get(key), str) and not value.startswith("/")}
+    return {**raw, "code": {**code, **relative}} if relative else raw

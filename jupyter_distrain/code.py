@@ -104,6 +104,8 @@ def resolve(spec: dict, base_dir: Path, credentials: dict | None = None) -> dict
     url = code["git"]
     if not re.match(r"^(https?|file)://", url):
         url = str((base_dir / url).resolve())
+    if "changes_from" in code:  # the commit is the checkout's, taken with its changes (snapshot.take)
+        return {**spec, "code": {**code, "git": url, "changes_from": str((base_dir / code["changes_from"]).resolve())}}
     commit = code.get("commit") or (code["ref"] if SHA.match(code["ref"]) else _ls_remote(url, code["ref"], credentials))
     return {**spec, "code": {**code, "git": url, "commit": commit}}
 

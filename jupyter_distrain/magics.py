@@ -51,8 +51,10 @@ def commands() -> None:
 def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
            command_text: str | None, **flags: Any) -> Job | dict:
     """Submit a job from flags and/or a spec file. COMMAND follows '--'."""
+    include_changes = flags.pop("include_changes")
     raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
-    return magics.submit(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend)
+    return magics.submit(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend,
+                         include_changes=bool(include_changes))
 
 
 @commands.command(name="list")
@@ -158,13 +160,17 @@ class DistrainMagics(Magics):
         except click.exceptions.Exit:  # --help
             return None
 
-    def submit(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False) -> Job | dict:
+    def submit(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False,
+               include_changes: bool = False) -> Job | dict:
         """Submit (or check) a spec; one naming no code runs the notebook's, with notes about it once the
-        server accepted the job."""
+        server accepted the job (none about changes it includes)."""
         notes: list[str] = []
         if isinstance(raw, dict) and "code" not in raw:
             raw["code"], notes = self.client.code_of(Path.cwd())
-        answer = self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base)
+        answer = self.client.submit(raw, backend=backend, dry_run=dry_run, base_dir=base,
+                                    include_changes=include_changes)
+        if include_changes:
+            notes = [note for note in notes if "--include-changes" not in note]
         for note in notes:
             print(f"note: {note}")
         return answer

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins  # `list` is also a method name below
+import hashlib
 import itertools
 import logging
 import re
@@ -10,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
 
-from . import code, spec as spec_
+from . import code, snapshot, spec as spec_
 from .backends.base import Backend, JobRecord, JobSummary, TensorBoardTarget, summary
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
@@ -66,11 +67,24 @@ class JobManager:
                 return backend
         raise JobNotFound(name)
 
-    def prepare(self, raw: Any, base_dir: Path | None = None, backend: str | None = None) -> dict:
-        """Validate a spec, apply the admin's rules and pin its code; raises SpecError listing every problem."""
+    def prepare(self, raw: Any, base_dir: Path | None = None, backend: str | None = None,
+                carried: bytes | None = None) -> tuple[dict, bytes | None]:
+        """Validate a spec, apply the admin's rules and pin its code; raises SpecError listing every problem.
+        With code.changes_from, the checkout's snapshot is taken: the spec and the snapshot's bundle are
+        returned. A spec whose code.snapshot was taken before comes with its bundle (`carried`)."""
         target = self.target(backend)
         spec = self.rules(target).apply(spec_.validate(raw))
-        return code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, target))
+        spec = code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, target))
+        source = spec.get("code", {})
+        if "changes_from" not in source:
+            if "snapshot" in source and (carried is None or
+                                         hashlib.sha256(carried).hexdigest() != source["snapshot"]["sha256"]):
+                raise SpecError([FieldError("code.snapshot", "filled in at submit from code.changes_from, a "
+                                                             "checkout whose changes the job runs")])
+            return spec, carried if "snapshot" in source else None
+        taken = snapshot.take(Path(source["changes_from"]), source["git"])
+        pinned = {key: value for key, value in source.items() if key != "changes_from"}
+        return {**spec, "code": {**pinned, "commit": taken.info["base"], "snapshot": taken.info}}, taken.bundle
 
     def rules(self, backend: Backend) -> AdminRules:
         """The admin's rules for jobs on `backend`."""
@@ -88,22 +102,23 @@ class JobManager:
         return credentials
 
     def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False,
-               backend: str | None = None) -> JobRecord | dict:
+               backend: str | None = None, carried: bytes | None = None) -> JobRecord | dict:
         """Start a job; a dry run checks everything a submit checks and returns the spec it would run."""
         target = self.target(backend)
-        spec = self.prepare(raw, base_dir, backend)
+        spec, bundle = self.prepare(raw, base_dir, backend, carried)
         if self.exists(spec["name"]):
             raise JobConflict(spec["name"])
         if dry_run:
             target.check(spec)
             return spec
-        return target.submit(spec)
+        return target.submit(spec, bundle)
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> JobRecord:
-        """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one."""
+        """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
+        snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none."""
         backend = self.backend_of(name)
         if raw is not None:
-            return backend.restart(name, self.prepare(raw, base_dir, backend.name))
+            return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)))
         spec = backend.get(name, events=0)["spec"]
         self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
         ruled = self.rules(backend).apply(spec)
@@ -118,7 +133,8 @@ class JobManager:
         raw = {**self.get(name)["spec"], **(changes or {})}
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
-        return self.submit(raw, base_dir, dry_run=dry_run, backend=self.backend_of(name).name)
+        backend = self.backend_of(name)
+        return self.submit(raw, base_dir, dry_run=dry_run, backend=backend.name, carried=backend.snapshot(name))
 
     def free_name(self, name: str) -> str:
         """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""

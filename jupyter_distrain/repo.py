@@ -69,14 +69,15 @@ def proposed_code(directory: Path, git: dict | None) -> dict:
         changes = " and ".join(filter(None, ("changed files" if git["dirty"] else "",
                                              f"{git['untracked']} untracked file{'s' * (git['untracked'] > 1)}" if git["untracked"] else "")))
         notes.append(f"Uncommitted work ({changes}) is not part of the job: it runs commit {short} as committed. "
-                     "Commit first to train those changes.")
+                     "Commit first to train those changes, or include them in the job (--include-changes).")
     if remote and not git["upstream"]:
         notes.append(f"Branch {git['branch'] or '(detached)'} has no upstream on {remote}: the replicas clone "
                      f"{remotes[remote]}, which may not have commit {short}. Push it first.")
     elif remote and git["ahead"]:
         verb = "commits are" if git["ahead"] > 1 else "commit is"
         notes.append(f"{git['ahead']} {verb} not pushed to {git['upstream']}: the replicas clone "
-                     f"{remotes[remote]}, which does not have commit {short} yet. Push first.")
+                     f"{remotes[remote]}, which does not have commit {short} yet. Push first, or include your changes in "
+                     "the job (--include-changes).")
     if not remote:
         notes.append(f"The repository has no remote: the job clones it from {git['root']}, which only a backend "
                      "on this machine can read.")

@@ -572,6 +572,27 @@ export interface components {
              */
             commit?: string;
             /**
+             * Include my changes from
+             * @description a local checkout of this repository (a path): the job runs its checked-out commit with its uncommitted changes (edits, new files git does not ignore) and the commits the repository URL lacks, captured at submit
+             */
+            changes_from?: string;
+            /**
+             * Snapshot
+             * @description filled in at submit from changes_from: what the job runs beyond the repository URL's commits
+             */
+            readonly snapshot?: {
+              /** @description the snapshot's commit: the work tree as captured */
+              commit: string;
+              /** @description the commit checked out in the work tree */
+              base: string;
+              /** @description of the bundle carrying it */
+              sha256: string;
+              /** @description the bundle's size in bytes */
+              size: number;
+              /** @description what differs from base: 'M path', 'A path', 'D path' */
+              files: string[];
+            };
+            /**
              * Credentials secret
              * @description name of a stored secret holding the username and password for a private repository
              */

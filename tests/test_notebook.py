@@ -168,7 +168,7 @@ def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, k
     assert invalid.startswith("UsageError: invalid job spec: name:") and "note" not in invalid, invalid
     commit = subprocess.run([*git, "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True).stdout.strip()
     note = (f"note: Uncommitted work (changed files) is not part of the job: it runs commit {commit} as committed. "
-            "Commit first to train those changes.\n" + no_remote)
+            "Commit first to train those changes, or include them in the job (--include-changes).\n" + no_remote)
     checked = kernel.run("%%distrain --dry-run\nname: checked\ncommand: python train.py\n")
     assert checked.startswith(note) and "'name': 'checked'" in checked and kernel.stderr == "", checked
     submitted = kernel.run("%distrain submit --name noted -- python train.py --epochs 1")
@@ -176,6 +176,11 @@ def test_magics_note_uncommitted_work_once_the_job_is_accepted(jupyter_server, k
     assert wait_phase(jupyter_server, "noted")["phase"] == "Succeeded"
     assert "uncommitted" not in kernel.run("%distrain logs noted")  # the committed train.py ran
     assert kernel.run("%distrain delete noted") == "job noted deleted\n"
+    included = kernel.run("%distrain submit --name included --include-changes -- python train.py")
+    assert included.startswith(no_remote) and "<b>included</b> (local)" in included, included  # no longer noted
+    assert wait_phase(jupyter_server, "included")["phase"] == "Succeeded"
+    assert "[worker-0] uncommitted" in kernel.run("%distrain logs included")
+    assert kernel.run("%distrain delete included") == "job included deleted\n"
     kernel.close()
     assert_nothing_left(jupyter_server.root)
 

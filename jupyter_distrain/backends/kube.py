@@ -399,6 +399,9 @@ class KubeBackend:
         errors = manifests.refusals(spec, engine)
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
+        if "snapshot" in spec.get("code", {}):
+            errors.append(FieldError("code.changes_from", "the Kubernetes backend runs pushed commits only: commit "
+                                                          "and push your changes, or run the job locally"))
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
         for role in spec["replicas"]:
             kind = gpu_type(spec, role)
@@ -483,7 +486,7 @@ class KubeBackend:
         with lock:
             yield
 
-    def submit(self, spec: dict) -> JobRecord:
+    def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
         with self.changing(spec["name"]):
             return self._submit(spec)
 
@@ -582,9 +585,12 @@ class KubeBackend:
                     raise api_error(e, f"delete {resource} {name}") from None
             write.forget()
 
-    def restart(self, name: str, spec: dict | None = None) -> JobRecord:
+    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None) -> JobRecord:
         with self.changing(name):
             return self._restart(name, spec)
+
+    def snapshot(self, name: str) -> bytes | None:
+        return None  # check() refuses specs with one
 
     def _restart(self, name: str, spec: dict | None) -> JobRecord:
         root = self._root_fresh(name)

@@ -7,6 +7,7 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
                                                each run's (1, then one more per restart) setup and
                                                replica logs, kept until the job is deleted
     <root>/jobs/<name>/workspace/              the code; exists only while the job runs
+    <root>/jobs/<name>/snapshot.bundle         the checkout's changes the job runs (code.snapshot), if any
     <root>/outputs/<name>/                     default output directory, kept after the job is deleted
     <root>/volumes/<volume>/                   named volumes for data and output
     <root>/secrets/<name>.json                 git credentials (mode 0600)
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
-from .. import logs
+from .. import logs, snapshot
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Phase, run_ended
 from ..spec import gpus, replicas
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 STOP_GRACE_SECONDS = 10.0
 SUPERVISOR = [sys.executable, "-m", "jupyter_distrain.backends.supervisor"]
 LAUNCH_SECONDS = 60  # the most a job's supervisor may take to start
+SNAPSHOT_LIMIT = 64 << 20  # bytes of a checkout's changes a job carries (code.snapshot)
 
 
 class LocalBackend:
@@ -212,7 +214,7 @@ class LocalBackend:
                 path.unlink()
             os.close(fd)
 
-    def submit(self, spec: dict) -> JobRecord:
+    def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
         self.check(spec)
         with self.changing(spec["name"]):
             try:
@@ -220,6 +222,7 @@ class LocalBackend:
                                       self.owner)
             except sqlite3.IntegrityError:
                 raise JobConflict(spec["name"]) from None
+            self._keep_snapshot(spec, snapshot)
             self.store.add_event(spec["name"], "Submitted", "job accepted")
             self._launch(spec["name"])
             return self.get(spec["name"])
@@ -234,6 +237,8 @@ class LocalBackend:
                 f"{r['count']} {role} x {gpus(spec, role)}" for role, r in spec["replicas"].items() if gpus(spec, role)
             )
             errors.append(FieldError("replicas", f"{wanted} GPUs requested ({per_role}); this machine has {have}"))
+        if error := snapshot.too_large(spec, SNAPSHOT_LIMIT, "a local job"):
+            errors.append(error)
         if "data" in spec and not self.input_dir(spec).is_dir():
             field = "data.host_path" if "host_path" in spec["data"] else "data.volume"
             errors.append(FieldError(field, f"no such directory: {self.input_dir(spec)}"))
@@ -369,20 +374,41 @@ class LocalBackend:
             time.sleep(0.05)
         return self.get(name)
 
-    def restart(self, name: str, spec: dict | None = None) -> JobRecord:
+    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None) -> JobRecord:
         """Run the job again from its spec, or from an edited one with the same name."""
         if spec is not None and spec["name"] != name:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
         with self.changing(name):
             job = self.get(name, events=0)
+            edited = spec is not None
             spec = spec or job["spec"]
             self.check(spec)
             if job["phase"] not in FINISHED:
                 self._stop(name)
+            if edited:
+                self._keep_snapshot(spec, snapshot)
             self.store.reset_job(name, spec, replicas(spec))
             self.store.add_event(name, "Restarted", "job restarted")
             self._launch(name)
             return self.get(name)
+
+    def snapshot_file(self, name: str) -> Path:
+        return self.job_dir(name) / "snapshot.bundle"
+
+    def snapshot(self, name: str) -> bytes | None:
+        self.get(name, events=0)  # JobNotFound for another owner's
+        path = self.snapshot_file(name)
+        return path.read_bytes() if path.is_file() else None
+
+    def _keep_snapshot(self, spec: dict, snapshot: bytes | None) -> None:
+        """Store the bundle of the spec's code.snapshot with the job, or none if it has none."""
+        path = self.snapshot_file(spec["name"])
+        if "snapshot" in spec.get("code", {}):
+            assert snapshot is not None  # JobManager.prepare pairs them
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(snapshot)
+        else:
+            path.unlink(missing_ok=True)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
         """Stop the job and forget it; its output stays unless purge_output (and it is purgeable)."""

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from .. import code as code_
+from .. import code as code_, snapshot
 from ..clusterenv import Dirs, replica_env
 from ..logs import LogWriter, pump
 from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
@@ -130,8 +130,14 @@ class Supervisor:
                 argv, env = code_.git("clone", "--quiet", "--no-checkout", "--", source["git"], str(self.workspace),
                                       credentials=credentials)
                 await self.setup_step(setup, argv, env, "git clone")
-                argv, env = code_.git("-C", str(self.workspace), "checkout", "--quiet", "--detach", source["commit"])
-                await self.setup_step(setup, argv, env, "git checkout")
+                if "snapshot" in source:  # the checkout's changes on top: its commits and work tree
+                    for argv, env in snapshot.apply(self.backend.snapshot_file(self.name), self.workspace,
+                                                    source["snapshot"]["commit"]):
+                        await self.setup_step(setup, argv, env, "applying the snapshot of your changes")
+                else:
+                    argv, env = code_.git("-C", str(self.workspace), "checkout", "--quiet", "--detach",
+                                          source["commit"])
+                    await self.setup_step(setup, argv, env, "git checkout")
             elif "path" in source:
                 await asyncio.to_thread(
                     shutil.copytree, source["path"], self.workspace, symlinks=True,

@@ -1,0 +1,124 @@
+"""A job runs the checkout as its user sees it: uncommitted edits, deletions, new files and commits not pushed
+yet, captured at submit (--include-changes) without touching the user's repository."""
+
+import filecmp
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+from conftest import JupyterServer, assert_nothing_left
+
+from jupyter_distrain import snapshot
+
+SHOW = "for f in $(ls -A | sort); do [ -f $f ] && printf '%s: %s\\n' $f \"$(head -n 1 $f)\"; done"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def state(repo: Path) -> tuple[str, str, str]:
+    """What a snapshot must not change: the status, the objects and the refs."""
+    return git(repo, "status", "--porcelain", "--ignored"), git(repo, "count-objects", "-v"), git(repo, "show-ref")
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A clone of a 'remote' with a commit not pushed, an edited file, a deleted one, a new one and an
+    ignored one."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "--quiet", str(remote), str(work))
+    (work / "distrain.yaml").write_text(yaml.safe_dump(
+        {"name": "mine", "code": {"git": str(remote), "ref": "main"}, "command": SHOW}))
+    (work / "train.py").write_text("print('as pushed')\n")
+    (work / "old.py").write_text("print('deleted since')\n")
+    (work / ".gitignore").write_text("secret.txt\n")
+    git(work, "add", ".")
+    git(work, "commit", "--quiet", "-m", "pushed")
+    git(work, "push", "--quiet", "origin", "HEAD:main")
+    (work / "unpushed.py").write_text("print('committed, not pushed')\n")
+    git(work, "add", "unpushed.py")
+    git(work, "commit", "--quiet", "-m", "not pushed")
+    (work / "train.py").write_text("print('edited')\n")
+    (work / "old.py").unlink()
+    (work / "added.py").write_bytes(b"print('new')\n\x00\xff binary tail\n")
+    (work / "secret.txt").write_text("password\n")
+    return work
+
+
+def test_a_job_runs_the_checkout_with_its_changes_and_a_restart_the_same_snapshot(cli, checkout, tmp_path):
+    before = state(checkout)
+    result = cli("submit", "-f", str(checkout / "distrain.yaml"), "--include-changes", "--follow")
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = [line.removeprefix("[worker-0] ") for line in result.stdout.splitlines() if line.startswith("[worker-0]")]
+    assert shown == [".gitignore: secret.txt", "added.py: print('new')", "distrain.yaml: code:",
+                     "train.py: print('edited')", "unpushed.py: print('committed, not pushed')"]
+    assert state(checkout) == before  # nothing written to the user's repository
+
+    job = cli.json("get", "mine")
+    taken = job["spec"]["code"]["snapshot"]
+    assert job["spec"]["code"]["commit"] == taken["base"] == git(checkout, "rev-parse", "HEAD").strip()
+    assert "changes_from" not in job["spec"]["code"]
+    assert taken["files"] == ["A added.py", "D old.py", "M train.py"]
+
+    # the stored bundle, applied to a fresh clone of the remote, gives the work tree byte for byte
+    bundle = cli.root / "jobs" / "mine" / "snapshot.bundle"
+    assert bundle.stat().st_size == taken["size"]
+    fresh = tmp_path / "fresh"
+    git(tmp_path, "clone", "--quiet", "--no-checkout", str(tmp_path / "remote.git"), str(fresh))
+    for argv, env in snapshot.apply(bundle, fresh, taken["commit"]):
+        subprocess.run(argv, env=env, check=True)
+    files = sorted(p.name for p in checkout.iterdir() if p.name not in (".git", "secret.txt"))
+    assert sorted(p.name for p in fresh.iterdir() if p.name != ".git") == files
+    assert filecmp.cmpfiles(checkout, fresh, files, shallow=False) == (files, [], [])
+
+    # edited again since: a restart still runs what was submitted
+    (checkout / "train.py").write_text("print('edited again')\n")
+    cli("restart", "mine")
+    job = cli.wait("mine", until=lambda j: j["run"] == 2 and j["finished"] is not None)
+    assert job["phase"] == "Succeeded"
+    assert "[worker-0] train.py: print('edited')" in cli("logs", "mine").stdout
+    cli("delete", "mine")
+    assert not bundle.exists()
+    assert_nothing_left(cli.root, timeout=0)
+
+
+def test_a_snapshot_over_the_limit_is_refused_with_the_numbers_and_creates_nothing(cli, checkout):
+    (checkout / "weights.bin").write_bytes(os.urandom(65 << 20))
+    before = state(checkout)
+    result = cli("submit", "-f", str(checkout / "distrain.yaml"), "--include-changes", check=False)
+    assert result.returncode != 0
+    assert "code.changes_from: the snapshot of your changes is 65.0 MiB, over the 64.0 MiB a local job keeps" \
+        in result.stderr, result.stderr
+    assert cli.json("list") == [] and not (cli.root / "jobs").exists()
+    assert state(checkout) == before
+
+
+def test_over_rest_a_checkout_under_the_servers_root_and_a_clone_that_carries_its_snapshot(checkout, tmp_path):
+    server = JupyterServer(tmp_path, root_dir=tmp_path)
+    api = f"{server.url}/distrain/api/jobs"
+    try:
+        spec = yaml.safe_load((checkout / "distrain.yaml").read_text())
+        spec["code"]["changes_from"] = "work"  # relative to the server's root, as the panel sends it
+        answer = requests.post(api, json=spec, headers=server.headers)
+        assert answer.status_code == 201, answer.text
+        taken = answer.json()["spec"]["code"]["snapshot"]
+        answer = requests.post(f"{api}/mine/clone", json={}, headers=server.headers)
+        assert answer.status_code == 201, answer.text
+        assert answer.json()["spec"]["code"]["snapshot"] == taken
+        for name in ("mine", "mine-2"):
+            while (job := requests.get(f"{api}/{name}", headers=server.headers).json())["finished"] is None:
+                time.sleep(0.2)
+            logs = requests.get(f"{api}/{name}/logs", headers=server.headers).text
+            assert job["phase"] == "Succeeded" and "[worker-0] train.py: print('edited')" in logs, logs
+            assert requests.delete(f"{api}/{name}", headers=server.headers).status_code == 204
+        assert_nothing_left(server.root)
+    finally:
+        server.stop()
