@@ -335,18 +335,20 @@ def render(settings: Distrain, spec_file: str) -> None:
     """Print the Kubernetes objects of a job, as YAML, without a cluster (like `helm template`).
 
     The objects are those of the engine --engine names; "auto" renders the JobSet, as a cluster that has
-    JobSet gets. The git ref is pinned to its commit and the admin's rules apply, as a submit would. Objects
-    that a submit makes the job's ConfigMap own (garbage collection) carry no ownerReferences here: the
-    ConfigMap's uid is unknown."""
+    JobSet gets. The git ref is pinned to its commit (with code.changes_from, the snapshot is taken, in a
+    Secret) and the admin's rules apply, as a submit would. Objects that a submit makes the job's ConfigMap
+    own (garbage collection) carry no ownerReferences here: the ConfigMap's uid is unknown."""
     import yaml
 
+    from . import snapshot
     from .backends import manifests
     from .rules import AdminRules
 
     rules = AdminRules.from_config(settings, manifests.HOST_PATHS_BY_DEFAULT)
     spec = code.resolve(rules.apply(spec_.validate(spec_.load_file(spec_file))), Path(spec_file).parent)
+    spec, bundle = snapshot.pin(spec)
     engine = "jobset" if settings.kubernetes_engine == "auto" else settings.kubernetes_engine
-    click.echo(yaml.safe_dump_all(manifests.render(spec, settings, engine), sort_keys=False), nl=False)
+    click.echo(yaml.safe_dump_all(manifests.render(spec, settings, engine, bundle), sort_keys=False), nl=False)
 
 
 @main.group()

@@ -76,15 +76,14 @@ class JobManager:
         spec = self.rules(target).apply(spec_.validate(raw))
         spec = code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, target))
         source = spec.get("code", {})
-        if "changes_from" not in source:
-            if "snapshot" in source and (carried is None or
-                                         hashlib.sha256(carried).hexdigest() != source["snapshot"]["sha256"]):
-                raise SpecError([FieldError("code.snapshot", "filled in at submit from code.changes_from, a "
-                                                             "checkout whose changes the job runs")])
-            return spec, carried if "snapshot" in source else None
-        taken = snapshot.take(Path(source["changes_from"]), source["git"])
-        pinned = {key: value for key, value in source.items() if key != "changes_from"}
-        return {**spec, "code": {**pinned, "commit": taken.info["base"], "snapshot": taken.info}}, taken.bundle
+        if "changes_from" in source:
+            return snapshot.pin(spec)
+        if "snapshot" not in source:
+            return spec, None
+        if carried is None or hashlib.sha256(carried).hexdigest() != source["snapshot"]["sha256"]:
+            raise SpecError([FieldError("code.snapshot", "filled in at submit from code.changes_from, a checkout "
+                                                         "whose changes the job runs")])
+        return spec, carried
 
     def rules(self, backend: Backend) -> AdminRules:
         """The admin's rules for jobs on `backend`."""

@@ -30,13 +30,24 @@ class Snapshot:
     info: dict  # the spec's code.snapshot: commit, base, sha256, size, files
 
 
-def too_large(spec: dict, limit: int, where: str) -> FieldError | None:
-    """Why the spec's snapshot is refused for its size (None if it is not)."""
+def pin(spec: dict) -> tuple[dict, bytes | None]:
+    """A resolved spec whose code.changes_from names a checkout, with its snapshot taken: code.snapshot and
+    code.commit in place of changes_from, and the bundle. Any other spec as it is, without one."""
+    source = spec.get("code", {})
+    if "changes_from" not in source:
+        return spec, None
+    taken = take(Path(source["changes_from"]), source["git"])
+    pinned = {key: value for key, value in source.items() if key != "changes_from"}
+    return {**spec, "code": {**pinned, "commit": taken.info["base"], "snapshot": taken.info}}, taken.bundle
+
+
+def too_large(spec: dict, limit: int, holder: str) -> FieldError | None:
+    """Why the spec's snapshot is refused for its size (None if it is not): over the `limit` `holder` (says)."""
     size = spec.get("code", {}).get("snapshot", {}).get("size", 0)
     if size <= limit:
         return None
-    return FieldError(FIELD, f"the snapshot of your changes is {_size(size)}, over the {_size(limit)} {where} "
-                             "keeps; commit and push large files, or have git ignore them (.gitignore)")
+    return FieldError(FIELD, f"the snapshot of your changes is {_size(size)}, over the {_size(limit)} {holder}; "
+                             "commit and push large files, or have git ignore them (.gitignore)")
 
 
 def take(work_tree: Path, url: str) -> Snapshot:
@@ -70,11 +81,15 @@ def take(work_tree: Path, url: str) -> Snapshot:
     return Snapshot(bundle, info)
 
 
+def steps(bundle: str, commit: str) -> list[list[str]]:
+    """The git arguments that check the snapshot out in a clone of the job's repository (its work tree the
+    current directory, or `-C` it)."""
+    return [["fetch", "--quiet", bundle, REF], ["checkout", "--quiet", "--detach", commit]]
+
+
 def apply(bundle: Path, workspace: Path, commit: str) -> list[tuple[list[str], dict[str, str]]]:
-    """The git commands (argv, environment) that check the snapshot out in `workspace`, a clone of the job's
-    repository."""
-    return [code.git("-C", str(workspace), "fetch", "--quiet", str(bundle), REF),
-            code.git("-C", str(workspace), "checkout", "--quiet", "--detach", commit)]
+    """The git commands (argv, environment) that check the snapshot out in `workspace`."""
+    return [code.git("-C", str(workspace), *step) for step in steps(str(bundle), commit)]
 
 
 def _known_commits(repo: Path, url: str) -> list[str]:

@@ -10,6 +10,7 @@ from typing import Callable
 
 import psutil
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
@@ -227,8 +228,6 @@ def cli(tmp_path: Path):
 
 
 def write_spec(directory: Path, spec: dict, filename: str = "distrain.yaml") -> Path:
-    import yaml
-
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / filename
     path.write_text(yaml.safe_dump(spec))
@@ -246,7 +245,6 @@ def control_plane(tmp_path_factory):
     """A real Kubernetes control plane (tests/controlplane): namespace `training` (enforcing Pod Security
     "baseline"), a CPU node and two 2-GPU nodes, the volumes `distrain-outputs` and `datasets`, and the
     README's RBAC bound to the restricted user. Nothing of it outlives the session."""
-    import yaml
     from controlplane.cluster import NAMESPACE, RESTRICTED, ControlPlane
 
     plane = ControlPlane(tmp_path_factory.mktemp("kubernetes"))
@@ -280,3 +278,42 @@ def control_plane(tmp_path_factory):
         processes = list(plane.processes.values())
         plane.stop()
         assert all(p.poll() is not None for p in processes)
+
+
+SHOW = "for f in $(ls -A | sort); do [ -f $f ] && printf '%s: %s\\n' $f \"$(head -n 1 $f)\"; done"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+                          check=True, capture_output=True, text=True).stdout
+
+
+def repository_state(repo: Path) -> tuple[str, str, str]:
+    """What a snapshot must not change: the status, the objects and the refs."""
+    return git(repo, "status", "--porcelain", "--ignored"), git(repo, "count-objects", "-v"), git(repo, "show-ref")
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    """A clone of a 'remote' (tmp_path / "remote.git") with a commit not pushed, an edited file, a deleted one,
+    a new one and an ignored one; its distrain.yaml runs SHOW, which prints every file's first line."""
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    work = tmp_path / "work"
+    git(tmp_path, "clone", "--quiet", str(remote), str(work))
+    (work / "distrain.yaml").write_text(yaml.safe_dump(
+        {"name": "mine", "code": {"git": str(remote), "ref": "main"}, "command": SHOW}))
+    (work / "train.py").write_text("print('as pushed')\n")
+    (work / "old.py").write_text("print('deleted since')\n")
+    (work / ".gitignore").write_text("secret.txt\n")
+    git(work, "add", ".")
+    git(work, "commit", "--quiet", "-m", "pushed")
+    git(work, "push", "--quiet", "origin", "HEAD:main")
+    (work / "unpushed.py").write_text("print('committed, not pushed')\n")
+    git(work, "add", "unpushed.py")
+    git(work, "commit", "--quiet", "-m", "not pushed")
+    (work / "train.py").write_text("print('edited')\n")
+    (work / "old.py").unlink()
+    (work / "added.py").write_bytes(b"print('new')\n\x00\xff binary tail\n")
+    (work / "secret.txt").write_text("password\n")
+    return work

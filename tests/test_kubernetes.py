@@ -8,7 +8,9 @@ an exit code, and writes the lines its pods/log serves. Real training runs on th
 from __future__ import annotations
 
 import base64
+import filecmp
 import getpass
+import hashlib
 import itertools
 import json
 import logging
@@ -593,6 +595,52 @@ def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, adm
     finally:
         custom.delete_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "paddlejobs", "paddle-ps")
         wait(lambda: not pods_of(admin, "paddle-ps"), "the PaddleJob's pods are deleted")
+
+
+def test_a_snapshot_travels_in_a_secret_that_fetch_code_applies(control_plane, admin, checkout, tmp_path):
+    """--include-changes on the cluster: the bundle is a Secret the job's ConfigMap owns, which the pods'
+    fetch-code mounts; its command, run here on the Secret's bytes, checks out the work tree byte for byte.
+    A clone carries the Secret's bundle; the job's deletion takes the Secret along; one over what a Secret
+    holds is refused with both sizes, creating nothing."""
+    kube = KubeBackend(settings(tmp_path / "home", engine="jobset"), control_plane.client(RESTRICTED))
+    manager = JobManager({"kubernetes": kube}, kube.settings)
+    spec = {**yaml.safe_load((checkout / "distrain.yaml").read_text()), "name": "snapped"}
+    spec["code"].update(git=f"file://{tmp_path / 'remote.git'}", changes_from=str(checkout))
+    job = manager.submit(spec)
+    taken = job["spec"]["code"]["snapshot"]
+    secret = admin.read_namespaced_secret("snapped-snapshot", NAMESPACE)
+    bundle = base64.b64decode(secret.data["snapshot.bundle"])
+    assert hashlib.sha256(bundle).hexdigest() == taken["sha256"] and kube.snapshot("snapped") == bundle
+    assert [o.kind for o in secret.metadata.owner_references] == ["ConfigMap"]
+    assert "snapped-snapshot" not in kube.credential_names()
+
+    pod = wait(lambda: next(iter(pods_of(admin, "snapped")), None), "the JobSet's pod")
+    assert {"name": "snapshot", "secret": "snapped-snapshot"} in [
+        {"name": v.name, "secret": v.secret.secret_name} for v in pod.spec.volumes if v.secret]
+    fetch = pod.spec.init_containers[0]
+    (tmp_path / "mounted").mkdir()
+    (tmp_path / "mounted" / "snapshot.bundle").write_bytes(bundle)
+    script = fetch.command[-1].replace("/workspace", str(tmp_path / "workspace")).replace(
+        " /snapshot/", f" {tmp_path / 'mounted'}/")  # the pod's mounts, here
+    subprocess.run(["sh", "-c", script], check=True, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
+    files = sorted(p.name for p in checkout.iterdir() if p.name not in (".git", "secret.txt"))
+    workspace = tmp_path / "workspace"
+    assert sorted(p.name for p in workspace.iterdir() if p.name != ".git") == files
+    assert filecmp.cmpfiles(checkout, workspace, files, shallow=False) == (files, [], [])
+
+    clone = manager.clone("snapped")
+    assert clone["spec"]["code"]["snapshot"] == taken and kube.snapshot(clone["name"]) == bundle
+    for name in ("snapped", clone["name"]):
+        manager.delete(name)
+    wait(lambda: not admin.list_namespaced_secret(NAMESPACE, label_selector=f"{manifests.JOB}=snapped").items,
+         "the garbage collector deletes the Secret with its job")
+
+    (checkout / "weights.bin").write_bytes(os.urandom(3 << 19))
+    with pytest.raises(SpecError, match=r"code.changes_from: the snapshot of your changes is 1.5 MiB, over the "
+                                        r"1.0 MiB a Secret holds"):
+        manager.submit({**spec, "name": "too-big"})
+    assert not kube.exists("too-big") and not admin.list_namespaced_secret(
+        NAMESPACE, label_selector=f"{manifests.JOB}=too-big").items
 
 
 @pytest.fixture(scope="module")

@@ -5,62 +5,22 @@ import filecmp
 import os
 import subprocess
 import time
-from pathlib import Path
 
-import pytest
 import requests
 import yaml
-from conftest import JupyterServer, assert_nothing_left
+from conftest import JupyterServer, assert_nothing_left, git, repository_state
 
 from jupyter_distrain import snapshot
 
-SHOW = "for f in $(ls -A | sort); do [ -f $f ] && printf '%s: %s\\n' $f \"$(head -n 1 $f)\"; done"
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                          check=True, capture_output=True, text=True).stdout
-
-
-def state(repo: Path) -> tuple[str, str, str]:
-    """What a snapshot must not change: the status, the objects and the refs."""
-    return git(repo, "status", "--porcelain", "--ignored"), git(repo, "count-objects", "-v"), git(repo, "show-ref")
-
-
-@pytest.fixture
-def checkout(tmp_path: Path) -> Path:
-    """A clone of a 'remote' with a commit not pushed, an edited file, a deleted one, a new one and an
-    ignored one."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "--quiet", str(remote), str(work))
-    (work / "distrain.yaml").write_text(yaml.safe_dump(
-        {"name": "mine", "code": {"git": str(remote), "ref": "main"}, "command": SHOW}))
-    (work / "train.py").write_text("print('as pushed')\n")
-    (work / "old.py").write_text("print('deleted since')\n")
-    (work / ".gitignore").write_text("secret.txt\n")
-    git(work, "add", ".")
-    git(work, "commit", "--quiet", "-m", "pushed")
-    git(work, "push", "--quiet", "origin", "HEAD:main")
-    (work / "unpushed.py").write_text("print('committed, not pushed')\n")
-    git(work, "add", "unpushed.py")
-    git(work, "commit", "--quiet", "-m", "not pushed")
-    (work / "train.py").write_text("print('edited')\n")
-    (work / "old.py").unlink()
-    (work / "added.py").write_bytes(b"print('new')\n\x00\xff binary tail\n")
-    (work / "secret.txt").write_text("password\n")
-    return work
-
 
 def test_a_job_runs_the_checkout_with_its_changes_and_a_restart_the_same_snapshot(cli, checkout, tmp_path):
-    before = state(checkout)
+    before = repository_state(checkout)
     result = cli("submit", "-f", str(checkout / "distrain.yaml"), "--include-changes", "--follow")
     assert result.returncode == 0, result.stdout + result.stderr
     shown = [line.removeprefix("[worker-0] ") for line in result.stdout.splitlines() if line.startswith("[worker-0]")]
     assert shown == [".gitignore: secret.txt", "added.py: print('new')", "distrain.yaml: code:",
                      "train.py: print('edited')", "unpushed.py: print('committed, not pushed')"]
-    assert state(checkout) == before  # nothing written to the user's repository
+    assert repository_state(checkout) == before  # nothing written to the user's repository
 
     job = cli.json("get", "mine")
     taken = job["spec"]["code"]["snapshot"]
@@ -92,13 +52,13 @@ def test_a_job_runs_the_checkout_with_its_changes_and_a_restart_the_same_snapsho
 
 def test_a_snapshot_over_the_limit_is_refused_with_the_numbers_and_creates_nothing(cli, checkout):
     (checkout / "weights.bin").write_bytes(os.urandom(65 << 20))
-    before = state(checkout)
+    before = repository_state(checkout)
     result = cli("submit", "-f", str(checkout / "distrain.yaml"), "--include-changes", check=False)
     assert result.returncode != 0
     assert "code.changes_from: the snapshot of your changes is 65.0 MiB, over the 64.0 MiB a local job keeps" \
         in result.stderr, result.stderr
     assert cli.json("list") == [] and not (cli.root / "jobs").exists()
-    assert state(checkout) == before
+    assert repository_state(checkout) == before
 
 
 def test_over_rest_a_checkout_under_the_servers_root_and_a_clone_that_carries_its_snapshot(checkout, tmp_path):

@@ -55,7 +55,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from .. import logs
+from .. import logs, snapshot as snapshot_
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..logs import LogLine
 from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_exceeded, decide, ending,
@@ -75,7 +75,8 @@ if TYPE_CHECKING:
     from ..config import Distrain
 
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
-               "Deployment": ("apps", "deployment")}  # the built-in kinds a job is made of: their API and resource
+               "Deployment": ("apps", "deployment"), "Secret": ("core", "secret")}  # the built-in kinds a job is
+# made of: their API and resource
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
@@ -383,8 +384,8 @@ class KubeBackend:
     def credential_names(self) -> builtins.list[str]:
         """The Secrets this extension made for this owner (other Secrets of the namespace are none of its
         business)."""
-        secrets = self._call(lambda: self.core.list_namespaced_secret(self.ns, label_selector=SELECTOR).items,
-                             "list secrets")
+        secrets = self._call(lambda: self.core.list_namespaced_secret(  # not a job's (its snapshot's)
+            self.ns, label_selector=f"{SELECTOR},!{JOB}").items, "list secrets")
         return [s.metadata.name for s in secrets if self.visible(s)]
 
     def delete_credentials(self, secret: str) -> None:
@@ -399,9 +400,8 @@ class KubeBackend:
         errors = manifests.refusals(spec, engine)
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
-        if "snapshot" in spec.get("code", {}):
-            errors.append(FieldError("code.changes_from", "the Kubernetes backend runs pushed commits only: commit "
-                                                          "and push your changes, or run the job locally"))
+        if error := snapshot_.too_large(spec, manifests.SNAPSHOT_LIMIT, "a Secret holds"):
+            errors.append(error)
         nodes = self._call(lambda: self.core.list_node().items, "list nodes")
         for role in spec["replicas"]:
             kind = gpu_type(spec, role)
@@ -488,15 +488,17 @@ class KubeBackend:
 
     def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
         with self.changing(spec["name"]):
-            return self._submit(spec)
+            return self._submit(spec, snapshot)
 
-    def _submit(self, spec: dict) -> JobRecord:
+    def _submit(self, spec: dict, snapshot: bytes | None) -> JobRecord:
         engine, why = self.engine(spec)
         self.check(spec, engine=engine)
         owner = manifests.root(spec, self.settings, engine)
         owner["data"]["status.json"] = json.dumps(new_status(spec))
         owner = self._create(owner)
         try:
+            if snapshot is not None:
+                self._create(manifests.snapshot_secret(spec, self.settings, owner, snapshot))
             self._start(spec, owner, engine)
             for obj in manifests.tensorboard(spec, self.settings, owner):
                 self._create(obj)
@@ -587,12 +589,19 @@ class KubeBackend:
 
     def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None) -> JobRecord:
         with self.changing(name):
-            return self._restart(name, spec)
+            return self._restart(name, spec, snapshot)
 
     def snapshot(self, name: str) -> bytes | None:
-        return None  # check() refuses specs with one
+        self._root(name)  # JobNotFound for another owner's
+        try:
+            secret = self.core.read_namespaced_secret(manifests.snapshot_name(name), self.ns)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise api_error(e, f"read the snapshot of {name}") from None
+        return base64.b64decode(secret.data[manifests.SNAPSHOT_KEY])
 
-    def _restart(self, name: str, spec: dict | None) -> JobRecord:
+    def _restart(self, name: str, spec: dict | None, snapshot: bytes | None = None) -> JobRecord:
         root = self._root_fresh(name)
         old = json.loads(root.data["spec.json"])
         spec = spec or old
@@ -611,6 +620,10 @@ class KubeBackend:
             root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
             write.put(root)
         owner = self.api.sanitize_for_serialization(root)
+        if snapshot is not None or "snapshot" not in spec.get("code", {}):  # edited: its own snapshot, or none
+            self._delete("Secret", manifests.snapshot_name(name))
+        if snapshot is not None:
+            self._create(manifests.snapshot_secret(spec, self.settings, owner, snapshot))
         self._start(spec, owner, engine, status["run"])
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
             self._replace_tensorboard(spec, owner)

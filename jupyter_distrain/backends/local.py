@@ -237,7 +237,7 @@ class LocalBackend:
                 f"{r['count']} {role} x {gpus(spec, role)}" for role, r in spec["replicas"].items() if gpus(spec, role)
             )
             errors.append(FieldError("replicas", f"{wanted} GPUs requested ({per_role}); this machine has {have}"))
-        if error := snapshot.too_large(spec, SNAPSHOT_LIMIT, "a local job"):
+        if error := snapshot.too_large(spec, SNAPSHOT_LIMIT, "a local job keeps"):
             errors.append(error)
         if "data" in spec and not self.input_dir(spec).is_dir():
             field = "data.host_path" if "host_path" in spec["data"] else "data.volume"

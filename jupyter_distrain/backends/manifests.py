@@ -39,12 +39,14 @@ both to the container's output (pods/log) and to /output/.distrain/logs/<run>/<r
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import snapshot
 from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
@@ -66,6 +68,8 @@ SIGNALS = list(range(128, 256))  # exit codes of a process killed by a signal: w
 COMPONENT = "app.kubernetes.io/component"
 PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as Kubeflow does
 WORKSPACE = "/workspace"
+SNAPSHOT_DIR, SNAPSHOT_KEY = "/snapshot", "snapshot.bundle"  # where fetch-code finds the bundle (snapshot_secret)
+SNAPSHOT_LIMIT = 1 << 20  # the most data a Secret holds
 TENSORBOARD_PORT = 6006
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
 TEE_PROGRAM = (Path(__file__).parent / "cluster_logtee.py").read_text()
@@ -311,6 +315,8 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addr
     fetch = _fetch_code(spec, settings)
     if fetch:
         body["initContainers"] = [fetch]
+    if "snapshot" in spec.get("code", {}):
+        body["volumes"] = [*body["volumes"], {"name": "snapshot", "secret": {"secretName": snapshot_name(spec["name"])}}]
     return secured(body, settings)
 
 
@@ -420,16 +426,36 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
         return None
     # The workspace (an emptyDir) is root's; under pod_security "restricted" another user clones into it,
     # and git works in another user's directory only when told it is safe.
-    script = (f"git clone --quiet --no-checkout -- {shlex.quote(source['git'])} {WORKSPACE}"
-              f" && git -c safe.directory={WORKSPACE} -C {WORKSPACE} checkout --quiet --detach {source['commit']}")
+    in_workspace = f"git -c safe.directory={WORKSPACE} -C {WORKSPACE}"
+    checkout = [["checkout", "--quiet", "--detach", source["commit"]]]
+    if "snapshot" in source:  # the checkout's changes on top, from the bundle in the job's Secret
+        checkout = snapshot.steps(f"{SNAPSHOT_DIR}/{SNAPSHOT_KEY}", source["snapshot"]["commit"])
+    script = " && ".join([f"git clone --quiet --no-checkout -- {shlex.quote(source['git'])} {WORKSPACE}",
+                          *(f"{in_workspace} {shlex.join(step)}" for step in checkout)])
     env: list[dict] = [{"name": "GIT_TERMINAL_PROMPT", "value": "0"}]
     if source.get("credentials"):
         script = script.replace("git clone", f"git -c credential.helper={shlex.quote(CREDENTIAL_HELPER)} clone", 1)
         env += [{"name": f"DISTRAIN_GIT_{key.upper()}",
                  "valueFrom": {"secretKeyRef": {"name": source["credentials"], "key": key}}}
                 for key in ("username", "password", "host")]
+    mounts: list[dict] = [{"name": "workspace", "mountPath": WORKSPACE}]
+    if "snapshot" in source:
+        mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_DIR, "readOnly": True})
     return {"name": "fetch-code", "image": settings.git_image, "command": ["/bin/sh", "-c", script], "env": env,
-            "volumeMounts": [{"name": "workspace", "mountPath": WORKSPACE}]}
+            "volumeMounts": mounts}
+
+
+def snapshot_secret(spec: dict, settings: Distrain, owner: dict, bundle: bytes) -> dict:
+    """The Secret holding the bundle of the job's code.snapshot, which its pods' fetch-code mounts; owned by
+    the job's ConfigMap, so it goes with the job."""
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": metadata(snapshot_name(spec["name"]), settings, {**labels(spec["name"]), COMPONENT: "snapshot"},
+                                 owner),
+            "data": {SNAPSHOT_KEY: base64.b64encode(bundle).decode()}}
+
+
+def snapshot_name(job: str) -> str:
+    return f"{job}-snapshot"
 
 
 def _resources(spec: dict, role: str) -> dict:
@@ -472,7 +498,7 @@ def output_source(spec: dict, settings: Distrain) -> dict:
 
 def _volumes(spec: dict, settings: Distrain) -> tuple[list[dict], list[dict]]:
     volumes = [{"name": "workspace", "emptyDir": {}}]
-    mounts = [{"name": "workspace", "mountPath": WORKSPACE}]
+    mounts: list[dict] = [{"name": "workspace", "mountPath": WORKSPACE}]
     wanted = [("output", output_source(spec, settings), spec["name"], False, "/output")]
     if "data" in spec:
         wanted.append(("input", spec["data"], "", True, "/input"))
@@ -566,7 +592,9 @@ def workload(spec: dict, settings: Distrain, owner: dict, engine: str, run: int 
     return objects
 
 
-def render(spec: dict, settings: Distrain, engine: str) -> list[dict]:
-    """Every object of the job, the ConfigMap first (the others are owned by it once it exists)."""
+def render(spec: dict, settings: Distrain, engine: str, bundle: bytes | None = None) -> list[dict]:
+    """Every object of the job, the ConfigMap first (the others are owned by it once it exists), with the
+    Secret of its snapshot's `bundle` if it has one."""
     owner = root(spec, settings, engine)
-    return [owner, *workload(spec, settings, owner, engine), *tensorboard(spec, settings, owner)]
+    secret = [snapshot_secret(spec, settings, owner, bundle)] if bundle is not None else []
+    return [owner, *secret, *workload(spec, settings, owner, engine), *tensorboard(spec, settings, owner)]
