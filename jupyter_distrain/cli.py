@@ -10,7 +10,7 @@ import re
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -317,6 +317,39 @@ def delete(manager: JobManager, name: str, purge_output: bool) -> None:
     """Stop and delete a job and its logs (outputs are kept unless --purge-output)."""
     manager.delete(name, purge_output=purge_output)
     click.echo(f"job {name} deleted")
+
+
+DURATION = re.compile(r"(\d+)([smhdw])")
+SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration(text: str) -> float:
+    """Seconds in "90m", "12h", "7d", "2w" (or a sum: "1d12h")."""
+    parts = DURATION.findall(text)
+    if not parts or "".join(a + b for a, b in parts) != text:
+        raise click.BadParameter(f"{text!r} is not a duration such as 30m, 12h, 7d or 2w")
+    return sum(int(count) * SECONDS[unit] for count, unit in parts)
+
+
+@main.command()
+@click.option("--older-than", required=True, type=duration,
+              help="How long ago the jobs finished: 30m, 12h, 7d, 2w.")
+@click.option("--phase", "phases", multiple=True, type=click.Choice([str(p) for p in sorted(FINISHED)]),
+              help="Only jobs that ended so; repeatable.")
+@click.option("--purge-output", is_flag=True, help="Also delete their output directories.")
+@click.option("--dry-run", is_flag=True, help="Say what would be deleted, and delete nothing.")
+@click.pass_obj
+def prune(manager: JobManager, older_than: float, phases: tuple[str, ...], purge_output: bool, dry_run: bool) -> None:
+    """Delete the jobs (and their logs) that finished before --older-than; running jobs stay."""
+    jobs = manager.finished_before((datetime.now(timezone.utc) - timedelta(seconds=older_than)).timestamp(), phases)
+    for job in jobs:
+        if not dry_run:
+            manager.delete(job["name"], purge_output=purge_output)
+        finished = datetime.fromtimestamp(cast(float, job["finished"]), timezone.utc).isoformat()
+        click.echo(f"{'would delete' if dry_run else 'deleted'} {job['name']} ({job['phase']}, finished "
+                   f"{age(finished)} ago)")
+    if not jobs:
+        click.echo("no job finished that long ago")
 
 
 @main.command()

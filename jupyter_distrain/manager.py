@@ -9,7 +9,7 @@ import logging
 import re
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, cast
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, cast
 
 from . import code, snapshot, spec as spec_
 from .backends.base import Backend, JobRecord, JobSummary, TensorBoardTarget, summary
@@ -147,6 +147,11 @@ class JobManager:
     def list(self) -> list[JobSummary]:
         """Every job, as the list shows it, oldest first."""
         return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
+
+    def finished_before(self, moment: float, phases: Collection[str] = ()) -> builtins.list[JobSummary]:
+        """The jobs that finished before `moment` (a time.time()), only those in `phases` if any are given."""
+        return [job for job in self.list() if job["finished"] is not None and job["finished"] < moment
+                and (not phases or job["phase"] in phases)]
 
     def stop(self, name: str) -> JobRecord:
         return self.backend_of(name).stop(name)

@@ -364,6 +364,30 @@ def test_a_job_waits_for_its_evaluator_and_says_so(cli, tmp_path):
     assert "Evaluating" in [e["reason"] for e in job["events"]]
 
 
+def test_prune_deletes_only_what_it_says(cli):
+    """Jobs that finished before --older-than (in a --phase, if given) go with their logs; the others and
+    every output stay; --dry-run deletes nothing."""
+    for name, command in (("old-failed", "exit 1"), ("old-done", "true"), ("new-failed", "exit 1")):
+        cli("submit", "--name", name, "--", command)
+        cli.wait(name)
+    week_ago = time.time() - 8 * 86400
+    for name in ("old-failed", "old-done"):
+        Store(cli.root / "jobs.sqlite").update_job(name, finished=week_ago)
+    names = lambda: {job["name"] for job in cli.json("list")}  # noqa: E731
+    assert cli("prune", "--older-than", "7d", "--phase", "Failed", "--dry-run").stdout == \
+        "would delete old-failed (Failed, finished 8d ago)\n"
+    assert names() == {"old-failed", "old-done", "new-failed"}
+    assert cli("prune", "--older-than", "1w", "--phase", "Failed").stdout == \
+        "deleted old-failed (Failed, finished 8d ago)\n"
+    assert names() == {"old-done", "new-failed"} and (cli.root / "outputs" / "old-failed").is_dir()
+    assert not (cli.root / "jobs" / "old-failed").exists()
+    assert cli("prune", "--older-than", "6d12h").stdout == "deleted old-done (Succeeded, finished 8d ago)\n"
+    assert cli("prune", "--older-than", "7d").stdout == "no job finished that long ago\n"
+    refused = cli("prune", "--older-than", "7 days", check=False)
+    assert refused.returncode == 2 and "'7 days' is not a duration such as 30m, 12h, 7d or 2w" in refused.stderr
+    assert names() == {"new-failed"}
+
+
 def test_each_replica_port_comes_with_the_next_one():
     """A replica may serve on the port after its own (Paddle's gloo store does): no other replica gets it."""
     ports = replica_ports(50)
