@@ -217,6 +217,8 @@ export interface Prefill {
   notes: string[];
   /** Where, relative to the Jupyter root, the repo's distrain.yaml is (or would be saved). */
   specFile: string;
+  /** The checkout whose uncommitted work or unpushed commits the job may include (code.changes_from). */
+  changes?: string;
 }
 
 /**
@@ -250,10 +252,14 @@ export function prefill(repo: Repo, notebook: string): Prefill {
     ...base,
     code: fileCode(loaded?.code, file?.path) ?? repo.code
   };
+  const git = repo.git;
+  const unsaved =
+    git && (git.dirty || (git.untracked ?? 0) > 0 || (git.ahead ?? 0) > 0);
   return {
     spec,
     notes: repo.notes,
-    specFile: specFilePath(repo, notebookDir)
+    specFile: specFilePath(repo, notebookDir),
+    ...(unsaved && spec.code && 'git' in spec.code ? { changes: git.root } : {})
   };
 }
 

@@ -319,6 +319,39 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     assert_nothing_left(Path(lab.root))
 
 
+def test_the_forms_include_my_changes_runs_the_notebooks_uncommitted_edit(lab, page):
+    """A repository with an edit not committed: the form says so, and with "Include my changes" the job runs
+    the edit (its code.snapshot lists it), the note gone."""
+    repo = lab.root_dir / "edited"
+    repo.mkdir()
+    (repo / "train.py").write_text("print('as committed')\n")
+    (repo / "distrain.yaml").write_text("name: edited\ncommand: python train.py\n")
+    (repo / "explore.ipynb").write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    for command in (["init", "-q", "-b", "main"], ["add", "."],
+                    ["-c", "user.email=dev@example.invalid", "-c", "user.name=dev", "commit", "-qm", "first"]):
+        subprocess.run(["git", *command], cwd=repo, check=True)
+    (repo / "train.py").write_text("print('edited, not committed')\n")
+    page.goto(f"{lab.url}/lab/tree/edited?token={lab.TOKEN}")
+    open_panel(page, "filebrowser")
+    page.locator('.jp-DirListing-item[data-file-type="notebook"]').click(button="right")
+    page.get_by_text("Train this notebook's repo").click()
+
+    form = page.locator(".jp-distrain-form")
+    uncommitted = form.locator(".jp-distrain-warning", has_text="Uncommitted work (changed files)")
+    expect(uncommitted).to_have_count(1, timeout=30_000)
+    form.get_by_label(re.compile("^Include my changes")).check()
+    expect(uncommitted).to_have_count(0)
+    expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
+    screenshot(page, "form-include-changes")
+    form.get_by_role("button", name="Submit").click()
+
+    view = page.locator(".jp-distrain-job-view")
+    expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
+    logs = page.locator(".jp-distrain-logs")
+    expect(logs.locator(".jp-distrain-logline", has_text="edited, not committed")).to_be_visible(timeout=30_000)
+    assert api_get(lab, "jobs/edited")["spec"]["code"]["snapshot"]["files"] == ["M train.py"]
+
+
 def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     lines = 150_000
     submit(lab, {"name": "chatty", "command": f"python -c \"for i in range({lines}): print('line', i)\""})

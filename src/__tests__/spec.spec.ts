@@ -166,6 +166,22 @@ describe('prefill from the notebook repository', () => {
     expect(specFile).toBe('work/project/distrain.yaml');
   });
 
+  it('offers to include the checkout only when it has work not pushed', () => {
+    expect(prefill(repo(), 'work/project/train.ipynb').changes).toBeUndefined();
+    for (const unsaved of [{ dirty: true }, { untracked: 2 }, { ahead: 1 }]) {
+      expect(
+        prefill(repo({}, unsaved), 'work/project/train.ipynb').changes
+      ).toBe('/home/me/work/project');
+    }
+    const directory = repo(
+      { code: { path: '/home/me/work/project' } },
+      { dirty: true }
+    );
+    expect(
+      prefill(directory, 'work/project/train.ipynb').changes
+    ).toBeUndefined();
+  });
+
   it('runs a notebook below the repository root from there', () => {
     const nested = repo(
       { directory: '/home/me/work/project/nb' },

@@ -15,9 +15,12 @@ export function CodeFields(props: {
   field: Field;
   /** What to know about the code before training it. */
   notes: string[];
+  /** The checkout whose uncommitted work and unpushed commits the job may include. */
+  changes?: string;
   backend: string;
 }): JSX.Element {
   const { schema, draft, set, field } = props;
+  const included = Boolean(draft.code?.changes_from);
   const options: Schema[] = schemaAt(schema, 'code')?.oneOf ?? [];
   const kind = draft.code && 'path' in draft.code ? 1 : 0;
   const text = (path: string, onChange = (v: string) => set(path, v)) => (
@@ -29,11 +32,13 @@ export function CodeFields(props: {
   );
   return (
     <>
-      {props.notes.map(note => (
-        <div key={note} className="jp-distrain-warning" role="note">
-          {note}
-        </div>
-      ))}
+      {props.notes
+        .filter(note => !(included && note.includes('--include-changes')))
+        .map(note => (
+          <div key={note} className="jp-distrain-warning" role="note">
+            {note}
+          </div>
+        ))}
       <label className="jp-distrain-field">
         <span className="jp-distrain-label">
           {schemaAt(schema, 'code')?.title}
@@ -59,6 +64,24 @@ export function CodeFields(props: {
       </label>
       {kind === 0 ? (
         <>
+          {props.changes && (
+            <label
+              className="jp-distrain-field jp-distrain-include-changes"
+              title={`the job runs ${props.changes} as it is now`}
+            >
+              <input
+                type="checkbox"
+                checked={included}
+                onChange={event =>
+                  set(
+                    'code.changes_from',
+                    event.target.checked ? props.changes : undefined
+                  )
+                }
+              />
+              Include my changes (uncommitted work and unpushed commits)
+            </label>
+          )}
           {field('code.git', text('code.git'))}
           {field(
             'code.ref',

@@ -34,6 +34,8 @@ export interface ILoaded {
   specFile?: string;
   /** The backend the form starts on. */
   backend?: string;
+  /** The checkout whose changes the job may include; none for a clone. */
+  changes?: string;
 }
 
 async function start(source: IFormSource): Promise<ILoaded> {

@@ -112,6 +112,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           set={set}
           field={field}
           notes={loaded.notes}
+          changes={loaded.changes}
           backend={backend}
         />
       </Section>
