@@ -8,7 +8,7 @@ import time
 
 import requests
 import yaml
-from conftest import JupyterServer, assert_nothing_left, git, repository_state
+from conftest import SHOW, JupyterServer, assert_nothing_left, git, repository_state
 
 from jupyter_distrain import snapshot
 
@@ -39,12 +39,19 @@ def test_a_job_runs_the_checkout_with_its_changes_and_a_restart_the_same_snapsho
     assert sorted(p.name for p in fresh.iterdir() if p.name != ".git") == files
     assert filecmp.cmpfiles(checkout, fresh, files, shallow=False) == (files, [], [])
 
-    # edited again since: a restart still runs what was submitted
+    # edited again since: a restart still runs what was submitted, as does one with an edited spec
     (checkout / "train.py").write_text("print('edited again')\n")
     cli("restart", "mine")
     job = cli.wait("mine", until=lambda j: j["run"] == 2 and j["finished"] is not None)
     assert job["phase"] == "Succeeded"
     assert "[worker-0] train.py: print('edited')" in cli("logs", "mine").stdout
+    edited = tmp_path / "edited" / "distrain.yaml"
+    edited.parent.mkdir()
+    edited.write_text(yaml.safe_dump({**job["spec"], "command": f"{SHOW}; echo once more"}))
+    cli("restart", "mine", "-f", str(edited))
+    job = cli.wait("mine", until=lambda j: j["run"] == 3 and j["finished"] is not None)
+    logs = cli("logs", "mine").stdout
+    assert job["phase"] == "Succeeded" and "[worker-0] train.py: print('edited')" in logs and "once more" in logs
     cli("delete", "mine")
     assert not bundle.exists()
     assert_nothing_left(cli.root, timeout=0)

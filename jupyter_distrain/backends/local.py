@@ -380,13 +380,11 @@ class LocalBackend:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
         with self.changing(name):
             job = self.get(name, events=0)
-            edited = spec is not None
             spec = spec or job["spec"]
             self.check(spec)
             if job["phase"] not in FINISHED:
                 self._stop(name)
-            if edited:
-                self._keep_snapshot(spec, snapshot)
+            self._keep_snapshot(spec, snapshot)
             self.store.reset_job(name, spec, replicas(spec))
             self.store.add_event(name, "Restarted", "job restarted")
             self._launch(name)
@@ -401,13 +399,13 @@ class LocalBackend:
         return path.read_bytes() if path.is_file() else None
 
     def _keep_snapshot(self, spec: dict, snapshot: bytes | None) -> None:
-        """Store the bundle of the spec's code.snapshot with the job, or none if it has none."""
+        """Store a new bundle of the spec's code.snapshot with the job; drop the stored one if the spec has
+        none; else keep it."""
         path = self.snapshot_file(spec["name"])
-        if "snapshot" in spec.get("code", {}):
-            assert snapshot is not None  # JobManager.prepare pairs them
+        if snapshot is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(snapshot)
-        else:
+        elif "snapshot" not in spec.get("code", {}):
             path.unlink(missing_ok=True)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
