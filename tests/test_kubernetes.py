@@ -86,14 +86,16 @@ def backend(control_plane, tmp_path, engine):
     kube = KubeBackend(settings(tmp_path / "distrain-home", engine=engine), api)
     controller = Controller(kube, logging.getLogger("test"))
     yield kube
-    controller.stop()
-    with control_plane.client(ADMIN) as admin_api:
-        core = client.CoreV1Api(admin_api)
-        for cm in core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items:
-            core.delete_namespaced_config_map(cm.metadata.name, NAMESPACE, propagation_policy="Foreground")
-        wait(lambda: not core.list_namespaced_pod(NAMESPACE).items
-             and not core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
-             "the test's jobs and their pods deleted")
+    try:
+        controller.stop()
+    finally:  # the next test starts from an empty namespace whatever happened
+        with control_plane.client(ADMIN) as admin_api:
+            core = client.CoreV1Api(admin_api)
+            for cm in core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items:
+                core.delete_namespaced_config_map(cm.metadata.name, NAMESPACE, propagation_policy="Foreground")
+            wait(lambda: not core.list_namespaced_pod(NAMESPACE).items
+                 and not core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+                 "the test's jobs and their pods deleted")
     api.close()
 
 

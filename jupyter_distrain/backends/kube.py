@@ -45,7 +45,7 @@ import ssl
 import threading
 import time
 from collections import Counter
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import datetime, timezone
 from functools import cached_property
 from pathlib import Path
@@ -900,10 +900,12 @@ class KubeBackend:
         except ApiException:
             return  # not started, or gone: nothing to copy
         self.streams.add(response)
-        with response:
-            for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
-                append(path, [from_pods_log(line) for line in lines])
-        self.streams.discard(response)
+        try:
+            with response:
+                for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
+                    append(path, [from_pods_log(line) for line in lines])
+        finally:
+            self.streams.discard(response)
 
     # logs the replicas wrote to the output volume, for lines pods/log no longer has
     def logs_complete(self, name: str, run: int) -> bool:
@@ -1153,4 +1155,5 @@ class Controller:
         self.cache.stop()
         self.queue.shut_down()
         for response in list(self.backend.streams):
-            response.shutdown()  # unblocks the copier reading it
+            with suppress(ValueError, RuntimeError):  # raised when its connection is closed already
+                response.shutdown()  # unblocks the copier reading it
