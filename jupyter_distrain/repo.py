@@ -126,7 +126,10 @@ def git_state(directory: Path, root: Path | None = None) -> dict | None:
 
 def strip_credentials(url: str) -> str:
     """https://user:token@host/repo.git -> https://host/repo.git; other forms carry no password."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not a URL (an unclosed '['): shown without anything before an @
+        return url.rpartition("@")[2]
     if parts.scheme in ("http", "https") and "@" in parts.netloc:
         return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
     return url

@@ -341,7 +341,12 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
     for role in spec["replicas"]:
         if gpu_type(spec, role) is not None and not gpus(spec, role):
             yield FieldError(f"replicas.{role}.resources.gpu_type", "a GPU type needs resources.gpus of at least 1")
-    if urlsplit(spec.get("code", {}).get("git", "")).username is not None:  # never echoed: it may hold a token
+    try:
+        credentials = urlsplit(spec.get("code", {}).get("git", "")).username is not None
+    except ValueError:  # an unclosed [ of an IPv6 host
+        yield FieldError("code.git", "not a URL: its host has an unclosed '['")
+        credentials = False
+    if credentials:  # never echoed: the URL may hold a token
         yield FieldError("code.git", "the URL carries credentials (user@ or user:token@), which would be stored "
                                      "with the job and shown in its events; give the URL without them and name a "
                                      "secret in code.credentials (create one with 'distrain secret set NAME "

@@ -123,7 +123,8 @@ def test_pytorch_torchrun(cli, tmp_path):
 
     result = cli("submit", "-f", str(code / "standalone.yaml"), "-p", "epochs=2", "--follow")
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "[master-0] rank 0/2 joined" in result.stdout and "[master-0] rank 1/2 joined" in result.stdout
+    # both processes write to the replica's one output, so their lines may interleave
+    assert set(re.findall(r"rank \d/2 joined", result.stdout)) == {"rank 0/2 joined", "rank 1/2 joined"}
     job = cli.json("get", "pytorch-standalone")
     assert json.loads((Path(job["output_dir"]) / "result.json").read_text())["epoch"] == 2
     assert_nothing_left(cli.root, timeout=0)

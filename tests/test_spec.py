@@ -56,6 +56,11 @@ def test_credentials_in_git_urls_are_refused_without_repeating_them(url):
     assert "bob" not in message and "s3cret" not in message
 
 
+def test_a_url_with_an_unclosed_ipv6_bracket_is_a_field_error():
+    assert errors_of({"name": "a", "command": "t", "code": {"git": "http://[::1/r.git"}})["code.git"] == \
+        "not a URL: its host has an unclosed '['"
+
+
 @pytest.mark.parametrize("url", ["https://github.com/org/repo.git", "http://host:8080/r", "/srv/repo", "./repo", "..",
                                  "file:///srv/repo"])
 def test_accepted_git_urls(url):

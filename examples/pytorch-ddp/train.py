@@ -114,6 +114,8 @@ def main():
         print(f"done epoch {last} loss {loss:.4f}", flush=True)
     if distributed:
         dist.barrier()  # every rank done (rank 0 saved) before any tears the group down
+        del model  # DDP holds the process group: let go of it first, or the group outlives destroy_process_group
+        # and its threads are torn down with the interpreter, which aborts now and then (SIGABRT at exit)
         dist.destroy_process_group()
 
 

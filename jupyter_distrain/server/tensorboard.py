@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from logging import Logger
@@ -269,9 +270,10 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
         """A POST (or any unsafe method) comes from this site's own pages, as TensorBoard's do (the browser
         sends their Origin), or carries Jupyter's XSRF token: a cross-site one riding on the user's cookie is
         refused. TensorBoard makes no such check."""
-        origin = self.request.headers.get("Origin")
-        if origin and urlsplit(origin).netloc == self.request.host:
-            return None
+        origin = self.request.headers.get("Origin", "")
+        with suppress(ValueError):  # not a URL: not this site
+            if origin and urlsplit(origin).netloc == self.request.host:
+                return None
         return JupyterHandler.check_xsrf_cookie(self)
 
     def compute_etag(self) -> None:
