@@ -74,9 +74,9 @@ from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, object_name, replica_of
 if TYPE_CHECKING:
     from ..config import Distrain
 
+# the built-in kinds a job is made of: their API and resource
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
-               "Deployment": ("apps", "deployment"), "Secret": ("core", "secret")}  # the built-in kinds a job is
-# made of: their API and resource
+               "Deployment": ("apps", "deployment"), "Secret": ("core", "secret")}
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
@@ -601,7 +601,7 @@ class KubeBackend:
             raise api_error(e, f"read the snapshot of {name}") from None
         return base64.b64decode(secret.data[manifests.SNAPSHOT_KEY])
 
-    def _restart(self, name: str, spec: dict | None, snapshot: bytes | None = None) -> JobRecord:
+    def _restart(self, name: str, spec: dict | None, snapshot: bytes | None) -> JobRecord:
         root = self._root_fresh(name)
         old = json.loads(root.data["spec.json"])
         spec = spec or old
