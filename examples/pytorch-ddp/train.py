@@ -114,9 +114,11 @@ def main():
         print(f"done epoch {last} loss {loss:.4f}", flush=True)
     if distributed:
         dist.barrier()  # every rank done (rank 0 saved) before any tears the group down
-        del model  # DDP holds the process group: let go of it first, or the group outlives destroy_process_group
-        # and its threads are torn down with the interpreter, which aborts now and then (SIGABRT at exit)
         dist.destroy_process_group()
+        # Leave without finalizing the interpreter: a gloo thread may still be releasing the last
+        # collective's tensors, and one that needs the GIL while Python shuts down aborts the process
+        # (SIGABRT, "terminate called without an active exception"). Everything is saved and flushed.
+        os._exit(0)
 
 
 if __name__ == "__main__":
