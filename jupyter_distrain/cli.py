@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Iterator, cast
 
 import click
 
@@ -250,6 +251,8 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
         click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")
     click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
+    for label, value in provenance_lines(job["provenance"]):
+        click.echo(f"{label + ':':<11}{value}")
     click.echo("")
     table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED"),
           [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
@@ -257,6 +260,24 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
     click.echo("\nEvents:")
     for e in job["events"]:
         click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")
+
+
+def provenance_lines(provenance: dict) -> Iterator[tuple[str, str]]:
+    """What ran, a line each (every package is in `get -o json`)."""
+    source, taken = provenance["code"] or {}, provenance["snapshot"]
+    if "git" in source:
+        yield "Code", f"{source['git']} @ {source['commit']}"
+    elif "path" in source:
+        yield "Code", source["path"]
+    if taken:
+        yield "Changes", f"snapshot {taken['sha256'][:12]}: " + ", ".join(taken["files"])
+    yield "Command", provenance["command"]
+    if provenance["python"]:
+        yield "Python", f"{provenance['python']}, {len(provenance['packages'])} packages"
+    if provenance["requirements"] is not None:
+        yield "Installed", " ".join(provenance["requirements"]) or "nothing new (requirements.txt is satisfied)"
+    if provenance["image"]:
+        yield "Image", ", ".join(provenance["image_digests"]) or provenance["image"]
 
 
 @main.command()
@@ -319,29 +340,29 @@ def delete(manager: JobManager, name: str, purge_output: bool) -> None:
     click.echo(f"job {name} deleted")
 
 
-DURATION = re.compile(r"(\d+)([smhdw])")
-SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
-
 def duration(text: str) -> float:
     """Seconds in "90m", "12h", "7d", "2w" (or a sum: "1d12h")."""
-    parts = DURATION.findall(text)
-    if not parts or "".join(a + b for a, b in parts) != text:
+    seconds = spec_.duration_seconds(text)
+    if seconds is None:
         raise click.BadParameter(f"{text!r} is not a duration such as 30m, 12h, 7d or 2w")
-    return sum(int(count) * SECONDS[unit] for count, unit in parts)
+    return seconds
 
 
 @main.command()
-@click.option("--older-than", required=True, type=duration,
-              help="How long ago the jobs finished: 30m, 12h, 7d, 2w.")
+@click.option("--older-than", type=duration,
+              help="How long ago the jobs finished: 30m, 12h, 7d, 2w. Without it: the jobs whose "
+                   "policy.ttl_after_finished (or the server's default) is over.")
 @click.option("--phase", "phases", multiple=True, type=click.Choice([str(p) for p in sorted(FINISHED)]),
               help="Only jobs that ended so; repeatable.")
 @click.option("--purge-output", is_flag=True, help="Also delete their output directories.")
 @click.option("--dry-run", is_flag=True, help="Say what would be deleted, and delete nothing.")
 @click.pass_obj
-def prune(manager: JobManager, older_than: float, phases: tuple[str, ...], purge_output: bool, dry_run: bool) -> None:
-    """Delete the jobs (and their logs) that finished before --older-than; running jobs stay."""
-    jobs = manager.finished_before((datetime.now(timezone.utc) - timedelta(seconds=older_than)).timestamp(), phases)
+def prune(manager: JobManager, older_than: float | None, phases: tuple[str, ...], purge_output: bool,
+          dry_run: bool) -> None:
+    """Delete the jobs (and their logs) that finished before --older-than, else those kept long enough after
+    they finished (policy.ttl_after_finished); running jobs stay."""
+    now = time.time()
+    jobs = manager.expired(now, phases) if older_than is None else manager.finished_before(now - older_than, phases)
     for job in jobs:
         if not dry_run:
             manager.delete(job["name"], purge_output=purge_output)
@@ -349,7 +370,7 @@ def prune(manager: JobManager, older_than: float, phases: tuple[str, ...], purge
         click.echo(f"{'would delete' if dry_run else 'deleted'} {job['name']} ({job['phase']}, finished "
                    f"{age(finished)} ago)")
     if not jobs:
-        click.echo("no job finished that long ago")
+        click.echo("no job finished that long ago" if older_than is not None else "no job is past its time to be kept")
 
 
 @main.command()

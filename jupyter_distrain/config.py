@@ -24,6 +24,7 @@ from traitlets.config import Config, Configurable
 
 from .backends.base import current_owner
 from .errors import DistrainError
+from .spec import duration_seconds
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -100,6 +101,12 @@ class Distrain(Configurable):
     max_deadline_seconds = Int(None, allow_none=True, config=True,
                                help="The longest a job may run (its policy.deadline_seconds): a job naming no "
                                     "deadline gets this one. None: no limit.")
+    ttl_after_finished = Unicode("", config=True,
+                                 help="How long a finished job and its logs are kept when its spec names no "
+                                      "policy.ttl_after_finished: 30m, 12h, 7d, 2w (outputs stay). Empty: until "
+                                      "deleted.")
+    ttl_check_interval = Float(60, config=True,
+                               help="Seconds between the Jupyter server's looks for jobs past their time to be kept.")
     gpu_types = Dict(config=True,
                      help="Named kinds of GPU node, which a spec picks per role (resources.gpu_type) and the "
                           "form offers next to the GPU count; on Kubernetes each becomes its replicas' node "
@@ -141,6 +148,13 @@ class Distrain(Configurable):
     @validate("backends")
     def _known_backends(self, proposal: Any) -> list[str]:
         self._check_names(proposal["value"], "backends")
+        return proposal["value"]
+
+    @validate("ttl_after_finished")
+    def _a_duration(self, proposal: Any) -> str:
+        if proposal["value"] and duration_seconds(proposal["value"]) is None:
+            raise TraitError(f"Distrain.ttl_after_finished: {proposal['value']!r} is not a duration such as "
+                             "30m, 12h, 7d or 2w")
         return proposal["value"]
 
     @validate("gpu_types")

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from .config import Distrain
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
+TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
 
 
@@ -124,12 +125,15 @@ class JobManager:
         return backend.restart(name, ruled if ruled != spec else None)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
-              dry_run: bool = False) -> JobRecord | dict:
-        """Submit a new job from `name`'s spec (so the same pinned commit), with top-level fields replaced;
-        a dry run returns the spec it would submit."""
+              dry_run: bool = False, reproduce: bool = False) -> JobRecord | dict:
+        """Submit a new job from `name`'s spec (so the same pinned commit and snapshot), with top-level fields
+        replaced; to `reproduce` it, also on the image its pods ran, by digest, when they reported one. A dry
+        run returns the spec it would submit."""
         if changes is not None and not isinstance(changes, dict):
             raise SpecError([FieldError("", "a clone's changes must be an object of spec fields")])
-        raw = {**self.get(name)["spec"], **(changes or {})}
+        job = self.get(name)
+        pinned = pinned_image(job) if reproduce else None
+        raw = {**job["spec"], **({"image": pinned} if pinned else {}), **(changes or {})}
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
         backend = self.backend_of(name)
@@ -151,6 +155,12 @@ class JobManager:
     def finished_before(self, moment: float, phases: Collection[str] = ()) -> builtins.list[JobSummary]:
         """The jobs that finished before `moment` (a time.time()), only those in `phases` if any are given."""
         return [job for job in self.list() if job["finished"] is not None and job["finished"] < moment
+                and (not phases or job["phase"] in phases)]
+
+    def expired(self, moment: float, phases: Collection[str] = ()) -> builtins.list[JobSummary]:
+        """The finished jobs whose time to be kept (policy.ttl_after_finished) was over at `moment`, only those
+        in `phases` if any are given."""
+        return [job for job in self.list() if job["expires"] is not None and job["expires"] <= moment
                 and (not phases or job["phase"] in phases)]
 
     def stop(self, name: str) -> JobRecord:
@@ -248,7 +258,7 @@ def secret_name(name: str) -> bool:
 
 def public_summary(job: JobSummary) -> dict:
     """The JSON shape of a job in the list (JobSummary): times in ISO 8601."""
-    return {**job, "created": iso(job["created"]), "started": iso(job["started"]), "finished": iso(job["finished"])}
+    return {key: iso(cast(float | None, value)) if key in TIMES else value for key, value in job.items()}
 
 
 def public(job: Mapping[str, Any]) -> dict:
@@ -263,6 +273,7 @@ def public(job: Mapping[str, Any]) -> dict:
     ]
     out["spec"] = job["spec"]
     out.update({key: job[key] for key in ("engine", "supervision") if key in job})
+    out["provenance"] = provenance(job)
     if "events" in job:
         out["events"] = [
             {"time": iso(e["time"]), "type": e["type"], "replica": e["replica"], "reason": e["reason"],
@@ -270,6 +281,27 @@ def public(job: Mapping[str, Any]) -> dict:
             for e in job["events"]
         ]
     return out
+
+
+def provenance(job: Mapping[str, Any]) -> dict:
+    """What the job's current run ran: its code (the commit, and the snapshot of changes on top of it), the
+    command with its hyperparameters substituted, and what the backend recorded of where it ran (fields the
+    backend does not know are null)."""
+    spec, source = job["spec"], job["spec"].get("code", {})
+    taken, environment = source.get("snapshot"), job.get("environment") or {}
+    return {
+        "code": {key: source[key] for key in ("git", "commit", "path") if key in source} or None,
+        "snapshot": {key: taken[key] for key in ("sha256", "size", "files")} if taken else None,
+        "hyperparameters": spec.get("hyperparameters", {}),
+        "command": spec_.substituted_command(spec),
+        **{key: environment.get(key) for key in ("python", "requirements", "packages", "image", "image_digests")},
+    }
+
+
+def pinned_image(job: Mapping[str, Any]) -> str | None:
+    """The image the job's pods ran, by digest (repository@sha256:...), if they all reported the same one."""
+    digests = {re.sub(r"^[a-z-]+://", "", d) for d in (job.get("environment") or {}).get("image_digests") or []}
+    return digests.pop() if len(digests) == 1 and "@sha256:" in next(iter(digests)) else None
 
 
 def iso(t: float | None) -> str | None:

@@ -24,6 +24,7 @@ class AdminRules:
     max_gpus_per_job: int | None
     max_deadline_seconds: int | None
     gpu_types: tuple[str, ...]
+    ttl_after_finished: str | None  # how long a finished job is kept when its spec names no time; None: ever
 
     @classmethod
     def from_config(cls, config: Distrain, default_host_paths: tuple[str, ...] | None) -> AdminRules:
@@ -32,16 +33,19 @@ class AdminRules:
         return cls(host_paths=tuple(map(posixpath.normpath, allowed)) if allowed is not None else default_host_paths,
                    images=tuple(config.allowed_images), max_replicas=config.max_replicas,
                    max_gpus_per_replica=config.max_gpus_per_replica, max_gpus_per_job=config.max_gpus_per_job,
-                   max_deadline_seconds=config.max_deadline_seconds, gpu_types=tuple(config.gpu_types))
+                   max_deadline_seconds=config.max_deadline_seconds, gpu_types=tuple(config.gpu_types),
+                   ttl_after_finished=config.ttl_after_finished or None)
 
     def public(self) -> dict:
         """The rules as GET cluster shows them (`limits`), for the form to show and check as a person types."""
         return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(self).items()}
 
     def apply(self, spec: dict) -> dict:
-        """The spec under these rules (a job naming no deadline gets the longest allowed), or SpecError naming
-        each field that breaks one, and the rule."""
+        """The spec under these rules (a job naming no deadline gets the longest allowed, one naming no time
+        to be kept once finished the server's), or SpecError naming each field that breaks one, and the rule."""
         errors = [*self._host_path_errors(spec), *self._image_errors(spec), *self._replica_errors(spec)]
+        if spec["policy"].get("ttl_after_finished") is None and self.ttl_after_finished:
+            spec = {**spec, "policy": {**spec["policy"], "ttl_after_finished": self.ttl_after_finished}}
         deadline = spec["policy"].get("deadline_seconds")
         if self.max_deadline_seconds is not None:
             if deadline is None:

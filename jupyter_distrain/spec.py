@@ -6,11 +6,12 @@ import copy
 import json
 import math
 import re
+import shlex
 import sys
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator, cast
 from urllib.parse import urlsplit
 
 from .errors import FieldError, SpecError
@@ -139,6 +140,25 @@ def gpu_type(spec: dict, role: str) -> str | None:
     return spec["replicas"].get(role, {}).get("resources", {}).get("gpu_type")
 
 
+DURATION = re.compile(r"(\d+)([smhdw])")
+DURATION_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def duration_seconds(text: str) -> int | None:
+    """Seconds in "90m", "12h", "7d", "2w" or a sum of them ("1d12h"); None if `text` is not one."""
+    parts = DURATION.findall(text)
+    if not parts or "".join(count + unit for count, unit in parts) != text:
+        return None
+    return sum(int(count) * DURATION_SECONDS[unit] for count, unit in parts)
+
+
+def expires(ttl_after_finished: str | None, finished: float | None) -> float | None:
+    """When a job that finished at `finished` is removed, for its policy.ttl_after_finished; None: never."""
+    if not ttl_after_finished or finished is None:
+        return None
+    return finished + cast(int, duration_seconds(ttl_after_finished))
+
+
 def replica_name(role: str, index: int) -> str:
     return f"{role}-{index}"
 
@@ -165,6 +185,20 @@ def render_command(spec: dict) -> str:
     for match, context in placeholder_contexts(command):
         variable = placeholder_variable(match.group(1))
         out += [command[last:match.start()], f'"${{{variable}}}"' if context is None else f"${{{variable}}}"]
+        last = match.end()
+    return "".join(out) + command[last:]
+
+
+def substituted_command(spec: dict) -> str:
+    """The command as its replicas run it, for people to read: each hyperparameter's {{ name }} replaced by its
+    value (quoted for the shell where it stands bare); the built-in placeholders, whose values differ from one
+    replica to the next, stay."""
+    command, values, out, last = spec["command"], hyperparameter_env(spec), [], 0
+    for match, context in placeholder_contexts(command):
+        if match.group(1) in BUILTIN_VARIABLES:
+            continue
+        value = values[placeholder_variable(match.group(1))]
+        out += [command[last:match.start()], shlex.quote(value) if context is None else value]
         last = match.end()
     return "".join(out) + command[last:]
 

@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     supervisor_pid INTEGER,
     supervisor_started REAL,
     stop_requested INTEGER NOT NULL DEFAULT 0,
-    owner TEXT NOT NULL DEFAULT ''
+    owner TEXT NOT NULL DEFAULT '',
+    environment TEXT
 );
 CREATE TABLE IF NOT EXISTS replicas (
     job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,
@@ -59,6 +60,8 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
 """
 
+ADDED_COLUMNS = {"owner": "TEXT NOT NULL DEFAULT ''", "environment": "TEXT"}
+
 
 class Store:
     """Job records; each thread gets its own connection (the server calls in from a thread pool). A database
@@ -71,8 +74,10 @@ class Store:
         self.local = threading.local()
         with self._errors():
             self.db.executescript(SCHEMA)
-            if "owner" not in {column["name"] for column in self.db.execute("PRAGMA table_info(jobs)")}:
-                self.db.execute("ALTER TABLE jobs ADD COLUMN owner TEXT NOT NULL DEFAULT ''")  # made before owners
+            columns = {column["name"] for column in self.db.execute("PRAGMA table_info(jobs)")}
+            for column, definition in ADDED_COLUMNS.items():  # a database made before them
+                if column not in columns:
+                    self.db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
 
     @property
     def db(self) -> sqlite3.Connection:
@@ -137,7 +142,8 @@ class Store:
         with self.transaction():
             self._run(
                 "UPDATE jobs SET spec=?, phase='Pending', reason='', message='', exit_code=NULL, started=NULL,"
-                " finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL, stop_requested=0"
+                " finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL, stop_requested=0,"
+                " environment=NULL"
                 " WHERE name=?",
                 (json.dumps(spec), name),
             )
@@ -176,10 +182,12 @@ class Store:
         return [self._job(row, replicas.get(row["name"], [])) for row in jobs]
 
     def summaries(self) -> list[dict]:
-        """Every job without its spec, oldest first, its replicas counted by phase (`replica_phases`), and
-        the supervisor's pid and start time."""
+        """Every job without its spec (but its policy.ttl_after_finished), oldest first, its replicas counted by
+        phase (`replica_phases`), and the supervisor's pid and start time."""
         jobs = self._run("SELECT name, backend, owner, phase, reason, message, exit_code, run, created, started,"
-                         " finished, supervisor_pid, supervisor_started FROM jobs ORDER BY created")
+                         " finished, supervisor_pid, supervisor_started,"
+                         " json_extract(spec, '$.policy.ttl_after_finished') AS ttl_after_finished"
+                         " FROM jobs ORDER BY created")
         phases: dict[str, dict[str, int]] = {}
         for job, phase, count in self._run("SELECT job, phase, count(*) FROM replicas GROUP BY job, phase"):
             phases.setdefault(job, {})[phase] = count
@@ -189,6 +197,7 @@ class Store:
     def _job(row: sqlite3.Row, replicas: list[sqlite3.Row]) -> dict:
         job = dict(row)
         job["spec"] = json.loads(job["spec"])
+        job["environment"] = json.loads(job["environment"] or "{}")
         job["stop_requested"] = bool(job["stop_requested"])
         job["replicas"] = [dict(r) for r in replicas]
         return job

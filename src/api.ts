@@ -156,6 +156,12 @@ export const jobsAPI = {
     requestAPI<JobSpec>(jobPath(name, 'clone?dry_run=true'), {
       method: 'POST'
     }),
+  /**
+   * A new job from this one's provenance: the same spec, code and snapshot of
+   * changes, on Kubernetes the image its pods ran by digest.
+   */
+  reproduce: (name: string): Promise<Job> =>
+    requestAPI<Job>(jobPath(name, 'clone?reproduce=true'), { method: 'POST' }),
   remove: (name: string): Promise<void> =>
     requestAPI<void>(jobPath(name), { method: 'DELETE' }),
   /**

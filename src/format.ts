@@ -38,6 +38,13 @@ export function age(iso: string, now: number = Date.now()): string {
 }
 
 /**
+ * Time until `iso`, as `age` writes it ("0s" once it has passed).
+ */
+export function until(iso: string, now: number = Date.now()): string {
+  return age(new Date(now).toISOString(), Date.parse(iso));
+}
+
+/**
  * Whether a job matches a filter: every word appears in its name, phase or backend.
  */
 export function matches(job: JobSummary, filter: string): boolean {

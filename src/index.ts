@@ -263,6 +263,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
                     replica
                   }),
                 onClone: cloneJob,
+                openJob: job =>
+                  void commands.execute(CommandIDs.openJob, { name: job }),
                 onDeleted: () => {
                   tab.dispose();
                   void model.poll.refresh();

@@ -11,13 +11,15 @@ import {
   ReplicaMetrics,
   serverAPI
 } from './api';
-import { age, bytes, why } from './format';
+import { age, bytes, until, why } from './format';
 import { JobActions, PhaseBadge } from './jobs';
+import { Provenance } from './provenance';
 
 export interface IJobViewActions {
   openLogs: (name: string, replica?: string) => void;
   openTensorBoard: (name: string, replica: string) => void;
   onClone: (job: JobSummary) => void;
+  openJob: (name: string) => void;
   onDeleted: () => void;
 }
 
@@ -117,16 +119,16 @@ export function JobView(
         <dd>{job.exit_code ?? '–'}</dd>
         <dt>Output</dt>
         <dd className="jp-distrain-mono">{job.output_dir}</dd>
-        <dt>Code</dt>
-        <dd className="jp-distrain-mono">
-          {job.spec.code
-            ? 'git' in job.spec.code
-              ? `${job.spec.code.git} @ ${job.spec.code.commit?.slice(0, 10)}`
-              : job.spec.code.path
-            : '–'}
-        </dd>
-        <dt>Command</dt>
-        <dd className="jp-distrain-mono">{job.spec.command}</dd>
+        {(job.expires || job.spec.policy?.ttl_after_finished) && (
+          <>
+            <dt>Kept</dt>
+            <dd className="jp-distrain-expires" title={job.expires ?? ''}>
+              {job.expires
+                ? `until ${new Date(job.expires).toLocaleString()} (in ${until(job.expires)}), then deleted with its logs; the output stays`
+                : `${job.spec.policy?.ttl_after_finished} once finished, then deleted with its logs; the output stays`}
+            </dd>
+          </>
+        )}
         <dt>Hyperparameters</dt>
         <dd className="jp-distrain-mono jp-distrain-hyperparameter-values">
           {Object.entries(job.spec.hyperparameters ?? {})
@@ -227,6 +229,7 @@ export function JobView(
           </tbody>
         </table>
       </div>
+      <Provenance job={job} openJob={props.openJob} />
       <h3>Events</h3>
       <div className="jp-distrain-table-scroll">
         <table className="jp-distrain-table jp-distrain-events">

@@ -122,7 +122,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** @description A new job from this job's spec, so the same pinned commit. Fields in the body replace the spec's top-level fields; without a name, the clone is called <name>-2, <name>-3, ... With dry_run, start nothing and answer the spec the clone would run (to edit it first). */
+    /** @description A new job from this job's spec, so the same pinned commit. Fields in the body replace the spec's top-level fields; without a name, the clone is called <name>-2, <name>-3, ... With dry_run, start nothing and answer the spec the clone would run (to edit it first). With reproduce, the clone also runs the image the job's pods ran, by its digest, once they reported one (Kubernetes); its snapshot of changes, if any, travels with it either way. */
     post: operations['cloneJob'];
     delete?: never;
     options?: never;
@@ -363,6 +363,11 @@ export interface components {
       started: string | null;
       /** Format: date-time */
       finished: string | null;
+      /**
+       * Format: date-time
+       * @description When the finished job and its logs are removed, for its policy.ttl_after_finished; null: kept until deleted
+       */
+      expires: string | null;
       /** @description How many replicas of the current run are in each phase, e.g. {"Running": 3, "Pending": 1} */
       replica_phases: {
         [key: string]: number;
@@ -383,6 +388,36 @@ export interface components {
       engine?: 'jobset' | 'kubeflow' | 'pods';
       /** @description Kubernetes: what happens to the job while no Jupyter server runs; empty when the cluster enforces its lifecycle */
       supervision?: string;
+      provenance?: components['schemas']['Provenance'];
+    };
+    /** @description What the job's current run ran; what its backend does not know is null */
+    Provenance: {
+      /** @description Where the code came from, the commit pinned at submit */
+      code: {
+        git?: string;
+        commit?: string;
+        path?: string;
+      } | null;
+      /** @description The uncommitted changes and unpushed commits that ran on top of the commit */
+      snapshot: {
+        sha256?: string;
+        size?: number;
+        /** @description git's status letter and path of each changed file */
+        files?: string[];
+      } | null;
+      hyperparameters: Record<string, never>;
+      /** @description The command with its hyperparameters' values in place of their placeholders */
+      command: string;
+      /** @description Local: the Python version */
+      python: string | null;
+      /** @description Local: name==version of each package installed for the code's requirements.txt; null without one */
+      requirements: string[] | null;
+      /** @description Local: name==version of every package the job could import */
+      packages: string[] | null;
+      /** @description Kubernetes: the replicas' image */
+      image: string | null;
+      /** @description Kubernetes: the image as the nodes pulled it (with its digest), once pods report it */
+      image_digests: string[] | null;
     };
     Replica: {
       name: string;
@@ -497,6 +532,8 @@ export interface components {
         max_deadline_seconds: number | null;
         /** @description The names resources.gpu_type may take */
         gpu_types: string[];
+        /** @description How long a finished job is kept when its spec names no policy.ttl_after_finished; null: until deleted */
+        ttl_after_finished: string | null;
       };
     };
     /** @default {} */
@@ -674,6 +711,11 @@ export interface components {
         max_restarts: number;
         /** @default null */
         deadline_seconds: number | null;
+        /**
+         * @description how long the job and its logs are kept once it has finished: 30m, 12h, 7d, 2w (its output stays); default: the server's
+         * @default null
+         */
+        ttl_after_finished: string | null;
       };
       /**
        * Resume from
@@ -962,6 +1004,7 @@ export interface operations {
     parameters: {
       query?: {
         dry_run?: boolean;
+        reproduce?: boolean;
       };
       header?: never;
       path: {

@@ -27,7 +27,7 @@ import requests
 import yaml
 from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, write_scalars,
                       write_spec)
-from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED
+from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED, image_id
 from kubernetes import client
 
 from jupyter_distrain import spec as spec_
@@ -206,6 +206,8 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Running", "the job runs")
     pods = pods_of(admin, "tf-ok")
     assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
+    image = pods[0].spec.containers[0].image
+    assert job["environment"] == {"image": image, "image_digests": [image_id(image)]}  # as the pods report it
     services = names(admin.list_namespaced_service(NAMESPACE).items)
     assert services >= ({"tf-ok"} if engine == "jobset" else {"tf-ok-chief-0", "tf-ok-worker-1"})
 
@@ -224,6 +226,10 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     if engine == "pods":  # the supervisor cleans up; the JobSet keeps its finished pods until the job is deleted
         wait(lambda: not pods_of(admin, "tf-ok"), "every pod is deleted")
         assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
+    # what ran is recorded with the job, its pods gone or not; reproducing it runs that image by its digest
+    assert backend.get("tf-ok")["environment"]["image_digests"] == [image_id(image)]
+    reproduced = JobManager({"kubernetes": backend}, backend.settings).clone("tf-ok", dry_run=True, reproduce=True)
+    assert (reproduced["name"], reproduced["image"]) == ("tf-ok-2", image_id(image))
     lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
     assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
     wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= {e["reason"] for e in backend.get("tf-ok")["events"]},

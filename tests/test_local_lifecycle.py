@@ -1,10 +1,13 @@
 """The local backend through the real `distrain` CLI: real processes, real lifecycle, nothing left behind."""
 
+import importlib.metadata
 import json
+import platform
 import signal
 import subprocess
 import time
 import zipfile
+from datetime import datetime
 from pathlib import Path
 
 import psutil
@@ -344,6 +347,13 @@ def test_a_job_pins_its_own_versions_in_an_environment_reused_by_the_next(cli, t
         assert job["phase"] == "Succeeded", logs
         assert f"[worker-0] numpy {pinned} sum 6.0" in logs
         events[name] = {e["reason"]: e["message"] for e in job["events"]}
+        # what ran: the version installed for requirements.txt, among every package the job could import
+        ran = job["provenance"]
+        assert (ran["command"], ran["python"], ran["requirements"]) == (command, platform.python_version(),
+                                                                        [f"numpy=={pinned}"])
+        assert {f"numpy=={pinned}", f"torch=={importlib.metadata.version('torch')}"} <= set(ran["packages"])
+        assert f"numpy=={numpy.__version__}" not in ran["packages"]
+        assert f"Installed: numpy=={pinned}\n" in cli("get", name).stdout
     assert "Installing" in events["pinned"] and "Reusing" not in events["pinned"]
     assert "Installing" not in events["pinned-again"] and str(cli.root / "envs") in events["pinned-again"]["Reusing"]
     assert_nothing_left(cli.root, timeout=0)
@@ -449,3 +459,24 @@ def test_gpu_request_beyond_this_machine_is_refused(cli, tmp_path):
     assert result.returncode == 1
     assert f"{2 * (have + 1)} GPUs requested (2 worker x {have + 1}); this machine has {have}" in result.stderr
     assert cli.json("list") == []
+
+
+def test_prune_without_older_than_deletes_the_jobs_past_their_time_to_be_kept(cli, tmp_path):
+    """policy.ttl_after_finished: the job shows when it goes; `prune` deletes it once that time has come, with
+    its logs, and keeps its output; a job naming no time stays."""
+    for name, policy in (("brief", {"ttl_after_finished": "2s"}), ("forever", {})):
+        spec = {"name": name, "command": "echo result > $DISTRAIN_OUTPUT_DIR/result.txt", "policy": policy}
+        cli("submit", "-f", str(write_spec(tmp_path / name, spec)))
+        cli.wait(name)
+    brief = cli.json("get", "brief")
+    finished, expires = (datetime.fromisoformat(brief[key]).timestamp() for key in ("finished", "expires"))
+    assert expires - finished == 2 and cli.json("get", "forever")["expires"] is None
+    assert {job["name"]: job["expires"] for job in cli.json("list")} == {"brief": brief["expires"], "forever": None}
+    if time.time() < expires:
+        assert cli("prune").stdout == "no job is past its time to be kept\n"
+    time.sleep(max(0.0, expires + 1 - time.time()))  # the times shown are whole seconds, cut short
+    assert cli("prune", "--dry-run").stdout.startswith("would delete brief (Succeeded, finished")
+    assert cli("prune").stdout.startswith("deleted brief (Succeeded, finished")
+    assert [job["name"] for job in cli.json("list")] == ["forever"]
+    assert (Path(brief["output_dir"]) / "result.txt").read_text() == "result\n"
+    assert not (cli.root / "jobs" / "brief").exists()

@@ -321,7 +321,8 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
 
 def test_the_forms_include_my_changes_runs_the_notebooks_uncommitted_edit(lab, page):
     """A repository with an edit not committed: the form says so, and with "Include my changes" the job runs
-    the edit (its code.snapshot lists it), the note gone."""
+    the edit (its code.snapshot lists it), the note gone. The job view shows what ran; edited again since,
+    "Reproduce" runs what ran, not the edit of now."""
     repo = lab.root_dir / "edited"
     repo.mkdir()
     (repo / "train.py").write_text("print('as committed')\n")
@@ -350,6 +351,24 @@ def test_the_forms_include_my_changes_runs_the_notebooks_uncommitted_edit(lab, p
     logs = page.locator(".jp-distrain-logs")
     expect(logs.locator(".jp-distrain-logline", has_text="edited, not committed")).to_be_visible(timeout=30_000)
     assert api_get(lab, "jobs/edited")["spec"]["code"]["snapshot"]["files"] == ["M train.py"]
+
+    open_panel(page)
+    page.locator('[data-job="edited"]').get_by_title("Open edited").click()
+    ran = view.locator(".jp-distrain-provenance")
+    expect(ran.locator(".jp-distrain-snapshot-files")).to_have_text("M train.py")
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True).stdout.strip()
+    expect(ran).to_contain_text(f"@ {head}")
+    expect(ran).to_contain_text("python train.py")
+    ran.get_by_text(re.compile(r"^\d+ packages$")).click()
+    expect(ran.locator(".jp-distrain-packages li", has_text=re.compile("^jupyter-distrain==", re.I))).to_have_count(1)
+    screenshot(page, "job-provenance")
+    (repo / "train.py").write_text("print('edited again')\n")
+    ran.get_by_role("button", name="Reproduce").click()
+    again = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text="edited-2"))
+    expect(again.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
+    logged = urllib.request.urlopen(urllib.request.Request(
+        f"{lab.url}/distrain/api/jobs/edited-2/logs", headers=lab.headers), timeout=30).read().decode()
+    assert "[worker-0] edited, not committed\n" in logged and "edited again" not in logged
 
 
 def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):

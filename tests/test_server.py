@@ -5,12 +5,14 @@ import json
 import re
 import subprocess
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+import requests
 from tornado.httpclient import HTTPClientError
 
-from conftest import CLI, EXAMPLES, assert_nothing_left, processes_of
+from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, processes_of
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -498,3 +500,30 @@ async def test_repo_files_are_read_within_the_root_and_without_yaml_aliases(api,
     code, repo = await api("GET", "repo", path="hostile")
     assert code == 200, repo
     assert repo["files"]["distrain.yaml"]["spec"] is None and repo["files"]["requirements.txt"] is None
+
+
+def test_the_server_deletes_the_jobs_past_their_time_to_be_kept_and_keeps_their_output(tmp_path):
+    """The server's default time (1s) for a job naming none, its own (1h) for the other: the first goes, with its
+    logs, once that time is over after it finished; its output stays."""
+    server = JupyterServer(tmp_path, "--Distrain.ttl_after_finished=1s", "--Distrain.ttl_check_interval=0.2")
+    api = f"{server.url}/distrain/api"
+    try:
+        assert requests.get(f"{api}/cluster", headers=server.headers).json()["limits"]["ttl_after_finished"] == "1s"
+        jobs = {}
+        for name, policy in (("brief", {}), ("kept", {"ttl_after_finished": "1h"})):
+            spec = {"name": name, "command": "echo result > $DISTRAIN_OUTPUT_DIR/result.txt", "policy": policy}
+            answer = requests.post(f"{api}/jobs", json=spec, headers=server.headers)
+            assert answer.status_code == 201, answer.text
+            jobs[name] = answer.json()
+        assert jobs["brief"]["spec"]["policy"]["ttl_after_finished"] == "1s"  # the server's, filled in at submit
+        deadline = time.monotonic() + 60
+        while requests.get(f"{api}/jobs/brief", headers=server.headers).status_code != 404:
+            assert time.monotonic() < deadline, "the job outlived its time to be kept"
+            time.sleep(0.2)
+        assert (Path(jobs["brief"]["output_dir"]) / "result.txt").read_text() == "result\n"
+        assert not (server.root / "jobs" / "brief").exists()
+        kept = requests.get(f"{api}/jobs/kept", headers=server.headers).json()
+        assert kept["phase"] == "Succeeded" and datetime.fromisoformat(kept["expires"]) == \
+            datetime.fromisoformat(kept["finished"]) + timedelta(hours=1)
+    finally:
+        server.stop()

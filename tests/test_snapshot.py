@@ -27,6 +27,9 @@ def test_a_job_runs_the_checkout_with_its_changes_and_a_restart_the_same_snapsho
     assert job["spec"]["code"]["commit"] == taken["base"] == git(checkout, "rev-parse", "HEAD").strip()
     assert "changes_from" not in job["spec"]["code"]
     assert taken["files"] == ["A added.py", "D old.py", "M train.py"]
+    assert job["provenance"]["code"] == {"git": str(tmp_path / "remote.git"), "commit": taken["base"]}
+    assert job["provenance"]["snapshot"] == {key: taken[key] for key in ("sha256", "size", "files")}
+    assert job["provenance"]["requirements"] is None and job["provenance"]["image"] is None
 
     # the stored bundle, applied to a fresh clone of the remote, gives the work tree byte for byte
     bundle = cli.root / "jobs" / "mine" / "snapshot.bundle"

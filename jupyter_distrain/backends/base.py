@@ -57,6 +57,7 @@ class JobState(TypedDict):
     created: float
     started: float | None
     finished: float | None
+    expires: float | None  # when it is removed, once finished, for its policy.ttl_after_finished (spec.expires)
 
 
 STATE_FIELDS = tuple(JobState.__annotations__)
@@ -85,6 +86,9 @@ class JobRecord(JobFields, total=False):
     events: list[EventRecord]  # the most recent, when asked for
     engine: str  # on Kubernetes, what runs the job: jobset or pods
     supervision: str  # on Kubernetes, what happens to the job while no Jupyter server runs ("" when nothing)
+    # what the current run ran on, as far as it is known: locally python, requirements and packages
+    # (supervisor.environment); on Kubernetes the image and its digests as the pods report them
+    environment: dict
 
 
 @dataclass(frozen=True)

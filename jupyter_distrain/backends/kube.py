@@ -60,7 +60,7 @@ from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecEr
 from ..logs import LogLine
 from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_exceeded, decide, ending,
                       restart_event, run_ended)
-from ..spec import gpu_type, gpus, replica_name, replicas
+from ..spec import expires, gpu_type, gpus, replica_name, replicas
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
 from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
@@ -796,17 +796,19 @@ class KubeBackend:
         status = stored if stored["phase"] in FINISHED or status is None else status
         settled = status["phase"] in FINISHED or status is not stored  # the replicas' states are final or observed
         cluster = json.loads(root.data["cluster.json"])
-        rows = []
+        rows, digests = [], set[str]()
         for name, recorded in status["replicas"].items():
             role, index = replica_key(name)
             live = recorded if settled else replica_state(recorded, pods.get(name))
             rows.append({"name": name, "role": role, "idx": index, "pid": None, "address": cluster[role][index],
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
                          "message": live.get("message", ""), "node": live.get("node")})
+            digests.update(filter(None, [live.get("image_id")]))
         return cast(JobRecord, {
             **self._state(root, status, current_run(root)), "output_dir": output_location(spec, self.settings),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
+            "environment": {"image": manifests.image(spec, self.settings), "image_digests": sorted(digests)},
         })
 
     def _state(self, root: client.V1ConfigMap, status: dict, run: int) -> dict:
@@ -814,6 +816,8 @@ class KubeBackend:
         return {"name": root.metadata.name, "backend": self.name,
                 "owner": (root.metadata.annotations or {}).get(OWNER, ""), "run": run,
                 "created": seconds(root.metadata.creation_timestamp),
+                "expires": expires(json.loads(root.data["spec.json"])["policy"].get("ttl_after_finished"),
+                                   status["finished"]),
                 **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")}}
 
     def record(self, name: str, event: Event) -> None:

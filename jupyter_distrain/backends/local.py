@@ -39,7 +39,7 @@ import psutil
 from .. import logs, snapshot
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Phase, run_ended
-from ..spec import gpus, replicas
+from ..spec import expires, gpus, replicas
 from ..store import Store
 from . import procs
 from .base import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary, current_owner, sees
@@ -304,12 +304,14 @@ class LocalBackend:
         jobs = [job for job in self.store.summaries() if self.visible(job)]
         if any(self.reconcile(job) is not job for job in jobs if job["phase"] not in FINISHED):
             jobs = [job for job in self.store.summaries() if self.visible(job)]  # a run was found ended
-        return [cast(JobSummary, {key: job[key] for key in SUMMARY_FIELDS}) for job in jobs]
+        return [cast(JobSummary, {**{key: job[key] for key in SUMMARY_FIELDS if key != "expires"},
+                                  "expires": expires(job["ttl_after_finished"], job["finished"])}) for job in jobs]
 
     @staticmethod
     def _view(row: dict) -> JobRecord:
         """The job as every backend reports it: its row, with its logs (setup, then each replica)."""
-        return cast(JobRecord, {**row, "logs": ["setup"] + [r["name"] for r in row["replicas"]]})
+        return cast(JobRecord, {**row, "logs": ["setup"] + [r["name"] for r in row["replicas"]],
+                                "expires": expires(row["spec"]["policy"].get("ttl_after_finished"), row["finished"])})
 
     def reconcile(self, job: dict) -> dict:
         """A job that nothing runs is never reported as running: its supervisor vanished (its replicas are

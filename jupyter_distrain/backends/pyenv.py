@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import hashlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -56,6 +57,16 @@ def variables(env_dir: Path, env: dict[str, str]) -> dict[str, str]:
     path = [str(site_packages(env_dir)), *filter(None, [env.get("PYTHONPATH")])]
     return {**env, "VIRTUAL_ENV": str(env_dir), "PATH": f"{env_dir / 'bin'}:{env.get('PATH', '')}",
             "PYTHONPATH": os.pathsep.join(path)}
+
+
+def installed(paths: list[str]) -> list[str]:
+    """`name==version` of each package importable from `paths`: the first one of each name, as import finds it."""
+    found: dict[str, str] = {}
+    for dist in importlib.metadata.distributions(path=paths):
+        name = dist.metadata["Name"]
+        if name:
+            found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), f"{name}=={dist.version}")
+    return sorted(found.values(), key=str.lower)
 
 
 def create(env_dir: Path) -> None:

@@ -21,6 +21,7 @@ import argparse
 import asyncio
 import json
 import os
+import platform
 import shutil
 import signal
 import sys
@@ -41,6 +42,14 @@ from . import procs, pyenv
 from .local import STOP_GRACE_SECONDS, LocalBackend
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
+
+
+def environment(env_dir: Path | None) -> dict:
+    """What the job's Python is: its version, the packages installed for its requirements.txt (None without
+    one) and every package it can import, as `name==version`."""
+    own = [str(pyenv.site_packages(env_dir))] if env_dir else []
+    return {"python": platform.python_version(), "requirements": pyenv.installed(own) if env_dir else None,
+            "packages": pyenv.installed(own + [path for path in sys.path if path])}
 
 
 class SetupFailed(Exception):
@@ -145,15 +154,17 @@ class Supervisor:
                 )
             else:
                 self.workspace.mkdir(parents=True)
-            await self.install_requirements(setup)
+            env_dir = await self.install_requirements(setup)
         finally:
             setup.close()
+        self.store.update_job(self.name, environment=json.dumps(await asyncio.to_thread(environment, env_dir)))
 
-    async def install_requirements(self, setup: LogWriter) -> None:
-        """The job's own packages (pyenv): installed, or reused from a job with the same requirements."""
+    async def install_requirements(self, setup: LogWriter) -> Path | None:
+        """The job's own packages (pyenv): installed, or reused from a job with the same requirements; their
+        environment, None without requirements."""
         text = pyenv.requirements(self.workspace)
         if text is None:
-            return
+            return None
         env_dir = pyenv.location(self.backend.root, self.workspace, text)
         async with pyenv.building(env_dir):
             if pyenv.is_ready(env_dir):
@@ -166,6 +177,7 @@ class Supervisor:
                 await self.setup_step(setup, argv, self.env, "pip install -r requirements.txt")
                 pyenv.mark_ready(env_dir)
         self.env = pyenv.variables(env_dir, self.env)
+        return env_dir
 
     async def setup_step(self, log: LogWriter, argv: list[str], env: dict, what: str) -> None:
         process = await asyncio.create_subprocess_exec(

@@ -3,12 +3,18 @@ as c.Distrain.* (see jupyter_distrain.config)."""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import logging
 import os
+import time
 from pathlib import Path
 
 from jupyter_server.extension.application import ExtensionApp
+from tornado.ioloop import PeriodicCallback
 
 from ..config import Distrain
+from ..errors import DistrainError
 from ..manager import JobManager
 from . import handlers, logstream, tensorboard
 
@@ -26,6 +32,8 @@ class DistrainExtension(ExtensionApp):
         os.environ.update(DISTRAIN_HOME=config.root, DISTRAIN_BACKEND=config.backend)
         manager = JobManager.from_config(config)
         manager.start(self.log)
+        self.expiry = PeriodicCallback(functools.partial(expire, manager, self.log), config.ttl_check_interval * 1000)
+        self.expiry.start()
         self.tensorboards = tensorboard.TensorBoards(
             manager, idle_timeout=config.tensorboard_idle_timeout, start_timeout=config.tensorboard_start_timeout,
             log=self.log, runs_root=Path(config.root) / "tensorboards",
@@ -37,9 +45,25 @@ class DistrainExtension(ExtensionApp):
         self.handlers.extend(routes())
 
     async def stop_extension(self) -> None:
+        self.expiry.stop()
         self.settings["distrain_manager"].close()
         await self.tensorboards.stop()
         await self.settings["distrain_watcher"].close()
+
+
+async def expire(manager: JobManager, log: logging.Logger) -> None:
+    """Delete the jobs past their time to be kept once finished (policy.ttl_after_finished); outputs stay."""
+    try:
+        jobs = await asyncio.to_thread(manager.expired, time.time())
+    except DistrainError as e:
+        log.warning("distrain: cannot look for jobs past their time to be kept: %s", e)
+        return
+    for job in jobs:
+        try:
+            await asyncio.to_thread(manager.delete, job["name"])
+            log.info("distrain: deleted %s, past its time to be kept once finished", job["name"])
+        except DistrainError as e:
+            log.warning("distrain: cannot delete %s, past its time to be kept: %s", job["name"], e)
 
 
 def routes() -> list[tuple]:

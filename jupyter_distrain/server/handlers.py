@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from dataclasses import asdict
 from itertools import islice
@@ -216,14 +217,16 @@ class RestartHandler(DistrainHandler):
 
 
 class CloneHandler(DistrainHandler):
-    query_params = ("dry_run",)
+    query_params = ("dry_run", "reproduce")
 
     async def post(self, name: str) -> None:
         """A new job from this one's spec (same pinned commit); a body overrides top-level fields."""
+        clone = functools.partial(self.manager.clone, name, self.body(), self.root_dir,
+                                  reproduce=self.query_bool("reproduce"))
         if self.query_bool("dry_run"):
-            self.reply(await call(self.manager.clone, name, self.body(), self.root_dir, dry_run=True))
+            self.reply(await call(clone, dry_run=True))
             return
-        job = await call(self.manager.clone, name, self.body(), self.root_dir)
+        job = await call(clone)
         self.set_header("Location", self.request.path.rsplit("/", 2)[0] + "/" + job["name"])
         self.reply(public(job), 201)
 

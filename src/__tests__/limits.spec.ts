@@ -7,7 +7,8 @@ const none: Limits = {
   max_gpus_per_replica: null,
   max_gpus_per_job: null,
   max_deadline_seconds: null,
-  gpu_types: []
+  gpu_types: [],
+  ttl_after_finished: null
 };
 
 describe('limitNote', () => {
@@ -16,7 +17,8 @@ describe('limitNote', () => {
       'image',
       'replicas',
       'data',
-      'policy.deadline_seconds'
+      'policy.deadline_seconds',
+      'policy.ttl_after_finished'
     ]) {
       expect(limitNote(none, path)).toBeUndefined();
     }
@@ -30,7 +32,8 @@ describe('limitNote', () => {
       max_replicas: 3,
       max_gpus_per_replica: 1,
       max_gpus_per_job: 0,
-      max_deadline_seconds: 3600
+      max_deadline_seconds: 3600,
+      ttl_after_finished: '7d'
     };
     expect(limitNote(limits, 'replicas')).toBe(
       'At most 3 replicas in all, 1 GPU per replica, 0 GPUs per job'
@@ -42,5 +45,8 @@ describe('limitNote', () => {
       'Host directories allowed: /data, /scratch (and what is inside them)'
     );
     expect(limitNote(limits, 'policy.deadline_seconds')).toContain('3600 s');
+    expect(limitNote(limits, 'policy.ttl_after_finished')).toBe(
+      'Jobs naming none are kept 7d here once finished'
+    );
   });
 });

@@ -27,6 +27,9 @@ export function limitNote(limits: Limits, path: string): string | undefined {
   ) {
     return `At most ${limits.max_deadline_seconds} s here, and the deadline of a job that names none`;
   }
+  if (path === 'policy.ttl_after_finished' && limits.ttl_after_finished) {
+    return `Jobs naming none are kept ${limits.ttl_after_finished} here once finished`;
+  }
   if ((path === 'data' || path === 'output') && limits.host_paths?.length) {
     return `Host directories allowed: ${limits.host_paths.join(', ')} (and what is inside them)`;
   }

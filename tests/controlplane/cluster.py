@@ -17,7 +17,9 @@ of the PersistentVolume bound to its claim).
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -53,6 +55,16 @@ def host_ip() -> str:
 
 HOST_IP = host_ip()
 
+# A container's image as "pulled": its repository (the reference without its tag) and, standing in for the
+# registry's digest, the sha256 of the reference (image_id below).
+IMAGE_ID = """imageID: {{ printf "%s@sha256:%s" (regexReplaceAll ":[^:/]*$" .image "") (sha256sum .image) | Quote }}"""
+
+
+def image_id(image: str) -> str:
+    """The imageID the control plane reports for a container of `image`."""
+    return f"{re.sub(r':[^:/]*$', '', image)}@sha256:{hashlib.sha256(image.encode()).hexdigest()}"
+
+
 # Pod stages: scheduled -> Running; annotated EXIT_CODE -> Succeeded (0) or Failed; past its
 # activeDeadlineSeconds -> Failed (DeadlineExceeded); deleted -> gone.
 POD_RUNNING = textwrap.dedent("""
@@ -86,6 +98,7 @@ POD_RUNNING = textwrap.dedent("""
           {{ range .spec.containers }}
           - name: {{ .name | Quote }}
             image: {{ .image | Quote }}
+            IMAGE_ID
             ready: true
             started: true
             restartCount: 0
@@ -95,7 +108,7 @@ POD_RUNNING = textwrap.dedent("""
           podIP: POD_IP
           phase: Running
           startTime: {{ $now | Quote }}
-""")
+""").replace("IMAGE_ID", IMAGE_ID)
 
 
 def running_stage(name: str, component: str, pod_ip: str) -> str:
@@ -125,13 +138,14 @@ POD_ENDED = textwrap.dedent("""
           {{ range .spec.containers }}
           - name: {{ .name | Quote }}
             image: {{ .image | Quote }}
+            IMAGE_ID
             ready: false
             started: false
             restartCount: 0
             state: {terminated: {exitCode: <code>, reason: <reason>, finishedAt: {{ $now | Quote }}}}
           {{ end }}
           <status>
-""")
+""").replace("IMAGE_ID", IMAGE_ID)
 
 
 def ended_stage(name: str, match: str, code: str, reason: str, status: list[str], lets: str = "",
