@@ -139,6 +139,10 @@ class JobManager:
         backend = self.backend_of(name)
         return self.submit(raw, base_dir, dry_run=dry_run, backend=backend.name, carried=backend.snapshot(name))
 
+    def snapshot(self, name: str) -> bytes | None:
+        """The bundle of the snapshot of changes the job runs, if it runs one."""
+        return self.backend_of(name).snapshot(name)
+
     def free_name(self, name: str) -> str:
         """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""
         longest = spec_.schema()["properties"]["name"]["maxLength"]

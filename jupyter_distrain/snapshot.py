@@ -27,7 +27,7 @@ FIELD = "code.changes_from"
 @dataclass(frozen=True)
 class Snapshot:
     bundle: bytes
-    info: dict  # the spec's code.snapshot: commit, base, sha256, size, files
+    info: dict  # the spec's code.snapshot: commit, base, sha256, size, files, checkout
 
 
 def pin(spec: dict) -> tuple[dict, bytes | None]:
@@ -77,7 +77,7 @@ def take(work_tree: Path, url: str) -> Snapshot:
              *(f"^{sha}" for sha in known))
         bundle = (scratch / "snapshot.bundle").read_bytes()
     info = {"commit": commit, "base": base, "sha256": hashlib.sha256(bundle).hexdigest(), "size": len(bundle),
-            "files": [line.replace("\t", " ", 1) for line in files]}
+            "files": [line.replace("\t", " ", 1) for line in files], "checkout": str(repo)}
     return Snapshot(bundle, info)
 
 

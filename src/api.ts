@@ -132,21 +132,38 @@ function jobPath(name: string, action?: string): string {
 export const jobsAPI = {
   list: (): Promise<JobSummary[]> => requestAPI<JobSummary[]>('jobs'),
   get: (name: string): Promise<Job> => requestAPI<Job>(jobPath(name)),
-  /** Submit to `backend`, or to the server's default one. */
-  submit: (spec: JobSpec, backend?: string): Promise<Job> =>
-    requestAPI<Job>(withBackend('jobs', backend), {
-      method: 'POST',
-      body: JSON.stringify(spec)
-    }),
+  /**
+   * Submit to `backend`, or to the server's default one; a spec copied from
+   * job `snapshotOf` runs that job's snapshot of changes.
+   */
+  submit: (
+    spec: JobSpec,
+    backend?: string,
+    snapshotOf?: string
+  ): Promise<Job> =>
+    requestAPI<Job>(
+      'jobs' + queryString({ backend, snapshot_of: snapshotOf }),
+      {
+        method: 'POST',
+        body: JSON.stringify(spec)
+      }
+    ),
   /**
    * Every check a submit makes, starting nothing: the spec it would run, or
    * every error (a verdict, not a failed request: the form checks as typed).
    */
-  check: (spec: JobSpec, backend?: string): Promise<Check> =>
-    requestAPI<Check>(withBackend('check', backend), {
-      method: 'POST',
-      body: JSON.stringify(spec)
-    }),
+  check: (
+    spec: JobSpec,
+    backend?: string,
+    snapshotOf?: string
+  ): Promise<Check> =>
+    requestAPI<Check>(
+      'check' + queryString({ backend, snapshot_of: snapshotOf }),
+      {
+        method: 'POST',
+        body: JSON.stringify(spec)
+      }
+    ),
   stop: (name: string): Promise<Job> =>
     requestAPI<Job>(jobPath(name, 'stop'), { method: 'POST' }),
   restart: (name: string): Promise<Job> =>

@@ -628,6 +628,8 @@ export interface components {
               size: number;
               /** @description what differs from base: 'M path', 'A path', 'D path' */
               files: string[];
+              /** @description the work tree it was taken from, of which a clone may take a fresh one */
+              checkout?: string;
             };
             /**
              * Credentials secret
@@ -771,6 +773,8 @@ export interface components {
     name: string;
     /** @description A backend this server enables (see GET cluster); the server's default when omitted */
     backend: 'local' | 'kubernetes';
+    /** @description A job whose spec this one copies (a clone edited in the form), code.snapshot included; the job runs that job's stored snapshot of changes */
+    snapshot_of: string;
     /** @description One replica, e.g. worker-0 or setup; all when omitted */
     replica: string;
     /** @description One run of the job (1, then one more per restart; each keeps its own logs); the current run when omitted. A run the job has not had is refused with a 400 naming its runs. */
@@ -834,6 +838,8 @@ export interface operations {
         dry_run?: boolean;
         /** @description A backend this server enables (see GET cluster); the server's default when omitted */
         backend?: components['parameters']['backend'];
+        /** @description A job whose spec this one copies (a clone edited in the form), code.snapshot included; the job runs that job's stored snapshot of changes */
+        snapshot_of?: components['parameters']['snapshot_of'];
       };
       header?: never;
       path?: never;
@@ -866,6 +872,7 @@ export interface operations {
       };
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
       409: components['responses']['Conflict'];
     };
   };
@@ -874,6 +881,8 @@ export interface operations {
       query?: {
         /** @description A backend this server enables (see GET cluster); the server's default when omitted */
         backend?: components['parameters']['backend'];
+        /** @description A job whose spec this one copies (a clone edited in the form), code.snapshot included; the job runs that job's stored snapshot of changes */
+        snapshot_of?: components['parameters']['snapshot_of'];
       };
       header?: never;
       path?: never;
@@ -896,6 +905,7 @@ export interface operations {
       };
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
     };
   };
   getJob: {

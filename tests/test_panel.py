@@ -370,6 +370,18 @@ def test_the_forms_include_my_changes_runs_the_notebooks_uncommitted_edit(lab, p
         f"{lab.url}/distrain/api/jobs/edited-2/logs", headers=lab.headers), timeout=30).read().decode()
     assert "[worker-0] edited, not committed\n" in logged and "edited again" not in logged
 
+    # "Clone and edit" runs the same snapshot, or takes a fresh one of the checkout
+    page.locator('[data-job="edited"]').get_by_label("Clone and edit edited").click()
+    clone = page.locator(".jp-distrain-form")
+    expect(clone.get_by_text("The server accepts this job.")).to_be_visible(timeout=30_000)
+    clone.get_by_label(re.compile("^Take my changes as they are now")).check()
+    expect(clone.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
+    clone.get_by_role("button", name="Submit").click()
+    fresh = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text="edited-3"))
+    expect(fresh.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
+    assert "[worker-0] edited again\n" in urllib.request.urlopen(urllib.request.Request(
+        f"{lab.url}/distrain/api/jobs/edited-3/logs", headers=lab.headers), timeout=30).read().decode()
+
 
 def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     lines = 150_000

@@ -72,6 +72,8 @@ def test_a_snapshot_over_the_limit_is_refused_with_the_numbers_and_creates_nothi
 
 
 def test_over_rest_a_checkout_under_the_servers_root_and_a_clone_that_carries_its_snapshot(checkout, tmp_path):
+    """A clone carries the snapshot, and so does a spec copied from the job (the form's clone) that names it in
+    ?snapshot_of=; a copy that does not, or names a job without that snapshot, is refused."""
     server = JupyterServer(tmp_path, root_dir=tmp_path)
     api = f"{server.url}/distrain/api/jobs"
     try:
@@ -80,15 +82,29 @@ def test_over_rest_a_checkout_under_the_servers_root_and_a_clone_that_carries_it
         answer = requests.post(api, json=spec, headers=server.headers)
         assert answer.status_code == 201, answer.text
         taken = answer.json()["spec"]["code"]["snapshot"]
+        assert taken["checkout"] == str(checkout)
         answer = requests.post(f"{api}/mine/clone", json={}, headers=server.headers)
         assert answer.status_code == 201, answer.text
         assert answer.json()["spec"]["code"]["snapshot"] == taken
-        for name in ("mine", "mine-2"):
+
+        copy = {**answer.json()["spec"], "name": "mine-3"}
+        check = f"{server.url}/distrain/api/check"
+        refused = requests.post(check, json=copy, headers=server.headers).json()["errors"]
+        assert [error["path"] for error in refused] == ["code.snapshot"]
+        requests.post(api, json={"name": "plain", "command": "true"}, headers=server.headers).raise_for_status()
+        assert requests.post(check, params={"snapshot_of": "plain"}, json=copy,
+                             headers=server.headers).json()["errors"] == refused
+        assert requests.post(check, params={"snapshot_of": "mine"}, json=copy,
+                             headers=server.headers).json()["errors"] == []
+        answer = requests.post(api, params={"snapshot_of": "mine"}, json=copy, headers=server.headers)
+        assert answer.status_code == 201, answer.text
+        for name in ("mine", "mine-2", "mine-3"):
             while (job := requests.get(f"{api}/{name}", headers=server.headers).json())["finished"] is None:
                 time.sleep(0.2)
             logs = requests.get(f"{api}/{name}/logs", headers=server.headers).text
             assert job["phase"] == "Succeeded" and "[worker-0] train.py: print('edited')" in logs, logs
             assert requests.delete(f"{api}/{name}", headers=server.headers).status_code == 204
+        assert requests.delete(f"{api}/plain", headers=server.headers).status_code == 204
         assert_nothing_left(server.root)
     finally:
         server.stop()

@@ -144,6 +144,12 @@ class DistrainHandler(JsonErrors, APIHandler):
             raise ApiError(400, {"message": f"query parameter {name!r} must be true or false, not {value!r}"})
         return value in ("true", "1")
 
+    async def carried(self) -> bytes | None:
+        """The snapshot bundle of the job named by ?snapshot_of=, which a spec copied from it runs (a clone
+        edited in the form)."""
+        name = self.get_query_argument("snapshot_of", None)
+        return None if name is None else await call(self.manager.snapshot, name)
+
     def reply(self, value: Any, status: int = 200) -> None:
         self.set_status(status)
         self.set_header("Content-Type", "application/json")
@@ -157,33 +163,36 @@ class VersionHandler(DistrainHandler):
 
 
 class JobsHandler(DistrainHandler):
-    query_params = ("dry_run", "backend")
+    query_params = ("dry_run", "backend", "snapshot_of")
 
     async def get(self) -> None:
         self.reply([public_summary(job) for job in await call(self.manager.list)])
 
     async def post(self) -> None:
-        backend = self.get_query_argument("backend", None)
+        submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
+                                   backend=self.get_query_argument("backend", None), carried=await self.carried())
         if self.query_bool("dry_run"):
-            self.reply(await call(self.manager.submit, self.body(), self.root_dir, dry_run=True, backend=backend))
+            self.reply(await call(submit, dry_run=True))
             return
-        job = await call(self.manager.submit, self.body(), self.root_dir, backend=backend)
+        job = await call(submit)
         self.set_header("Location", self.request.path + "/" + job["name"])
         self.reply(public(job), 201)
 
 
 class CheckHandler(DistrainHandler):
-    query_params = ("backend",)
+    query_params = ("backend", "snapshot_of")
 
     async def post(self) -> None:
         """A dry run answered as a verdict: the spec it would run, or every error of the spec. The request
-        itself (a JSON object, an enabled backend) is checked as any other."""
+        itself (a JSON object, an enabled backend, the job named by snapshot_of) is checked as any other."""
         draft, backend = self.body(), self.get_query_argument("backend", None)
         if not isinstance(draft, dict):
             raise ApiError(400, {"message": "the body must be a job spec: a JSON object"})
         await call(self.manager.target, backend)
+        carried = await self.carried()
         try:
-            spec = await asyncio.to_thread(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend)
+            spec = await asyncio.to_thread(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend,
+                                           carried=carried)
         except DistrainError as e:
             if e.status >= 500:
                 raise ApiError(e.status, e.to_json()) from None

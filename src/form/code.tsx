@@ -79,7 +79,9 @@ export function CodeFields(props: {
                   )
                 }
               />
-              Include my changes (uncommitted work and unpushed commits)
+              {draft.code?.snapshot
+                ? 'Take my changes as they are now (the job ran them as they were when it was submitted)'
+                : 'Include my changes (uncommitted work and unpushed commits)'}
             </label>
           )}
           {field('code.git', text('code.git'))}

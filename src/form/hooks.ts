@@ -34,7 +34,7 @@ export interface ILoaded {
   specFile?: string;
   /** The backend the form starts on. */
   backend?: string;
-  /** The checkout whose changes the job may include; none for a clone. */
+  /** The checkout whose changes the job may include; for a clone, that of the changes it ran. */
   changes?: string;
 }
 
@@ -48,7 +48,12 @@ async function start(source: IFormSource): Promise<ILoaded> {
       jobsAPI.get(source.clone),
       jobsAPI.cloneSpec(source.clone)
     ]);
-    return { schema, cluster, spec, notes: [], backend: job.backend };
+    // a clone runs the changes the job ran, or takes a fresh snapshot of their checkout
+    const changes =
+      spec.code && 'git' in spec.code
+        ? spec.code.snapshot?.checkout
+        : undefined;
+    return { schema, cluster, spec, notes: [], backend: job.backend, changes };
   }
   const filled = prefill(await serverAPI.repo(source.path), source.path);
   return { schema, cluster, ...filled };
@@ -98,7 +103,13 @@ export function useDraft(source: IFormSource) {
  * once typing pauses and only once the form has `started`; only the latest
  * answer counts. `checked`: the verdict is the current draft's.
  */
-export function useDryRun(draft: Draft, backend: string, started: boolean) {
+export function useDryRun(
+  draft: Draft,
+  backend: string,
+  started: boolean,
+  /** The job a clone copies, whose snapshot of changes the draft may run. */
+  clone?: string
+) {
   const [errors, setErrors] = React.useState<FieldError[]>([]);
   const [checked, setChecked] = React.useState(false);
   const generation = React.useRef(0);
@@ -111,7 +122,7 @@ export function useDryRun(draft: Draft, backend: string, started: boolean) {
     setChecked(false);
     const timer = setTimeout(() => {
       jobsAPI
-        .check(draft as JobSpec, backend)
+        .check(draft as JobSpec, backend, clone)
         .then(verdict => verdict.errors)
         .catch(fieldErrors)
         .then(found => {
@@ -122,7 +133,7 @@ export function useDryRun(draft: Draft, backend: string, started: boolean) {
         });
     }, VALIDATE_DELAY_MS);
     return () => clearTimeout(timer);
-  }, [draft, backend, started]);
+  }, [draft, backend, started, clone]);
 
   return { errors, setErrors, checked };
 }

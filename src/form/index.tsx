@@ -39,7 +39,8 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   const { errors, setErrors, checked } = useDryRun(
     draft,
     backend,
-    loaded !== null
+    loaded !== null,
+    props.clone
   );
   const [busy, setBusy] = React.useState(false);
   const [saved, setSaved] = React.useState('');
@@ -77,7 +78,9 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   const submit = async () => {
     setBusy(true);
     try {
-      props.onSubmitted(await jobsAPI.submit(draft as JobSpec, backend));
+      props.onSubmitted(
+        await jobsAPI.submit(draft as JobSpec, backend, props.clone)
+      );
     } catch (error) {
       setErrors(fieldErrors(error));
     } finally {
