@@ -32,19 +32,18 @@ def parse_args():
     p.add_argument("--passes", type=int, default=5)
     p.add_argument("--learning_rate", type=float, default=0.01)
     p.add_argument("--batch_size", type=int, default=32)
-    p.add_argument("--data_dir", default=os.path.join(output, "data"), help="part-*.txt, generated if there are none")
+    p.add_argument("--data_dir", help="part-*.txt to train on; by default, data generated into <output_dir>/data")
     p.add_argument("--output_dir", default=output)
     p.add_argument("--log_dir", default=os.environ.get("DISTRAIN_LOG_DIR", os.path.join(output, "training_logs")))
     return p.parse_args()
 
 
 def write_data(data_dir):
-    """part-00000.txt ...: y = x.w + 1 + noise from a fixed seed, so every trainer writes the same bytes.
+    """part-00000.txt ...: y = x.w + 1 + noise from a fixed seed, so every trainer writes the same bytes, each
+    file another trainer has not written yet (so none waits for another); `data_dir`.
 
     One sample a line, in the MultiSlot text format Paddle's datasets read: "8 x1 .. x8 1 y".
     """
-    if glob.glob(os.path.join(data_dir, "part-*.txt")):
-        return  # the data is there (another trainer wrote it, or it is yours)
     os.makedirs(data_dir, exist_ok=True)
     rng = np.random.default_rng(0)
     true_w = np.array([[0.5 * (i - FEATURES / 2)] for i in range(FEATURES)], np.float32)
@@ -57,6 +56,7 @@ def write_data(data_dir):
             with open(tmp, "w") as f:
                 f.writelines(f"{FEATURES} {' '.join(map(str, xi))} 1 {yi[0]}\n" for xi, yi in zip(x, y))
             os.replace(tmp, path)
+    return data_dir
 
 
 def wait_for_pservers():
@@ -90,8 +90,8 @@ def train(args, x, y, prediction):
     from tensorboard.summary import Writer
 
     trainer = fleet.worker_index()
-    write_data(args.data_dir)
-    files = my_files(sorted(glob.glob(os.path.join(args.data_dir, "part-*.txt"))))
+    data_dir = args.data_dir or write_data(os.path.join(args.output_dir, "data"))
+    files = my_files(sorted(glob.glob(os.path.join(data_dir, "part-*.txt"))))
     print(f"trainer {trainer} reads {', '.join(os.path.basename(f) for f in files)}", flush=True)
     rows = np.concatenate([np.loadtxt(f, dtype=np.float32, ndmin=2) for f in files])
     xs, ys = rows[:, 1 : 1 + FEATURES], rows[:, -1:]
