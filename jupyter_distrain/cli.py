@@ -251,8 +251,9 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
         click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")
     click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
-    for label, value in provenance_lines(job["provenance"]):
-        click.echo(f"{label + ':':<11}{value}")
+    for label, value in [*provenance_lines(job["provenance"]), ("Metric", last_values(manager, name))]:
+        if value:
+            click.echo(f"{label + ':':<11}{value}")
     click.echo("")
     table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED"),
           [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
@@ -260,6 +261,18 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
     click.echo("\nEvents:")
     for e in job["events"]:
         click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")
+
+
+def last_values(manager: JobManager, name: str) -> str:
+    """The last point of the job's main scalar in each run: "loss: worker-0 0.0392 (step 3), ..."; "" if none."""
+    try:
+        found = manager.scalars(name)
+    except DistrainError:
+        return ""  # no TensorBoard, or it does not answer
+    last = [(run, *points[-1]) for run, points in found["runs"].items()]
+    if not last:
+        return ""
+    return f"{found['tag']}: " + ", ".join(f"{run} {value:.4g} (step {step:g})" for run, step, value in last)
 
 
 def provenance_lines(provenance: dict) -> Iterator[tuple[str, str]]:

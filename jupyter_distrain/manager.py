@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, cast
 
-from . import code, snapshot, spec as spec_
-from .backends.base import Backend, JobRecord, JobSummary, TensorBoardTarget, summary
+from . import code, scalars, snapshot, spec as spec_
+from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget, summary
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .logs import LogLine
@@ -33,6 +33,7 @@ class JobManager:
         self.backends = backends
         self.config = config
         self.default = default or next(iter(self.backends))
+        self.event_files = scalars.Scalars()  # followed as they grow, for as long as this manager lives
 
     @classmethod
     def from_config(cls, config: Distrain, names: list[str] | None = None) -> JobManager:
@@ -190,6 +191,15 @@ class JobManager:
 
     def metrics(self, name: str) -> builtins.list[dict]:
         return self.backend_of(name).metrics(name)
+
+    def scalars(self, name: str, tag: str | None = None) -> dict:
+        """What the job's replicas logged to their event files (scalars.Scalars.of): locally read here, on
+        Kubernetes asked of the job's TensorBoard."""
+        job = self.get(name, events=0)
+        target = self.backend_of(name).tensorboard(job["spec"], None)
+        if isinstance(target, EventFiles):
+            return self.event_files.of(target.logdir, tag)
+        return scalars.from_tensorboard(target, tag)
 
     # git credentials: written, listed by name, deleted; never read back
     def set_credentials(self, name: str, username: Any, password: Any, host: Any,

@@ -1,7 +1,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import type { components } from './openapi';
+import type { components, operations } from './openapi';
 
 /**
  * URL namespace of the jupyter-distrain server extension REST API.
@@ -85,6 +85,9 @@ export type JobSpec = components['schemas']['JobSpec'];
 export type Phase = components['schemas']['Phase'];
 export type JobEvent = components['schemas']['Event'];
 export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
+/** A job's scalars: its tags, and one tag's [step, value] points per run. */
+export type Scalars =
+  operations['getScalars']['responses'][200]['content']['application/json'];
 /** Its `code` is a spec's code (the OpenAPI document calls it an object only). */
 export type Repo = Omit<components['schemas']['Repo'], 'code'> & {
   code: NonNullable<JobSpec['code']>;
@@ -203,7 +206,10 @@ export const serverAPI = {
   repo: (path: string): Promise<Repo> =>
     requestAPI<Repo>(`repo?path=${encodeURIComponent(path)}`),
   metrics: (name: string): Promise<ReplicaMetrics[]> =>
-    requestAPI<ReplicaMetrics[]>(jobPath(name, 'metrics'))
+    requestAPI<ReplicaMetrics[]>(jobPath(name, 'metrics')),
+  /** What the job logs to its event files: one tag (default: its loss) per run. */
+  scalars: (name: string, tag?: string): Promise<Scalars> =>
+    requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag }))
 };
 
 /**

@@ -16,7 +16,15 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 
-import { FINISHED, JobSummary, jobsAPI, Phase } from './api';
+import {
+  FINISHED,
+  JobSummary,
+  jobsAPI,
+  Phase,
+  Scalars,
+  serverAPI
+} from './api';
+import { Sparkline } from './charts';
 import { age, matches, ready, why } from './format';
 
 /**
@@ -46,6 +54,11 @@ export class JobsModel {
     this.poll.frequency = { ...this.poll.frequency, interval };
   }
 
+  /** Each job's main scalar (its loss), for the list's sparklines. */
+  get scalars(): ReadonlyMap<string, Scalars> {
+    return this._scalars;
+  }
+
   async refresh(): Promise<void> {
     const jobs = await jobsAPI.list();
     const before = new Map(this._jobs.map(job => [job.name, job.phase]));
@@ -55,8 +68,40 @@ export class JobsModel {
         announce(job);
       }
     }
+    await this.readScalars(jobs);
     this._jobs = jobs;
     this._changed.emit();
+  }
+
+  /**
+   * The scalars of the running jobs, and of each finished one once (they change
+   * no more): at most SCALAR_READS a refresh, the running first.
+   */
+  private async readScalars(jobs: JobSummary[]): Promise<void> {
+    const due = jobs
+      .filter(job => this._scalarsRead.get(job.name) !== job.finished)
+      .sort(
+        (a, b) => Number(FINISHED.has(a.phase)) - Number(FINISHED.has(b.phase))
+      )
+      .slice(0, SCALAR_READS);
+    await Promise.all(
+      due.map(async job => {
+        const found = await serverAPI.scalars(job.name).catch(() => null);
+        this._scalars.delete(job.name);
+        if (found?.tag && Object.keys(found.runs).length) {
+          this._scalars.set(job.name, found);
+        }
+        // a running job's until it finishes (undefined never matches a finish time)
+        this._scalarsRead.set(job.name, job.finished ?? undefined);
+      })
+    );
+    const names = new Set(jobs.map(job => job.name));
+    for (const name of [...this._scalars.keys(), ...this._scalarsRead.keys()]) {
+      if (!names.has(name)) {
+        this._scalars.delete(name);
+        this._scalarsRead.delete(name);
+      }
+    }
   }
 
   dispose(): void {
@@ -65,8 +110,13 @@ export class JobsModel {
 
   readonly poll: Poll;
   private _jobs: JobSummary[] = [];
+  private _scalars = new Map<string, Scalars>();
+  /** When a job's scalars were last read: its finish time then, undefined while it ran. */
+  private _scalarsRead = new Map<string, string | null | undefined>();
   private _changed = new Signal<this, void>(this);
 }
+
+const SCALAR_READS = 20;
 
 function announce(job: JobSummary): void {
   const detail = why(job) ? ` (${why(job)})` : '';
@@ -236,6 +286,7 @@ export function JobList(props: {
                 {ready(job)}
               </span>
               <span className="jp-distrain-age">{age(job.created)}</span>
+              <Sparkline scalars={props.model.scalars.get(job.name)} />
               <span className="jp-distrain-backend">{job.backend}</span>
               {owners && (
                 <span className="jp-distrain-owner" title="Owner">

@@ -9,8 +9,10 @@ import {
   JobSummary,
   jobsAPI,
   ReplicaMetrics,
+  Scalars,
   serverAPI
 } from './api';
+import { ScalarChart } from './charts';
 import { age, bytes, until, why } from './format';
 import { JobActions, PhaseBadge } from './jobs';
 import { Provenance } from './provenance';
@@ -32,18 +34,23 @@ export function JobView(
 ): JSX.Element {
   const [job, setJob] = React.useState<Job | null>(null);
   const [metrics, setMetrics] = React.useState<ReplicaMetrics[]>([]);
+  const [scalars, setScalars] = React.useState<Scalars | null>(null);
+  const tag = React.useRef<string>();
   const [error, setError] = React.useState('');
   const poll = React.useRef<Poll>();
 
   React.useEffect(() => {
     const refresh = async () => {
       try {
-        const [fresh, used] = await Promise.all([
+        const [fresh, used, logged] = await Promise.all([
           jobsAPI.get(props.name),
-          serverAPI.metrics(props.name)
+          serverAPI.metrics(props.name),
+          // none while its TensorBoard (Kubernetes) cannot answer
+          serverAPI.scalars(props.name, tag.current).catch(() => null)
         ]);
         setJob(fresh);
         setMetrics(used);
+        setScalars(logged);
         setError('');
         // A finished job changes no more until a restart: check now and then.
         const interval = FINISHED.has(fresh.phase)
@@ -229,6 +236,15 @@ export function JobView(
           </tbody>
         </table>
       </div>
+      {scalars && (
+        <ScalarChart
+          scalars={scalars}
+          onTag={name => {
+            tag.current = name;
+            void poll.current?.refresh();
+          }}
+        />
+      )}
       <Provenance job={job} openJob={props.openJob} />
       <h3>Events</h3>
       <div className="jp-distrain-table-scroll">

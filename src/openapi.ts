@@ -186,6 +186,25 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/jobs/{name}/scalars': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    /** @description The scalars the job's replicas log to their TensorBoard event files, read as they grow: every tag, and one tag's points in each run (a directory of event files: worker-0, worker-0/train), at most 1000 a run (every other one dropped beyond). Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
+    get: operations['getScalars'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/repo': {
     parameters: {
       query?: never;
@@ -1141,6 +1160,41 @@ export interface operations {
           'application/json': components['schemas']['ReplicaMetrics'][];
         };
       };
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+    };
+  };
+  getScalars: {
+    parameters: {
+      query?: {
+        /** @description The tag whose points to answer; default, the first with "loss" in its name, else the first */
+        tag?: string;
+      };
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The tags and the points */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            tags: string[];
+            tag: string | null;
+            /** @description Each run's [step, value] points of the tag, oldest first */
+            runs: {
+              [key: string]: number[][];
+            };
+          };
+        };
+      };
+      400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
     };

@@ -383,6 +383,38 @@ def test_the_forms_include_my_changes_runs_the_notebooks_uncommitted_edit(lab, p
         f"{lab.url}/distrain/api/jobs/edited-3/logs", headers=lab.headers), timeout=30).read().decode()
 
 
+def test_the_job_view_charts_the_loss_while_the_job_writes_it(lab, page, tmp_path):
+    """A line per replica of the job's loss, its last value moving as the replica writes more; another tag
+    can be chosen. The job list's sparkline moves too. How long the job is kept once finished, then until
+    when."""
+    from test_server import EMIT
+
+    code = tmp_path / "emit"
+    code.mkdir()
+    (code / "emit.py").write_text(EMIT)
+    submit(lab, {"name": "live", "code": {"path": str(code)}, "command": "python emit.py",
+                 "replicas": {"worker": {"count": 2}}, "tensorboard": {"enabled": True},
+                 "policy": {"ttl_after_finished": "7d"}})
+    open_panel(page)
+    page.locator('[data-job="live"]').get_by_title("Open live").click()
+    chart = page.locator(".jp-distrain-job-view .jp-distrain-scalars")
+    for replica in ("worker-0", "worker-1"):  # each waits at step 2
+        expect(chart.locator(f'li[data-run="{replica}"]')).to_have_text(f"{replica}: 0.3333 at step 2",
+                                                                         timeout=60_000)
+    expect(chart.locator("polyline")).to_have_count(2)
+    sparkline = page.locator('[data-job="live"] .jp-distrain-sparkline')  # in the job list
+    expect(sparkline).to_have_text("loss0.333")
+    kept = page.locator(".jp-distrain-job-view .jp-distrain-expires")
+    expect(kept).to_have_text("7d once finished, then deleted with its logs; the output stays")
+    screenshot(page, "job-metrics")
+    (lab.root / "jobs" / "live" / "workspace" / "go").touch()  # the replicas' working directory
+    expect(chart.locator('li[data-run="worker-0"]')).to_have_text("worker-0: 0.02500 at step 39", timeout=60_000)
+    expect(kept).to_contain_text(re.compile(r"^until .* \(in 6d\), then deleted with its logs"), timeout=30_000)
+    expect(sparkline).to_have_text("loss0.0250")
+    chart.get_by_label("Metric").select_option("learning_rate")
+    expect(chart.locator('li[data-run="worker-1"]')).to_have_text("worker-1: 0.5000 at step 39")
+
+
 def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     lines = 150_000
     submit(lab, {"name": "chatty", "command": f"python -c \"for i in range({lines}): print('line', i)\""})

@@ -247,6 +247,45 @@ async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root
     await wait_phase(api, "base")
 
 
+EMIT = """
+import os, pathlib, time
+from tensorboard.summary import Writer
+
+writer = Writer(os.environ["DISTRAIN_LOG_DIR"])
+for step in range(40):
+    writer.add_scalar("loss", 1 / (step + 1), step)
+    writer.add_scalar("learning_rate", 0.5, step)
+    writer.flush()
+    while step == 2 and not pathlib.Path("go").exists():  # the test sees the job running, then lets it go on
+        time.sleep(0.05)
+writer.close()
+"""
+
+
+async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path):
+    code = tmp_path / "emit"
+    code.mkdir()
+    (code / "emit.py").write_text(EMIT)
+    spec = {"name": "live", "code": {"path": str(code)}, "command": "python emit.py",
+            "tensorboard": {"enabled": True}}
+    code_, job = await api("POST", "jobs", spec)
+    assert code_ == 201, job
+    deadline = time.monotonic() + 120
+    while not (found := (await api("GET", "jobs/live/scalars"))[1])["runs"].get("worker-0", [])[2:]:
+        assert time.monotonic() < deadline, found
+        await asyncio.sleep(0.1)
+    assert found == {"tags": ["learning_rate", "loss"], "tag": "loss",
+                     "runs": {"worker-0": [[0, 1.0], [1, 0.5], [2, pytest.approx(1 / 3)]]}}
+    assert (await api("GET", "jobs/live"))[1]["phase"] == "Running"
+    (root / "jobs" / "live" / "workspace" / "go").touch()  # the replica's working directory
+    job = await wait_phase(api, "live")
+    assert job["phase"] == "Succeeded", job
+    points = (await api("GET", "jobs/live/scalars"))[1]["runs"]["worker-0"]
+    assert len(points) == 40 and points[-1] == [39, pytest.approx(1 / 40)]
+    assert (await api("GET", "jobs/live/scalars", tag="learning_rate"))[1]["runs"]["worker-0"][-1] == [39, 0.5]
+    assert "Metric:    loss: worker-0 0.025 (step 39)\n" in CLI(root, tmp_path)("get", "live").stdout
+
+
 async def test_stream_resumes_from_cursor_without_loss_or_repeat(api, jp_ws_fetch, root):
     command = "for i in $(seq 1 400); do echo line $i; sleep 0.005; done"
     assert (await api("POST", "jobs", python_job("count", command=command)))[0] == 201

@@ -80,6 +80,7 @@ def routes() -> list[tuple]:
         (f"{job}/logs", handlers.LogsHandler),
         (f"{job}/logs/stream", logstream.LogStreamHandler),
         (f"{job}/metrics", handlers.MetricsHandler),
+        (f"{job}/scalars", handlers.ScalarsHandler),
         (f"{api}/repo", handlers.RepoHandler),
         (f"{api}/cluster", handlers.ClusterHandler),
         (f"{api}/secrets", handlers.SecretsHandler),

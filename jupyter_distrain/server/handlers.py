@@ -270,6 +270,13 @@ class MetricsHandler(DistrainHandler):
         self.reply(await call(self.manager.metrics, name))
 
 
+class ScalarsHandler(DistrainHandler):
+    query_params = ("tag",)
+
+    async def get(self, name: str) -> None:
+        self.reply(await call(self.manager.scalars, name, self.get_query_argument("tag", None)))
+
+
 class RepoHandler(DistrainHandler):
     query_params = ("path",)
 

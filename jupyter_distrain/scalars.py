@@ -1,0 +1,160 @@
+"""The scalars a job's replicas log to their TensorBoard event files (loss, accuracy...), read as the files grow:
+each file from where the last read stopped, so a long run costs only its new records, and each series keeps
+at most MAX_POINTS points (beyond, every other one is dropped: the series keeps its shape).
+
+Event files are TFRecord files of `Event` protos. They are read here with the protos TensorBoard ships,
+without its loaders, which would import TensorFlow into the Jupyter server.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import urllib.parse
+import urllib.request
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import cast
+
+from google.protobuf.message import DecodeError
+from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
+from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+from .backends.base import ClusterTensorBoard
+from .errors import Unavailable
+
+RECORD_HEADER = struct.Struct("<QI")  # a record's length and its checksum; the data and the data's checksum follow
+CHECKSUM_SIZE = 4
+MAX_POINTS = 1000
+MAX_FILES = 512  # event files followed at once; the least recently read is forgotten (read again if asked)
+EVENT_FILES = "events.out.tfevents.*"
+
+
+@dataclass
+class Series:
+    """(step, value) points of one tag in one run: every `stride`-th once it has had MAX_POINTS, and the last."""
+
+    points: list[tuple[int, float]] = field(default_factory=list)
+    stride: int = 1
+    seen: int = 0
+    last: tuple[int, float] | None = None
+
+    def add(self, step: int, value: float) -> None:
+        if self.seen % self.stride == 0:
+            self.points.append((step, value))
+            if len(self.points) > MAX_POINTS:
+                self.points, self.stride = self.points[::2], self.stride * 2
+        self.seen, self.last = self.seen + 1, (step, value)
+
+    def shown(self) -> list[tuple[int, float]]:
+        if self.last is None or self.points[-1] == self.last:
+            return self.points
+        return [*self.points, self.last]
+
+
+class EventFile:
+    """One event file's scalars, read up to `offset`: a record still being written waits for the next read."""
+
+    def __init__(self, path: Path):
+        self.path, self.offset, self.broken = path, 0, False
+        self.series: dict[str, Series] = {}
+
+    def read(self) -> None:
+        if self.broken:
+            return
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            while len(header := f.read(RECORD_HEADER.size)) == RECORD_HEADER.size:
+                length, length_checksum = RECORD_HEADER.unpack(header)
+                if masked_crc32c(header[:8]) != length_checksum:
+                    self.broken = True  # not an event file after all: nothing more is read from it
+                    return
+                data = f.read(length + CHECKSUM_SIZE)
+                if len(data) < length + CHECKSUM_SIZE:
+                    break
+                try:
+                    event = event_pb2.Event.FromString(data[:length])
+                except DecodeError:
+                    self.broken = True
+                    return
+                self.offset += RECORD_HEADER.size + length + CHECKSUM_SIZE
+                for value in event.summary.value:
+                    number = scalar(value)
+                    if number is not None:
+                        self.series.setdefault(value.tag, Series()).add(event.step, number)
+
+
+def scalar(value: summary_pb2.Summary.Value) -> float | None:
+    """A summary value's number if it is a scalar: a simple_value (TF1, PyTorch), or a one-number tensor of
+    the scalars plugin (tf.summary.scalar, Keras, tensorboard.summary.Writer)."""
+    kind = value.WhichOneof("value")
+    if kind == "simple_value":
+        return value.simple_value
+    if kind != "tensor" or value.metadata.plugin_data.plugin_name != "scalars":
+        return None
+    tensor = value.tensor
+    if tensor.float_val or tensor.double_val:
+        return (tensor.float_val or tensor.double_val)[0]
+    formats = {types_pb2.DT_FLOAT: "<f", types_pb2.DT_DOUBLE: "<d", types_pb2.DT_HALF: "<e"}
+    code = formats.get(tensor.dtype)
+    if code is None or len(tensor.tensor_content) != struct.calcsize(code):
+        return None
+    return struct.unpack(code, tensor.tensor_content)[0]
+
+
+class Scalars:
+    """The event files of the jobs asked about, each read incrementally; safe to call from several threads."""
+
+    def __init__(self) -> None:
+        self.files: OrderedDict[Path, EventFile] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def of(self, logdir: Path, tag: str | None = None) -> dict:
+        """The scalars under `logdir` (a run per directory holding event files, named by its path: worker-0,
+        worker-0/train): every tag, and the points of `tag` (chosen_tag) in each run."""
+        runs: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        with self.lock:
+            for path in sorted(logdir.rglob(EVENT_FILES)) if logdir.is_dir() else []:
+                if not path.is_file():
+                    continue
+                file = self.files.pop(path, None) or EventFile(path)
+                self.files[path] = file  # the most recently read last
+                file.read()
+                run = runs.setdefault(path.parent.relative_to(logdir).as_posix(), {})
+                for name, series in file.series.items():
+                    run.setdefault(name, []).extend(series.shown())
+            while len(self.files) > MAX_FILES:
+                self.files.popitem(last=False)
+        tags = sorted({name for run in runs.values() for name in run})
+        chosen = chosen_tag(tags, tag)
+        return {"tags": tags, "tag": chosen,
+                "runs": {name: [list(p) for p in run[chosen]] for name, run in runs.items() if chosen in run}}
+
+
+def chosen_tag(tags: list[str], tag: str | None) -> str | None:
+    """`tag`, or by default the first of `tags` with "loss" in its name, else the first."""
+    if tag is not None:
+        return tag
+    return next((t for t in tags if "loss" in t.lower()), tags[0] if tags else None)
+
+
+def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None) -> dict:
+    """What `Scalars.of` answers, from a TensorBoard already running in a cluster (its scalars plugin's API),
+    which reads the event files there as they grow."""
+    def get(path: str, **query: str) -> object:
+        url = f"{board.url}/data/plugin/scalars/{path}?{urllib.parse.urlencode(query)}"
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=board.headers), timeout=30,
+                                        context=board.tls) as answer:
+                return json.load(answer)
+        except (OSError, ValueError) as e:  # no answer, an error status, or not JSON
+            raise Unavailable(f"the job's TensorBoard did not answer: {e}") from None
+
+    by_run = cast(dict, get("tags"))  # {run: {tag: its description}}
+    tags = sorted({name for run in by_run.values() for name in run})
+    chosen = chosen_tag(tags, tag)
+    points = {run: get("scalars", run=run, tag=cast(str, chosen)) for run, named in by_run.items() if chosen in named}
+    return {"tags": tags, "tag": chosen,
+            "runs": {run: [[step, value] for _, step, value in cast(list, found)] for run, found in points.items()}}
