@@ -186,6 +186,11 @@ class Client:
     def restart(self, name: str) -> Job:
         return Job(self._call("POST", f"jobs/{quote(name)}/restart"))
 
+    def scalars(self, name: str, tag: str | None = None) -> dict:
+        """What the job's replicas log to their event files: every tag, and `tag`'s (default: the loss's)
+        [step, value] points per run."""
+        return self._call("GET", f"jobs/{quote(name)}/scalars", tag=tag)
+
     def delete(self, name: str, purge_output: bool = False) -> None:
         self._call("DELETE", f"jobs/{quote(name)}", purge_output="true" if purge_output else None)
 

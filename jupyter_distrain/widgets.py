@@ -10,6 +10,7 @@ Both talk to the Jupyter server's API through `Client`, so the jobs are the serv
 from __future__ import annotations
 
 import html
+import itertools
 import threading
 from collections import deque
 from pathlib import Path
@@ -167,15 +168,47 @@ def log_tail_html(lines: Iterable[str]) -> str:
     return f"<div class='jp-distrain-log-tail' style='{LOG_TAIL_BOX}'><pre style='{LOG_TAIL_TEXT}'>{text}</pre></div>"
 
 
+CHART_WIDTH, CHART_HEIGHT = 600, 120
+CHART_COLORS = ("var(--jp-brand-color1)", "var(--jp-warn-color1)", "var(--jp-success-color1)",
+                "var(--jp-error-color1)", "var(--jp-accent-color1)", "var(--jp-ui-font-color2)")
+
+
+def chart_html(scalars: dict) -> str:
+    """One tag of a job's scalars (Client.scalars) as an SVG chart, a line per run, and each run's last value;
+    "" before there is any."""
+    runs = scalars["runs"]
+    if not runs:
+        return ""
+    steps = [step for points in runs.values() for step, _ in points]
+    values = [value for points in runs.values() for _, value in points]
+    x0, dx = min(steps), (max(steps) - min(steps)) or 1
+    y0, dy = min(values), (max(values) - min(values)) or 1
+    lines, legend = [], []
+    for (run, points), color in zip(runs.items(), itertools.cycle(CHART_COLORS)):
+        drawn = " ".join(f"{(step - x0) / dx * CHART_WIDTH:.1f},{CHART_HEIGHT - (value - y0) / dy * CHART_HEIGHT:.1f}"
+                         for step, value in points)
+        lines.append(f"<polyline data-run='{html.escape(run)}' fill='none' stroke='{color}' stroke-width='1.5' "
+                     f"vector-effect='non-scaling-stroke' points='{drawn}'/>")
+        step, value = points[-1]
+        legend.append(f"<li data-run='{html.escape(run)}'><span class='jp-distrain-chart-swatch' "
+                      f"style='background: {color}'></span>{html.escape(run)}: {value:.4g} at step {step:g}</li>")
+    return (f"<div class='jp-distrain-scalars'><b>{html.escape(scalars['tag'])}</b>"
+            f"<svg class='jp-distrain-chart' viewBox='0 0 {CHART_WIDTH} {CHART_HEIGHT}' preserveAspectRatio='none' "
+            f"style='width: 100%; height: {CHART_HEIGHT}px'>{''.join(lines)}</svg>"
+            f"<ul class='jp-distrain-chart-legend'>{''.join(legend)}</ul></div>")
+
+
 class JobMonitor(w.VBox):
-    """One job, kept current by background threads while the cell is idle: its phase and replicas,
-    the last lines of its logs (streamed, drawn once a second), a Stop button and its TensorBoard."""
+    """One job, kept current by background threads while the cell is idle: its phase and replicas, its loss
+    (its first scalar with "loss" in the tag) charted, the last lines of its logs (streamed, drawn once a
+    second), a Stop button and its TensorBoard."""
 
     def __init__(self, name: str, client: Client | None = None, tail: int = LOG_TAIL_LINES):
         self.client = client or Client()
         self.name = name
         self.header = w.HTML()
         self.replicas = w.HTML()
+        self.chart = w.HTML()
         self.log_tail = w.HTML(log_tail_html([]))
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
         self.stop_button.on_click(lambda _: self.stop())
@@ -184,7 +217,9 @@ class JobMonitor(w.VBox):
         self.lines: deque[str] = deque(maxlen=tail)
         self.lock = threading.Lock()  # the log thread appends, the status thread draws
         self._show(self.client.get(name))
-        super().__init__([self.header, self.replicas, w.HBox([self.stop_button, self.tensorboard]), self.log_tail])
+        self._chart()
+        super().__init__([self.header, self.replicas, w.HBox([self.stop_button, self.tensorboard]), self.chart,
+                          self.log_tail])
         self.logs = threading.Thread(target=self._follow_logs, daemon=True, name=f"distrain-logs-{name}")
         self.logs.start()
         threading.Thread(target=self._follow_status, daemon=True, name=f"distrain-monitor-{name}").start()
@@ -209,10 +244,19 @@ class JobMonitor(w.VBox):
             except DistrainError as e:  # e.g. deleted elsewhere
                 self.header.value = f"<b>{html.escape(self.name)}</b>: {html.escape(str(e))}"
                 return
+            self._chart()
             with self.lock:
                 tail = log_tail_html(self.lines)
             if tail != self.log_tail.value:
                 self.log_tail.value = tail
+
+    def _chart(self) -> None:
+        try:
+            drawn = chart_html(self.client.scalars(self.name))
+        except DistrainError:  # its TensorBoard (Kubernetes) does not answer: the chart stays as it was
+            return
+        if drawn != self.chart.value:
+            self.chart.value = drawn
 
     def _follow_logs(self) -> None:
         try:

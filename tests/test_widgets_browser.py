@@ -7,10 +7,24 @@ from playwright.sync_api import expect
 from conftest import JupyterServer, assert_nothing_left
 from test_panel import lab_page, screenshot
 
+CHATTY = """\
+import os
+from tensorboard.summary import Writer
+
+writer = Writer(os.environ["DISTRAIN_LOG_DIR"])
+for i in range(300):
+    print("line", i, flush=True)
+    if i % 10 == 0:
+        writer.add_scalar("loss", 1 / (i // 10 + 1), i // 10)
+        writer.flush()
+writer.close()
+"""
+
 MONITOR_CELL = """\
 from jupyter_distrain import Client
 from jupyter_distrain.widgets import JobMonitor
-Client().submit({"name": "chatty", "command": "python -c \\"for i in range(300): print('line', i)\\""})
+Client().submit({"name": "chatty", "code": {"path": "."}, "command": "python chatty.py",
+                 "tensorboard": {"enabled": True}})
 JobMonitor("chatty")"""
 
 # Whether `text`, in the log tail's <pre>, can be seen: within the tail's scroll box as it is scrolled, and the page's.
@@ -33,9 +47,10 @@ def write_notebook(path, *cells: str) -> None:
         "nbformat": 4, "nbformat_minor": 5}))
 
 
-def test_the_job_monitor_shows_the_newest_log_line(tmp_path):
+def test_the_job_monitor_shows_the_newest_log_line_and_charts_the_loss(tmp_path):
     lab = JupyterServer(tmp_path, app="lab")
     write_notebook(lab.root_dir / "monitor.ipynb", MONITOR_CELL)
+    (lab.root_dir / "chatty.py").write_text(CHATTY)
     try:
         with lab_page(lab, "lab/tree/monitor.ipynb") as page:
             # a cell run before the kernel is connected is dropped: wait for the status bar's idle kernel
@@ -51,6 +66,10 @@ def test_the_job_monitor_shows_the_newest_log_line(tmp_path):
             assert tail.evaluate("box => box.scrollHeight > box.clientHeight")  # more lines than it shows
             assert tail.evaluate(SHOWN_IN_TAIL, "[worker-0] line 299")
             assert not tail.evaluate(SHOWN_IN_TAIL, "[worker-0] line 100")  # the oldest line of the tail
+            chart = monitor.locator(".jp-distrain-scalars")  # the loss the job wrote to its event files
+            expect(chart.locator("li[data-run='worker-0']")).to_have_text("worker-0: 0.03333 at step 29",
+                                                                       timeout=30_000)
+            expect(chart.locator("polyline")).to_have_count(1)
             screenshot(page, "monitor-widget")
     finally:
         lab.stop()  # and its kernel, which has the jobs' DISTRAIN_HOME
