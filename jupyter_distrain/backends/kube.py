@@ -516,8 +516,10 @@ class KubeBackend:
         job = self._current(self._root(name))
         if events:
             names = [r["name"] for r in job["replicas"]]
-            job["events"] = [cast(EventRecord, event_view(e, name, names)) for e in sorted(
-                self._events(name, names), key=lambda e: event_time(e) or 0)][-events:]
+            # not those of an earlier job of the same name, which Kubernetes keeps for an hour
+            own = [e for e in self._events(name, names) if (event_time(e) or 0) >= int(job["created"])]
+            job["events"] = [cast(EventRecord, event_view(e, name, names))
+                             for e in sorted(own, key=lambda e: event_time(e) or 0)][-events:]
         return job
 
     def _current(self, root: client.V1ConfigMap) -> JobRecord:
