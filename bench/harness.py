@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from jupyter_distrain.backends.procs import free_ports
+from jupyter_distrain.spec import validate
 from jupyter_distrain.store import Store
 
 TOKEN = "bench-token"
@@ -97,7 +98,8 @@ def jobs_in(root: Path, count: int) -> None:
     now = time.time()
     for i in range(count):
         name = f"job-{i:04d}"
-        spec = {"name": name, "command": "python train.py", "replicas": {"chief": {"count": 1}, "worker": {"count": 4}}}
+        spec = validate({"name": name, "framework": "tensorflow", "command": "python train.py",
+                         "replicas": {"chief": {"count": 1}, "worker": {"count": 4}}})
         store.insert_job(name, "local", spec, str(root / "outputs" / name),
                          [("chief", 0)] + [("worker", w) for w in range(4)], "")
         store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
