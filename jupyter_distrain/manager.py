@@ -195,8 +195,7 @@ class JobManager:
     def scalars(self, name: str, tag: str | None = None) -> dict:
         """What the job's replicas logged to their event files (scalars.Scalars.of): locally read here, on
         Kubernetes asked of the job's TensorBoard."""
-        job = self.get(name, events=0)
-        target = self.backend_of(name).tensorboard(job["spec"], None)
+        target = self.tensorboard(name, None)
         if isinstance(target, EventFiles):
             return self.event_files.of(target.logdir, tag)
         return scalars.from_tensorboard(target, tag)
@@ -234,7 +233,7 @@ class JobManager:
     def tensorboard(self, name: str, replica: str | None) -> TensorBoardTarget:
         """Where the TensorBoard of this replica (None: the whole job) is: locally, the directory this
         server serves; on Kubernetes, the job's TensorBoard in the cluster."""
-        job = self.get(name)
+        job = self.get(name, events=0)
         names = [r["name"] for r in job["replicas"]]
         if replica is not None and replica not in names:
             raise ReplicaNotFound(name, replica, names)

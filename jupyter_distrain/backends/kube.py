@@ -541,7 +541,7 @@ class KubeBackend:
         status = json.loads(root.data["status.json"])
         if status["phase"] not in FINISHED:
             return summary(self._current(root))
-        return cast(JobSummary, {**self._state(root, status, status.get("run", 1)),
+        return cast(JobSummary, {**self._state(root, json.loads(root.data["spec.json"]), status, status.get("run", 1)),
                                  "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values()))})
 
     def stop(self, name: str) -> JobRecord:
@@ -807,19 +807,18 @@ class KubeBackend:
                          "message": live.get("message", ""), "node": live.get("node")})
             digests.update(filter(None, [live.get("image_id")]))
         return cast(JobRecord, {
-            **self._state(root, status, current_run(root)), "output_dir": output_location(spec, self.settings),
+            **self._state(root, spec, status, current_run(root)), "output_dir": output_location(spec, self.settings),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
             "environment": {"image": manifests.image(spec, self.settings), "image_digests": sorted(digests)},
         })
 
-    def _state(self, root: client.V1ConfigMap, status: dict, run: int) -> dict:
-        """The job's own fields (JobState), from its ConfigMap and a status."""
+    def _state(self, root: client.V1ConfigMap, spec: dict, status: dict, run: int) -> dict:
+        """The job's own fields (JobState), from its ConfigMap, its spec and a status."""
         return {"name": root.metadata.name, "backend": self.name,
                 "owner": (root.metadata.annotations or {}).get(OWNER, ""), "run": run,
                 "created": seconds(root.metadata.creation_timestamp),
-                "expires": expires(json.loads(root.data["spec.json"])["policy"].get("ttl_after_finished"),
-                                   status["finished"]),
+                "expires": expires(spec["policy"].get("ttl_after_finished"), status["finished"]),
                 **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")}}
 
     def record(self, name: str, event: Event) -> None:
