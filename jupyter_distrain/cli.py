@@ -17,6 +17,7 @@ import click
 
 from . import logs as logs_
 from . import spec as spec_
+from . import sweep as sweep_
 from .errors import DistrainError
 from .logs import LogLine
 from . import code
@@ -108,21 +109,110 @@ def spec_options(command):
 def submit(manager: JobManager, spec_file: str | None, follow: bool, fmt: str, command: tuple[str, ...],
            command_text: str | None, **flags: Any) -> None:
     """Submit a job from a spec file and/or flags; COMMAND follows '--'."""
-    raw = spec_.load_file(spec_file) if spec_file else {}
-    if not isinstance(raw, dict):
-        raise click.ClickException("the spec file must hold a mapping of fields")
-    include_changes = flags.pop("include_changes")
-    raw = apply_flags(raw, flags, " ".join(command) or command_text or "")
-    if include_changes:
-        raw = with_changes(raw, flags["code_source"])
-    base_dir = Path(spec_file).parent if spec_file else Path.cwd()
-    job = manager.submit(raw, base_dir)
+    raw = spec_with_flags(spec_file, flags, " ".join(command) or command_text or "")
+    job = manager.submit(raw, Path(spec_file).parent if spec_file else Path.cwd())
     if fmt == "json":
         click.echo(json.dumps(public(job), indent=2))
     else:
         click.echo(f"job {job['name']} submitted ({len(job['replicas'])} replicas, output in {job['output_dir']})")
     if follow:
         sys.exit(follow_job(manager, job["name"]))
+
+
+def sweep_options(command):
+    """The flags that make a spec a sweep (shared with the %distrain sweep magic)."""
+    for option in reversed([
+        click.option("--vary", "varied", multiple=True, metavar="KEY=V1,V2,...",
+                     help="A hyperparameter to sweep and its values (YAML scalars); repeatable."),
+        click.option("--method", type=click.Choice(["grid", "random"]),
+                     help="grid: every combination, in order (default); random: --trials points drawn with --seed."),
+        click.option("--trials", type=int, help="How many trials (random: required; grid: the first this many)."),
+        click.option("--parallelism", type=int, help="The most trials running at once (default 1)."),
+        click.option("--metric", help='The scalar trials are ranked by (default: the first tag with "loss" in its '
+                                      'name).'),
+        click.option("--maximize", is_flag=True, default=None, help="Higher is better (default: lower)."),
+        click.option("--early-stop-after", type=int, metavar="STEPS",
+                     help="Stop a trial worse than the median of the others at the same step, from STEPS on."),
+        click.option("--seed", type=int, help="random: the seed the points are drawn with."),
+    ]):
+        command = option(command)
+    return command
+
+
+def apply_sweep_flags(raw: dict, flags: dict) -> dict:
+    """Layer the sweep flags over a spec mapping's sweep section (made if there is none)."""
+    section = dict(raw["sweep"]) if isinstance(raw.get("sweep"), dict) else {}
+    parameters = dict(section["parameters"]) if isinstance(section.get("parameters"), dict) else {}
+    for item in flags["varied"]:
+        key, sep, values = item.partition("=")
+        if not sep or not values:
+            raise click.BadParameter(f"{item!r} is not KEY=V1,V2,...", param_hint="--vary")
+        parameters[key] = {"values": [spec_.load(v, f"sweep.parameters.{key}") for v in values.split(",")]}
+    if not parameters:
+        raise click.UsageError("nothing to sweep: give --vary KEY=V1,V2,... or a spec with a sweep section")
+    section["parameters"] = parameters
+    section.update({key: flags[key] for key in ("method", "trials", "seed", "parallelism") if flags[key] is not None})
+    if flags["metric"] or flags["maximize"]:
+        metric = section["metric"] if isinstance(section.get("metric"), dict) else {}
+        section["metric"] = {**metric, **({"tag": flags["metric"]} if flags["metric"] else {}),
+                             **({"goal": "maximize"} if flags["maximize"] else {})}
+    if flags["early_stop_after"] is not None:
+        section["early_stop"] = {"after_steps": flags["early_stop_after"]}
+    return {**raw, "sweep": section}
+
+
+@main.command(name="sweep", context_settings={"allow_interspersed_args": False})
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False),
+              help="A distrain.yaml job spec, with or without a sweep section.")
+@spec_options
+@sweep_options
+@output_option
+@click.argument("command", nargs=-1)
+@click.pass_obj
+def sweep_command(manager: JobManager, spec_file: str | None, fmt: str, command: tuple[str, ...],
+                  command_text: str | None, **flags: Any) -> None:
+    """Sweep hyperparameters: a trial (an ordinary job) per point, at most --parallelism at a time.
+
+    distrain sweep -f distrain.yaml --vary learning_rate=0.01,0.05 --vary batch_size=32,128 --parallelism 2"""
+    raw = apply_sweep_flags(spec_with_flags(spec_file, flags, " ".join(command) or command_text or ""), flags)
+    job = manager.submit(raw, Path(spec_file).parent if spec_file else Path.cwd())
+    if fmt == "json":
+        click.echo(json.dumps(public(job), indent=2))
+        return
+    chosen = job["spec"]["sweep"]
+    click.echo(f"sweep {job['name']} submitted: {len(sweep_.points(chosen))} trials, at most {chosen['parallelism']} "
+               f"at a time (see 'distrain get {job['name']}')")
+
+
+@main.command()
+@click.argument("name")
+@click.option("--as", "new_name", help="The new job's name (default: <sweep>-best).")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="A hyperparameter to change, e.g. epochs=10 (more epochs from the checkpoint); repeatable.")
+@output_option
+@click.pass_obj
+def finetune(manager: JobManager, name: str, new_name: str | None, params: tuple[str, ...], fmt: str) -> None:
+    """Fine-tune a sweep's best trial: a new job from its spec that resumes from its output."""
+    job = manager.finetune(name, finetune_changes(new_name, params))
+    if fmt == "json":
+        click.echo(json.dumps(public(job), indent=2))
+    else:
+        click.echo(f"job {job['name']} submitted, resuming from the output of {job['spec']['resume_from'][4:]}")
+
+
+def finetune_changes(new_name: str | None, params: tuple[str, ...]) -> dict:
+    """A fine-tune's --as and -p flags, as the fields it changes."""
+    return {**({"name": new_name} if new_name else {}), **({"hyperparameters": hyperparameters(params)} if params else {})}
+
+
+def spec_with_flags(spec_file: str | None, flags: dict, command: str) -> dict:
+    """The spec file's mapping (or an empty one) with the flags on top."""
+    raw = spec_.load_file(spec_file) if spec_file else {}
+    if not isinstance(raw, dict):
+        raise click.ClickException("the spec file must hold a mapping of fields")
+    include_changes = flags.pop("include_changes")
+    raw = apply_flags(raw, flags, command)
+    return with_changes(raw, flags["code_source"]) if include_changes else raw
 
 
 def apply_flags(raw: dict, flags: dict, command: str) -> dict:
@@ -163,14 +253,9 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
         code = dict(raw.get("code") or {})
         code.update({k: flags[k] for k in ("ref", "credentials") if flags[k]})
         raw["code"] = code
-    params = dict(raw.get("hyperparameters") or {})
-    for item in flags["params"]:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--param")
-        params[key] = spec_.load(value, f"hyperparameters.{key}") if value else ""
-    if params:
-        raw["hyperparameters"] = params
+    if flags["params"]:
+        known = raw.get("hyperparameters")
+        raw["hyperparameters"] = {**(known if isinstance(known, dict) else {}), **hyperparameters(flags["params"])}
     tensorboard = dict(raw.get("tensorboard") or {})
     if flags["tensorboard"] is not None:
         tensorboard["enabled"] = flags["tensorboard"]
@@ -181,6 +266,17 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
     if flags["success_policy"]:
         raw["policy"] = {**(raw.get("policy") or {}), "success": flags["success_policy"]}
     return raw
+
+
+def hyperparameters(params: tuple[str, ...]) -> dict:
+    """-p KEY=VALUE flags as hyperparameters (each value a YAML scalar)."""
+    values = {}
+    for item in params:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="--param")
+        values[key] = spec_.load(value, f"hyperparameters.{key}") if value else ""
+    return values
 
 
 def with_changes(raw: dict, code_source: str | None) -> dict:
@@ -234,8 +330,11 @@ def list_jobs(manager: JobManager, fmt: str) -> None:
 @output_option
 @click.pass_obj
 def get(manager: JobManager, name: str, fmt: str) -> None:
-    """Show a job: its replicas, exit codes, reasons and recent events."""
+    """Show a job: its replicas, exit codes, reasons and recent events (a sweep: its trials)."""
     job = public(manager.get(name))
+    trials = manager.trials(name) if "sweep" in job["spec"] else None
+    if trials:
+        job["trials"] = trials
     if fmt == "json":
         click.echo(json.dumps(job, indent=2))
         return
@@ -251,16 +350,32 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
         click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")
     click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
-    for label, value in [*provenance_lines(job["provenance"]), ("Metric", last_values(manager, name))]:
+    metric = "" if trials else last_values(manager, name)
+    for label, value in [*provenance_lines(job["provenance"]), ("Metric", metric)]:
         if value:
             click.echo(f"{label + ':':<11}{value}")
     click.echo("")
-    table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED"),
-          [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
-            dash(r["started"]), dash(r["finished"])) for r in job["replicas"]])
+    if trials:
+        trials_table(trials)
+    else:
+        table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED"),
+              [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
+                dash(r["started"]), dash(r["finished"])) for r in job["replicas"]])
     click.echo("\nEvents:")
     for e in job["events"]:
         click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")
+
+
+def trials_table(trials: dict) -> None:
+    """A sweep's trials, best first (the best that succeeded marked *), a column per swept hyperparameter."""
+    rows = trials["trials"]
+    names = list(rows[0]["hyperparameters"]) if rows else []
+    tag = trials["metric"]["tag"] or "metric"
+    table(("TRIAL", "PHASE", *(n.upper() for n in names), f"{tag.upper()} ({trials['metric']['goal'][:3]})", "STEP"),
+          [(row["name"] + (" *" if row["name"] == trials["best"] else ""), row["phase"] or "Waiting",
+            *(row["hyperparameters"][n] for n in names),
+            "-" if row["value"] is None else f"{row['value']:.6g}", "-" if row["step"] is None else f"{row['step']:g}")
+           for row in rows])
 
 
 def last_values(manager: JobManager, name: str) -> str:

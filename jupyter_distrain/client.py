@@ -191,6 +191,16 @@ class Client:
         [step, value] points per run."""
         return self._call("GET", f"jobs/{quote(name)}/scalars", tag=tag)
 
+    def trials(self, name: str) -> dict:
+        """A sweep's trials, best first: each one's swept hyperparameters, phase and metric, and the best that
+        succeeded."""
+        return self._call("GET", f"jobs/{quote(name)}/trials")
+
+    def finetune(self, name: str, **changes: Any) -> Job:
+        """A new job from the sweep's best trial that resumes from its output; `changes` replace spec fields
+        (hyperparameters are merged into the trial's), e.g. name="tuned", hyperparameters={"epochs": 10}."""
+        return Job(self._call("POST", f"jobs/{quote(name)}/finetune", changes))
+
     def delete(self, name: str, purge_output: bool = False) -> None:
         self._call("DELETE", f"jobs/{quote(name)}", purge_output="true" if purge_output else None)
 

@@ -1,7 +1,9 @@
 """`%distrain` and `%%distrain`: launch and watch the Jupyter server's training jobs from a notebook.
 
     %load_ext jupyter_distrain
-    %distrain submit --name sweep --workers 2 -p lr=0.1 -- python train.py --lr {{ lr }}
+    %distrain submit --name fit --workers 2 -p lr=0.1 -- python train.py --lr {{ lr }}
+    %distrain sweep --name lrs --vary lr=0.01,0.1 --parallelism 2 -- python train.py --lr {{ lr }}
+    %distrain finetune lrs [-p epochs=10] [--as NAME]
     %%distrain [--backend kubernetes] [--dry-run]      (the cell is a distrain.yaml job spec)
     %distrain list | status NAME | logs NAME [-f] [--replica R] [--tail N] [--run N]
     %distrain stop NAME | delete NAME [--purge-output] | tensorboard NAME [--replica R]
@@ -17,17 +19,20 @@ from __future__ import annotations
 
 import shlex
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import IFrame, display
 
-from .cli import apply_flags, spec_options
+from .cli import apply_flags, apply_sweep_flags, finetune_changes, spec_options, sweep_options
 from .client import Client, Job
 from .errors import DistrainError
 from .spec import SAFE_INTEGER, load, load_file
+
+if TYPE_CHECKING:
+    from .widgets import SweepMonitor
 
 BACKEND = click.option("--backend", help="A backend the server enables; its default when omitted.")
 
@@ -55,6 +60,36 @@ def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, c
     raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
     return magics.submit(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend,
                          include_changes=bool(include_changes))
+
+
+@commands.command(context_settings={"allow_interspersed_args": False})
+@click.option("-f", "--file", "spec_file", type=click.Path(exists=True, dir_okay=False),
+              help="A distrain.yaml job spec, with or without a sweep section.")
+@spec_options
+@sweep_options
+@BACKEND
+@click.argument("command", nargs=-1)
+@click.pass_obj
+def sweep(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
+          command_text: str | None, **flags: Any) -> SweepMonitor:
+    """Sweep hyperparameters and watch the trials. COMMAND follows '--'."""
+    include_changes = flags.pop("include_changes")
+    raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
+    job = magics.submit(apply_sweep_flags(raw, flags), Path(spec_file).resolve().parent if spec_file else Path.cwd(),
+                        backend, include_changes=bool(include_changes))
+    from .widgets import SweepMonitor  # ipywidgets, only once a sweep is watched
+
+    return SweepMonitor(job["name"], magics.client)
+
+
+@commands.command()
+@click.argument("name")
+@click.option("--as", "new_name", help="The new job's name (default: <sweep>-best).")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE", help="A hyperparameter to change.")
+@click.pass_obj
+def finetune(magics: DistrainMagics, name: str, new_name: str | None, params: tuple[str, ...]) -> Job:
+    """Fine-tune a sweep's best trial, from its output."""
+    return magics.client.finetune(name, **finetune_changes(new_name, params))
 
 
 @commands.command(name="list")

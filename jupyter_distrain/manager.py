@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, cast
 
-from . import code, scalars, snapshot, spec as spec_
+from . import code, scalars, snapshot, spec as spec_, sweep
 from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget, summary
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
@@ -109,6 +109,12 @@ class JobManager:
         spec, bundle = self.prepare(raw, base_dir, backend, carried)
         if self.exists(spec["name"]):
             raise JobConflict(spec["name"])
+        if sweep.is_sweep(spec):
+            taken = [trial["name"] for trial in sweep.trials(spec) if self.exists(trial["name"])]
+            if taken:
+                raise SpecError([FieldError("name", f"its trials would be named {', '.join(taken[:3])}"
+                                                    f"{', ...' if len(taken) > 3 else ''}, as jobs that exist are; "
+                                                    "choose another name")])
         if dry_run:
             target.check(spec)
             return spec
@@ -118,6 +124,8 @@ class JobManager:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
         snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none."""
         backend = self.backend_of(name)
+        if sweep.is_sweep(backend.get(name, events=0)["spec"]):
+            raise DistrainError(f"{name!r} is a sweep, which runs once; clone it to sweep again")
         if raw is not None:
             return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)))
         spec = backend.get(name, events=0)["spec"]
@@ -135,6 +143,7 @@ class JobManager:
         job = self.get(name)
         pinned = pinned_image(job) if reproduce else None
         raw = {**job["spec"], **({"image": pinned} if pinned else {}), **(changes or {})}
+        raw.pop("trial_of", None)  # a clone of a trial is no sweep's
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
         backend = self.backend_of(name)
@@ -144,10 +153,12 @@ class JobManager:
         """The bundle of the snapshot of changes the job runs, if it runs one."""
         return self.backend_of(name).snapshot(name)
 
-    def free_name(self, name: str) -> str:
-        """`name-2`, `name-3`, ...: the first that no job uses, within the name length limit."""
+    def free_name(self, name: str, first: bool = False) -> str:
+        """`name-2`, `name-3`, ... (`name` itself `first`): the first that no job uses, within the name length
+        limit."""
         longest = spec_.schema()["properties"]["name"]["maxLength"]
-        candidates = (f"{name[:longest - 1 - len(str(n))]}-{n}" for n in itertools.count(2))
+        candidates = itertools.chain([name[:longest]] if first else [],
+                                     (f"{name[:longest - 1 - len(str(n))]}-{n}" for n in itertools.count(2)))
         return next(c for c in candidates if not self.exists(c))  # another owner's names are taken too
 
     def get(self, name: str, events: int = 20) -> JobRecord:
@@ -172,7 +183,66 @@ class JobManager:
         return self.backend_of(name).stop(name)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
-        self.backend_of(name).delete(name, purge_output=purge_output)
+        """Delete the job; a sweep is stopped first (it launches no more trials), then its trials go."""
+        backend = self.backend_of(name)
+        spec = backend.get(name, events=0)["spec"]
+        if sweep.is_sweep(spec):
+            backend.stop(name)
+            for trial in self.trials_of(spec):
+                backend.delete(trial["name"], purge_output=purge_output)
+        backend.delete(name, purge_output=purge_output)
+
+    def trials_of(self, spec: dict) -> builtins.list[JobRecord]:
+        """The sweep's trials that were launched (and not deleted since)."""
+        backend = self.backend_of(spec["name"])
+        found = []
+        for trial, _ in sweep.trial_specs(spec):
+            try:
+                job = backend.get(trial["name"], events=0)
+            except JobNotFound:
+                continue
+            if job["spec"].get("trial_of") == spec["name"]:
+                found.append(job)
+        return found
+
+    def trials(self, name: str) -> dict:
+        """A sweep's trials as its table shows them, best first: each one's swept hyperparameters, phase, and
+        its metric's last value and points (thinned); `best` names the best that succeeded."""
+        spec = self.get(name, events=0)["spec"]
+        if not sweep.is_sweep(spec):
+            raise DistrainError(f"job {name!r} is not a sweep (it has no sweep section)")
+        metric, launched = spec["sweep"]["metric"], {job["name"]: job for job in self.trials_of(spec)}
+        rows, tags = [], set()
+        for number, (trial, values) in enumerate(sweep.trial_specs(spec), 1):
+            job = launched.get(trial["name"])
+            found = self.scalars(trial["name"], metric.get("tag")) if job else {"tag": None, "runs": {}}
+            points = sweep.metric_points(trial, found)
+            tags.add(found["tag"])
+            rows.append({"name": trial["name"], "number": number, "phase": job["phase"] if job else None,
+                         "hyperparameters": values,
+                         "step": points[-1][0] if points else None, "value": points[-1][1] if points else None,
+                         "points": sweep.thinned(points), "started": iso(job["started"]) if job else None,
+                         "finished": iso(job["finished"]) if job else None})
+        rows = sweep.ranked(rows, metric["goal"])
+        best = next((row["name"] for row in rows if row["phase"] == "Succeeded" and row["value"] is not None), None)
+        tag = metric.get("tag") or next((t for t in sorted(tags - {None})), None)
+        return {"name": name, "metric": {"tag": tag, "goal": metric["goal"]}, "best": best, "trials": rows}
+
+    def finetune(self, name: str, changes: Any = None, base_dir: Path | None = None,
+                 dry_run: bool = False) -> JobRecord | dict:
+        """A new job from the sweep's best trial (its spec and code) that resumes from that trial's output:
+        `changes` replace its top-level fields, but for hyperparameters, which are merged into the trial's."""
+        best = self.trials(name)["best"]
+        if best is None:
+            raise DistrainError(f"sweep {name!r} has no trial that succeeded with a value of its metric yet")
+        if changes is not None and not isinstance(changes, dict):
+            raise SpecError([FieldError("", "a fine-tune's changes must be an object of spec fields")])
+        changes = dict(changes or {})
+        if isinstance(changes.get("hyperparameters"), dict):
+            changes["hyperparameters"] = {**self.get(best, events=0)["spec"]["hyperparameters"],
+                                          **changes["hyperparameters"]}
+        return self.clone(best, {"name": self.free_name(f"{name}-best", first=True), "resume_from": f"job:{best}",
+                                 **changes}, base_dir, dry_run=dry_run)
 
     def exists(self, name: str) -> bool:
         return any(backend.exists(name) for backend in self.backends.values())

@@ -41,9 +41,20 @@ def _validator():
         # jsonschema imports rfc3987_syntax, when installed, for "format" checks this schema never
         # uses; building its grammar costs seconds on every CLI call.
         sys.modules.setdefault("rfc3987_syntax", None)
-    from jsonschema import Draft202012Validator
+    from jsonschema import Draft202012Validator, ValidationError, validators
 
-    return Draft202012Validator(schema())
+    def pattern(validator, pattern: str, instance: Any, _schema: dict) -> Iterator[ValidationError]:
+        if validator.is_type(instance, "string") and not re.search(ecma_anchors(pattern), instance):
+            yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+    return validators.extend(Draft202012Validator, {"pattern": pattern})(schema())
+
+
+@cache
+def ecma_anchors(pattern: str) -> str:
+    """A schema pattern as JSON Schema (ECMA-262) reads it: its `$` ends the text, where Python's `$` also
+    matches before a final newline (a name ending in a newline would pass). Every `$` of this schema is an anchor."""
+    return pattern.replace("$", r"\Z")
 
 
 @cache
@@ -114,7 +125,9 @@ def validate(raw: Any) -> dict:
 
 
 def replicas(spec: dict) -> list[tuple[str, int]]:
-    """Every (role, index) of the job, in canonical order."""
+    """Every (role, index) of the job, in canonical order; none for a sweep, whose trials run them."""
+    if "sweep" in spec:
+        return []
     return [
         (role, i)
         for role in ROLE_ORDER
@@ -192,12 +205,12 @@ def render_command(spec: dict) -> str:
 def substituted_command(spec: dict) -> str:
     """The command as its replicas run it, for people to read: each hyperparameter's {{ name }} replaced by its
     value (quoted for the shell where it stands bare); the built-in placeholders, whose values differ from one
-    replica to the next, stay."""
+    replica to the next, and a sweep's parameters, whose values differ from one trial to the next, stay."""
     command, values, out, last = spec["command"], hyperparameter_env(spec), [], 0
     for match, context in placeholder_contexts(command):
-        if match.group(1) in BUILTIN_VARIABLES:
+        value = values.get(placeholder_variable(match.group(1)))
+        if value is None:
             continue
-        value = values[placeholder_variable(match.group(1))]
         out += [command[last:match.start()], shlex.quote(value) if context is None else value]
         last = match.end()
     return "".join(out) + command[last:]
@@ -388,7 +401,7 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
     hyper = spec.get("hyperparameters", {})
     for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
         yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")
-    known = sorted(set(hyper) | set(BUILTIN_PLACEHOLDERS))
+    known = sorted(set(hyper) | set(spec.get("sweep", {}).get("parameters", {})) | set(BUILTIN_PLACEHOLDERS))
     for name in PLACEHOLDER.findall(spec["command"]):
         if name not in known:
             yield FieldError("command", f"unknown placeholder {{{{ {name} }}}}; known: {', '.join(known)}")

@@ -1,8 +1,9 @@
-"""ipywidgets for notebooks: a job form drawn from the job schema, and a live job monitor.
+"""ipywidgets for notebooks: a job form drawn from the job schema, a live job monitor and a sweep's table.
 
-    from jupyter_distrain.widgets import JobForm, JobMonitor
+    from jupyter_distrain.widgets import JobForm, JobMonitor, SweepMonitor
     JobForm()              # fields from the schema; the server checks every change, as the panel's form
     JobMonitor("tf-demo")  # replica states, a log tail, Stop, TensorBoard; kept current while the cell is idle
+    SweepMonitor("lrs")    # the trials best first, their metric charted, Stop and "Fine-tune the best"
 
 Both talk to the Jupyter server's API through `Client`, so the jobs are the server's.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import html
 import itertools
 import threading
+import time
 from collections import deque
 from pathlib import Path
 from typing import Any, Iterable
@@ -271,3 +273,79 @@ class JobMonitor(w.VBox):
         job = self.client.stop(self.name)
         self._show(job)
         return job
+
+
+TRIAL_CELL = "padding: 2px 10px; text-align: left"
+
+
+def trials_html(trials: dict) -> str:
+    """A sweep's trials (Client.trials) as a table, best first, the best that succeeded starred."""
+    rows = trials["trials"]
+    names = list(rows[0]["hyperparameters"]) if rows else []
+    metric = trials["metric"]
+    heads = ["trial", "phase", *names, f"{metric['tag'] or 'metric'} ({metric['goal']})", "step"]
+
+    def cells(row: dict) -> list[str]:
+        star = " ★" if row["name"] == trials["best"] else ""
+        value = "-" if row["value"] is None else f"{row['value']:.4g}"
+        step = "-" if row["step"] is None else f"{row['step']:g}"
+        return [row["name"] + star, row["phase"] or "Waiting", *(str(row["hyperparameters"][n]) for n in names),
+                value, step]
+
+    head = "".join(f"<th style='{TRIAL_CELL}'>{html.escape(h)}</th>" for h in heads)
+    body = "".join(f"<tr data-trial='{html.escape(row['name'])}'>"
+                   + "".join(f"<td style='{TRIAL_CELL}'>{html.escape(cell)}</td>" for cell in cells(row)) + "</tr>"
+                   for row in rows)
+    return f"<table class='jp-distrain-trials'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class SweepMonitor(w.VBox):
+    """A sweep, kept current by a background thread while the cell is idle: its phase, its trials best first
+    (trials_html), every trial's metric charted, Stop, and "Fine-tune the best" once a trial succeeded."""
+
+    def __init__(self, name: str, client: Client | None = None):
+        self.client = client or Client()
+        self.name = name
+        self.header, self.table, self.chart, self.note = w.HTML(), w.HTML(), w.HTML(), w.HTML()
+        self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
+        self.stop_button.on_click(lambda _: self._show(self.client.stop(self.name)))
+        self.finetune_button = w.Button(description="Fine-tune the best", icon="forward", disabled=True,
+                                        layout=w.Layout(width="auto"))
+        self.finetune_button.on_click(lambda _: self._finetune_clicked())
+        self._show(self.client.get(name))
+        super().__init__([self.header, w.HBox([self.stop_button, self.finetune_button]), self.table, self.chart,
+                          self.note])
+        threading.Thread(target=self._follow, daemon=True, name=f"distrain-sweep-{name}").start()
+
+    def _show(self, job: Job) -> None:
+        self.job = job
+        self.header.value = job.summary_html()
+        self.stop_button.disabled = job["phase"] in FINISHED
+        self.trials = self.client.trials(self.name)
+        self.table.value = trials_html(self.trials)
+        by_number = sorted(self.trials["trials"], key=lambda row: row["number"])  # a trial keeps its line's color
+        runs = {row["name"]: row["points"] for row in by_number if row["points"]}
+        self.chart.value = chart_html({"tag": self.trials["metric"]["tag"], "runs": runs})
+        self.finetune_button.disabled = self.trials["best"] is None
+
+    def _follow(self) -> None:
+        """Once a second, until the sweep has finished (and once more then)."""
+        while self.job["phase"] not in FINISHED:
+            time.sleep(STATUS_SECONDS)
+            try:
+                self._show(self.client.get(self.name))
+            except DistrainError as e:  # e.g. deleted elsewhere
+                self.header.value = f"<b>{html.escape(self.name)}</b>: {html.escape(str(e))}"
+                return
+
+    def finetune(self, **changes: Any) -> Job:
+        """Fine-tune the best trial (Client.finetune); the new job is named below the table."""
+        job = self.client.finetune(self.name, **changes)
+        self.note.value = f"Fine-tuning {html.escape(self.trials['best'] or '')} as <b>{html.escape(job['name'])}</b>"
+        return job
+
+    def _finetune_clicked(self) -> None:
+        try:
+            self.finetune()
+        except DistrainError as e:
+            self.note.value = html.escape(str(e))

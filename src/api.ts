@@ -88,6 +88,9 @@ export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
 /** A job's scalars: its tags, and one tag's [step, value] points per run. */
 export type Scalars =
   operations['getScalars']['responses'][200]['content']['application/json'];
+/** A sweep's trials, best first, and the best that succeeded. */
+export type Trials = components['schemas']['Trials'];
+export type Trial = Trials['trials'][number];
 /** Its `code` is a spec's code (the OpenAPI document calls it an object only). */
 export type Repo = Omit<components['schemas']['Repo'], 'code'> & {
   code: NonNullable<JobSpec['code']>;
@@ -182,6 +185,11 @@ export const jobsAPI = {
    */
   reproduce: (name: string): Promise<Job> =>
     requestAPI<Job>(jobPath(name, 'clone?reproduce=true'), { method: 'POST' }),
+  /** The spec that fine-tunes a sweep's best trial (resuming from its output), to edit and submit. */
+  finetuneSpec: (sweep: string): Promise<JobSpec> =>
+    requestAPI<JobSpec>(jobPath(sweep, 'finetune?dry_run=true'), {
+      method: 'POST'
+    }),
   remove: (name: string): Promise<void> =>
     requestAPI<void>(jobPath(name), { method: 'DELETE' }),
   /**
@@ -209,7 +217,10 @@ export const serverAPI = {
     requestAPI<ReplicaMetrics[]>(jobPath(name, 'metrics')),
   /** What the job logs to its event files: one tag (default: its loss) per run. */
   scalars: (name: string, tag?: string): Promise<Scalars> =>
-    requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag }))
+    requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag })),
+  /** A sweep's trials with their hyperparameters and metric, best first. */
+  trials: (sweep: string): Promise<Trials> =>
+    requestAPI<Trials>(jobPath(sweep, 'trials'))
 };
 
 /**

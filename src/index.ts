@@ -189,15 +189,21 @@ const plugin: JupyterFrontEndPlugin<void> = {
     commands.addCommand(CommandIDs.newJob, {
       label: args => (args.isLauncher ? 'Training Job' : 'New Training Job…'),
       caption:
-        'Configure a training job for the code around a notebook, or a copy of a job (clone)',
+        "Configure a training job for the code around a notebook, a copy of a job (clone), or a fine-tune of a sweep's best trial",
       icon: distrainIcon,
       execute: args => {
         const clone = args.clone as string | undefined;
-        const path = clone
-          ? ''
-          : ((args.path ?? args.cwd ?? currentPath()) as string);
-        // A form's tab is the notebook's or directory's, or the cloned job's.
-        const key = clone ? `clone:${clone}` : `path:${path}`;
+        const finetune = args.finetune as string | undefined;
+        const path =
+          clone || finetune
+            ? ''
+            : ((args.path ?? args.cwd ?? currentPath()) as string);
+        // A form's tab is the notebook's or directory's, the cloned job's or the fine-tuned sweep's.
+        const key = clone
+          ? `clone:${clone}`
+          : finetune
+            ? `finetune:${finetune}`
+            : `path:${path}`;
         return show(
           forms,
           tab => tab.job === key,
@@ -205,6 +211,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
             const form = new NewJobWidget({
               path,
               clone,
+              finetune,
               backend: defaultBackend,
               contents: app.serviceManager.contents,
               onSubmitted: job => {
@@ -218,6 +225,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
             tab.id = `${NAMESPACE}-new-job-${key}`;
             if (clone) {
               tab.name(clone, 'clone');
+            } else if (finetune) {
+              tab.name(finetune, 'fine-tune');
             } else {
               tab.name(path.split('/').pop() || 'root', 'new job');
               tab.title.caption = `New job for ${path || 'the root directory'}`;
@@ -263,6 +272,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
                     replica
                   }),
                 onClone: cloneJob,
+                onFinetune: sweep =>
+                  void commands.execute(CommandIDs.newJob, { finetune: sweep }),
                 openJob: job =>
                   void commands.execute(CommandIDs.openJob, { name: job }),
                 onDeleted: () => {
@@ -345,10 +356,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
     if (restorer) {
       void restorer.restore(forms, {
         command: CommandIDs.newJob,
-        args: tab =>
-          tab.job.startsWith('clone:')
-            ? { clone: tab.job.slice('clone:'.length) }
-            : { path: tab.job.slice('path:'.length) },
+        args: tab => {
+          const [source, ...rest] = tab.job.split(':');
+          return { [source]: rest.join(':') };
+        },
         // never empty (the restorer skips a tab named ''): "path:" for the root's form
         name: tab => tab.job
       });

@@ -10,24 +10,29 @@ import {
   jobsAPI,
   ReplicaMetrics,
   Scalars,
-  serverAPI
+  serverAPI,
+  Trials
 } from './api';
 import { ScalarChart } from './charts';
 import { age, bytes, until, why } from './format';
 import { JobActions, PhaseBadge } from './jobs';
 import { Provenance } from './provenance';
+import { SweepTrials } from './sweep';
 
 export interface IJobViewActions {
   openLogs: (name: string, replica?: string) => void;
   openTensorBoard: (name: string, replica: string) => void;
   onClone: (job: JobSummary) => void;
+  /** Open the form that fine-tunes a sweep's best trial. */
+  onFinetune: (sweep: string) => void;
   openJob: (name: string) => void;
   onDeleted: () => void;
 }
 
 /**
  * One job: its phase, replicas (with exit code, reason, where they run and what
- * they use), events, and the ways to its logs and TensorBoards.
+ * they use), events, and the ways to its logs and TensorBoards; a sweep's
+ * trials in place of replicas.
  */
 export function JobView(
   props: { name: string; interval: number } & IJobViewActions
@@ -35,6 +40,7 @@ export function JobView(
   const [job, setJob] = React.useState<Job | null>(null);
   const [metrics, setMetrics] = React.useState<ReplicaMetrics[]>([]);
   const [scalars, setScalars] = React.useState<Scalars | null>(null);
+  const [trials, setTrials] = React.useState<Trials | null>(null);
   const tag = React.useRef<string>();
   const [error, setError] = React.useState('');
   const poll = React.useRef<Poll>();
@@ -42,15 +48,20 @@ export function JobView(
   React.useEffect(() => {
     const refresh = async () => {
       try {
-        const [fresh, used, logged] = await Promise.all([
-          jobsAPI.get(props.name),
+        const fresh = await jobsAPI.get(props.name);
+        const sweep = Boolean(fresh.spec.sweep);
+        const [used, logged, tried] = await Promise.all([
           serverAPI.metrics(props.name),
           // none while its TensorBoard (Kubernetes) cannot answer
-          serverAPI.scalars(props.name, tag.current).catch(() => null)
+          sweep
+            ? null
+            : serverAPI.scalars(props.name, tag.current).catch(() => null),
+          sweep ? serverAPI.trials(props.name) : null
         ]);
         setJob(fresh);
         setMetrics(used);
         setScalars(logged);
+        setTrials(tried);
         setError('');
         // A finished job changes no more until a restart: check now and then.
         const interval = FINISHED.has(fresh.phase)
@@ -159,83 +170,96 @@ export function JobView(
           </button>
         )}
       </div>
-      <h3>Replicas</h3>
-      <div className="jp-distrain-table-scroll">
-        <table className="jp-distrain-table jp-distrain-replicas">
-          <thead>
-            <tr>
-              <th>Replica</th>
-              <th>Phase</th>
-              <th>Exit code</th>
-              <th>Reason</th>
-              <th></th>
-              <th>Node</th>
-              <th>Restarts</th>
-              <th>Started</th>
-              <th>Finished</th>
-              <th>CPU</th>
-              <th>Memory</th>
-              <th>GPU</th>
-            </tr>
-          </thead>
-          <tbody>
-            {job.replicas.map(replica => {
-              const used = use.get(replica.name);
-              return (
-                <tr key={replica.name} data-replica={replica.name}>
-                  <td>{replica.name}</td>
-                  <td>
-                    <PhaseBadge phase={replica.phase} />
-                  </td>
-                  <td>{replica.exit_code ?? ''}</td>
-                  <td className="jp-distrain-reason">{replica.reason}</td>
-                  <td className="jp-distrain-row-links">
-                    <button
-                      className="jp-Button jp-mod-minimal"
-                      onClick={() => props.openLogs(job.name, replica.name)}
-                    >
-                      Logs
-                    </button>
-                    {tensorboard && (
-                      <button
-                        className="jp-Button jp-mod-minimal"
-                        onClick={() =>
-                          props.openTensorBoard(job.name, replica.name)
-                        }
-                      >
-                        TensorBoard
-                      </button>
-                    )}
-                  </td>
-                  <td className="jp-distrain-mono">{replica.address ?? ''}</td>
-                  <td>{replica.restarts}</td>
-                  <td title={replica.started ?? ''}>
-                    {replica.started ? `${age(replica.started)} ago` : ''}
-                  </td>
-                  <td title={replica.finished ?? ''}>
-                    {replica.finished ? `${age(replica.finished)} ago` : ''}
-                  </td>
-                  <td>
-                    {typeof used?.cpu_percent === 'number'
-                      ? `${used.cpu_percent.toFixed(0)}%`
-                      : ''}
-                  </td>
-                  <td>
-                    {typeof used?.memory_bytes === 'number'
-                      ? bytes(used.memory_bytes)
-                      : ''}
-                  </td>
-                  <td>
-                    {typeof used?.gpu_utilization === 'number'
-                      ? `${used.gpu_utilization.toFixed(0)}%, ${used.gpu_memory_mib?.toFixed(0)} MiB`
-                      : ''}
-                  </td>
+      {trials && (
+        <SweepTrials
+          trials={trials}
+          openJob={props.openJob}
+          onFinetune={() => props.onFinetune(job.name)}
+        />
+      )}
+      {!trials && (
+        <>
+          <h3>Replicas</h3>
+          <div className="jp-distrain-table-scroll">
+            <table className="jp-distrain-table jp-distrain-replicas">
+              <thead>
+                <tr>
+                  <th>Replica</th>
+                  <th>Phase</th>
+                  <th>Exit code</th>
+                  <th>Reason</th>
+                  <th></th>
+                  <th>Node</th>
+                  <th>Restarts</th>
+                  <th>Started</th>
+                  <th>Finished</th>
+                  <th>CPU</th>
+                  <th>Memory</th>
+                  <th>GPU</th>
                 </tr>
-              );
-            })}
-          </tbody>
-        </table>
-      </div>
+              </thead>
+              <tbody>
+                {job.replicas.map(replica => {
+                  const used = use.get(replica.name);
+                  return (
+                    <tr key={replica.name} data-replica={replica.name}>
+                      <td>{replica.name}</td>
+                      <td>
+                        <PhaseBadge phase={replica.phase} />
+                      </td>
+                      <td>{replica.exit_code ?? ''}</td>
+                      <td className="jp-distrain-reason">{replica.reason}</td>
+                      <td className="jp-distrain-row-links">
+                        <button
+                          className="jp-Button jp-mod-minimal"
+                          onClick={() => props.openLogs(job.name, replica.name)}
+                        >
+                          Logs
+                        </button>
+                        {tensorboard && (
+                          <button
+                            className="jp-Button jp-mod-minimal"
+                            onClick={() =>
+                              props.openTensorBoard(job.name, replica.name)
+                            }
+                          >
+                            TensorBoard
+                          </button>
+                        )}
+                      </td>
+                      <td className="jp-distrain-mono">
+                        {replica.address ?? ''}
+                      </td>
+                      <td>{replica.restarts}</td>
+                      <td title={replica.started ?? ''}>
+                        {replica.started ? `${age(replica.started)} ago` : ''}
+                      </td>
+                      <td title={replica.finished ?? ''}>
+                        {replica.finished ? `${age(replica.finished)} ago` : ''}
+                      </td>
+                      <td>
+                        {typeof used?.cpu_percent === 'number'
+                          ? `${used.cpu_percent.toFixed(0)}%`
+                          : ''}
+                      </td>
+                      <td>
+                        {typeof used?.memory_bytes === 'number'
+                          ? bytes(used.memory_bytes)
+                          : ''}
+                      </td>
+                      <td>
+                        {typeof used?.gpu_utilization === 'number'
+                          ? `${used.gpu_utilization.toFixed(0)}%, ${used.gpu_memory_mib?.toFixed(0)} MiB`
+                          : ''}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </div>
+        </>
+      )}
       {scalars && (
         <ScalarChart
           scalars={scalars}

@@ -205,6 +205,44 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/jobs/{name}/trials': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    /** @description A sweep's trials, best first by the last value of its metric (those without one last): each trial's swept hyperparameters, phase (null until launched) and its metric's points from its event files (at most 200, evenly spread). `best` names the best trial that succeeded. */
+    get: operations['getTrials'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/jobs/{name}/finetune': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** @description A new job from the sweep's best trial (its spec, code and hyperparameters) that resumes from that trial's output (resume_from job:<trial>); called <sweep>-best unless the body names it. Fields in the body replace the spec's top-level fields, but hyperparameters, which are merged into the trial's (more epochs, a lower learning rate). With dry_run, start nothing and answer the spec it would run. */
+    post: operations['finetuneBest'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/repo': {
     parameters: {
       query?: never;
@@ -397,7 +435,7 @@ export interface components {
       output_dir: string;
       replicas: components['schemas']['Replica'][];
       spec: components['schemas']['JobSpec'];
-      /** @description The logs of its current run, for ?replica= of the logs endpoints: the local backend's setup, then each replica */
+      /** @description The logs of its current run, for ?replica= of the logs endpoints: the local backend's setup, then each replica (a local sweep's: its one log, sweep) */
       logs: string[];
       events?: components['schemas']['Event'][];
       /**
@@ -437,6 +475,36 @@ export interface components {
       image: string | null;
       /** @description Kubernetes: the image as the nodes pulled it (with its digest), once pods report it */
       image_digests: string[] | null;
+    };
+    /** @description A sweep's trials, best first */
+    Trials: {
+      /** @description The sweep */
+      name: string;
+      metric: {
+        /** @description The scalar ranked by (null while no trial logged one) */
+        tag: string | null;
+        /** @enum {string} */
+        goal: 'minimize' | 'maximize';
+      };
+      /** @description The best trial that succeeded, if any */
+      best: string | null;
+      trials: {
+        name: string;
+        /** @description Its place in launch order */
+        number: number;
+        phase: components['schemas']['Phase'] | null;
+        /** @description The values of the swept hyperparameters */
+        hyperparameters: Record<string, never>;
+        /** @description The step of the metric's last value */
+        step: number | null;
+        /** @description The metric's last value */
+        value: number | null;
+        points: number[][];
+        /** Format: date-time */
+        started: string | null;
+        /** Format: date-time */
+        finished: string | null;
+      }[];
     };
     Replica: {
       name: string;
@@ -555,6 +623,26 @@ export interface components {
         ttl_after_finished: string | null;
       };
     };
+    sweepParameter:
+      | {
+          /** @description the values to try (each checked as a hyperparameter of every trial) */
+          values: unknown[];
+        }
+      | {
+          min: number;
+          max: number;
+          /**
+           * @description log: uniform in the logarithm (min above 0)
+           * @default linear
+           * @enum {unknown}
+           */
+          scale: 'linear' | 'log';
+          /**
+           * @description draw whole numbers
+           * @default false
+           */
+          integer: boolean;
+        };
     /** @default {} */
     replicaSpec: {
       /** @default 1 */
@@ -748,6 +836,56 @@ export interface components {
        * @description Kubernetes with Kueue: the namespace's LocalQueue the job waits in until its quota admits it
        */
       queue?: string;
+      /**
+       * Sweep
+       * @description Makes the job a sweep: it runs no replicas of its own but launches trials, ordinary jobs <name>-1, <name>-2, ... each with one point of these hyperparameters, at most `parallelism` at a time
+       */
+      sweep?: {
+        /**
+         * @description grid: every combination of the values, in order; random: `trials` points drawn with `seed`
+         * @default grid
+         * @enum {unknown}
+         */
+        method: 'grid' | 'random';
+        /** @description the hyperparameters to vary, each with its values (or, for random, a range) */
+        parameters: {
+          [key: string]: components['schemas']['sweepParameter'];
+        };
+        /** @description how many trials: random needs it; grid: the first this many points (default: all) */
+        trials?: number;
+        /**
+         * @description the most trials running at once
+         * @default 1
+         */
+        parallelism: number;
+        /**
+         * @description random: the seed the points are drawn with (the same seed, the same points)
+         * @default 0
+         */
+        seed: number;
+        /**
+         * @description the scalar the trials are ranked by, as their event files log it
+         * @default {}
+         */
+        metric: {
+          /** @description a scalar's tag (default: the first with "loss" in its name) */
+          tag?: string;
+          /**
+           * @default minimize
+           * @enum {unknown}
+           */
+          goal: 'minimize' | 'maximize';
+        };
+        /** @description stop a running trial whose metric, at a step from after_steps on, is worse than the median of what at least two other trials had at that step */
+        early_stop?: {
+          after_steps: number;
+        };
+      };
+      /**
+       * Trial of
+       * @description the sweep that launched this job as one of its trials (set by the sweep)
+       */
+      trial_of?: string;
     } & (unknown & unknown & unknown & unknown & unknown);
   };
   responses: {
@@ -1197,6 +1335,73 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+    };
+  };
+  getTrials: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The sweep's table */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Trials'];
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+    };
+  };
+  finetuneBest: {
+    parameters: {
+      query?: {
+        dry_run?: boolean;
+      };
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: {
+      content: {
+        'application/json': Record<string, never>;
+      };
+    };
+    responses: {
+      /** @description Dry run only; the spec the new job would run */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['JobSpec'];
+        };
+      };
+      /** @description The new job */
+      201: {
+        headers: {
+          Location?: string;
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Job'];
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+      409: components['responses']['Conflict'];
     };
   };
   getRepo: {

@@ -30,7 +30,11 @@ def lab(tmp_path):
     for job in api_get(server, "jobs"):
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/{job['name']}", method="DELETE",
                                          headers=server.headers)
-        urllib.request.urlopen(request, timeout=60).close()
+        try:
+            urllib.request.urlopen(request, timeout=60).close()
+        except urllib.error.HTTPError as e:
+            assert e.code == 404, e  # a sweep's trial, deleted with it
+
     server.stop()
     assert_nothing_left(server.root)
 
@@ -759,3 +763,48 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
         request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/{name}", method="DELETE", headers=lab.headers)
         assert urllib.request.urlopen(request, timeout=60).status == 204
     assert_nothing_left(Path(lab.root))
+
+
+def test_a_sweeps_view_sorts_its_trials_charts_them_and_fine_tunes_the_best(lab, page, tmp_path):
+    """The sweep's trials ranked by their loss as they log it, sorted by any column, a line each; "Fine-tune
+    the best" opens the form with the best trial's spec resuming from its output."""
+    from test_widgets_browser import GATED
+
+    go = tmp_path / "go"
+    code = tmp_path / "gated"
+    code.mkdir()
+    (code / "gated.py").write_text(GATED.replace("GO", repr(str(go))))
+    submit(lab, {"name": "scan", "code": {"path": str(code)}, "command": "python gated.py {{ scale }}",
+                 "tensorboard": {"enabled": True},
+                 "sweep": {"parameters": {"scale": {"values": [3, 1, 2]}}, "parallelism": 3}})
+    open_panel(page)
+    page.locator('[data-job="scan"]').get_by_title("Open scan").click()
+    view = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text="scan"))
+    rows = view.locator(".jp-distrain-trials tbody tr")
+    expect(view.locator(".jp-distrain-scalars polyline")).to_have_count(3, timeout=60_000)  # each at step 2
+    expect(view.get_by_role("button", name="Fine-tune the best")).to_be_disabled()
+    go.touch()
+    expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
+    expect(rows.first).to_have_attribute("data-trial", "scan-2", timeout=30_000)  # scale 1: the lowest loss
+    assert [rows.nth(i).get_attribute("data-trial") for i in range(3)] == ["scan-2", "scan-3", "scan-1"]
+    expect(rows.first.locator("td").first).to_have_text("scan-2 ★")
+    expect(view.locator(".jp-distrain-replicas")).to_have_count(0)  # a sweep runs no replicas of its own
+
+    view.get_by_role("columnheader", name="scale").click()
+    expect(rows.first).to_have_attribute("data-trial", "scan-2")  # scale 1, 2, 3
+    assert [rows.nth(i).get_attribute("data-trial") for i in range(3)] == ["scan-2", "scan-3", "scan-1"]
+    view.get_by_role("columnheader", name="scale").click()
+    expect(rows.first).to_have_attribute("data-trial", "scan-1")  # 3, 2, 1
+    view.get_by_role("columnheader", name="Trial").click()
+    expect(rows.first).to_have_attribute("data-trial", "scan-1")
+    screenshot(page, "sweep-view")
+
+    view.get_by_role("button", name="Fine-tune the best").click()
+    form = page.locator(".jp-distrain-form")
+    expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=30_000)
+    expect(form.locator('[data-field="name"] input')).to_have_value("scan-best")
+    form.get_by_role("button", name="Submit").click()
+    tuned = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text="scan-best"))
+    expect(tuned.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
+    job = api_get(lab, "jobs/scan-best")
+    assert job["spec"]["resume_from"] == "job:scan-2" and job["spec"]["hyperparameters"] == {"scale": 1}

@@ -74,3 +74,62 @@ def test_the_job_monitor_shows_the_newest_log_line_and_charts_the_loss(tmp_path)
     finally:
         lab.stop()  # and its kernel, which has the jobs' DISTRAIN_HOME
     assert_nothing_left(lab.root)
+
+
+GATED = """\
+import os, pathlib, sys, time
+from tensorboard.summary import Writer
+
+writer = Writer(os.environ["DISTRAIN_LOG_DIR"])
+for step in range(6):
+    writer.add_scalar("loss", float(sys.argv[1]) / (step + 1), step)
+    writer.flush()
+    while step == 2 and not pathlib.Path(GO).exists():  # the test sees the trials running, then lets them end
+        time.sleep(0.05)
+writer.close()
+"""
+
+SWEEP_CELL = """\
+from jupyter_distrain.widgets import JobForm
+%load_ext jupyter_distrain
+JobForm(name="drawn")"""
+
+SWEEP_MAGIC = """\
+%distrain sweep --name scales --code . --tensorboard --vary scale=2,1 --parallelism 2 -- python gated.py {{ scale }}"""
+
+
+def test_the_form_and_a_sweeps_table_draw_and_follow_the_trials_in_the_notebook(tmp_path):
+    lab = JupyterServer(tmp_path, app="lab")
+    go = lab.root_dir / "go"
+    write_notebook(lab.root_dir / "sweep.ipynb", SWEEP_CELL, SWEEP_MAGIC)
+    (lab.root_dir / "gated.py").write_text(GATED.replace("GO", repr(str(go))))
+    try:
+        with lab_page(lab, "lab/tree/sweep.ipynb") as page:
+            expect(page.get_by_role("button", name="Python 3 (ipykernel) | Idle")).to_be_visible(timeout=60_000)
+            page.locator(".jp-Notebook .jp-Cell .cm-content").first.click()
+            page.keyboard.press("Shift+Enter")
+            form = page.locator(".jp-Notebook .jp-Cell").nth(0).locator(".jp-OutputArea-output .widget-vbox").first
+            expect(form.get_by_role("textbox").first).to_have_value("drawn", timeout=60_000)  # the schema's fields
+            expect(form.get_by_role("combobox").first).to_have_value("python")
+            expect(form.get_by_role("button", name="Submit")).to_be_visible()
+            page.keyboard.press("Shift+Enter")  # the sweep cell, now the active one
+
+            monitor = page.locator(".jp-Notebook .jp-Cell").nth(1).locator(".jp-OutputArea-output .widget-vbox")
+            table = monitor.locator(".jp-distrain-trials")
+            for trial in ("scales-1", "scales-2"):  # both running, each charted as it logs its loss
+                expect(table.locator(f"tr[data-trial='{trial}'] td").nth(1)).to_have_text("Running", timeout=120_000)
+                expect(monitor.locator(f"li[data-run='{trial}']")).to_contain_text("at step 2", timeout=60_000)
+            expect(monitor.get_by_role("button", name="Fine-tune the best")).to_be_disabled()
+            screenshot(page, "sweep-widget-running")
+
+            go.touch()
+            expect(table.locator("tbody tr").first).to_have_attribute("data-trial", "scales-2", timeout=60_000)
+            expect(table.locator("tbody tr").first.locator("td").first).to_have_text("scales-2 ★", timeout=60_000)
+            expect(table.locator("tr[data-trial='scales-2'] td").nth(3)).to_have_text("0.1667")  # 1 / 6 at step 5
+            expect(table.locator("tr[data-trial='scales-1'] td").nth(3)).to_have_text("0.3333")
+            monitor.get_by_role("button", name="Fine-tune the best").click()
+            expect(monitor).to_contain_text("Fine-tuning scales-2 as scales-best")
+            screenshot(page, "sweep-widget")
+    finally:
+        lab.stop()
+    assert_nothing_left(lab.root)

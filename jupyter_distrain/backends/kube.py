@@ -396,6 +396,9 @@ class KubeBackend:
         """Refuse, before anything is created, what the cluster can never run; then let the API server
         (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
         one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
+        if "sweep" in spec:
+            raise SpecError([FieldError("sweep", "sweeps run on the local backend; on Kubernetes, submit each "
+                                                 "trial as a job of its own")])
         engine = engine or self.engine(spec)[0]
         errors = manifests.refusals(spec, engine)
         if "path" in spec.get("code", {}):

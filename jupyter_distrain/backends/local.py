@@ -41,6 +41,7 @@ from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecEr
 from ..policy import FINISHED, Phase, run_ended
 from ..spec import expires, gpus, replicas
 from ..store import Store
+from ..sweep import is_sweep
 from . import procs
 from .base import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary, current_owner, sees
 
@@ -309,8 +310,8 @@ class LocalBackend:
 
     @staticmethod
     def _view(row: dict) -> JobRecord:
-        """The job as every backend reports it: its row, with its logs (setup, then each replica)."""
-        return cast(JobRecord, {**row, "logs": ["setup"] + [r["name"] for r in row["replicas"]],
+        """The job as every backend reports it: its row, with its logs (see `own_logs`)."""
+        return cast(JobRecord, {**row, "logs": own_logs(row),
                                 "expires": expires(row["spec"]["policy"].get("ttl_after_finished"), row["finished"])})
 
     def reconcile(self, job: dict) -> dict:
@@ -425,8 +426,8 @@ class LocalBackend:
         """What this machine offers: named volumes, CPUs, memory, and GPUs not held by running jobs."""
         volumes = self.root / "volumes"
         devices = procs.gpus()
-        held = sum(r["count"] * gpus(job["spec"], role)  # by every owner's jobs
-                   for job in self.store.jobs() if job["phase"] not in FINISHED
+        held = sum(r["count"] * gpus(job["spec"], role)  # by every owner's jobs; a sweep's are its trials'
+                   for job in self.store.jobs() if job["phase"] not in FINISHED and not is_sweep(job["spec"])
                    for role, r in job["spec"]["replicas"].items())
         return {
             "backend": self.name,
@@ -441,7 +442,7 @@ class LocalBackend:
         """Each log file of a run (default: the current one): setup, then the replicas; or only `replica`'s."""
         job = self.record(name)
         run = logs.run_of(name, run, job["run"])
-        current = ["setup"] + [r["name"] for r in job["replicas"]] if run == job["run"] else None
+        current = own_logs(job) if run == job["run"] else None
         return logs.run_files(name, self._log_dir(name, run), current, replica)
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
@@ -489,3 +490,8 @@ class LocalBackend:
                         (gpus[uuid]["utilization"] or 0 for uuid, _ in used if uuid in gpus), default=None)
             result.append(sample)
         return result
+
+
+def own_logs(row: dict) -> builtins.list[str]:
+    """A job's logs: setup, then each replica's; a sweep's one log says what its controller did."""
+    return ["sweep"] if is_sweep(row["spec"]) else ["setup"] + [r["name"] for r in row["replicas"]]

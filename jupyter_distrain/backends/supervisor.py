@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from .. import code as code_, snapshot
+from .. import code as code_, scalars, snapshot, sweep
 from ..clusterenv import Dirs, replica_env
 from ..logs import LogWriter, pump
 from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
@@ -350,6 +350,33 @@ class Supervisor:
         self.store.add_event(self.name, event.reason, event.message, replica=event.replica, type=event.type)
 
 
+class SweepSupervisor(Supervisor):
+    """Runs a sweep: its controller (sweep.Controller) in place of replicas, acting for the sweep's owner, its
+    trials' event files read here; what it does goes to the sweep's events and its log."""
+
+    async def lifecycle(self) -> Decision:
+        self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=time.time())
+        trials = LocalBackend(self.backend.root, owner=self.job["owner"] or None)
+        event_files, tag = scalars.Scalars(), self.spec["sweep"]["metric"].get("tag")
+        log = LogWriter(self.log_dir / "sweep.log")
+
+        def say(reason: str, message: str) -> None:
+            self.event(reason, message)
+            log.line(message)
+
+        def show(progress: str) -> None:
+            self.store.update_job(self.name, message=progress)
+
+        def metric(trial: dict) -> sweep.Points:
+            return sweep.metric_points(trial, event_files.of(trials.event_files(trial), tag))
+
+        try:
+            return await sweep.Controller(trials, self.spec, metric, say, show).run(self.stop_requested)
+        finally:
+            log.close()
+            trials.store.close()
+
+
 def exit_code(returncode: int) -> int:
     """Shell convention, as Kubernetes reports it: killed by signal N is 128 + N."""
     return 128 - returncode if returncode < 0 else returncode
@@ -430,7 +457,9 @@ def launch(root: Path, name: str) -> None:
     supervisor = os.fork()
     if not supervisor:
         os.close(record)
-        asyncio.run(Supervisor(LocalBackend(root, see_all=True), name).run())
+        backend = LocalBackend(root, see_all=True)
+        kind = SweepSupervisor if sweep.is_sweep(backend.record(name)["spec"]) else Supervisor
+        asyncio.run(kind(backend, name).run())
         return
     os.write(record, b"1")
     os.close(record)

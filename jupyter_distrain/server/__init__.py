@@ -81,6 +81,8 @@ def routes() -> list[tuple]:
         (f"{job}/logs/stream", logstream.LogStreamHandler),
         (f"{job}/metrics", handlers.MetricsHandler),
         (f"{job}/scalars", handlers.ScalarsHandler),
+        (f"{job}/trials", handlers.TrialsHandler),
+        (f"{job}/finetune", handlers.FinetuneHandler),
         (f"{api}/repo", handlers.RepoHandler),
         (f"{api}/cluster", handlers.ClusterHandler),
         (f"{api}/secrets", handlers.SecretsHandler),

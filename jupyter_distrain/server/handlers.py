@@ -240,6 +240,20 @@ class CloneHandler(DistrainHandler):
         self.reply(public(job), 201)
 
 
+class FinetuneHandler(DistrainHandler):
+    query_params = ("dry_run",)
+
+    async def post(self, name: str) -> None:
+        """A new job from the sweep's best trial that resumes from its output; a body overrides fields."""
+        finetune = functools.partial(self.manager.finetune, name, self.body(), self.root_dir)
+        if self.query_bool("dry_run"):
+            self.reply(await call(finetune, dry_run=True))
+            return
+        job = await call(finetune)
+        self.set_header("Location", self.request.path.rsplit("/", 2)[0] + "/" + job["name"])
+        self.reply(public(job), 201)
+
+
 class LogsHandler(DistrainHandler):
     query_params = ("replica", "tail", "since", "timestamps", "download", "run")
 
@@ -275,6 +289,11 @@ class ScalarsHandler(DistrainHandler):
 
     async def get(self, name: str) -> None:
         self.reply(await call(self.manager.scalars, name, self.get_query_argument("tag", None)))
+
+
+class TrialsHandler(DistrainHandler):
+    async def get(self, name: str) -> None:
+        self.reply(await call(self.manager.trials, name))
 
 
 class RepoHandler(DistrainHandler):

@@ -20,6 +20,8 @@ export interface IFormSource {
   path: string;
   /** A job to copy instead: its spec (same pinned code) under a free name, to edit. */
   clone?: string;
+  /** A sweep whose best trial to fine-tune instead: its spec, resuming from its output. */
+  finetune?: string;
   /** The backend chosen in the settings; empty or not enabled: the server's default. */
   backend?: string;
 }
@@ -36,6 +38,8 @@ export interface ILoaded {
   backend?: string;
   /** The checkout whose changes the job may include; for a clone, that of the changes it ran. */
   changes?: string;
+  /** The job whose snapshot of changes the new one runs, if it has one: the cloned or fine-tuned job. */
+  snapshotOf?: string;
 }
 
 async function start(source: IFormSource): Promise<ILoaded> {
@@ -43,17 +47,27 @@ async function start(source: IFormSource): Promise<ILoaded> {
     serverAPI.schema(),
     serverAPI.cluster()
   ]);
-  if (source.clone) {
-    const [job, spec] = await Promise.all([
-      jobsAPI.get(source.clone),
-      jobsAPI.cloneSpec(source.clone)
-    ]);
+  if (source.clone || source.finetune) {
+    const spec = source.finetune
+      ? await jobsAPI.finetuneSpec(source.finetune)
+      : await jobsAPI.cloneSpec(source.clone!);
+    // the fine-tuned trial is the one it resumes from: job:<name>
+    const copied = source.clone ?? spec.resume_from!.slice('job:'.length);
+    const job = await jobsAPI.get(copied);
     // a clone runs the changes the job ran, or takes a fresh snapshot of their checkout
     const changes =
       spec.code && 'git' in spec.code
         ? spec.code.snapshot?.checkout
         : undefined;
-    return { schema, cluster, spec, notes: [], backend: job.backend, changes };
+    return {
+      schema,
+      cluster,
+      spec,
+      notes: [],
+      backend: job.backend,
+      changes,
+      snapshotOf: copied
+    };
   }
   const filled = prefill(await serverAPI.repo(source.path), source.path);
   return { schema, cluster, ...filled };

@@ -40,7 +40,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     draft,
     backend,
     loaded !== null,
-    props.clone
+    loaded?.snapshotOf
   );
   const [busy, setBusy] = React.useState(false);
   const [saved, setSaved] = React.useState('');
@@ -79,7 +79,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     setBusy(true);
     try {
       props.onSubmitted(
-        await jobsAPI.submit(draft as JobSpec, backend, props.clone)
+        await jobsAPI.submit(draft as JobSpec, backend, loaded.snapshotOf)
       );
     } catch (error) {
       setErrors(fieldErrors(error));

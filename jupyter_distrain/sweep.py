@@ -1,0 +1,243 @@
+"""Sweeps: a job whose `sweep:` section makes trials, ordinary jobs <sweep>-1, <sweep>-2, ... each running one
+point of the hyperparameters. The sweep runs no replicas of its own: its controller (`Controller`, run by the
+backend where the sweep's lifecycle runs) launches the trials at most `parallelism` at a time, stops those the
+early-stop rule finds clearly worse, and ends once every trial has."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import random
+import statistics
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from . import spec as spec_
+from .errors import DistrainError, FieldError, SpecError
+from .policy import FINISHED, STOP_REQUESTED, Decision, Phase
+
+if TYPE_CHECKING:
+    from .backends.base import Backend
+
+MAX_TRIALS = 1000
+CHART_POINTS = 200  # of each trial's metric in the sweep's table
+POLL_SECONDS = 1.0  # how often the controller looks at its trials
+
+Points = list[list[float]]  # [step, value] pairs, by step
+
+
+def is_sweep(spec: dict) -> bool:
+    return "sweep" in spec
+
+
+def trial_name(sweep: str, number: int) -> str:
+    return f"{sweep}-{number}"
+
+
+def problems(sweep: dict) -> Iterator[FieldError]:
+    """What the schema cannot say of a sweep section."""
+    parameters = sweep["parameters"]
+    if sweep["method"] == "random" and "trials" not in sweep:
+        yield FieldError("sweep.trials", "is required for method random: how many points to draw")
+    for name, parameter in parameters.items():
+        field = f"sweep.parameters.{name}"
+        if "values" in parameter:
+            continue
+        if sweep["method"] == "grid":
+            yield FieldError(field, "a grid takes values: [...]; a range (min, max) is for method random")
+        elif parameter["min"] >= parameter["max"]:
+            yield FieldError(f"{field}.max", f"must be greater than min ({parameter['min']})")
+        elif parameter["scale"] == "log" and parameter["min"] <= 0:
+            yield FieldError(f"{field}.min", "must be greater than 0 for scale log")
+        elif parameter["integer"] and math.ceil(parameter["min"]) > math.floor(parameter["max"]):
+            yield FieldError(field, "no whole number lies between min and max")
+    if sweep["method"] == "grid" and "trials" not in sweep and all("values" in p for p in parameters.values()):
+        size = math.prod(len(p["values"]) for p in parameters.values())
+        if size > MAX_TRIALS:
+            yield FieldError("sweep.parameters", f"the grid has {size} points; at most {MAX_TRIALS} (give fewer "
+                                                 "values, or sweep.trials to take the first ones)")
+
+
+def points(sweep: dict) -> list[dict]:
+    """Each trial's values of the swept hyperparameters, in launch order."""
+    parameters = sweep["parameters"]
+    if sweep["method"] == "grid":
+        grid = itertools.product(*(p["values"] for p in parameters.values()))
+        return [dict(zip(parameters, values)) for values in itertools.islice(grid, sweep.get("trials", MAX_TRIALS))]
+    rng = random.Random(sweep["seed"])
+    return [{name: draw(p, rng) for name, p in parameters.items()} for _ in range(sweep["trials"])]
+
+
+def draw(parameter: dict, rng: random.Random) -> Any:
+    if "values" in parameter:
+        return rng.choice(parameter["values"])
+    low, high = parameter["min"], parameter["max"]
+    if parameter["scale"] == "log":
+        value = math.exp(rng.uniform(math.log(low), math.log(high)))
+    else:
+        value = rng.uniform(low, high)
+    return min(max(round(value), math.ceil(low)), math.floor(high)) if parameter["integer"] else value
+
+
+def trial_specs(spec: dict) -> Iterator[tuple[dict, dict]]:
+    """Each trial's spec, not validated (the sweep's, with its own name and hyperparameters), and its values of
+    the swept hyperparameters."""
+    parent = {key: value for key, value in spec.items() if key != "sweep"}
+    for number, values in enumerate(points(spec["sweep"]), 1):
+        yield {**parent, "name": trial_name(spec["name"], number), "trial_of": spec["name"],
+               "hyperparameters": {**spec["hyperparameters"], **values}}, values
+
+
+def trials(spec: dict) -> list[dict]:
+    """The validated specs of the sweep's trials; SpecError naming the trial and the field of every problem
+    (each once, for the first trial that has it)."""
+    errors = list(problems(spec["sweep"]))
+    if errors:
+        raise SpecError(errors)
+    specs, seen = [], set()
+    for raw, values in trial_specs(spec):
+        try:
+            specs.append(spec_.validate(raw))
+        except SpecError as e:
+            shown = ", ".join(f"{key}={value!r}" for key, value in values.items())
+            for error in e.errors:
+                if (error.path, error.message) not in seen:
+                    seen.add((error.path, error.message))
+                    errors.append(FieldError(error.path, f"{error.message} (in trial {raw['name']}: {shown})"))
+    if errors:
+        raise SpecError(errors)
+    return specs
+
+
+def metric_points(spec: dict, scalars: dict) -> Points:
+    """A trial's points of the metric (scalars.Scalars.of's answer for its tag): those of its chief's run,
+    else of the first run that logged it."""
+    runs = scalars["runs"]
+    chief = spec_.replica_name(*spec_.chief(spec))
+    run = next((name for name in sorted(runs) if name == chief or name.startswith(chief + "/")), None)
+    return runs[run] if run else next(iter(runs.values()), [])
+
+
+def thinned(points: Points, most: int = CHART_POINTS) -> Points:
+    """At most `most` of the points, evenly spread, the last always among them."""
+    if len(points) <= most:
+        return points
+    stride = len(points) / most
+    return [points[min(len(points) - 1, round((i + 1) * stride) - 1)] for i in range(most)]
+
+
+def better(goal: str) -> Callable[[float, float], bool]:
+    return (lambda a, b: a < b) if goal == "minimize" else (lambda a, b: a > b)
+
+
+def ranked(rows: list[dict], goal: str) -> list[dict]:
+    """Trials best first by their last value of the metric; those without one last, in launch order."""
+    sign = 1 if goal == "minimize" else -1
+    return sorted(rows, key=lambda row: (row["value"] is None, sign * (row["value"] or 0.0)))
+
+
+def value_at(points: Points, step: float) -> float | None:
+    """The last value logged at or before `step`."""
+    before = [value for at, value in points if at <= step]
+    return before[-1] if before else None
+
+
+def clearly_worse(mine: Points, others: list[Points], after_steps: int, goal: str) -> str | None:
+    """The median rule: why a running trial is stopped, if its latest value, at a step from `after_steps` on,
+    is worse than the median of the values at least two other trials had at that step."""
+    if not mine or mine[-1][0] < after_steps:
+        return None
+    step, value = mine[-1]
+    theirs = [v for v in (value_at(p, step) for p in others if p and p[-1][0] >= step) if v is not None]
+    if len(theirs) < 2:
+        return None
+    median = statistics.median(theirs)
+    if not better(goal)(median, value):
+        return None
+    return f"{value:.6g} at step {step:g}, worse than the median {median:.6g} of {len(theirs)} other trials"
+
+
+class Controller:
+    """Runs a sweep on `backend` (acting for the sweep's owner): launches its trials, stops those clearly worse
+    and, asked to stop, those running. `metric(trial spec)` reads a trial's points; `say(reason, message)`
+    records what the controller did, `show(progress)` where the trials stand."""
+
+    def __init__(self, backend: Backend, spec: dict, metric: Callable[[dict], Points],
+                 say: Callable[[str, str], None], show: Callable[[str], None]):
+        self.backend, self.metric, self.say, self.show = backend, metric, say, show
+        self.sweep = spec["sweep"]
+        self.trials = trials(spec)
+        self.bundle = backend.snapshot(spec["name"])
+        self.phases: dict[str, str] = {}  # launched trial: its phase when last seen
+
+    async def run(self, stop: asyncio.Event) -> Decision:
+        """Until every trial has finished, or `stop` is set (then the running trials are stopped)."""
+        waiting, shown = iter(self.trials), ""
+        try:
+            while True:
+                await asyncio.to_thread(self.observe)
+                if stop.is_set():
+                    return STOP_REQUESTED
+                await self.stop_clearly_worse()
+                while len(self.running()) < self.sweep["parallelism"] and (trial := next(waiting, None)):
+                    await asyncio.to_thread(self.launch, trial)
+                if len(self.phases) == len(self.trials) and not self.running():
+                    return self.ending()
+                if (progress := self.progress()) != shown:
+                    self.show(shown := progress)
+                try:
+                    await asyncio.wait_for(stop.wait(), POLL_SECONDS)
+                except asyncio.TimeoutError:
+                    pass
+        finally:  # a trial deleted meanwhile is gone already
+            await asyncio.gather(*(asyncio.to_thread(self.backend.stop, name) for name in self.running()),
+                                 return_exceptions=True)
+
+    def observe(self) -> None:
+        jobs = {job["name"]: job["phase"] for job in self.backend.list()}
+        self.phases.update({name: jobs.get(name, str(Phase.LOST)) for name in self.phases})
+
+    def running(self) -> list[str]:
+        return [name for name, phase in self.phases.items() if phase not in FINISHED]
+
+    def launch(self, trial: dict) -> None:
+        shown = ", ".join(f"{key}={trial['hyperparameters'][key]!r}" for key in self.sweep["parameters"])
+        try:
+            self.phases[trial["name"]] = self.backend.submit(trial, self.bundle)["phase"]
+        except DistrainError as e:  # e.g. a job of that name was made meanwhile: the others go on
+            self.phases[trial["name"]] = str(Phase.FAILED)
+            self.say("TrialNotLaunched", f"{trial['name']} ({shown}): {e}")
+            return
+        self.say("Launched", f"{trial['name']}: {shown}")
+
+    async def stop_clearly_worse(self) -> None:
+        rule = self.sweep.get("early_stop")
+        if rule is None:
+            return
+        by_name = {trial["name"]: trial for trial in self.trials}
+        curves = {name: await asyncio.to_thread(self.metric, by_name[name]) for name in self.phases}
+        for name in self.running():
+            others = [points for other, points in curves.items() if other != name]
+            why = clearly_worse(curves[name], others, rule["after_steps"], self.goal)
+            if why:
+                self.say("EarlyStopped", f"{name}: {why}")
+                self.phases[name] = (await asyncio.to_thread(self.backend.stop, name))["phase"]
+
+    @property
+    def goal(self) -> str:
+        return self.sweep["metric"]["goal"]
+
+    def ending(self) -> Decision:
+        counts = Counter(self.phases.values())
+        done = ", ".join(f"{count} {phase.lower()}" for phase, count in sorted(counts.items()))
+        if counts[str(Phase.SUCCEEDED)]:
+            return Decision(Phase.SUCCEEDED, "Completed", f"every trial has finished: {done}")
+        return Decision(Phase.FAILED, "TrialsFailed", f"no trial succeeded: {done}")
+
+    def progress(self) -> str:
+        """The trials' phases, for the sweep's message while it runs."""
+        counts = Counter(self.phases.values())
+        waiting = len(self.trials) - len(self.phases)
+        parts = [f"{count} {phase.lower()}" for phase, count in sorted(counts.items())]
+        return ", ".join(parts + ([f"{waiting} waiting"] if waiting else []))
