@@ -56,9 +56,16 @@ def commands() -> None:
 def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
            command_text: str | None, **flags: Any) -> Job | dict:
     """Submit a job from flags and/or a spec file. COMMAND follows '--'."""
+    return submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags)
+
+
+def submit_flags(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: str, flags: dict,
+                 sweep: bool = False) -> Job | dict:
+    """Submit the spec file's mapping (or an empty one) with the flags on top (and the sweep flags)."""
     include_changes = flags.pop("include_changes")
-    raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
-    return magics.submit(raw, Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend,
+    raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, command)
+    return magics.submit(apply_sweep_flags(raw, flags) if sweep else raw,
+                         Path(spec_file).resolve().parent if spec_file else Path.cwd(), backend,
                          include_changes=bool(include_changes))
 
 
@@ -73,10 +80,7 @@ def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, c
 def sweep(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
           command_text: str | None, **flags: Any) -> SweepMonitor:
     """Sweep hyperparameters and watch the trials. COMMAND follows '--'."""
-    include_changes = flags.pop("include_changes")
-    raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, " ".join(command) or command_text or "")
-    job = magics.submit(apply_sweep_flags(raw, flags), Path(spec_file).resolve().parent if spec_file else Path.cwd(),
-                        backend, include_changes=bool(include_changes))
+    job = submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags, sweep=True)
     from .widgets import SweepMonitor  # ipywidgets, only once a sweep is watched
 
     return SweepMonitor(job["name"], magics.client)

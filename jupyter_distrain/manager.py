@@ -124,11 +124,11 @@ class JobManager:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
         snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none."""
         backend = self.backend_of(name)
-        if sweep.is_sweep(backend.get(name, events=0)["spec"]):
+        spec = backend.get(name, events=0)["spec"]
+        if sweep.is_sweep(spec):
             raise DistrainError(f"{name!r} is a sweep, which runs once; clone it to sweep again")
         if raw is not None:
             return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)))
-        spec = backend.get(name, events=0)["spec"]
         self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
         ruled = self.rules(backend).apply(spec)
         return backend.restart(name, ruled if ruled != spec else None)
@@ -212,10 +212,12 @@ class JobManager:
         if not sweep.is_sweep(spec):
             raise DistrainError(f"job {name!r} is not a sweep (it has no sweep section)")
         metric, launched = spec["sweep"]["metric"], {job["name"]: job for job in self.trials_of(spec)}
+        backend = self.backend_of(name)
         rows, tags = [], set()
         for number, (trial, values) in enumerate(sweep.trial_specs(spec), 1):
             job = launched.get(trial["name"])
-            found = self.scalars(trial["name"], metric.get("tag")) if job else {"tag": None, "runs": {}}
+            unlogged: dict = {"tag": None, "runs": {}}
+            found = self.scalars_of(backend.tensorboard(job["spec"]), metric.get("tag")) if job else unlogged
             points = sweep.metric_points(trial, found)
             tags.add(found["tag"])
             rows.append({"name": trial["name"], "number": number, "phase": job["phase"] if job else None,
@@ -265,7 +267,10 @@ class JobManager:
     def scalars(self, name: str, tag: str | None = None) -> dict:
         """What the job's replicas logged to their event files (scalars.Scalars.of): locally read here, on
         Kubernetes asked of the job's TensorBoard."""
-        target = self.tensorboard(name, None)
+        return self.scalars_of(self.tensorboard(name, None), tag)
+
+    def scalars_of(self, target: TensorBoardTarget, tag: str | None = None) -> dict:
+        """What scalars answers, from where a job's TensorBoard is."""
         if isinstance(target, EventFiles):
             return self.event_files.of(target.logdir, tag)
         return scalars.from_tensorboard(target, tag)

@@ -168,6 +168,7 @@ class Controller:
         self.backend, self.metric, self.say, self.show = backend, metric, say, show
         self.sweep = spec["sweep"]
         self.trials = trials(spec)
+        self.by_name = {trial["name"]: trial for trial in self.trials}
         self.bundle = backend.snapshot(spec["name"])
         self.phases: dict[str, str] = {}  # launched trial: its phase when last seen
 
@@ -215,8 +216,7 @@ class Controller:
         rule = self.sweep.get("early_stop")
         if rule is None:
             return
-        by_name = {trial["name"]: trial for trial in self.trials}
-        curves = {name: await asyncio.to_thread(self.metric, by_name[name]) for name in self.phases}
+        curves = {name: await asyncio.to_thread(self.metric, self.by_name[name]) for name in self.phases}
         for name in self.running():
             others = [points for other, points in curves.items() if other != name]
             why = clearly_worse(curves[name], others, rule["after_steps"], self.goal)
@@ -229,9 +229,8 @@ class Controller:
         return self.sweep["metric"]["goal"]
 
     def ending(self) -> Decision:
-        counts = Counter(self.phases.values())
-        done = ", ".join(f"{count} {phase.lower()}" for phase, count in sorted(counts.items()))
-        if counts[str(Phase.SUCCEEDED)]:
+        done = self.progress()  # none waiting, none running
+        if str(Phase.SUCCEEDED) in self.phases.values():
             return Decision(Phase.SUCCEEDED, "Completed", f"every trial has finished: {done}")
         return Decision(Phase.FAILED, "TrialsFailed", f"no trial succeeded: {done}")
 

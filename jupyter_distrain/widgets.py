@@ -5,7 +5,7 @@
     JobMonitor("tf-demo")  # replica states, a log tail, Stop, TensorBoard; kept current while the cell is idle
     SweepMonitor("lrs")    # the trials best first, their metric charted, Stop and "Fine-tune the best"
 
-Both talk to the Jupyter server's API through `Client`, so the jobs are the server's.
+Each talks to the Jupyter server's API through `Client`, so the jobs are the server's.
 """
 
 from __future__ import annotations

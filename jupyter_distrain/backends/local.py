@@ -426,9 +426,9 @@ class LocalBackend:
         """What this machine offers: named volumes, CPUs, memory, and GPUs not held by running jobs."""
         volumes = self.root / "volumes"
         devices = procs.gpus()
-        held = sum(r["count"] * gpus(job["spec"], role)  # by every owner's jobs; a sweep's are its trials'
-                   for job in self.store.jobs() if job["phase"] not in FINISHED and not is_sweep(job["spec"])
-                   for role, r in job["spec"]["replicas"].items())
+        held = sum(gpus(job["spec"], role)  # by every owner's jobs (a sweep has no replicas: its trials hold them)
+                   for job in self.store.jobs() if job["phase"] not in FINISHED
+                   for role, _ in replicas(job["spec"]))
         return {
             "backend": self.name,
             "namespaces": [],

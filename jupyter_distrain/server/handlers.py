@@ -155,6 +155,16 @@ class DistrainHandler(JsonErrors, APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(strict_json(value))
 
+    async def create(self, make: functools.partial, jobs: str) -> None:
+        """With ?dry_run, answer the spec `make` would submit; else make the job: 201, the job, and its URL
+        (under `jobs`, this request's path to the job collection) in Location."""
+        if self.query_bool("dry_run"):
+            self.reply(await call(make, dry_run=True))
+            return
+        job = await call(make)
+        self.set_header("Location", f"{jobs}/{job['name']}")
+        self.reply(public(job), 201)
+
 
 
 class VersionHandler(DistrainHandler):
@@ -171,12 +181,7 @@ class JobsHandler(DistrainHandler):
     async def post(self) -> None:
         submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
                                    backend=self.get_query_argument("backend", None), carried=await self.carried())
-        if self.query_bool("dry_run"):
-            self.reply(await call(submit, dry_run=True))
-            return
-        job = await call(submit)
-        self.set_header("Location", self.request.path + "/" + job["name"])
-        self.reply(public(job), 201)
+        await self.create(submit, self.request.path)
 
 
 class CheckHandler(DistrainHandler):
@@ -232,12 +237,7 @@ class CloneHandler(DistrainHandler):
         """A new job from this one's spec (same pinned commit); a body overrides top-level fields."""
         clone = functools.partial(self.manager.clone, name, self.body(), self.root_dir,
                                   reproduce=self.query_bool("reproduce"))
-        if self.query_bool("dry_run"):
-            self.reply(await call(clone, dry_run=True))
-            return
-        job = await call(clone)
-        self.set_header("Location", self.request.path.rsplit("/", 2)[0] + "/" + job["name"])
-        self.reply(public(job), 201)
+        await self.create(clone, self.request.path.rsplit("/", 2)[0])
 
 
 class FinetuneHandler(DistrainHandler):
@@ -246,12 +246,7 @@ class FinetuneHandler(DistrainHandler):
     async def post(self, name: str) -> None:
         """A new job from the sweep's best trial that resumes from its output; a body overrides fields."""
         finetune = functools.partial(self.manager.finetune, name, self.body(), self.root_dir)
-        if self.query_bool("dry_run"):
-            self.reply(await call(finetune, dry_run=True))
-            return
-        job = await call(finetune)
-        self.set_header("Location", self.request.path.rsplit("/", 2)[0] + "/" + job["name"])
-        self.reply(public(job), 201)
+        await self.create(finetune, self.request.path.rsplit("/", 2)[0])
 
 
 class LogsHandler(DistrainHandler):
