@@ -80,7 +80,16 @@ def processes_of(root: Path) -> list[psutil.Process]:
 def serving(process: psutil.Process) -> bool:
     """Whether the process is a launcher (LocalBackend.start) whose server runs."""
     server = process.parent()
-    return "--launcher" in process.cmdline() and server is not None and server.pid != 1
+    return is_launcher(process) and server is not None and server.pid != 1
+
+
+def is_launcher(process: psutil.Process) -> bool:
+    """Whether the process is a Jupyter server's launcher (LocalBackend.start); not once it has exited (an
+    exited child its parent has not reaped yet, a zombie, has no command line)."""
+    try:
+        return "--launcher" in process.cmdline()
+    except psutil.Error:
+        return False
 
 
 def at_once(hammer, count: int, seconds: float) -> None:
@@ -175,7 +184,7 @@ class JupyterServer:
 
     def launchers(self) -> list[psutil.Process]:
         """The server's launcher (LocalBackend.start)."""
-        return [p for p in psutil.Process(self.process.pid).children() if "--launcher" in p.cmdline()]
+        return [p for p in psutil.Process(self.process.pid).children() if is_launcher(p)]
 
     def stop(self) -> None:
         """Stop the server; its launcher goes with it."""
