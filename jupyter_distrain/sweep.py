@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import math
+import os
 import random
 import statistics
+import time
 from collections import Counter
+from contextlib import suppress
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from . import spec as spec_
-from .errors import DistrainError, FieldError, SpecError
+from .errors import DistrainError, FieldError, JobNotFound, SpecError
 from .policy import FINISHED, STOP_REQUESTED, Decision, Phase
 
 if TYPE_CHECKING:
@@ -158,23 +163,50 @@ def clearly_worse(mine: Points, others: list[Points], after_steps: int, goal: st
     return f"{value:.6g} at step {step:g}, worse than the median {median:.6g} of {len(theirs)} other trials"
 
 
+def swept(sweep: dict, trial: dict) -> dict:
+    """The trial's values of the swept hyperparameters."""
+    return {key: trial["hyperparameters"][key] for key in sweep["parameters"]}
+
+
+def write_session(logdir: Path, trial: str, values: dict) -> None:
+    """Record the trial's swept values in `logdir` as TensorBoard's HParams dashboard reads them: a session
+    whose metrics are the scalars of the runs below it (the trial's replicas)."""
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.plugins.hparams import summary_v2
+    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+
+    shown = {key: value if isinstance(value, (bool, int, float, str)) else json.dumps(value)
+             for key, value in values.items()}
+    writer = EventFileWriter(str(logdir), filename_suffix=".hparams")
+    writer.add_event(event_pb2.Event(wall_time=time.time(), summary=summary_v2.hparams_pb(shown, trial_id=trial)))
+    writer.close()
+
+
 class Controller:
     """Runs a sweep on `backend` (acting for the sweep's owner): launches its trials, stops those clearly worse
-    and, asked to stop, those running. `metric(trial spec)` reads a trial's points; `say(reason, message)`
-    records what the controller did, `show(progress)` where the trials stand."""
+    and, asked to stop, those running. `logdir(spec)` is where a job's event files are, as this process sees
+    them; `say(reason, message)` records what the controller did, `show(progress)` where the trials stand.
 
-    def __init__(self, backend: Backend, spec: dict, metric: Callable[[dict], Points],
+    The sweep's own event files directory holds a link to each trial's, whose top holds the trial's HParams
+    session, so one TensorBoard of the sweep shows every trial and their hyperparameters. Trials that exist
+    already (this controller replaces one that stopped) are taken over, not launched again."""
+
+    def __init__(self, backend: Backend, spec: dict, logdir: Callable[[dict], Path],
                  say: Callable[[str, str], None], show: Callable[[str], None]):
-        self.backend, self.metric, self.say, self.show = backend, metric, say, show
-        self.sweep = spec["sweep"]
+        from .scalars import Scalars  # TensorBoard's protos: not for every importer of this module
+
+        self.backend, self.logdir, self.say, self.show = backend, logdir, say, show
+        self.name, self.sweep, self.board = spec["name"], spec["sweep"], logdir(spec)
         self.trials = trials(spec)
         self.by_name = {trial["name"]: trial for trial in self.trials}
         self.bundle = backend.snapshot(spec["name"])
+        self.event_files = Scalars()
         self.phases: dict[str, str] = {}  # launched trial: its phase when last seen
 
     async def run(self, stop: asyncio.Event) -> Decision:
         """Until every trial has finished, or `stop` is set (then the running trials are stopped)."""
-        waiting, shown = iter(self.trials), ""
+        await asyncio.to_thread(self.take_over)
+        waiting, shown = (trial for trial in self.trials if trial["name"] not in self.phases), ""
         try:
             while True:
                 await asyncio.to_thread(self.observe)
@@ -195,6 +227,14 @@ class Controller:
             await asyncio.gather(*(asyncio.to_thread(self.backend.stop, name) for name in self.running()),
                                  return_exceptions=True)
 
+    def take_over(self) -> None:
+        """Count as launched the trials that exist already."""
+        for name in {job["name"] for job in self.backend.list()} & self.by_name.keys():
+            with suppress(JobNotFound):
+                job = self.backend.get(name, events=0)
+                if job["spec"].get("trial_of") == self.name:
+                    self.phases[name] = job["phase"]
+
     def observe(self) -> None:
         jobs = {job["name"]: job["phase"] for job in self.backend.list()}
         self.phases.update({name: jobs.get(name, str(Phase.LOST)) for name in self.phases})
@@ -203,7 +243,8 @@ class Controller:
         return [name for name, phase in self.phases.items() if phase not in FINISHED]
 
     def launch(self, trial: dict) -> None:
-        shown = ", ".join(f"{key}={trial['hyperparameters'][key]!r}" for key in self.sweep["parameters"])
+        values = swept(self.sweep, trial)
+        shown = ", ".join(f"{key}={value!r}" for key, value in values.items())
         try:
             self.phases[trial["name"]] = self.backend.submit(trial, self.bundle)["phase"]
         except DistrainError as e:  # e.g. a job of that name was made meanwhile: the others go on
@@ -211,6 +252,19 @@ class Controller:
             self.say("TrialNotLaunched", f"{trial['name']} ({shown}): {e}")
             return
         self.say("Launched", f"{trial['name']}: {shown}")
+        self.show_on_board(trial, values)
+
+    def show_on_board(self, trial: dict, values: dict) -> None:
+        """The trial's HParams session at the top of its event files, and a link to them in the sweep's."""
+        logdir = self.logdir(trial)
+        logdir.mkdir(parents=True, exist_ok=True)
+        write_session(logdir, trial["name"], values)
+        self.board.mkdir(parents=True, exist_ok=True)
+        with suppress(FileExistsError):  # relative: it resolves wherever the volume is mounted
+            (self.board / trial["name"]).symlink_to(os.path.relpath(logdir, self.board), target_is_directory=True)
+
+    def metric(self, trial: dict) -> Points:
+        return metric_points(trial, self.event_files.of(self.logdir(trial), self.sweep["metric"].get("tag")))
 
     async def stop_clearly_worse(self) -> None:
         rule = self.sweep.get("early_stop")

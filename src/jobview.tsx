@@ -166,7 +166,7 @@ export function JobView(
             className="jp-Button jp-mod-styled jp-mod-reject"
             onClick={() => props.openTensorBoard(job.name, 'all')}
           >
-            TensorBoard (all replicas)
+            TensorBoard (all {job.spec.sweep ? 'trials' : 'replicas'})
           </button>
         )}
       </div>

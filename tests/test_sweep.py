@@ -112,7 +112,16 @@ def final_loss(job):
     return json.loads((Path(job["output_dir"]) / "result.json").read_text())["loss"]
 
 
-async def test_a_sweep_runs_its_trials_two_at_a_time_ranks_them_and_fine_tunes_the_best(api, root, tmp_path):
+async def hparams(jp_fetch, sweep, query, **body):
+    """What the HParams dashboard of the sweep's TensorBoard answers `query`."""
+    response = await jp_fetch("distrain", "tensorboard", sweep, "all", "data", "plugin", "hparams", query,
+                              method="POST", body=json.dumps({"experimentName": "", **body}),
+                              headers={"Content-Type": "application/json", "X-XSRF-Protected": "1"})
+    return json.loads(response.body)
+
+
+async def test_a_sweep_runs_its_trials_two_at_a_time_ranks_them_and_fine_tunes_the_best(api, jp_fetch, root,
+                                                                                       tmp_path):
     code, job = await api("POST", "jobs", pytorch_sweep("lr", parallelism=2))
     assert code == 201 and job["replicas"] == [] and job["logs"] == ["sweep"], job
     most, deadline = 0, time.monotonic() + 300
@@ -140,6 +149,23 @@ async def test_a_sweep_runs_its_trials_two_at_a_time_ranks_them_and_fine_tunes_t
                                           for key in ("learning_rate", "batch_size")}
     text = CLI(root, tmp_path)("get", "lr").stdout
     assert f"{by_loss[0]} *  Succeeded" in text and "LEARNING_RATE  BATCH_SIZE  LOSS (min)  STEP" in text
+
+    # one TensorBoard over every trial, their hyperparameters in its HParams dashboard
+    runs = json.loads((await jp_fetch("distrain", "tensorboard", "lr", "all", "data", "runs")).body)
+    assert {f"lr/{name}/master-0" for name in trials} <= set(runs), runs
+    experiment = await hparams(jp_fetch, "lr", "experiment")
+    assert {h["name"] for h in experiment["hparamInfos"]} == {"learning_rate", "batch_size"}, experiment
+    assert {"group": "master-0", "tag": "loss"} in [m["name"] for m in experiment["metricInfos"]], experiment
+    groups = await hparams(jp_fetch, "lr", "session_groups", startIndex=0, sliceSize=10, allowedStatuses=[
+        "STATUS_UNKNOWN", "STATUS_SUCCESS", "STATUS_FAILURE", "STATUS_RUNNING"], colParams=[])
+    sessions = {session["name"]: (group["hparams"], session["metricValues"])
+                for group in groups["sessionGroups"] for session in group["sessions"]}
+    assert sessions.keys() == {f"lr/{name}" for name in trials}, groups
+    for name, trial in trials.items():
+        values, metrics = sessions[f"lr/{name}"]
+        assert values == {key: trial["spec"]["hyperparameters"][key] for key in ("learning_rate", "batch_size")}
+        loss = next(m["value"] for m in metrics if m["name"] == {"group": "master-0", "tag": "loss"})
+        assert loss == pytest.approx(final_loss(trial), rel=1e-6)
 
     code, tuned = await api("POST", "jobs/lr/finetune", {"hyperparameters": {"epochs": 2}})
     assert code == 201 and tuned["name"] == "lr-best", tuned

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import psutil
 
-from .. import code as code_, scalars, snapshot, sweep
+from .. import code as code_, snapshot, sweep
 from ..clusterenv import Dirs, replica_env
 from ..logs import LogWriter, pump
 from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
@@ -357,7 +357,6 @@ class SweepSupervisor(Supervisor):
     async def lifecycle(self) -> Decision:
         self.store.update_job(self.name, phase=str(Phase.RUNNING), reason="", message="", started=time.time())
         trials = LocalBackend(self.backend.root, owner=self.job["owner"] or None)
-        event_files, tag = scalars.Scalars(), self.spec["sweep"]["metric"].get("tag")
         log = LogWriter(self.log_dir / "sweep.log")
 
         def say(reason: str, message: str) -> None:
@@ -367,11 +366,8 @@ class SweepSupervisor(Supervisor):
         def show(progress: str) -> None:
             self.store.update_job(self.name, message=progress)
 
-        def metric(trial: dict) -> sweep.Points:
-            return sweep.metric_points(trial, event_files.of(trials.event_files(trial), tag))
-
         try:
-            return await sweep.Controller(trials, self.spec, metric, say, show).run(self.stop_requested)
+            return await sweep.Controller(trials, self.spec, trials.event_files, say, show).run(self.stop_requested)
         finally:
             log.close()
             trials.store.close()
