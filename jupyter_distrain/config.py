@@ -115,6 +115,10 @@ class Distrain(Configurable):
     priority_class = Unicode(config=True, help="The PriorityClass of every replica pod of a Kubernetes job; "
                                                "empty: the cluster's default.")
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
+    sweeper_image = Unicode(config=True,
+                            help="Image of a Kubernetes sweep's controller pod: one with jupyter-distrain installed. "
+                                 "Default: $JUPYTER_IMAGE (the image of this server, as JupyterHub's KubeSpawner "
+                                 "sets it).")
     default_images = Dict(DEFAULT_IMAGES, config=True,
                           help="Container image per framework, for jobs whose spec names none.")
     tensorboard_idle_timeout = Int(900, config=True,
@@ -128,6 +132,10 @@ class Distrain(Configurable):
         from jupyter_core.paths import jupyter_data_dir
 
         return str(Path(jupyter_data_dir()) / "distrain")
+
+    @default("sweeper_image")
+    def _default_sweeper_image(self) -> str:
+        return os.environ.get("JUPYTER_IMAGE", "")
 
     @default("namespace")
     def _default_namespace(self) -> str:
@@ -170,6 +178,13 @@ class Distrain(Configurable):
         if unknown:
             raise TraitError(f"Distrain.{trait}: unknown backend {unknown[0]!r}; allowed: "
                              f"{', '.join(self.backend_classes)}")
+
+    def for_cluster(self) -> dict:
+        """The settings that shape a job's objects, for a process that makes jobs in the cluster for this
+        server (a sweep's controller): not where this server keeps or reads things."""
+        here = {"backend_classes", "backend", "backends", "root", "namespace", "kubeconfig", "see_all_owners",
+                "ttl_check_interval", "tensorboard_idle_timeout", "tensorboard_start_timeout"}
+        return {name: value for name, value in self.trait_values(config=True).items() if name not in here}
 
     @property
     def enabled(self) -> list[str]:

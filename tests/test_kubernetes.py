@@ -1476,3 +1476,67 @@ def test_a_stop_requested_on_a_stale_version_is_recorded(control_plane, admin, t
     finally:
         del kube._root
         kube.delete("stale-stop")
+
+
+def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_over(control_plane, backend, admin):
+    spec = spec_.validate({"name": "hp", "command": "python train.py --lr {{ lr }}",
+                           "code": {"git": "https://example.com/models.git", "commit": COMMIT},
+                           "replicas": {"worker": {}}, "tensorboard": {"enabled": True},
+                           "sweep": {"parameters": {"lr": {"values": [0.1, 0.2, 0.3]}}, "parallelism": 2}})
+    with pytest.raises(SpecError, match="c.Distrain.sweeper_image"):
+        backend.submit(spec)
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+    backend.settings.sweeper_image = "registry.example.com/notebook:1"
+    job = backend.submit(spec)
+    assert (job["engine"], job["replicas"]) == ("sweep", [])
+
+    def trials() -> list[str]:
+        return sorted(cm.metadata.name for cm in admin.list_namespaced_config_map(
+            NAMESPACE, label_selector=manifests.JOB).items if cm.metadata.name != "hp")
+
+    def controller() -> client.V1Pod | None:  # the sweep's, running (its Job makes a new one if it goes)
+        pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.COMPONENT}=sweeper").items
+        return next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
+
+    wait(lambda: trials() == ["hp-1", "hp-2"], "the sweep's controller launched two trials", 60)
+    assert controller().spec.service_account_name == "hp-sweeper"
+    sweep_uid = admin.read_namespaced_config_map("hp", NAMESPACE).metadata.uid
+    for name in trials():  # made by the controller's service account, for the sweep's owner, owned by the sweep
+        trial = wait_job(backend, name, lambda j: j["phase"] == "Running", f"{name} runs")
+        assert (trial["owner"], trial["engine"], trial["spec"]["trial_of"]) == (backend.owner, "jobset", "hp")
+        assert [o.uid for o in admin.read_namespaced_config_map(name, NAMESPACE).metadata.owner_references] == \
+            [sweep_uid]
+    assert [j["spec"]["hyperparameters"]["lr"] for j in map(backend.get, trials())] == [0.1, 0.2]
+    time.sleep(2)
+    assert trials() == ["hp-1", "hp-2"]  # never more than the parallelism
+
+    volume, logdir = control_plane.dir / "volumes" / "distrain-outputs", spec["tensorboard"]["logdir"]
+    write_scalars(volume / "hp-1" / logdir / "worker-0", "loss", [1.0, 0.5])  # as the trials' training would
+    write_scalars(volume / "hp-2" / logdir / "worker-0", "loss", [0.4, 0.2])
+    end(admin, "hp-1", "worker-0", 0)
+    wait_job(backend, "hp", lambda j: "hp-3: lr=0.3" in [e["message"] for e in j["events"]],
+             "the third trial is launched once the first ends", 60)
+
+    first = controller()
+    admin.delete_namespaced_pod(first.metadata.name, NAMESPACE)
+    wait(lambda: (pod := controller()) and pod.metadata.uid != first.metadata.uid, "a new controller runs", 90)
+    end(admin, "hp-2", "worker-0", 0)
+    wait_job(backend, "hp", lambda j: j["message"] == "1 running, 2 succeeded", "the new controller sees hp-2 end", 60)
+    backend.stop("hp")
+    job = wait_job(backend, "hp", lambda j: j["phase"] == "Stopped", "the sweep stops")
+    assert backend.get("hp-3")["phase"] == "Stopped"
+    launched = [e["message"] for e in job["events"] if e["reason"] == "Launched"]
+    assert launched == ["hp-1: lr=0.1", "hp-2: lr=0.2", "hp-3: lr=0.3"]  # none twice
+
+    board = volume / "hp" / logdir  # the sweep's TensorBoard: its links to every trial's event files
+    for name in ("hp-1", "hp-2", "hp-3"):
+        assert (board / name).resolve() == (volume / name / logdir).resolve()
+        assert len(list((volume / name / logdir).glob("events.out.tfevents.*.hparams"))) == 1
+    with control_plane.client(ADMIN) as admin_api:
+        tensorboard = client.AppsV1Api(admin_api).read_namespaced_deployment("hp-tensorboard", NAMESPACE)
+    container = tensorboard.spec.template.spec.containers[0]
+    assert container.volume_mounts[0].sub_path is None and f"/output/hp/{logdir}" in container.command
+
+    backend.delete("hp")  # its trials go with it, by the garbage collector
+    wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+         and not admin.list_namespaced_pod(NAMESPACE).items, "the sweep, its trials and their pods are gone", 60)

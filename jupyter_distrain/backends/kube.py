@@ -7,6 +7,8 @@
 - "kubeflow": the Training Operator's TFJob, PyTorchJob or PaddleJob, enforced in the cluster likewise;
   its conditions and pods give the job's state (`kubeflow_state`); the operator counts no restarts, so
   this backend records those it sees (`count_restarts`).
+- "sweep": a sweep, whose controller runs in the cluster (cluster_sweep.py, in its Job's pod): it launches
+  the trials, jobs of their own, and records the sweep's status, which this backend only reads.
 - "pods": bare pods and Services, for clusters with neither engine. This backend supervises them: it
   applies the lifecycle policy as they change (`reconcile`), so a job stops being supervised while no
   Jupyter server (or following CLI) runs.
@@ -55,12 +57,13 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from .. import logs, snapshot as snapshot_
+from .. import logs, snapshot as snapshot_, sweep
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..logs import LogLine
 from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_exceeded, decide, ending,
                       restart_event, run_ended)
 from ..spec import expires, gpu_type, gpus, replica_name, replicas
+from ..sweep import is_sweep
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
 from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
@@ -69,14 +72,16 @@ from .kube_state import (GPU, count_restarts, created, current_run, deadline_lef
                          newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
                          replica_state, seconds, stopped_status, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
-from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, object_name, replica_of
+from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, SWEEP, object_name, replica_of
 
 if TYPE_CHECKING:
     from ..config import Distrain
 
 # the built-in kinds a job is made of: their API and resource
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
-               "Deployment": ("apps", "deployment"), "Secret": ("core", "secret")}
+               "Deployment": ("apps", "deployment"), "Secret": ("core", "secret"),
+               "ServiceAccount": ("core", "service_account"), "Role": ("rbac", "role"),
+               "RoleBinding": ("rbac", "role_binding"), "Job": ("batch", "job")}
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
@@ -115,6 +120,7 @@ class KubeBackend:
         self.apps = client.AppsV1Api(self.api)
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.root = Path(settings.root).resolve() / "kubernetes" / self.ns
         self.owner = settings.owner
         self.cache: Cache | None = None
@@ -156,6 +162,8 @@ class KubeBackend:
     def engine(self, spec: dict | None = None) -> tuple[str, str]:
         """The engine new jobs (or the job `spec`) run on, by c.Distrain.kubernetes_engine and what the
         cluster serves, and why. "auto" prefers JobSet, then the Training Operator for the jobs it can run."""
+        if spec is not None and is_sweep(spec):
+            return SWEEP, "a sweep's controller runs in the cluster (a Job) and launches its trials"
         wanted = self.settings.kubernetes_engine
         if wanted == "pods":
             return "pods", f"c.Distrain.kubernetes_engine is 'pods': jobs are {SUPERVISED}"
@@ -289,7 +297,7 @@ class KubeBackend:
         (the view may wait a little longer for the objects that explain the end)."""
         if json.loads(root.data["status.json"])["phase"] in FINISHED:
             return True
-        return engine_of(root) != "pods" and engine_end(self._workload(root)) is not None
+        return engine_of(root) not in ("pods", SWEEP) and engine_end(self._workload(root)) is not None
 
     def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
         """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
@@ -396,27 +404,15 @@ class KubeBackend:
         """Refuse, before anything is created, what the cluster can never run; then let the API server
         (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
         one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
-        if "sweep" in spec:
-            raise SpecError([FieldError("sweep", "sweeps run on the local backend; on Kubernetes, submit each "
-                                                 "trial as a job of its own")])
+        if is_sweep(spec):
+            self._check_sweep(spec)
         engine = engine or self.engine(spec)[0]
         errors = manifests.refusals(spec, engine)
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         if error := snapshot_.too_large(spec, manifests.SNAPSHOT_LIMIT, "a Secret holds"):
             errors.append(error)
-        nodes = self._call(lambda: self.core.list_node().items, "list nodes")
-        for role in spec["replicas"]:
-            kind = gpu_type(spec, role)
-            selector = manifests.gpu_nodes(spec, role, self.settings).get("node_selector", {})
-            largest = {n.metadata.name: node_gpus(n) for n in nodes
-                       if selector.items() <= (n.metadata.labels or {}).items()}
-            most = max(largest.values(), default=0)
-            if gpus(spec, role) > most:
-                have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
-                errors.append(FieldError(f"replicas.{role}.resources.gpus",
-                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest "
-                                         f"{f'{kind} ' if kind else ''}node has {most} ({have})"))
+        errors += self._gpu_refusals(spec)
         if engine == "jobset":
             longest = max(len(replica_name(r, i)) for r, i in replicas(spec))
             limit = 63 - len("--0-0-abcde") - longest
@@ -444,7 +440,44 @@ class KubeBackend:
         if new_job:  # a restart: the root and the TensorBoard exist
             objects = [owner, *objects, *manifests.tensorboard(spec, self.settings, owner)]
         for obj in objects:
-            self._create(obj, dry_run=True)
+            if obj["kind"] != "RoleBinding":  # its Role (checked: this identity may grant it) is not made yet
+                self._create(obj, dry_run=True)
+
+    def _gpu_refusals(self, spec: dict) -> builtins.list[FieldError]:
+        """The roles asking for more GPUs than the largest node (of their GPU type) has; none where this
+        identity may not list nodes (a sweep's controller: its trials were checked when it was submitted)."""
+        try:
+            nodes = self.core.list_node().items
+        except ApiException as e:
+            if e.status != 403:
+                raise api_error(e, "list nodes") from None
+            return []
+        errors = []
+        for role in spec["replicas"]:
+            kind = gpu_type(spec, role)
+            selector = manifests.gpu_nodes(spec, role, self.settings).get("node_selector", {})
+            largest = {n.metadata.name: node_gpus(n) for n in nodes
+                       if selector.items() <= (n.metadata.labels or {}).items()}
+            most = max(largest.values(), default=0)
+            if gpus(spec, role) > most:
+                have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
+                errors.append(FieldError(f"replicas.{role}.resources.gpus",
+                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest "
+                                         f"{f'{kind} ' if kind else ''}node has {most} ({have})"))
+        return errors
+
+    def _check_sweep(self, spec: dict) -> None:
+        """What a sweep needs on Kubernetes, then its trials checked as jobs of their own: the last, which has
+        the longest name (they differ in their names and hyperparameters alone)."""
+        errors = [] if self.settings.sweeper_image else [FieldError(
+            "sweep", "this server names no image for the sweep's controller: an admin sets "
+                     "c.Distrain.sweeper_image (an image with jupyter-distrain installed)")]
+        errors += [FieldError(f"output.{key}", "each trial writes to its own directory on the output volume "
+                                               "(<volume>/<trial>): a sweep names its output.volume alone")
+                   for key in ("path", "host_path") if key in spec.get("output", {})]
+        if errors:
+            raise SpecError(errors)
+        self.check(sweep.trials(spec)[-1])
 
     def _api(self, verb: str, kind: str) -> Callable:
         """The client call that does `verb` (create, delete) to an object of `kind` in the namespace."""
@@ -498,6 +531,9 @@ class KubeBackend:
         self.check(spec, engine=engine)
         owner = manifests.root(spec, self.settings, engine)
         owner["data"]["status.json"] = json.dumps(new_status(spec))
+        if "trial_of" in spec:  # deleting the sweep deletes it, whatever its controller was doing then
+            parent = self.api.sanitize_for_serialization(self._root_fresh(spec["trial_of"]))
+            owner["metadata"]["ownerReferences"] = [manifests.owned_by(parent)]
         owner = self._create(owner)
         try:
             if snapshot is not None:
@@ -528,6 +564,8 @@ class KubeBackend:
     def _current(self, root: client.V1ConfigMap) -> JobRecord:
         """The job of `root` as it stands: observed from its engine, or from its pods on "pods" (reconciled
         here unless this process's controller does)."""
+        if engine_of(root) == SWEEP:  # as its controller records it
+            return self._view(root, {})
         pods = self._pods(root.metadata.name)
         if engine_of(root) == "pods":
             return self.reconcile(root, newest(pods)) if not self.cache else self._view(root, newest(pods))
@@ -554,12 +592,13 @@ class KubeBackend:
             return self._stop(name)
 
     def _stop(self, name: str) -> JobRecord:
+        """A sweep's controller stops its trials and records its end once it sees the request."""
         root = self._root(name)
         for _ in range(10):
             status = json.loads(root.data["status.json"])
             if status["phase"] in FINISHED:
                 return self.get(name)
-            if engine_of(root) != "pods":
+            if engine_of(root) not in ("pods", SWEEP):
                 observed = self._observe(root, self._pods(name))
                 if observed["phase"] in FINISHED:
                     self._end_workload(root)
@@ -571,12 +610,36 @@ class KubeBackend:
             root = self._root_fresh(name)  # another writer came first (409): request the stop on its version
         else:
             raise KubeError(f"job {name} kept changing: its stop could not be recorded")
-        if engine_of(root) != "pods":
+        if engine_of(root) == SWEEP:
+            self._wait_ended(name)
+        elif engine_of(root) != "pods":
             self.record(name, Event("Stopped", "stopped by request", type="Warning"))
             self._end_workload(root)
         else:
             self.reconcile(self._root_fresh(name), newest(self._pods_fresh(name)))
         return self.get(name)
+
+    def _wait_ended(self, name: str, timeout: float = 15) -> None:
+        """Until the job's status records its end (a sweep's controller polls every second)."""
+        deadline = time.monotonic() + timeout
+        while self.status(name)["phase"] not in FINISHED and time.monotonic() < deadline:
+            time.sleep(0.2)
+
+    def status(self, name: str) -> dict:
+        """The job's status as recorded in its ConfigMap (stop_requested with the rest)."""
+        return json.loads(self._root_fresh(name).data["status.json"])
+
+    def sweep_settings(self, name: str) -> dict:
+        """The settings of the server that made the sweep, which its controller makes the trials with."""
+        return json.loads(self._root_fresh(name).data["settings.json"])
+
+    def update_status(self, name: str, **fields) -> None:
+        """Record `fields` of the job's status, as the process that runs the job (a sweep's controller)."""
+        for _ in range(10):
+            root = self._root_fresh(name)
+            if self._write_status(root, {**json.loads(root.data["status.json"]), **fields}):
+                return
+        raise KubeError(f"job {name} kept changing: its status could not be recorded")
 
     def _end_workload(self, root: client.V1ConfigMap) -> None:
         """Copy the logs of the job's pods, then delete the engine's object (its pods follow)."""
@@ -644,7 +707,7 @@ class KubeBackend:
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
         """Until the job's pods (and its engine's object, whose successor takes its name) are gone."""
         root = self._root_fresh(name)
-        on_engine = engine_of(root) != "pods"
+        on_engine = engine_of(root) not in ("pods", SWEEP)
         deadline = time.monotonic() + timeout
         while (self._pods_fresh(name) or on_engine and self._workload_fresh(root)) and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -1085,6 +1148,8 @@ class Controller:
                 except JobNotFound:  # deleted, or another owner's
                     self.runs = {key: whole for key, whole in self.runs.items() if key[0] != name}
                 else:
+                    if engine_of(root) == SWEEP:
+                        continue  # its controller runs it in the cluster; it has no pods or logs
                     self._read_volume_first(root)
                     pods = self.backend._pods(name)
                     if engine_of(root) == "pods":

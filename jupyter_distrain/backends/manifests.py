@@ -35,6 +35,14 @@ both to the container's output (pods/log) and to /output/.distrain/logs/<run>/<r
                                     with tensorboard.enabled: one TensorBoard reading the job's
                                     output volume (every replica a run); it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
+A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
+ConfigMaps the sweep's owns, from the cluster (backends/cluster_sweep.py runs sweep.Controller):
+    ServiceAccount, Role, RoleBinding <sweep>-sweeper
+                                    the controller's identity: what this server's Role grants (rbac.yaml),
+                                    but making sweeps
+    Job       <sweep>-sweeper       one pod at a time running the controller (a new one if it fails, or
+                                    its node goes), with the output volume's root at /output: the
+                                    trials' event files, the sweep's links to them
 """
 
 from __future__ import annotations
@@ -46,6 +54,8 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
+
 from .. import snapshot
 from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
@@ -53,11 +63,13 @@ from ..config import Distrain
 from ..errors import FieldError, SpecError
 from ..policy import success_replicas
 from ..spec import gpu_type, gpus, render_command, replica_name, replicas
+from ..sweep import is_sweep
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
 JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE, OWNER = (f"{GROUP}/{k}" for k in (
     "job", "role", "index", "replica", "run", "restarts", "engine", "owner"))
+SWEEP = "sweep"  # the engine label of a sweep's ConfigMap
 HOST_PATHS_BY_DEFAULT: tuple[str, ...] = ()  # a shared node's files are no job's to mount
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUBEFLOW_API = "kubeflow.org/v1"
@@ -193,9 +205,15 @@ def metadata(name: str, settings: Distrain, labels: dict, owner: dict) -> dict:
     """Metadata of an object the job's ConfigMap owns, once it exists (has a uid): deleting it deletes them."""
     meta = {"name": name, "namespace": settings.namespace, "labels": {**labels, **owner_label(owner)}}
     if owner["metadata"].get("uid"):
-        meta["ownerReferences"] = [{"apiVersion": "v1", "kind": "ConfigMap", "name": owner["metadata"]["name"],
-                                    "uid": owner["metadata"]["uid"], "blockOwnerDeletion": True}]
+        meta["ownerReferences"] = [owned_by(owner)]
     return meta
+
+
+def owned_by(root: dict) -> dict:
+    """The reference to a job's ConfigMap (a job's own, or the sweep's a trial is) that makes its garbage
+    collector delete what it owns."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "name": root["metadata"]["name"], "uid": root["metadata"]["uid"],
+            "blockOwnerDeletion": True}
 
 
 def refusals(spec: dict, engine: str) -> list[FieldError]:
@@ -225,6 +243,8 @@ def root(spec: dict, settings: Distrain, engine: str) -> dict:
         "data": {
             "spec.json": json.dumps(spec, sort_keys=True),
             "cluster.json": json.dumps(addresses(spec, settings.namespace, engine), sort_keys=True),
+            # a sweep's controller makes its trials as this server would
+            **({"settings.json": json.dumps(settings.for_cluster(), sort_keys=True)} if engine == SWEEP else {}),
         },
     }
 
@@ -523,11 +543,14 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard",
                                                        **owner_label(owner)}
     source = output_source(spec, settings)
-    volume, mount = _volume(source, "output", spec["name"], read_only=True)
+    # a sweep's: the volume's root, where its links to its trials' event files lead
+    own = "" if is_sweep(spec) else spec["name"]
+    volume, mount = _volume(source, "output", own, read_only=True)
     container = {
         "name": "tensorboard",
         "image": settings.default_images["tensorflow"],
-        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{spec['tensorboard']['logdir']}",
+        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir",
+                    "/".join(filter(None, ["/output", "" if own else spec["name"], spec["tensorboard"]["logdir"]])),
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}},
@@ -545,6 +568,47 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
          "metadata": metadata(name, settings, tb_labels, owner),
          "spec": {"selector": selector,
                   "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": TENSORBOARD_PORT}]}},
+    ]
+
+
+def sweeper_name(sweep: str) -> str:
+    return f"{sweep}-sweeper"
+
+
+SWEEP_MAKING = {"serviceaccounts", "roles", "rolebindings"}  # the rule in rbac.yaml that only making sweeps needs
+
+
+def sweeper_rules() -> list[dict]:
+    """What a sweep's controller may do: what this server's Role grants, but make another sweep's controller."""
+    documents = yaml.safe_load_all((Path(__file__).parent.parent / "rbac.yaml").read_text())
+    role = next(doc for doc in documents if doc["kind"] == "Role")
+    return [rule for rule in role["rules"] if not SWEEP_MAKING & set(rule["resources"])]
+
+
+def sweeper(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
+    """The sweep's controller: its identity and the Job that runs it, acting for the sweep's owner."""
+    name, ns = sweeper_name(spec["name"]), settings.namespace
+    own = {**labels(spec["name"]), COMPONENT: "sweeper"}
+    volume, mount = _volume(output_source(spec, settings), "output", "", read_only=False)
+    container = {
+        "name": "sweeper", "image": settings.sweeper_image,
+        "command": ["python", "-m", "jupyter_distrain.backends.cluster_sweep", spec["name"], "--namespace", ns,
+                    "--owner", settings.owner, "--output", "/output"],
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+        "volumeMounts": [{**mount, "mountPath": "/output"}],
+    }
+    pod = {"serviceAccountName": name, "restartPolicy": "Never", "containers": [container], "volumes": [volume]}
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(name, settings, own, owner)},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata(name, settings, own, owner),
+         "rules": sweeper_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+         "metadata": metadata(name, settings, own, owner),
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, settings, own, owner),
+         "spec": {"backoffLimit": 10, "template": {"metadata": {"labels": {**own, **owner_label(owner)}},
+                                                   "spec": secured(pod, settings)}}},
     ]
 
 
@@ -580,7 +644,9 @@ def engine_resource(spec: dict, engine: str) -> tuple[str, str]:
 
 
 def workload(spec: dict, settings: Distrain, owner: dict, engine: str, run: int = 1) -> list[dict]:
-    """What runs the job's replicas on `engine`."""
+    """What runs the job's replicas on `engine` (a sweep's: its controller)."""
+    if engine == SWEEP:
+        return sweeper(spec, settings, owner)
     if engine == "jobset":
         return [jobset(spec, settings, owner, run)]
     if engine == "kubeflow":

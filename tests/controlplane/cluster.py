@@ -11,7 +11,9 @@ label `tensorboard`) gets this machine's own address, HOST_IP, as its pod IP: a 
 pod's command here serves it, and the API server's service proxy reaches it. So does a log reader pod
 (component `log-reader`), whose command the control plane itself runs here while the pod lives, as a
 kubelet would, with /output being its volume's directory on this machine (a hostPath, or the hostPath
-of the PersistentVolume bound to its claim).
+of the PersistentVolume bound to its claim). A sweep's controller pod (component `sweeper`) is run here
+likewise, with a token of its service account (the TokenRequest API, bound to the pod) in its kubeconfig;
+when its process exits, the pod ends with its exit code.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import sys
 import textwrap
 import threading
 import time
-from contextlib import closing
+from contextlib import closing, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -162,7 +164,7 @@ def ended_stage(name: str, match: str, code: str, reason: str, status: list[str]
 POD_STAGES = "---\n".join([
     running_stage("pod-running", "operator: DoesNotExist",
                   "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
-    running_stage("on-this-host", "operator: In, values: [tensorboard, log-reader]", f'"{HOST_IP}"'),
+    running_stage("on-this-host", "operator: In, values: [tensorboard, log-reader, sweeper]", f'"{HOST_IP}"'),
     ended_stage("pod-exit", "{key: '.metadata.annotations[\"EXIT_CODE\"]', operator: Exists}",
                 "{{ $code }}", "{{ $reason | Quote }}", [
                     "conditions:",
@@ -219,7 +221,7 @@ class ControlPlane:
         self.dir = workdir
         self.engines = engines
         self.processes: dict[str, subprocess.Popen] = {}
-        self.readers = threading.Thread(target=self._run_log_readers, daemon=True, name="log-readers")
+        self.readers = threading.Thread(target=self._run_pods_here, daemon=True, name="pods-run-here")
         self.stopping = threading.Event()
         self.tokens = {ADMIN: os.urandom(16).hex(), RESTRICTED: os.urandom(16).hex()}
         self.port = free_port()
@@ -324,15 +326,16 @@ class ControlPlane:
             command += ["-H", f"Authorization: Bearer {token}"]
         return subprocess.run(command, capture_output=True).returncode == 0
 
-    def _write_kubeconfig(self, user: str) -> None:
+    def _write_kubeconfig(self, user: str, token: str | None = None, path: Path | None = None) -> None:
+        """A kubeconfig for `user` (with their token, or `token`), at `path` (default: `kubeconfig(user)`)."""
         config = {
             "apiVersion": "v1", "kind": "Config", "current-context": "test",
             "clusters": [{"name": "test", "cluster": {"server": self.url,
                                                       "certificate-authority": str(self.dir / "ca.crt")}}],
-            "users": [{"name": user, "user": {"token": self.tokens[user]}}],
+            "users": [{"name": user, "user": {"token": token or self.tokens[user]}}],
             "contexts": [{"name": "test", "context": {"cluster": "test", "user": user, "namespace": NAMESPACE}}],
         }
-        self.kubeconfig(user).write_text(yaml.safe_dump(config))
+        (path or self.kubeconfig(user)).write_text(yaml.safe_dump(config))
 
     def kubeconfig(self, user: str = ADMIN) -> Path:
         return self.dir / f"{user}.kubeconfig"
@@ -555,36 +558,59 @@ class ControlPlane:
         for path in (self.dir / "pod-logs").glob("*.log"):
             path.write_text("")
 
-    def _run_log_readers(self) -> None:
-        """Run each log reader pod's command here from when it runs until it is deleted. One at a time (they
-        share HOST_IP's port): the servers make one at a time and wait until the last is gone."""
+    def _run_pods_here(self) -> None:
+        """Run each log reader's and sweep controller's pod's command here from when it runs until it is deleted
+        (log readers one at a time: they share HOST_IP's port; the servers make one at a time and wait until
+        the last is gone); a controller's pod ends with its process."""
         from kubernetes import client, watch
         from kubernetes.client.exceptions import ApiException
 
-        running: dict[str, subprocess.Popen] = {}
+        running: dict[str, tuple[client.V1Pod, subprocess.Popen]] = {}
         with self.client(ADMIN) as api:
             core = client.CoreV1Api(api)
             version = None
             while not self.stopping.is_set():
                 try:
-                    for event in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=2,
-                                                      label_selector=f"{COMPONENT}=log-reader",
+                    for event in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=1,
+                                                      label_selector=f"{COMPONENT} in (log-reader,sweeper)",
                                                       resource_version=version):
                         pod = event["object"]
                         version = pod.metadata.resource_version
                         uid = pod.metadata.uid
                         if event["type"] == "DELETED" or pod.metadata.deletion_timestamp:
                             if uid in running:
-                                stop_process(running.pop(uid))
+                                stop_process(running.pop(uid)[1])
                         elif pod.status.phase == "Running" and uid not in running:
-                            running[uid] = self.run_here(core, pod, stdout=subprocess.DEVNULL,
-                                                                    stderr=subprocess.DEVNULL)
+                            with suppress(client.exceptions.NotFoundException):  # its service account went first
+                                running[uid] = pod, self._start_here(core, pod)
+                    for uid, (pod, process) in list(running.items()):
+                        if process.poll() is not None:  # a controller that ended: its pod ends so
+                            del running[uid]
+                            with suppress(ApiException):
+                                core.patch_namespaced_pod(pod.metadata.name, NAMESPACE, {"metadata": {
+                                    "annotations": {EXIT_CODE: str(process.returncode)}}})
                 except ApiException as e:
                     if e.status != 410:
                         raise
                     version = None
-        for process in running.values():
+        for _, process in running.values():
             stop_process(process)
+
+    def _start_here(self, core, pod) -> subprocess.Popen:
+        """A log reader's command, or a sweep controller's with its service account's credentials."""
+        if pod.metadata.labels[COMPONENT] == "log-reader":
+            return self.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        from kubernetes import client
+
+        token = core.create_namespaced_service_account_token(pod.spec.service_account_name, NAMESPACE, {
+            "spec": {"audiences": [], "expirationSeconds": 3600, "boundObjectRef": {
+                "kind": "Pod", "apiVersion": "v1", "name": pod.metadata.name, "uid": pod.metadata.uid}}})
+        assert isinstance(token, client.AuthenticationV1TokenRequest)
+        config = self.dir / f"{pod.metadata.name}.kubeconfig"
+        self._write_kubeconfig(pod.spec.service_account_name, token.status.token, config)
+        log = open(self.dir / "logs" / f"{pod.metadata.name}.log", "ab")
+        with log:
+            return self.run_here(core, pod, env={"KUBECONFIG": str(config)}, stdout=log, stderr=subprocess.STDOUT)
 
     def run_here(self, core, pod, **popen) -> subprocess.Popen:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
@@ -602,7 +628,9 @@ class ControlPlane:
         directory /= mount.sub_path or ""
         python, *args = [part.replace("/output", str(directory)) for part in container.command]
         assert python == "python"
-        env = {**os.environ, **{e.name: e.value for e in container.env or [] if e.value is not None}}
+        env = {**os.environ, **{e.name: e.value for e in container.env or [] if e.value is not None},
+               **popen.pop("env", {})}
+        env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
         return subprocess.Popen([sys.executable, *args], env=env, **popen)
 
     def stop(self) -> None:
