@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
+NOTHING_LOGGED: dict = {"tag": None, "runs": {}}  # what scalars answers of a job whose event files cannot be read
 
 
 class JobManager:
@@ -216,8 +217,7 @@ class JobManager:
         rows, tags = [], set()
         for number, (trial, values) in enumerate(sweep.trial_specs(spec), 1):
             job = launched.get(trial["name"])
-            unlogged: dict = {"tag": None, "runs": {}}
-            found = self.scalars_of(backend.tensorboard(job["spec"]), metric.get("tag")) if job else unlogged
+            found = self.logged(backend, job["spec"], metric.get("tag")) if job else NOTHING_LOGGED
             points = sweep.metric_points(trial, found)
             tags.add(found["tag"])
             rows.append({"name": trial["name"], "number": number, "phase": job["phase"] if job else None,
@@ -229,6 +229,14 @@ class JobManager:
         best = next((row["name"] for row in rows if row["phase"] == "Succeeded" and row["value"] is not None), None)
         tag = metric.get("tag") or next((t for t in sorted(tags - {None})), None)
         return {"name": name, "metric": {"tag": tag, "goal": metric["goal"]}, "best": best, "trials": rows}
+
+    def logged(self, backend: Backend, spec: dict, tag: str | None) -> dict:
+        """What a trial logged (scalars_of); nothing where that cannot be read now: on Kubernetes, a trial
+        without a TensorBoard, or whose TensorBoard does not answer yet."""
+        try:
+            return self.scalars_of(backend.tensorboard(spec), tag)
+        except DistrainError:
+            return NOTHING_LOGGED
 
     def finetune(self, name: str, changes: Any = None, base_dir: Path | None = None,
                  dry_run: bool = False) -> JobRecord | dict:

@@ -1527,6 +1527,10 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     assert backend.get("hp-3")["phase"] == "Stopped"
     launched = [e["message"] for e in job["events"] if e["reason"] == "Launched"]
     assert launched == ["hp-1: lr=0.1", "hp-2: lr=0.2", "hp-3: lr=0.3"]  # none twice
+    # the table asks each trial's TensorBoard, which no pod here serves: the trials without a value
+    table = JobManager({"kubernetes": backend}, backend.settings).trials("hp")["trials"]
+    assert [(row["name"], row["phase"], row["value"]) for row in table] == [
+        ("hp-1", "Succeeded", None), ("hp-2", "Succeeded", None), ("hp-3", "Stopped", None)]
 
     board = volume / "hp" / logdir  # the sweep's TensorBoard: its links to every trial's event files
     for name in ("hp-1", "hp-2", "hp-3"):
