@@ -404,9 +404,21 @@ class KubeBackend:
         """Refuse, before anything is created, what the cluster can never run; then let the API server
         (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
         one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
-        if is_sweep(spec):
-            self._check_sweep(spec)
         engine = engine or self.engine(spec)[0]
+        if is_sweep(spec):
+            self._check_sweep(spec)  # its last trial checked as a job covers every field the sweep passes on
+        elif errors := self._refusals(spec, engine):
+            raise SpecError(errors)
+        owner = manifests.root(spec, self.settings, engine)
+        objects = manifests.workload(spec, self.settings, owner, engine)
+        if new_job:  # a restart: the root and the TensorBoard exist
+            objects = [owner, *objects, *manifests.tensorboard(spec, self.settings, owner)]
+        for obj in objects:
+            if obj["kind"] != "RoleBinding":  # its Role (checked: this identity may grant it) is not made yet
+                self._create(obj, dry_run=True)
+
+    def _refusals(self, spec: dict, engine: str) -> builtins.list[FieldError]:
+        """What the cluster can never run of the job on `engine`: its code, GPUs, name, queue and volumes."""
         errors = manifests.refusals(spec, engine)
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
@@ -433,15 +445,7 @@ class KubeBackend:
             if source and "volume" in source and source["volume"] not in claims:
                 errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
-        if errors:
-            raise SpecError(errors)
-        owner = manifests.root(spec, self.settings, engine)
-        objects = manifests.workload(spec, self.settings, owner, engine)
-        if new_job:  # a restart: the root and the TensorBoard exist
-            objects = [owner, *objects, *manifests.tensorboard(spec, self.settings, owner)]
-        for obj in objects:
-            if obj["kind"] != "RoleBinding":  # its Role (checked: this identity may grant it) is not made yet
-                self._create(obj, dry_run=True)
+        return errors
 
     def _gpu_refusals(self, spec: dict) -> builtins.list[FieldError]:
         """The roles asking for more GPUs than the largest node (of their GPU type) has; none where this

@@ -543,14 +543,13 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard",
                                                        **owner_label(owner)}
     source = output_source(spec, settings)
-    # a sweep's: the volume's root, where its links to its trials' event files lead
-    own = "" if is_sweep(spec) else spec["name"]
-    volume, mount = _volume(source, "output", own, read_only=True)
+    sweep = is_sweep(spec)  # a sweep's reads the volume's root, where its links to its trials' event files lead
+    volume, mount = _volume(source, "output", "" if sweep else spec["name"], read_only=True)
+    logdir = f"{spec['name']}/{spec['tensorboard']['logdir']}" if sweep else spec["tensorboard"]["logdir"]
     container = {
         "name": "tensorboard",
         "image": settings.default_images["tensorflow"],
-        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir",
-                    "/".join(filter(None, ["/output", "" if own else spec["name"], spec["tensorboard"]["logdir"]])),
+        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{logdir}",
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}},
