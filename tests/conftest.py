@@ -5,6 +5,7 @@ import subprocess
 import sys
 import threading
 import time
+import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -234,6 +235,18 @@ def cli(tmp_path: Path):
     finally:
         for process in processes_of(root):
             process.kill()
+
+
+def write_wheel(directory: Path, module: str, source: str, version: str = "1.0") -> Path:
+    """A pure-Python wheel of one module, which pip installs from `directory` without an index."""
+    wheel = directory / f"{module}-{version}-py3-none-any.whl"
+    info = f"{module}-{version}.dist-info"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(f"{module}.py", source)
+        zf.writestr(f"{info}/METADATA", f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: {version}\n")
+        zf.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        zf.writestr(f"{info}/RECORD", "")
+    return wheel
 
 
 def write_spec(directory: Path, spec: dict, filename: str = "distrain.yaml") -> Path:

@@ -15,18 +15,20 @@ import itertools
 import json
 import logging
 import os
+import platform
 import re
 import shutil
 import subprocess
 import threading
 import time
+import venv
 from pathlib import Path
 
 import pytest
 import requests
 import yaml
 from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, write_scalars,
-                      write_spec)
+                      write_spec, write_wheel)
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED, image_id
 from kubernetes import client
 
@@ -37,7 +39,7 @@ from jupyter_distrain.backends.kube_state import new_status
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
-from jupyter_distrain.manager import JobManager
+from jupyter_distrain.manager import JobManager, provenance
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
@@ -455,11 +457,11 @@ def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(contro
     second.close()
 
 
-def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path) -> subprocess.Popen:
-    """Run the pod's main container's command here (ControlPlane.run_here); what it prints becomes the pod's
-    pods/log, as a container runtime would keep it. The process reads its stdin."""
+def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    """Run the pod's main container's command here (ControlPlane.run_here, with `env`); what it prints becomes
+    the pod's pods/log, as a container runtime would keep it. The process reads its stdin."""
     process = control_plane.run_here(admin, admin.read_namespaced_pod(pod_name_, NAMESPACE), cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env or {})
 
     def runtime():
         for line in process.stdout:
@@ -502,6 +504,8 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     volume = control_plane.dir / "volumes" / "distrain-outputs" / "outlived" / ".distrain" / "logs" / "1"
     written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
                (volume / "chief-0.log").read_bytes().splitlines()]
+    (_, report), *written = written  # first what the replica's Python has, which the server keeps apart
+    assert report.startswith("distrain-provenance ")
     assert [text for _, text in written] == ["epoch 1", "epoch 2", "epoch 3", "\ufffd done"]
     second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
     second.start(logging.getLogger("second"))
@@ -517,6 +521,54 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
         second.delete("outlived")
         second.close()
         shutil.rmtree(volume.parents[2])
+
+
+def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin, tmp_path):
+    """A replica's command first installs requirements.txt and reports, in one line, what its Python has
+    (cluster_install.py). Its image here is a fresh environment, and its requirements a wheel in the code. The
+    server takes the report out of the log into the job's provenance; with the pod gone, a CLI reads the same
+    report from the output volume."""
+    workspace, image = tmp_path / "workspace", tmp_path / "image"
+    workspace.mkdir()
+    wheel = write_wheel(workspace, "distrain_probe", "VALUE = 42\n")
+    (workspace / "requirements.txt").write_text(f"./{wheel.name}\n")
+    venv.create(image, with_pip=True)
+    spec = spec_.validate({"name": "provenance", "framework": "tensorflow",
+                           "command": "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'",
+                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
+                           "replicas": {"chief": {}}})
+    server = KubeBackend(settings(tmp_path / "home", engine="jobset"), control_plane.client(RESTRICTED))
+    server.start(logging.getLogger("server"))
+    try:
+        server.submit(spec)
+        chief = pod_name(admin, "provenance", "chief-0")
+        wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
+        process = play_kubelet(control_plane, admin, chief, workspace,
+                               env={"PATH": f"{image / 'bin'}{os.pathsep}{os.environ['PATH']}"})
+        process.stdin.close()
+        assert process.wait(120) == 0
+        texts = lambda backend: [line.text for line in backend.logs("provenance", replica="chief-0")]  # noqa: E731
+        wait(lambda: "probe 42" in texts(server), "the server copies the chief's log")
+        assert any("Successfully installed distrain-probe-1.0" in text for text in texts(server))
+        assert not [text for text in texts(server) if "distrain-provenance" in text]  # the report is no log line
+        ran = provenance(server.get("provenance"))
+        pip = subprocess.run([image / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True)
+        assert ran["python"] == platform.python_version() and ran["requirements"] == ["distrain-probe==1.0"]
+        assert {"distrain-probe==1.0", f"pip=={pip.stdout.split()[1]}"} <= set(ran["packages"])
+        assert not {p for p in ran["packages"] if p.startswith(("kubernetes==", "jupyter-distrain=="))}  # not ours
+
+        end(admin, "provenance", "chief-0", 0)
+        wait_job(server, "provenance", lambda j: j["phase"] == "Succeeded", "the job succeeds")
+        admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
+        wait(lambda: not pods_of(admin, "provenance"), "the chief's pod is gone, its pods/log with it")
+        cli = KubeBackend(settings(tmp_path / "cli", engine="jobset"), control_plane.client(RESTRICTED))
+        assert "probe 42" in texts(cli)
+        assert {key: provenance(cli.get("provenance"))[key] for key in ("python", "requirements", "packages")} == {
+            key: ran[key] for key in ("python", "requirements", "packages")}
+    finally:
+        server.delete("provenance")
+        server.close()
+        shutil.rmtree(control_plane.dir / "volumes" / "distrain-outputs" / "provenance", ignore_errors=True)
 
 
 def test_the_training_operator_runs_each_replica_with_its_own_variables(control_plane, admin):
@@ -557,7 +609,7 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
 
 def branch_env(pod: client.V1Pod) -> dict[str, str]:
     """The variables the "kubeflow" engine's script exports in the pod's branch (its index's), with the pod's."""
-    script = pod.spec.containers[0].command[-1].split("\n", 1)[1].replace("exec /bin/sh -c", ":") + "; env -0"
+    script = pod.spec.containers[0].command[-1].removeprefix(manifests.INSTALL + "\n").replace("exec /bin/sh -c", ":") + "; env -0"
     own = {e.name: e.value for e in pod.spec.containers[0].env if e.value is not None}
     exported = subprocess.run(["sh", "-c", script], env={**own, "DISTRAIN_INDEX": pod.metadata.labels[
         manifests.KUBEFLOW_INDEX], "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True).stdout

@@ -6,13 +6,12 @@ import platform
 import signal
 import subprocess
 import time
-import zipfile
 from datetime import datetime
 from pathlib import Path
 
 import psutil
 import pytest
-from conftest import assert_nothing_left, processes_of, write_spec
+from conftest import assert_nothing_left, processes_of, write_spec, write_wheel
 
 from jupyter_distrain.backends.procs import replica_ports
 from jupyter_distrain.store import Store
@@ -307,12 +306,7 @@ def test_code_flag_takes_a_local_git_repository_at_a_ref(cli, tmp_path):
 def test_requirements_installed_before_the_command(cli, tmp_path):
     code = tmp_path / "code"
     code.mkdir()
-    wheel = code / "distrain_probe-1.0-py3-none-any.whl"
-    with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("distrain_probe.py", "VALUE = 42\n")
-        zf.writestr("distrain_probe-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: distrain-probe\nVersion: 1.0\n")
-        zf.writestr("distrain_probe-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
-        zf.writestr("distrain_probe-1.0.dist-info/RECORD", "")
+    wheel = write_wheel(code, "distrain_probe", "VALUE = 42\n")
     (code / "requirements.txt").write_text(f"# the probe package\n./{wheel.name}\n")
     spec = {"name": "reqs", "code": {"path": "../code"},
             "command": "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'"}

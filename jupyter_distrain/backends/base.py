@@ -86,8 +86,9 @@ class JobRecord(JobFields, total=False):
     events: list[EventRecord]  # the most recent, when asked for
     engine: str  # on Kubernetes, what runs the job: jobset or pods
     supervision: str  # on Kubernetes, what happens to the job while no Jupyter server runs ("" when nothing)
-    # what the current run ran on, as far as it is known: locally python, requirements and packages
-    # (supervisor.environment); on Kubernetes the image and its digests as the pods report them
+    # what the current run ran on, as far as it is known: python, requirements and packages (locally
+    # supervisor.environment, on Kubernetes cluster_install.py's report); on Kubernetes also the image and
+    # its digests as the pods report them
     environment: dict
 
 

@@ -66,7 +66,8 @@ from ..spec import expires, gpu_type, gpus, replica_name, replicas
 from ..sweep import is_sweep
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
-from .kube_logs import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
+from .kube_logs import (append, from_pods_log, from_volume, keep_provenance, last_stamp, line_batches,
+                        read_provenance, seconds_since)
 from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
                          event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
                          newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
@@ -880,7 +881,8 @@ class KubeBackend:
             **self._state(root, spec, status, current_run(root)), "output_dir": output_location(spec, self.settings),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
-            "environment": {"image": manifests.image(spec, self.settings), "image_digests": sorted(digests)},
+            "environment": {"image": manifests.image(spec, self.settings), "image_digests": sorted(digests),
+                            **read_provenance(self._log_dir(root.metadata.name, current_run(root)))},
         })
 
     def _state(self, root: client.V1ConfigMap, spec: dict, status: dict, run: int) -> dict:
@@ -978,7 +980,7 @@ class KubeBackend:
         try:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
-                    append(path, [from_pods_log(line) for line in lines])
+                    append(path, keep_provenance([from_pods_log(line) for line in lines], path.parent))
         finally:
             self.streams.discard(response)
 
@@ -1045,7 +1047,7 @@ class KubeBackend:
     def _import(self, response, path: Path) -> None:
         with response:  # a last line without its newline is still being written: pods/log brings it
             for lines in line_batches(response.stream(logs.READ_CHUNK), partial=False):
-                append(path, [line for line in map(from_volume, lines) if line])
+                append(path, keep_provenance([line for line in map(from_volume, lines) if line], path.parent))
 
     def _delete_reader(self, pod: str) -> None:
         """Delete the log reader pod, until it is gone (the next reader takes its name)."""

@@ -4,6 +4,8 @@ output volume: their timestamps, and appending without duplicates."""
 from __future__ import annotations
 
 import fcntl
+import json
+import os
 import re
 import time
 from datetime import datetime
@@ -42,6 +44,48 @@ def from_volume(raw: bytes) -> bytes | None:
 def bounded(line: bytes) -> bytes:
     """A stamped log file line without a carriage return, its text cut at logs.MAX_LINE."""
     return line.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE]
+
+
+PROVENANCE = b"distrain-provenance "  # the line of cluster_install.py's report
+PROVENANCE_FILE = "provenance.json"  # in a run's log directory
+
+
+def keep_provenance(lines: list[bytes], directory: Path) -> list[bytes]:
+    """The log file `lines` but cluster_install.py's report of what a replica's Python has, which becomes the
+    run's provenance in `directory` if it has none yet: every replica runs the same image and requirements,
+    so the first report stands for the run."""
+    kept = []
+    for line in lines:
+        text = line[logs.STAMP_LEN + 1:]
+        if not text.startswith(PROVENANCE):
+            kept.append(line)
+        elif (report := provenance_report(text[len(PROVENANCE):])) and not (directory / PROVENANCE_FILE).exists():
+            directory.mkdir(parents=True, exist_ok=True)
+            temporary = directory / f".{PROVENANCE_FILE}.{os.getpid()}"
+            temporary.write_text(json.dumps(report))
+            temporary.replace(directory / PROVENANCE_FILE)
+    return kept
+
+
+def provenance_report(raw: bytes) -> dict | None:
+    """A report's python, requirements and packages; None if it is not one (the job prints what it likes)."""
+    try:
+        report = json.loads(raw)
+    except ValueError:
+        return None
+    names = lambda value: value is None or isinstance(value, list) and all(isinstance(v, str) for v in value)  # noqa: E731
+    if isinstance(report, dict) and isinstance(report.get("python"), str) and names(report.get("requirements")) \
+            and names(report.get("packages")):
+        return {key: report.get(key) for key in ("python", "requirements", "packages")}
+    return None
+
+
+def read_provenance(directory: Path) -> dict:
+    """What a run's replicas' Python had, as far as it is known."""
+    try:
+        return json.loads((directory / PROVENANCE_FILE).read_text())
+    except FileNotFoundError:
+        return {}
 
 
 def line_batches(chunks: Iterable[bytes], partial: bool = True) -> Iterator[list[bytes]]:

@@ -27,8 +27,9 @@ With a `queue` (jobset or kubeflow), the JobSet or the operator's job carries Ku
 starts suspended: Kueue admits it (unsuspends it) when its ClusterQueue has the quota.
 
 A replica's pod, whatever the engine: the code fetched by an init container at the pinned commit,
-requirements installed, the command run under cluster_logtee.py, which stamps each line and writes it
-both to the container's output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
+requirements installed (cluster_install.py, which then reports in one line what the replica's Python has),
+the command run under cluster_logtee.py, which stamps each line and writes it both to the container's
+output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
     Pod       <job>-logs            while the server reads those files (they outlive the pods): serves
                                     them read-only from the output volume, then is deleted
     Deployment, Service <job>-tensorboard
@@ -282,8 +283,8 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, rest
     }
 
 
-INSTALL = ("if [ -s requirements.txt ]; then python -m pip install --no-input --disable-pip-version-check"
-           " -r requirements.txt || exit 1; fi")
+INSTALL_PROGRAM = (Path(__file__).parent / "cluster_install.py").read_text()
+INSTALL = f"python -c {shlex.quote(INSTALL_PROGRAM)} || exit 1"  # requirements.txt, then what the Python has
 
 
 def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) -> tuple[dict[str, str], str]:

@@ -614,7 +614,7 @@ class ControlPlane:
 
     def run_here(self, core, pod, **popen) -> subprocess.Popen:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
-        environment, and /output being its volume's directory here (a hostPath, or the hostPath of the
+        environment, `python` being this interpreter, and /output being its volume's directory here (a hostPath, or the hostPath of the
         PersistentVolume bound to its claim). `popen` goes to subprocess.Popen."""
         container = pod.spec.containers[0]
         mount = next(m for m in container.volume_mounts if m.mount_path == "/output")
@@ -628,8 +628,8 @@ class ControlPlane:
         directory /= mount.sub_path or ""
         python, *args = [part.replace("/output", str(directory)) for part in container.command]
         assert python == "python"
-        env = {**os.environ, **{e.name: e.value for e in container.env or [] if e.value is not None},
-               **popen.pop("env", {})}
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
+               **{e.name: e.value for e in container.env or [] if e.value is not None}, **popen.pop("env", {})}
         env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
         return subprocess.Popen([sys.executable, *args], env=env, **popen)
 
