@@ -115,10 +115,15 @@ class Distrain(Configurable):
     priority_class = Unicode(config=True, help="The PriorityClass of every replica pod of a Kubernetes job; "
                                                "empty: the cluster's default.")
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
-    sweeper_image = Unicode(config=True,
-                            help="Image of a Kubernetes sweep's controller pod: one with jupyter-distrain installed. "
-                                 "Default: $JUPYTER_IMAGE (the image of this server, as JupyterHub's KubeSpawner "
-                                 "sets it).")
+    controller_image = Unicode(config=True,
+                               help="Image of this product's own pods in a Kubernetes cluster (a sweep's controller, "
+                                    "the namespace's janitor): one with jupyter-distrain installed. Default: "
+                                    "$JUPYTER_IMAGE (the image of this server, as JupyterHub's KubeSpawner sets it).")
+    janitor_schedule = Unicode("*/10 * * * *", config=True,
+                               help="When the Kubernetes namespace's janitor (a CronJob, made with the first job "
+                                    "that has a policy.ttl_after_finished) deletes the jobs past that time, whether "
+                                    "or not a Jupyter server runs; cron syntax. Empty: no janitor, only Jupyter "
+                                    "servers and `distrain prune` delete them.")
     default_images = Dict(DEFAULT_IMAGES, config=True,
                           help="Container image per framework, for jobs whose spec names none.")
     tensorboard_idle_timeout = Int(900, config=True,
@@ -133,8 +138,8 @@ class Distrain(Configurable):
 
         return str(Path(jupyter_data_dir()) / "distrain")
 
-    @default("sweeper_image")
-    def _default_sweeper_image(self) -> str:
+    @default("controller_image")
+    def _default_controller_image(self) -> str:
         return os.environ.get("JUPYTER_IMAGE", "")
 
     @default("namespace")
@@ -183,7 +188,7 @@ class Distrain(Configurable):
         """The settings that shape a job's objects, for a process that makes jobs in the cluster for this
         server (a sweep's controller): not where this server keeps or reads things."""
         here = {"backend_classes", "backend", "backends", "root", "namespace", "kubeconfig", "see_all_owners",
-                "ttl_check_interval", "tensorboard_idle_timeout", "tensorboard_start_timeout"}
+                "ttl_check_interval", "janitor_schedule", "tensorboard_idle_timeout", "tensorboard_start_timeout"}
         return {name: value for name, value in self.trait_values(config=True).items() if name not in here}
 
     @property

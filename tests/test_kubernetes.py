@@ -1535,10 +1535,10 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
                            "code": {"git": "https://example.com/models.git", "commit": COMMIT},
                            "replicas": {"worker": {}}, "tensorboard": {"enabled": True},
                            "sweep": {"parameters": {"lr": {"values": [0.1, 0.2, 0.3]}}, "parallelism": 2}})
-    with pytest.raises(SpecError, match="c.Distrain.sweeper_image"):
+    with pytest.raises(SpecError, match="c.Distrain.controller_image"):
         backend.submit(spec)
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
-    backend.settings.sweeper_image = "registry.example.com/notebook:1"
+    backend.settings.controller_image = "registry.example.com/notebook:1"
     job = backend.submit(spec)
     assert (job["engine"], job["replicas"]) == ("sweep", [])
 
@@ -1596,3 +1596,96 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     backend.delete("hp")  # its trials go with it, by the garbage collector
     wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
          and not admin.list_namespaced_pod(NAMESPACE).items, "the sweep, its trials and their pods are gone", 60)
+
+
+def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_runs(control_plane, admin, tmp_path):
+    """The first job with a time to be kept (policy.ttl_after_finished) makes the namespace's janitor: a CronJob
+    whose pod runs cluster_janitor.py with a service account of its own. Jobs of two owners end and their time
+    passes while no Jupyter server runs; a run of the janitor deletes both, with everything they owned, keeps
+    their outputs, and keeps a job whose time is not over."""
+    def cli_of(owner: str) -> KubeBackend:
+        own = settings(tmp_path / owner, engine="jobset")
+        own.owner, own.controller_image, own.janitor_schedule = owner, "registry.example.com/notebook:1", "*/5 * * * *"
+        return KubeBackend(own, control_plane.client(RESTRICTED))
+
+    def job(name: str, ttl: str) -> dict:
+        return spec_.validate({"name": name, "framework": "tensorflow", "command": "python train.py",
+                               "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
+                               "replicas": {"chief": {}}, "policy": {"ttl_after_finished": ttl}})
+
+    ada, bob = cli_of("ada"), cli_of("bob")
+    batch = client.BatchV1Api(admin.api_client)
+    outputs = control_plane.dir / "volumes" / "distrain-outputs"
+    try:
+        ada.submit(job("ada-done", "1s"))
+        cron = batch.read_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+        assert cron.spec.schedule == "*/5 * * * *" and cron.spec.concurrency_policy == "Forbid"
+        pod = cron.spec.job_template.spec.template.spec
+        assert (pod.service_account_name, pod.containers[0].image) == (manifests.JANITOR, "registry.example.com/notebook:1")
+        bob.submit(job("bob-done", "1s"))
+        bob.submit(job("bob-kept", "1h"))
+        for name in ("ada-done", "bob-done", "bob-kept"):
+            end(admin, name, "chief-0", 0)
+        for backend, name in ((ada, "ada-done"), (bob, "bob-done")):
+            wait(lambda: (backend.get(name)["expires"] or time.time() + 1) < time.time(), f"{name}'s time is over")
+            (outputs / name).mkdir(parents=True, exist_ok=True)
+            (outputs / name / "model.bin").write_bytes(b"weights")
+        assert bob.get("bob-kept")["phase"] == "Succeeded"
+
+        # what the CronJob controller does on its schedule
+        batch.create_namespaced_job(NAMESPACE, client.V1Job(
+            metadata=client.V1ObjectMeta(name="distrain-janitor-now", labels=cron.spec.job_template.metadata.labels),
+            spec=cron.spec.job_template.spec))
+        wait(lambda: batch.read_namespaced_job_status("distrain-janitor-now", NAMESPACE).status.succeeded,
+             "the janitor's run succeeds", 60)
+        janitor = admin.list_namespaced_pod(NAMESPACE, label_selector="job-name=distrain-janitor-now").items[0]
+        said = (control_plane.dir / "logs" / f"{janitor.metadata.name}.log").read_text()
+        assert "deleted ada-done of ada" in said and "deleted bob-done of bob" in said and "bob-kept" not in said
+        for name in ("ada-done", "bob-done"):
+            wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=f"{manifests.JOB}={name}").items
+                 and not pods_of(admin, name), f"{name} and everything it owned are gone")
+            assert (outputs / name / "model.bin").read_bytes() == b"weights"
+        assert [j["name"] for j in bob.list()] == ["bob-kept"]
+    finally:
+        bob.delete("bob-kept")
+        batch.delete_namespaced_job("distrain-janitor-now", NAMESPACE, propagation_policy="Background")
+        batch.delete_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+        rbac = client.RbacAuthorizationV1Api(admin.api_client)
+        rbac.delete_namespaced_role_binding(manifests.JANITOR, NAMESPACE)
+        rbac.delete_namespaced_role(manifests.JANITOR, NAMESPACE)
+        admin.delete_namespaced_service_account(manifests.JANITOR, NAMESPACE)
+        for name in ("ada-done", "bob-done"):
+            shutil.rmtree(outputs / name, ignore_errors=True)
+
+
+def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod(control_plane, backend, admin,
+                                                                                 tmp_path):
+    """`delete --purge-output` deletes the job's output directory on its volume through a pod that mounts the
+    volume, and waits for it: the default directory, or the spec's path, and nothing beside it. A path whose
+    link leads out of the volume, and a job's whole volume, stay; so does the output of a plain delete."""
+    outputs = control_plane.dir / "volumes" / "distrain-outputs"
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "model.bin").write_bytes(b"not the job's")
+    (outputs / "team").mkdir(parents=True, exist_ok=True)
+    (outputs / "escape").symlink_to(outside)
+    outputs_of = {"purged": None, "kept": None, "team-run": "team/run-7", "escape": "escape", "whole": ""}
+    try:
+        for name, path in outputs_of.items():
+            output = {} if path is None else {"output": {"volume": "distrain-outputs", "path": path}}
+            backend.submit(spec_.validate({"name": name, "framework": "tensorflow", "command": "python train.py",
+                                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
+                                           "replicas": {"chief": {}}, **output}))
+        for directory in ("purged", "kept", "team/run-7", "team/other"):
+            (outputs / directory).mkdir(parents=True, exist_ok=True)
+            (outputs / directory / "model.bin").write_bytes(b"weights")
+        for name in outputs_of:
+            backend.delete(name, purge_output=name != "kept")
+            assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}={name}").items
+        assert not (outputs / "purged").exists() and not (outputs / "team" / "run-7").exists()
+        assert all((directory / "model.bin").exists() for directory in (outputs / "kept", outputs / "team" / "other",
+                                                                        outside))
+    finally:
+        (outputs / "escape").unlink()
+        for directory in ("kept", "team"):
+            shutil.rmtree(outputs / directory, ignore_errors=True)

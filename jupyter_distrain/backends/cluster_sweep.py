@@ -26,7 +26,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", required=True, help="where the output volume's root is mounted")
     args = parser.parse_args(argv)
     reader = KubeBackend(Distrain(namespace=args.namespace, owner=args.owner))
-    settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep))
+    settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
+                        janitor_schedule="")  # the server that made the sweep made the janitor, if any
     backend = KubeBackend(settings, reader.api)
     asyncio.run(run(backend, args.sweep, Path(args.output)))
 

@@ -71,7 +71,7 @@ from .kube_logs import (append, from_pods_log, from_volume, keep_provenance, las
 from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
                          event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
                          newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
-                         replica_state, seconds, stopped_status, with_ending)
+                         replica_state, seconds, stopped_status, why_not_running, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
 from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, SWEEP, object_name, replica_of
 
@@ -82,7 +82,7 @@ if TYPE_CHECKING:
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
                "Deployment": ("apps", "deployment"), "Secret": ("core", "secret"),
                "ServiceAccount": ("core", "service_account"), "Role": ("rbac", "role"),
-               "RoleBinding": ("rbac", "role_binding"), "Job": ("batch", "job")}
+               "RoleBinding": ("rbac", "role_binding"), "Job": ("batch", "job"), "CronJob": ("batch", "cron_job")}
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
@@ -130,6 +130,7 @@ class KubeBackend:
         self.reading = threading.Lock()  # one log reader pod at a time
         self.locks: dict[str, threading.RLock] = {}  # job -> held while this process changes it
         self.locking = threading.Lock()
+        self.janitor_made = False  # by this process, or found made
 
     @classmethod
     def from_config(cls, config: Distrain) -> KubeBackend:
@@ -474,9 +475,9 @@ class KubeBackend:
     def _check_sweep(self, spec: dict) -> None:
         """What a sweep needs on Kubernetes, then its trials checked as jobs of their own: the last, which has
         the longest name (they differ in their names and hyperparameters alone)."""
-        errors = [] if self.settings.sweeper_image else [FieldError(
+        errors = [] if self.settings.controller_image else [FieldError(
             "sweep", "this server names no image for the sweep's controller: an admin sets "
-                     "c.Distrain.sweeper_image (an image with jupyter-distrain installed)")]
+                     "c.Distrain.controller_image (an image with jupyter-distrain installed)")]
         errors += [FieldError(f"output.{key}", "each trial writes to its own directory on the output volume "
                                                "(<volume>/<trial>): a sweep names its output.volume alone")
                    for key in ("path", "host_path") if key in spec.get("output", {})]
@@ -550,7 +551,24 @@ class KubeBackend:
             self._delete_root(spec["name"])
             raise
         self.record(spec["name"], Event("Submitted", f"job accepted; engine {engine}: {why}"))
+        self._make_janitor(spec)
         return self.get(spec["name"])
+
+    def _make_janitor(self, spec: dict) -> None:
+        """Make the namespace's janitor (manifests.janitor) with the first job that has a time to be kept, if
+        there is an image to run it; a failure is a Warning on the job (Jupyter servers and `distrain prune`
+        still delete it when its time is over)."""
+        settings = self.settings
+        if self.janitor_made or not (spec["policy"].get("ttl_after_finished") and settings.janitor_schedule
+                                     and settings.controller_image):
+            return
+        try:
+            for obj in manifests.janitor(settings):
+                self._create(obj, exists_ok=True)
+            self.janitor_made = True
+        except DistrainError as e:
+            self.record(spec["name"], Event("NoJanitor", "the cluster cannot delete this job when its time to be "
+                                                         f"kept is over, only a Jupyter server can: {e}", type="Warning"))
 
     def _start(self, spec: dict, owner: dict, engine: str, run: int = 1) -> None:
         for obj in manifests.workload(spec, self.settings, owner, engine, run):
@@ -718,13 +736,33 @@ class KubeBackend:
             time.sleep(0.2)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
-        """Stop the job until its pods are gone, then delete its ConfigMap: the garbage collector deletes
-        every object it owns."""
+        """Stop the job until its pods are gone, with `purge_output` delete its output, then delete its
+        ConfigMap: the garbage collector deletes every object it owns."""
         with self.changing(name):
             self._stop(name)
             self._wait_gone(name)
+            if purge_output:
+                self._purge_output(name)
             self._delete_root(name)
             shutil.rmtree(self.root / name, ignore_errors=True)
+
+    def _purge_output(self, name: str) -> None:
+        """Delete the job's own output directory through a pod that mounts its volume (manifests.purger), and
+        wait until it has; if it cannot, the job stays, so the delete can be asked again."""
+        root = self._root_fresh(name)
+        purger = manifests.purger(json.loads(root.data["spec.json"]), self.settings,
+                                  self.api.sanitize_for_serialization(root))
+        if purger is None:
+            return
+        pod = purger["metadata"]["name"]
+        self._delete_pod_named(pod)  # one an interrupted delete left
+        self._create(purger)
+        try:
+            ended = self._wait_pod_ended(pod, READER_TIMEOUT)
+        finally:
+            self._delete_pod_named(pod)
+        if ended.phase != "Succeeded":
+            raise KubeError(f"the output of job {name} was not deleted (pod {pod}: {why_not_running(ended)})")
 
     def _delete_root(self, name: str) -> None:
         with self._writing("configmaps", name) as write:
@@ -1011,7 +1049,7 @@ class KubeBackend:
                                       self.api.sanitize_for_serialization(root))
         pod = reader["metadata"]["name"]
         with self.reading:
-            self._delete_reader(pod)  # one a stopped process left
+            self._delete_pod_named(pod)  # one a stopped process left
             self._create(reader)
             try:
                 self._wait_serving(pod)
@@ -1020,7 +1058,7 @@ class KubeBackend:
                         raise ValueError(f"the reader listed {file!r}, which is no replica's log")
                     self._import(self._from_reader(pod, f"{run}/{file}"), self._log_dir(name, run) / file)
             finally:
-                self._delete_reader(pod)
+                self._delete_pod_named(pod)
 
     def _from_reader(self, pod: str, path: str = ""):
         """GET `path` from a log reader pod through the API server's pod proxy (a streaming response)."""
@@ -1037,20 +1075,30 @@ class KubeBackend:
             try:
                 return self._from_reader(pod).release_conn()
             except ApiException as e:
-                status = self._call(lambda: self.core.read_namespaced_pod(pod, self.ns), "read the log reader").status
+                status = self._read_pod_status(pod)
                 if status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
-                    waiting = [c.state.waiting or c.state.terminated for c in status.container_statuses or []]
-                    why = next((f"{w.reason}: {w.message or ''}" for w in waiting if w), status.phase)
-                    raise KubeError(f"its reader pod {pod} did not serve ({why}; {e.status} {e.reason})") from None
+                    raise KubeError(f"its reader pod {pod} did not serve ({why_not_running(status)}; "
+                                    f"{e.status} {e.reason})") from None
                 time.sleep(0.5)
+
+    def _wait_pod_ended(self, pod: str, timeout: float) -> client.V1PodStatus:
+        """The pod's status once it has ended, or after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (status := self._read_pod_status(pod)).phase not in ("Succeeded", "Failed") \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return status
+
+    def _read_pod_status(self, pod: str) -> client.V1PodStatus:
+        return self._call(lambda: self.core.read_namespaced_pod(pod, self.ns), f"read pod {pod}").status
 
     def _import(self, response, path: Path) -> None:
         with response:  # a last line without its newline is still being written: pods/log brings it
             for lines in line_batches(response.stream(logs.READ_CHUNK), partial=False):
                 append(path, keep_provenance([line for line in map(from_volume, lines) if line], path.parent))
 
-    def _delete_reader(self, pod: str) -> None:
-        """Delete the log reader pod, until it is gone (the next reader takes its name)."""
+    def _delete_pod_named(self, pod: str) -> None:
+        """Delete the pod (a log reader, a purger), until it is gone (the next one takes its name)."""
         try:
             self._delete_pod(self.core.read_namespaced_pod(pod, self.ns), wait=True)
         except ApiException as e:

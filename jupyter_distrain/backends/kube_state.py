@@ -288,6 +288,13 @@ def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
     return state
 
 
+def why_not_running(status: client.V1PodStatus) -> str:
+    """Why a pod that should serve or succeed did not: its container's waiting or termination reason, else
+    its phase."""
+    states = [c.state.waiting or c.state.terminated for c in status.container_statuses or []]
+    return next((f"{s.reason}: {s.message or ''}" for s in states if s), status.phase)
+
+
 def terminated(pod: client.V1Pod):
     """The termination that ended the pod: a failed init container's, else the main (first) container's."""
     main = pod.spec.containers[0].name

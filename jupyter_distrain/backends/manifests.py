@@ -32,6 +32,8 @@ the command run under cluster_logtee.py, which stamps each line and writes it bo
 output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
     Pod       <job>-logs            while the server reads those files (they outlive the pods): serves
                                     them read-only from the output volume, then is deleted
+    Pod       <job>-purge           on `delete --purge-output`: deletes the job's output directory, which
+                                    the delete waits for
     Deployment, Service <job>-tensorboard
                                     with tensorboard.enabled: one TensorBoard reading the job's
                                     output volume (every replica a run); it stays until the job is deleted
@@ -44,6 +46,10 @@ ConfigMaps the sweep's owns, from the cluster (backends/cluster_sweep.py runs sw
     Job       <sweep>-sweeper       one pod at a time running the controller (a new one if it fails, or
                                     its node goes), with the output volume's root at /output: the
                                     trials' event files, the sweep's links to them
+The namespace's janitor, every owner's, made with the first job that has a policy.ttl_after_finished (janitor):
+    ServiceAccount, Role, RoleBinding, CronJob distrain-janitor
+                                    on c.Distrain.janitor_schedule, a pod running cluster_janitor.py deletes the
+                                    jobs past that time, whether or not a Jupyter server runs
 """
 
 from __future__ import annotations
@@ -575,14 +581,26 @@ def sweeper_name(sweep: str) -> str:
     return f"{sweep}-sweeper"
 
 
-SWEEP_MAKING = {"serviceaccounts", "roles", "rolebindings"}  # the rule in rbac.yaml that only making sweeps needs
+CONTROLLER_MAKING = {"serviceaccounts", "roles", "rolebindings", "cronjobs"}  # rbac.yaml's rules for making them
 
 
-def sweeper_rules() -> list[dict]:
-    """What a sweep's controller may do: what this server's Role grants, but make another sweep's controller."""
+def controller_rules() -> list[dict]:
+    """What this product's controllers in the cluster (a sweep's, the janitor) may do: what this server's Role
+    grants, but make controllers."""
     documents = yaml.safe_load_all((Path(__file__).parent.parent / "rbac.yaml").read_text())
     role = next(doc for doc in documents if doc["kind"] == "Role")
-    return [rule for rule in role["rules"] if not SWEEP_MAKING & set(rule["resources"])]
+    return [rule for rule in role["rules"] if not CONTROLLER_MAKING & set(rule["resources"])]
+
+
+def identity(meta: dict) -> list[dict]:
+    """A controller's ServiceAccount, Role (controller_rules) and RoleBinding, each with metadata `meta`."""
+    return [
+        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": controller_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
+         "subjects": [{"kind": "ServiceAccount", "name": meta["name"], "namespace": meta["namespace"]}]},
+    ]
 
 
 def sweeper(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
@@ -591,25 +609,38 @@ def sweeper(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     own = {**labels(spec["name"]), COMPONENT: "sweeper"}
     volume, mount = _volume(output_source(spec, settings), "output", "", read_only=False)
     container = {
-        "name": "sweeper", "image": settings.sweeper_image,
+        "name": "sweeper", "image": settings.controller_image,
         "command": ["python", "-m", "jupyter_distrain.backends.cluster_sweep", spec["name"], "--namespace", ns,
                     "--owner", settings.owner, "--output", "/output"],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
     pod = {"serviceAccountName": name, "restartPolicy": "Never", "containers": [container], "volumes": [volume]}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(name, settings, own, owner)},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata(name, settings, own, owner),
-         "rules": sweeper_rules()},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": metadata(name, settings, own, owner),
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]},
-        {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, settings, own, owner),
-         "spec": {"backoffLimit": 10, "template": {"metadata": {"labels": {**own, **owner_label(owner)}},
-                                                   "spec": secured(pod, settings)}}},
-    ]
+    return [*identity(metadata(name, settings, own, owner)),
+            {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, settings, own, owner),
+             "spec": {"backoffLimit": 10, "template": {"metadata": {"labels": {**own, **owner_label(owner)}},
+                                                       "spec": secured(pod, settings)}}}]
+
+
+JANITOR = "distrain-janitor"
+
+
+def janitor(settings: Distrain) -> list[dict]:
+    """The namespace's janitor, every owner's: its identity and the CronJob that runs cluster_janitor.py on
+    `settings.janitor_schedule`, one run at a time, keeping the last run's pod of each outcome."""
+    own = {**MANAGED, COMPONENT: "janitor"}
+    meta = {"name": JANITOR, "namespace": settings.namespace, "labels": own}
+    container = {"name": "janitor", "image": settings.controller_image,
+                 "command": ["python", "-m", "jupyter_distrain.backends.cluster_janitor",
+                             "--namespace", settings.namespace],
+                 "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
+    pod = {"serviceAccountName": JANITOR, "restartPolicy": "Never", "containers": [container]}
+    return [*identity(meta),
+            {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {
+                "schedule": settings.janitor_schedule, "concurrencyPolicy": "Forbid",
+                "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
+                "jobTemplate": {"metadata": {"labels": own}, "spec": {"backoffLimit": 0, "template": {
+                    "metadata": {"labels": own}, "spec": secured(pod, settings)}}}}}]
 
 
 def log_reader_name(job: str) -> str:
@@ -632,6 +663,38 @@ def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": metadata(log_reader_name(spec["name"]), settings,
                                  {**labels(spec["name"]), COMPONENT: "log-reader"}, owner),
+            "spec": secured({"containers": [container], "volumes": [volume], "restartPolicy": "Never",
+                             "activeDeadlineSeconds": 600}, settings)}
+
+
+PURGE_PROGRAM = """import os, shutil, sys
+root = os.path.realpath(sys.argv[1])
+path = os.path.realpath(os.path.join(root, sys.argv[2]))  # links resolved: nothing outside the volume goes
+if path.startswith(root + os.sep) and os.path.isdir(path):
+    shutil.rmtree(path)
+"""
+
+
+def purger_name(job: str) -> str:
+    return f"{job}-purge"
+
+
+def purger(spec: dict, settings: Distrain, owner: dict) -> dict | None:
+    """A pod deleting the job's own output directory on its volume (the volume's root mounted; the directory
+    its `path`, by default the job's name), owned by the job's ConfigMap; None where the output is no directory
+    of the job's own (a host path, or a whole volume), which stays."""
+    source = output_source(spec, settings)
+    directory = source.get("path", spec["name"]).strip("/")
+    if "host_path" in source or directory in ("", "."):
+        return None
+    volume, mount = _volume({"volume": source["volume"]}, "output", "", read_only=False)
+    container = {"name": "purge", "image": image(spec, settings),
+                 "command": ["python", "-c", PURGE_PROGRAM, "/output", directory],
+                 "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
+                 "volumeMounts": [{**mount, "mountPath": "/output"}]}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": metadata(purger_name(spec["name"]), settings,
+                                 {**labels(spec["name"]), COMPONENT: "purger"}, owner),
             "spec": secured({"containers": [container], "volumes": [volume], "restartPolicy": "Never",
                              "activeDeadlineSeconds": 600}, settings)}
 

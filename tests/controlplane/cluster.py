@@ -9,11 +9,12 @@ EXIT_CODE on them (REASON names the termination, e.g. OOMKilled). A pod's logs a
 test writes with `write_log`, served through the real pods/log API. A TensorBoard pod (component
 label `tensorboard`) gets this machine's own address, HOST_IP, as its pod IP: a test that runs the
 pod's command here serves it, and the API server's service proxy reaches it. So does a log reader pod
-(component `log-reader`), whose command the control plane itself runs here while the pod lives, as a
-kubelet would, with /output being its volume's directory on this machine (a hostPath, or the hostPath
-of the PersistentVolume bound to its claim). A sweep's controller pod (component `sweeper`) is run here
-likewise, with a token of its service account (the TokenRequest API, bound to the pod) in its kubeconfig;
-when its process exits, the pod ends with its exit code.
+(component `log-reader`) or an output purger (`purger`), whose command the control plane itself runs
+here while the pod lives, as a kubelet would, with /output being its volume's directory on this machine
+(a hostPath, or the hostPath of the PersistentVolume bound to its claim). A sweep's controller pod (component `sweeper`) is run here
+likewise, and so is the janitor's (component `janitor`), each with a token of its service account (the
+TokenRequest API, bound to the pod) in its kubeconfig; when its process exits, the pod ends with its exit
+code.
 """
 
 from __future__ import annotations
@@ -164,7 +165,8 @@ def ended_stage(name: str, match: str, code: str, reason: str, status: list[str]
 POD_STAGES = "---\n".join([
     running_stage("pod-running", "operator: DoesNotExist",
                   "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
-    running_stage("on-this-host", "operator: In, values: [tensorboard, log-reader, sweeper]", f'"{HOST_IP}"'),
+    running_stage("on-this-host", "operator: In, values: [tensorboard, log-reader, purger, sweeper, janitor]",
+                  f'"{HOST_IP}"'),
     ended_stage("pod-exit", "{key: '.metadata.annotations[\"EXIT_CODE\"]', operator: Exists}",
                 "{{ $code }}", "{{ $reason | Quote }}", [
                     "conditions:",
@@ -174,8 +176,9 @@ POD_STAGES = "---\n".join([
                 lets='{{ $code := index .metadata.annotations "EXIT_CODE" }}'
                      '{{ $reason := or (index .metadata.annotations "REASON") (ternary "Completed" "Error" (eq $code "0")) }}',
                 ).replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON),
-    # as the kubelet: the pod's deadline counts from its start
-    ended_stage("pod-deadline", "{key: .spec.activeDeadlineSeconds, operator: Exists}", "137", "Error", [
+    # as the kubelet: the pod's deadline counts from its start (unless its process ended first)
+    ended_stage("pod-deadline", "{key: .spec.activeDeadlineSeconds, operator: Exists}\n"
+                f"    - {{key: '.metadata.annotations[\"{EXIT_CODE}\"]', operator: DoesNotExist}}", "137", "Error", [
         "phase: Failed", "reason: DeadlineExceeded",
         "message: Pod was active on the node longer than the specified deadline"],
         delay="{durationMilliseconds: 0, durationFrom: {expressionFrom: '(.spec.activeDeadlineSeconds | tostring) + \"s\"'}}"),
@@ -559,7 +562,7 @@ class ControlPlane:
             path.write_text("")
 
     def _run_pods_here(self) -> None:
-        """Run each log reader's and sweep controller's pod's command here from when it runs until it is deleted
+        """Run each log reader's, purger's, sweep controller's and janitor's pod's command here from when it runs until it is deleted
         (log readers one at a time: they share HOST_IP's port; the servers make one at a time and wait until
         the last is gone); a controller's pod ends with its process."""
         from kubernetes import client, watch
@@ -572,7 +575,7 @@ class ControlPlane:
             while not self.stopping.is_set():
                 try:
                     for event in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=1,
-                                                      label_selector=f"{COMPONENT} in (log-reader,sweeper)",
+                                                      label_selector=f"{COMPONENT} in (log-reader,purger,sweeper,janitor)",
                                                       resource_version=version):
                         pod = event["object"]
                         version = pod.metadata.resource_version
@@ -597,8 +600,9 @@ class ControlPlane:
             stop_process(process)
 
     def _start_here(self, core, pod) -> subprocess.Popen:
-        """A log reader's command, or a sweep controller's with its service account's credentials."""
-        if pod.metadata.labels[COMPONENT] == "log-reader":
+        """A log reader's or a purger's command, or a controller's (a sweep's, the janitor) with its service
+        account's credentials."""
+        if pod.metadata.labels[COMPONENT] in ("log-reader", "purger"):
             return self.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         from kubernetes import client
 
@@ -617,7 +621,20 @@ class ControlPlane:
         environment, `python` being this interpreter, and /output being its volume's directory here (a hostPath, or the hostPath of the
         PersistentVolume bound to its claim). `popen` goes to subprocess.Popen."""
         container = pod.spec.containers[0]
-        mount = next(m for m in container.volume_mounts if m.mount_path == "/output")
+        python, *args = [part.replace("/output", str(self._output_here(core, pod))) for part in container.command]
+        assert python == "python"
+        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
+               **{e.name: e.value for e in container.env or [] if e.value is not None}, **popen.pop("env", {})}
+        env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
+        return subprocess.Popen([sys.executable, *args], env=env, **popen)
+
+    @staticmethod
+    def _output_here(core, pod) -> Path | str:
+        """The directory here of the pod's /output ("/output" if it mounts none)."""
+        container = pod.spec.containers[0]
+        mount = next((m for m in container.volume_mounts or [] if m.mount_path == "/output"), None)
+        if mount is None:
+            return "/output"
         volume = next(v for v in pod.spec.volumes if v.name == mount.name)
         if volume.host_path:
             directory = Path(volume.host_path.path)
@@ -625,13 +642,7 @@ class ControlPlane:
             claim = core.read_namespaced_persistent_volume_claim(volume.persistent_volume_claim.claim_name,
                                                                 pod.metadata.namespace)
             directory = Path(core.read_persistent_volume(claim.spec.volume_name).spec.host_path.path)
-        directory /= mount.sub_path or ""
-        python, *args = [part.replace("/output", str(directory)) for part in container.command]
-        assert python == "python"
-        env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
-               **{e.name: e.value for e in container.env or [] if e.value is not None}, **popen.pop("env", {})}
-        env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
-        return subprocess.Popen([sys.executable, *args], env=env, **popen)
+        return directory / (mount.sub_path or "")
 
     def stop(self) -> None:
         """Stop every process (kwok first, etcd last) and remove the working directory."""
