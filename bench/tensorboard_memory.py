@@ -17,6 +17,7 @@ import psutil
 from harness import HEADERS, Server, table
 
 from jupyter_distrain.backends.procs import free_ports
+from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 
 WRITE = """
 import os, time
@@ -45,7 +46,7 @@ def resident_mb(processes: list[psutil.Process]) -> float:
 
 def boards(root) -> list[psutil.Process]:
     return [p for p in psutil.process_iter(["cmdline"])
-            if "tensorboard.main" in (p.info["cmdline"] or []) and str(root) in " ".join(p.info["cmdline"])]
+            if BOARD_PROGRAM in (p.info["cmdline"] or []) and str(root) in " ".join(p.info["cmdline"])]
 
 
 def until(condition, seconds: float = 120):

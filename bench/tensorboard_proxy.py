@@ -20,6 +20,8 @@ from urllib.parse import quote
 import psutil
 from harness import HEADERS, Server, table
 
+from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
+
 WRITE = """
 import os, tensorflow as tf
 writer = tf.summary.create_file_writer(os.environ["DISTRAIN_LOG_DIR"])
@@ -49,7 +51,7 @@ def board(root) -> tuple[int, str]:
     """(port, path prefix) of the TensorBoard this server started."""
     for process in psutil.process_iter(["cmdline"]):
         cmdline = process.info["cmdline"] or []
-        if "tensorboard.main" in cmdline and str(root) in " ".join(cmdline):
+        if BOARD_PROGRAM in cmdline and str(root) in " ".join(cmdline):
             prefix = cmdline[cmdline.index("--path_prefix") + 1] if "--path_prefix" in cmdline else ""
             return int(cmdline[cmdline.index("--port") + 1]), prefix
     raise RuntimeError("no TensorBoard running")

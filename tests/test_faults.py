@@ -17,6 +17,7 @@ from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import procs
 from jupyter_distrain.backends.local import LocalBackend
 from jupyter_distrain.errors import StorageFull
+from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 from jupyter_distrain.store import Store
 
 FINISHED = {"Succeeded", "Failed", "Stopped"}
@@ -113,7 +114,7 @@ def test_a_killed_server_takes_its_tensorboard_and_its_launcher_along(server):
     assert launchers[0].is_running()  # the job started through it: a failed exchange ends it
     board = f"{server.url}/distrain/tensorboard/watched/all/"
     assert requests.get(board, headers=headers, timeout=120).status_code == 200
-    boards = [p for p in processes_of(server.root) if "tensorboard.main" in p.cmdline()]
+    boards = [p for p in processes_of(server.root) if BOARD_PROGRAM in p.cmdline()]
     assert len(boards) == 1
     server.process.kill()
     server.process.wait()

@@ -13,6 +13,8 @@ from tornado.httpclient import HTTPClientError
 
 from conftest import EXAMPLES, assert_nothing_left, processes_of, write_scalars
 
+from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
+
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 IDLE_TIMEOUT = 6
@@ -44,7 +46,7 @@ def tensorboards(root) -> list[psutil.Process]:
     for process in psutil.process_iter():
         try:
             cmdline = process.cmdline()
-            program = "tensorboard.main" in cmdline or "tensorboard_data_server" in (cmdline or [""])[0]
+            program = BOARD_PROGRAM in cmdline or "tensorboard_data_server" in (cmdline or [""])[0]
             if program and str(root) in " ".join(cmdline):
                 found.append(process)
         except psutil.Error:
@@ -65,7 +67,7 @@ async def wait_until(condition, timeout=120, interval=0.5):
 
 
 def boards(root) -> list[psutil.Process]:
-    return [p for p in tensorboards(root) if "tensorboard.main" in p.cmdline()]
+    return [p for p in tensorboards(root) if BOARD_PROGRAM in p.cmdline()]
 
 
 async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(fetch, root, jp_base_url, jp_serverapp,
@@ -146,6 +148,15 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
     runs = await fetch("distrain", "tensorboard", "tf", "all", "data", "runs")
     assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body)
     [board] = boards(root)
+
+    # the proxy keeps its connections to the board open: requests one after another open no new one
+    port = int(board.cmdline()[board.cmdline().index("--port") + 1])
+    kept = lambda: {c.laddr for c in psutil.Process().net_connections()  # noqa: E731
+                    if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
+    before = kept()
+    for _ in range(5):
+        assert (await fetch(*chief, "data", "runs")).code == 200
+    assert before and kept() == before
 
     # another job joins the running board: its runs are there at the first request
     async def submit_scalars(name):

@@ -8,9 +8,9 @@ idle, or when the last of its jobs is deleted. A Kubernetes job runs its own Ten
 cluster, its runs named `<replica>`, reached through the API server's service proxy (or its Service,
 from inside the cluster). No other TensorBoard is reachable.
 
-Per request, the proxy does no more than authenticate and relay, with tornado's own HTTP/1.1 connection
-(TensorBoard closes every connection after its answer): where a (job, replica) is served from is looked
-up once and remembered until the job is deleted.
+Per request, the proxy does no more than authenticate and relay, with tornado's own HTTP/1.1 connection,
+kept open for the next request to the same board (the local board is served with keep-alive, board.py):
+where a (job, replica) is served from is looked up once and remembered until the job is deleted.
 """
 
 from __future__ import annotations
@@ -53,12 +53,14 @@ WHOLE_JOB = "all"
 # (tensorflow/tensorboard#1885): `url(/font-roboto/<hash>.woff2)` in an inline <style>.
 ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
+BOARD_PROGRAM = "jupyter_distrain.server.board"  # `python -m` it, with TensorBoard's flags
 STOP_GRACE_SECONDS = 5.0
 RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs)
 WHOLE_BODY_BYTES = 1 << 20  # an answer up to this size is relayed at once, a larger one chunk by chunk
 CONNECT_SECONDS = 10
-UPSTREAM = HTTP1ConnectionParameters(no_keep_alive=True, header_timeout=300, body_timeout=300,
+UPSTREAM = HTTP1ConnectionParameters(header_timeout=300, body_timeout=300,
                                      max_body_size=1 << 40)  # no limit: a large answer is relayed chunk by chunk
+IDLE_PER_SERVER = 16  # connections kept open to one board between requests
 # kept here: hop-by-hop headers, and Jupyter's credentials (the cluster gets its own)
 REQUEST_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te",
                                   "trailer", "transfer-encoding", "upgrade", "host", "content-length", "cookie",
@@ -91,6 +93,34 @@ class Board:
         shutil.rmtree(self.runs, ignore_errors=True)  # the links only, never what they point to
 
 
+class Connections:
+    """Open connections to the boards between requests, by server (scheme://host:port)."""
+
+    def __init__(self) -> None:
+        self.idle: dict[str, list[IOStream]] = {}
+
+    def take(self, server: str) -> IOStream | None:
+        streams = self.idle.get(server, [])
+        while streams:
+            stream = streams.pop()
+            if not stream.closed():
+                return stream
+        return None
+
+    def keep(self, server: str, stream: IOStream) -> None:
+        streams = self.idle.setdefault(server, [])
+        if len(streams) < IDLE_PER_SERVER:
+            streams.append(stream)
+        else:
+            stream.close()
+
+    def drop(self, server: str | None = None) -> None:
+        """Close the connections to `server` (default: to every one)."""
+        for key in [key for key in self.idle if server in (None, key)]:
+            for stream in self.idle.pop(key):
+                stream.close()
+
+
 class TensorBoards:
     """Where each job's TensorBoard is, and the local one, which stops when idle or when its jobs go."""
 
@@ -104,6 +134,7 @@ class TensorBoards:
         self.board: Board | None = None
         self.starting = asyncio.Lock()
         self.reaper: asyncio.Task | None = None
+        self.connections = Connections()
 
     async def target(self, job: str, replica: str) -> TensorBoardTarget:
         """Where the replica's (or the whole job's) TensorBoard is, remembered until the job goes."""
@@ -138,7 +169,8 @@ class TensorBoards:
         port = procs.free_ports(1)[0]
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tensorboard.main", "--logdir", str(runs), "--host", HOST, "--port", str(port),
+                sys.executable, "-m", BOARD_PROGRAM, "--logdir", str(runs), "--host", HOST,
+                "--port", str(port),
                 "--reload_interval", str(RELOAD_SECONDS),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True, preexec_fn=procs.dies_with_parent(),  # even if the server is killed
@@ -201,12 +233,15 @@ class TensorBoards:
             (board.runs / job).unlink(missing_ok=True)
         if board is not None and (job is None or not board.jobs):
             await self._end(board)
-        if job is None and self.reaper is not None:
-            self.reaper.cancel()
-            self.reaper = None
+        if job is None:
+            self.connections.drop()
+            if self.reaper is not None:
+                self.reaper.cancel()
+                self.reaper = None
 
     async def _end(self, board: Board) -> None:
         self.board = None
+        self.connections.drop(board.url)
         await self._terminate(board)
 
     async def _terminate(self, board: Board) -> None:
@@ -303,15 +338,18 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
             url, headers, tls = urlsplit(target.url), target.headers, target.tls
         path = url.path + self.request.path[len(self.mount):] + (f"?{urlencode(query)}" if query else "")
         try:
-            await self.relay(url, path, headers, tls)
+            await self.relay(boards.connections, url, path, headers, tls)
         except (OSError, StreamClosedError, httputil.HTTPInputError, asyncio.TimeoutError) as e:
             boards.forget(job, replica)
             raise web.HTTPError(502, "TensorBoard of %s did not answer: %s", job, e) from None
 
     post = put = delete = patch = options = head = get
 
-    async def relay(self, url: SplitResult, path: str, extra: dict, tls: ssl.SSLContext | None) -> None:
-        """Send this request on to `url`'s server as `path` and relay its answer as it comes."""
+    async def relay(self, connections: Connections, url: SplitResult, path: str, extra: dict,
+                    tls: ssl.SSLContext | None) -> None:
+        """Send this request on to `url`'s server as `path` and relay its answer as it comes, on a connection
+        kept from an earlier request if there is one (tried again on a new one if that was closed before it
+        answered)."""
         headers = httputil.HTTPHeaders()
         for name, value in self.request.headers.get_all():
             if name.lower() not in REQUEST_HEADERS_KEPT:
@@ -319,16 +357,32 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
         headers.update(extra, Host=url.netloc)
         if self.request.body:
             headers["Content-Length"] = str(len(self.request.body))
-        stream = await asyncio.wait_for(connect(url, tls), CONNECT_SECONDS)
-        try:
-            upstream = HTTP1Connection(stream, is_client=True, params=UPSTREAM)
-            await upstream.write_headers(httputil.RequestStartLine(self.request.method, path, "HTTP/1.1"), headers,
-                                         self.request.body or None)
-            upstream.finish()
-            answer = Answer(self)
-            await upstream.read_response(answer)
-        finally:
-            stream.close()
+        server = f"{url.scheme}://{url.netloc}"
+        answer = Answer(self)
+        while True:
+            stream = connections.take(server)
+            kept = stream is not None
+            if stream is None:
+                stream = await asyncio.wait_for(connect(url, tls), CONNECT_SECONDS)
+            try:
+                upstream = HTTP1Connection(stream, is_client=True, params=UPSTREAM)
+                await upstream.write_headers(httputil.RequestStartLine(self.request.method, path, "HTTP/1.1"),
+                                             headers, self.request.body or None)
+                upstream.finish()
+                complete = await upstream.read_response(answer)
+            except StreamClosedError:
+                stream.close()
+                if kept and not answer.started:
+                    continue
+                raise
+            except BaseException:
+                stream.close()
+                raise
+            if complete and answer.reusable and not stream.closed():
+                connections.keep(server, stream)
+            else:
+                stream.close()
+            break
         if answer.page is not None:
             fonts = f'url("{self.mount}/font-roboto/'.encode()  # served here, with the page's authentication
             self.write(ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', b"".join(answer.page)))
@@ -344,10 +398,14 @@ class Answer(httputil.HTTPMessageDelegate):
         self.handler = handler
         self.page: list[bytes] | None = None
         self.chunked = False  # sent on chunk by chunk (a large answer), rather than at once
+        self.started = False  # its headers came
+        self.reusable = False  # the server keeps the connection open after it
 
     def headers_received(self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
                          headers: httputil.HTTPHeaders) -> None:
         assert isinstance(start_line, httputil.ResponseStartLine)
+        self.started = True
+        self.reusable = start_line.version == "HTTP/1.1" and headers.get("Connection", "").lower() != "close"
         handler = self.handler
         handler.set_status(start_line.code, start_line.reason)
         handler.clear_header("Content-Type")
