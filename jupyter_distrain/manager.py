@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins  # `list` is also a method name below
+import functools
 import hashlib
 import itertools
 import logging
@@ -11,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, cast
 
-from . import code, scalars, snapshot, spec as spec_, sweep
+from . import code, snapshot, spec as spec_, sweep
 from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget, summary
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
@@ -20,6 +21,7 @@ from .rules import AdminRules
 
 if TYPE_CHECKING:
     from .config import Distrain
+    from .scalars import Scalars
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
@@ -34,7 +36,6 @@ class JobManager:
         self.backends = backends
         self.config = config
         self.default = default or next(iter(self.backends))
-        self.event_files = scalars.Scalars()  # followed as they grow, for as long as this manager lives
 
     @classmethod
     def from_config(cls, config: Distrain, names: list[str] | None = None) -> JobManager:
@@ -277,11 +278,20 @@ class JobManager:
         Kubernetes asked of the job's TensorBoard."""
         return self.scalars_of(self.tensorboard(name, None), tag)
 
+    @functools.cached_property
+    def event_files(self) -> Scalars:
+        """The local jobs' event files, followed as they grow for as long as this manager lives."""
+        from .scalars import Scalars  # TensorBoard's protos: not for every command of the CLI
+
+        return Scalars()
+
     def scalars_of(self, target: TensorBoardTarget, tag: str | None = None) -> dict:
         """What scalars answers, from where a job's TensorBoard is."""
+        from .scalars import from_tensorboard
+
         if isinstance(target, EventFiles):
             return self.event_files.of(target.logdir, tag)
-        return scalars.from_tensorboard(target, tag)
+        return from_tensorboard(target, tag)
 
     # git credentials: written, listed by name, deleted; never read back
     def set_credentials(self, name: str, username: Any, password: Any, host: Any,

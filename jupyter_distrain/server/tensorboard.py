@@ -169,8 +169,7 @@ class TensorBoards:
         port = procs.free_ports(1)[0]
         try:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", BOARD_PROGRAM, "--logdir", str(runs), "--host", HOST,
-                "--port", str(port),
+                sys.executable, "-m", BOARD_PROGRAM, "--logdir", str(runs), "--host", HOST, "--port", str(port),
                 "--reload_interval", str(RELOAD_SECONDS),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True, preexec_fn=procs.dies_with_parent(),  # even if the server is killed
@@ -383,6 +382,8 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
             else:
                 stream.close()
             break
+        if not answer.started:  # its headers did not come in time
+            raise httputil.HTTPInputError("no answer")
         if answer.page is not None:
             fonts = f'url("{self.mount}/font-roboto/'.encode()  # served here, with the page's authentication
             self.write(ROOT_FONTS.sub(lambda m: fonts + m[1] + b'")', b"".join(answer.page)))
