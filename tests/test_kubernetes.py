@@ -63,6 +63,13 @@ def tf_spec(name: str, workers: int = 2, gpus: int = 0, **extra) -> dict:
     })
 
 
+def chief_spec(name: str, command: str = "python train.py", **extra) -> dict:
+    """A job of one replica, its chief."""
+    return spec_.validate({"name": name, "framework": "tensorflow", "command": command,
+                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
+                           "replicas": {"chief": {}}, **extra})
+
+
 @pytest.fixture
 def admin(control_plane):
     with control_plane.client(ADMIN) as api:
@@ -477,9 +484,7 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     output volume alike. A server copies the first lines from pods/log and goes away; the replica writes more,
     ends, and its pod is deleted, pods/log with it. A new server, and a CLI with no copies of its own, read
     the rest from the volume through a reader pod: every line once, in order, with the tee's own times."""
-    spec = spec_.validate({"name": "outlived", "framework": "tensorflow", "command": "cat",
-                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
-                           "replicas": {"chief": {}}})
+    spec = chief_spec("outlived", "cat")
     first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
     first.start(logging.getLogger("first"))
     first.submit(spec)
@@ -533,10 +538,7 @@ def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin,
     wheel = write_wheel(workspace, "distrain_probe", "VALUE = 42\n")
     (workspace / "requirements.txt").write_text(f"./{wheel.name}\n")
     venv.create(image, with_pip=True)
-    spec = spec_.validate({"name": "provenance", "framework": "tensorflow",
-                           "command": "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'",
-                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
-                           "replicas": {"chief": {}}})
+    spec = chief_spec("provenance", "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'")
     server = KubeBackend(settings(tmp_path / "home", engine="jobset"), control_plane.client(RESTRICTED))
     server.start(logging.getLogger("server"))
     try:
@@ -1609,9 +1611,7 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
         return KubeBackend(own, control_plane.client(RESTRICTED))
 
     def job(name: str, ttl: str) -> dict:
-        return spec_.validate({"name": name, "framework": "tensorflow", "command": "python train.py",
-                               "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
-                               "replicas": {"chief": {}}, "policy": {"ttl_after_finished": ttl}})
+        return chief_spec(name, policy={"ttl_after_finished": ttl})
 
     ada, bob = cli_of("ada"), cli_of("bob")
     batch = client.BatchV1Api(admin.api_client)
@@ -1673,9 +1673,7 @@ def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod
     try:
         for name, path in outputs_of.items():
             output = {} if path is None else {"output": {"volume": "distrain-outputs", "path": path}}
-            backend.submit(spec_.validate({"name": name, "framework": "tensorflow", "command": "python train.py",
-                                           "code": {"git": "https://example.com/team/models.git", "commit": COMMIT},
-                                           "replicas": {"chief": {}}, **output}))
+            backend.submit(chief_spec(name, **output))
         for directory in ("purged", "kept", "team/run-7", "team/other"):
             (outputs / directory).mkdir(parents=True, exist_ok=True)
             (outputs / directory / "model.bin").write_bytes(b"weights")

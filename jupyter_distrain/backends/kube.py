@@ -66,8 +66,8 @@ from ..spec import expires, gpu_type, gpus, replica_name, replicas
 from ..sweep import is_sweep
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
-from .kube_logs import (append, from_pods_log, from_volume, keep_provenance, last_stamp, line_batches,
-                        read_provenance, seconds_since)
+from .kube_logs import (append, from_pods_log, from_volume, last_stamp, line_batches, read_provenance,
+                        seconds_since)
 from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
                          event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
                          newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
@@ -915,12 +915,13 @@ class KubeBackend:
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
                          "message": live.get("message", ""), "node": live.get("node")})
             digests.update(filter(None, [live.get("image_id")]))
+        run = current_run(root)
         return cast(JobRecord, {
-            **self._state(root, spec, status, current_run(root)), "output_dir": output_location(spec, self.settings),
+            **self._state(root, spec, status, run), "output_dir": output_location(spec, self.settings),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
             "environment": {"image": manifests.image(spec, self.settings), "image_digests": sorted(digests),
-                            **read_provenance(self._log_dir(root.metadata.name, current_run(root)))},
+                            **read_provenance(self._log_dir(root.metadata.name, run))},
         })
 
     def _state(self, root: client.V1ConfigMap, spec: dict, status: dict, run: int) -> dict:
@@ -1018,7 +1019,7 @@ class KubeBackend:
         try:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
-                    append(path, keep_provenance([from_pods_log(line) for line in lines], path.parent))
+                    append(path, [from_pods_log(line) for line in lines])
         finally:
             self.streams.discard(response)
 
@@ -1095,7 +1096,7 @@ class KubeBackend:
     def _import(self, response, path: Path) -> None:
         with response:  # a last line without its newline is still being written: pods/log brings it
             for lines in line_batches(response.stream(logs.READ_CHUNK), partial=False):
-                append(path, keep_provenance([line for line in map(from_volume, lines) if line], path.parent))
+                append(path, [line for line in map(from_volume, lines) if line])
 
     def _delete_pod_named(self, pod: str) -> None:
         """Delete the pod (a log reader, a purger), until it is gone (the next one takes its name)."""

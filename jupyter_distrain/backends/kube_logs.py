@@ -51,9 +51,9 @@ PROVENANCE_FILE = "provenance.json"  # in a run's log directory
 
 
 def keep_provenance(lines: list[bytes], directory: Path) -> list[bytes]:
-    """The log file `lines` but cluster_install.py's report of what a replica's Python has, which becomes the
-    run's provenance in `directory` if it has none yet: every replica runs the same image and requirements,
-    so the first report stands for the run."""
+    """The log file `lines` except cluster_install.py's report of what a replica's Python has, which becomes
+    the run's provenance in `directory` if it has none yet: every replica runs the same image and
+    requirements, so the first report stands for the run."""
     kept = []
     for line in lines:
         text = line[logs.STAMP_LEN + 1:]
@@ -120,9 +120,10 @@ def last_stamp(path: Path) -> str | None:
 
 def append(path: Path, lines: list[bytes]) -> None:
     """Append the log file lines (`<stamp> <text>`) not yet in the file: newer than its last line, or as old
-    but not among the lines it holds with that time. A lock makes concurrent copiers (server and CLI) safe.
-    The directory is made only for lines: a pod that logged nothing never brings back the directory of a
-    deleted job."""
+    but not among the lines it holds with that time; cluster_install.py's report goes to the run's provenance
+    instead (keep_provenance). A lock makes concurrent copiers (server and CLI) safe. The directory is made
+    only for lines: a pod that logged nothing never brings back the directory of a deleted job."""
+    lines = keep_provenance(lines, path.parent)
     if not lines:
         return
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -647,24 +647,31 @@ def log_reader_name(job: str) -> str:
     return f"{job}-logs"
 
 
+def volume_pod(spec: dict, settings: Distrain, owner: dict, name: str, component: str, container: dict,
+               volume: tuple[dict, dict]) -> dict:
+    """A pod the server makes for a while beside the job (a log reader, a purger) and then deletes, owned by
+    the job's ConfigMap: `container`, in the job's image, with `volume` (and its mount) at /output; it ends by
+    itself after 10 minutes."""
+    source, mount = volume
+    container = {**container, "image": image(spec, settings), "volumeMounts": [{**mount, "mountPath": "/output"}],
+                 "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": metadata(name, settings, {**labels(spec["name"]), COMPONENT: component}, owner),
+            "spec": secured({"containers": [container], "volumes": [source], "restartPolicy": "Never",
+                             "activeDeadlineSeconds": 600}, settings)}
+
+
 def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
     """A pod serving, read-only, the log files the job's replicas wrote to its output volume
-    (cluster_logreader.py); made by the server for a while and deleted, it ends by itself after 10 minutes."""
-    source = output_source(spec, settings)
-    volume, mount = _volume(source, "output", spec["name"], read_only=True)
+    (cluster_logreader.py)."""
     container = {
-        "name": "reader", "image": image(spec, settings),
+        "name": "reader",
         "command": ["python", "-c", READER_PROGRAM, f"/output/{VOLUME_LOGS}", str(LOG_READER_PORT)],
         "ports": [{"name": "http", "containerPort": LOG_READER_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": LOG_READER_PORT}, "periodSeconds": 1},
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
-        "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": metadata(log_reader_name(spec["name"]), settings,
-                                 {**labels(spec["name"]), COMPONENT: "log-reader"}, owner),
-            "spec": secured({"containers": [container], "volumes": [volume], "restartPolicy": "Never",
-                             "activeDeadlineSeconds": 600}, settings)}
+    return volume_pod(spec, settings, owner, log_reader_name(spec["name"]), "log-reader", container,
+                      _volume(output_source(spec, settings), "output", spec["name"], read_only=True))
 
 
 PURGE_PROGRAM = """import os, shutil, sys
@@ -687,16 +694,9 @@ def purger(spec: dict, settings: Distrain, owner: dict) -> dict | None:
     directory = source.get("path", spec["name"]).strip("/")
     if "host_path" in source or directory in ("", "."):
         return None
-    volume, mount = _volume({"volume": source["volume"]}, "output", "", read_only=False)
-    container = {"name": "purge", "image": image(spec, settings),
-                 "command": ["python", "-c", PURGE_PROGRAM, "/output", directory],
-                 "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}},
-                 "volumeMounts": [{**mount, "mountPath": "/output"}]}
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": metadata(purger_name(spec["name"]), settings,
-                                 {**labels(spec["name"]), COMPONENT: "purger"}, owner),
-            "spec": secured({"containers": [container], "volumes": [volume], "restartPolicy": "Never",
-                             "activeDeadlineSeconds": 600}, settings)}
+    container = {"name": "purge", "command": ["python", "-c", PURGE_PROGRAM, "/output", directory]}
+    return volume_pod(spec, settings, owner, purger_name(spec["name"]), "purger", container,
+                      _volume({"volume": source["volume"]}, "output", "", read_only=False))
 
 
 def engine_resource(spec: dict, engine: str) -> tuple[str, str]:

@@ -11,10 +11,10 @@ label `tensorboard`) gets this machine's own address, HOST_IP, as its pod IP: a 
 pod's command here serves it, and the API server's service proxy reaches it. So does a log reader pod
 (component `log-reader`) or an output purger (`purger`), whose command the control plane itself runs
 here while the pod lives, as a kubelet would, with /output being its volume's directory on this machine
-(a hostPath, or the hostPath of the PersistentVolume bound to its claim). A sweep's controller pod (component `sweeper`) is run here
-likewise, and so is the janitor's (component `janitor`), each with a token of its service account (the
-TokenRequest API, bound to the pod) in its kubeconfig; when its process exits, the pod ends with its exit
-code.
+(a hostPath, or the hostPath of the PersistentVolume bound to its claim). A sweep's controller pod
+(component `sweeper`) is run here likewise, and so is the janitor's (component `janitor`), each with a
+token of its service account (the TokenRequest API, bound to the pod) in its kubeconfig. When any of
+these processes exits, its pod ends with its exit code.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ REASON = "test.distrain.jupyter.org/reason"
 ADMIN, RESTRICTED = "admin", "distrain-jupyter"
 NAMESPACE = "training"
 COMPONENT = "app.kubernetes.io/component"
+PLAIN_RUN_HERE = ("log-reader", "purger")  # components whose pods' commands the control plane runs here
+CONTROLLERS = ("sweeper", "janitor")  # likewise, with a token of the pod's service account
+RUN_HERE = PLAIN_RUN_HERE + CONTROLLERS
 
 
 def host_ip() -> str:
@@ -165,8 +168,7 @@ def ended_stage(name: str, match: str, code: str, reason: str, status: list[str]
 POD_STAGES = "---\n".join([
     running_stage("pod-running", "operator: DoesNotExist",
                   "{{ PodIPWith .spec.nodeName false .metadata.uid .metadata.name .metadata.namespace | Quote }}"),
-    running_stage("on-this-host", "operator: In, values: [tensorboard, log-reader, purger, sweeper, janitor]",
-                  f'"{HOST_IP}"'),
+    running_stage("on-this-host", f"operator: In, values: [{', '.join(('tensorboard', *RUN_HERE))}]", f'"{HOST_IP}"'),
     ended_stage("pod-exit", "{key: '.metadata.annotations[\"EXIT_CODE\"]', operator: Exists}",
                 "{{ $code }}", "{{ $reason | Quote }}", [
                     "conditions:",
@@ -562,9 +564,9 @@ class ControlPlane:
             path.write_text("")
 
     def _run_pods_here(self) -> None:
-        """Run each log reader's, purger's, sweep controller's and janitor's pod's command here from when it runs until it is deleted
-        (log readers one at a time: they share HOST_IP's port; the servers make one at a time and wait until
-        the last is gone); a controller's pod ends with its process."""
+        """Run each RUN_HERE pod's command here from when it runs until it is deleted (log
+        readers one at a time: they share HOST_IP's port; the servers make one at a time and wait until the last
+        is gone); the pod ends with its process."""
         from kubernetes import client, watch
         from kubernetes.client.exceptions import ApiException
 
@@ -575,7 +577,7 @@ class ControlPlane:
             while not self.stopping.is_set():
                 try:
                     for event in watch.Watch().stream(core.list_namespaced_pod, NAMESPACE, timeout_seconds=1,
-                                                      label_selector=f"{COMPONENT} in (log-reader,purger,sweeper,janitor)",
+                                                      label_selector=f"{COMPONENT} in ({','.join(RUN_HERE)})",
                                                       resource_version=version):
                         pod = event["object"]
                         version = pod.metadata.resource_version
@@ -587,7 +589,7 @@ class ControlPlane:
                             with suppress(client.exceptions.NotFoundException):  # its service account went first
                                 running[uid] = pod, self._start_here(core, pod)
                     for uid, (pod, process) in list(running.items()):
-                        if process.poll() is not None:  # a controller that ended: its pod ends so
+                        if process.poll() is not None:  # its pod ends as its process did
                             del running[uid]
                             with suppress(ApiException):
                                 core.patch_namespaced_pod(pod.metadata.name, NAMESPACE, {"metadata": {
@@ -602,7 +604,7 @@ class ControlPlane:
     def _start_here(self, core, pod) -> subprocess.Popen:
         """A log reader's or a purger's command, or a controller's (a sweep's, the janitor) with its service
         account's credentials."""
-        if pod.metadata.labels[COMPONENT] in ("log-reader", "purger"):
+        if pod.metadata.labels[COMPONENT] in PLAIN_RUN_HERE:
             return self.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         from kubernetes import client
 
@@ -618,8 +620,8 @@ class ControlPlane:
 
     def run_here(self, core, pod, **popen) -> subprocess.Popen:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
-        environment, `python` being this interpreter, and /output being its volume's directory here (a hostPath, or the hostPath of the
-        PersistentVolume bound to its claim). `popen` goes to subprocess.Popen."""
+        environment, `python` being this interpreter, and /output being its volume's directory here (a
+        hostPath, or the hostPath of the PersistentVolume bound to its claim). `popen` goes to subprocess.Popen."""
         container = pod.spec.containers[0]
         python, *args = [part.replace("/output", str(self._output_here(core, pod))) for part in container.command]
         assert python == "python"
