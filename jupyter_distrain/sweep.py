@@ -5,7 +5,6 @@ early-stop rule finds clearly worse, and ends once every trial has."""
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import math
@@ -23,6 +22,8 @@ from .errors import DistrainError, FieldError, JobNotFound, SpecError
 from .policy import FINISHED, STOP_REQUESTED, Decision, Phase
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .backends.base import Backend
 
 MAX_TRIALS = 1000
@@ -205,6 +206,8 @@ class Controller:
 
     async def run(self, stop: asyncio.Event) -> Decision:
         """Until every trial has finished, or `stop` is set (then the running trials are stopped)."""
+        import asyncio  # only a controller needs it: not for every importer of this module (the CLI)
+
         await asyncio.to_thread(self.take_over)
         waiting, shown = (trial for trial in self.trials if trial["name"] not in self.phases), ""
         try:
@@ -267,6 +270,8 @@ class Controller:
         return metric_points(trial, self.event_files.of(self.logdir(trial), self.sweep["metric"].get("tag")))
 
     async def stop_clearly_worse(self) -> None:
+        import asyncio
+
         rule = self.sweep.get("early_stop")
         if rule is None:
             return

@@ -362,6 +362,8 @@ def test_a_job_waits_for_its_evaluator_and_says_so(cli, tmp_path):
     job = cli.wait("evaluated", until=lambda j: j["reason"] == "Evaluating" or j["finished"] is not None)
     assert (job["phase"], job["message"]) == ("Running", "training succeeded; waiting for evaluator-0")
     assert {r["name"]: r["phase"] for r in job["replicas"]} == {"worker-0": "Succeeded", "evaluator-0": "Running"}
+    job = cli.wait("evaluated", until=lambda j: j["provenance"].get("packages") or j["finished"] is not None)
+    assert job["phase"] == "Running" and job["provenance"]["python"] == platform.python_version()  # known as it runs
     go.touch()
     job = cli.wait("evaluated")
     assert (job["phase"], job["message"]) == ("Succeeded", "worker-0 and evaluator-0 succeeded")

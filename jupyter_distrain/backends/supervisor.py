@@ -81,6 +81,7 @@ class Supervisor:
         self.deadline: float | None = None
         self.shown = ("", "")  # the running job's reason and message, as recorded
         self.workspace = backend.workspace(name)
+        self.env_dir: Path | None = None  # the job's own packages (requirements.txt), once installed
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
@@ -108,7 +109,14 @@ class Supervisor:
         if not await self.until_stopped(self.prepare()):
             return Decision(Phase.STOPPED, "Stopped", "stopped by request before it started")
         await self.start()
-        return await self.watch()
+        recording = asyncio.ensure_future(self.record_environment())  # it takes longer than starting them
+        try:
+            return await self.watch()
+        finally:
+            await recording
+
+    async def record_environment(self) -> None:
+        self.store.update_job(self.name, environment=json.dumps(await asyncio.to_thread(environment, self.env_dir)))
 
     async def until_stopped(self, coroutine) -> bool:
         """Run `coroutine` unless a stop is requested first (then cancel it); True if it completed."""
@@ -154,10 +162,9 @@ class Supervisor:
                 )
             else:
                 self.workspace.mkdir(parents=True)
-            env_dir = await self.install_requirements(setup)
+            self.env_dir = await self.install_requirements(setup)
         finally:
             setup.close()
-        self.store.update_job(self.name, environment=json.dumps(await asyncio.to_thread(environment, env_dir)))
 
     async def install_requirements(self, setup: LogWriter) -> Path | None:
         """The job's own packages (pyenv): installed, or reused from a job with the same requirements; their

@@ -58,8 +58,8 @@ STOP_GRACE_SECONDS = 5.0
 RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs)
 WHOLE_BODY_BYTES = 1 << 20  # an answer up to this size is relayed at once, a larger one chunk by chunk
 CONNECT_SECONDS = 10
-UPSTREAM = HTTP1ConnectionParameters(header_timeout=300, body_timeout=300,
-                                     max_body_size=1 << 40)  # no limit: a large answer is relayed chunk by chunk
+ANSWER_SECONDS = 300  # for a board's whole answer: one timer per request, rather than tornado's two
+UPSTREAM = HTTP1ConnectionParameters(max_body_size=1 << 40)  # no limit: a large answer is relayed chunk by chunk
 IDLE_PER_SERVER = 16  # connections kept open to one board between requests
 # kept here: hop-by-hop headers, and Jupyter's credentials (the cluster gets its own)
 REQUEST_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te",
@@ -358,11 +358,14 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
             headers["Content-Length"] = str(len(self.request.body))
         server = f"{url.scheme}://{url.netloc}"
         answer = Answer(self)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + ANSWER_SECONDS
         while True:
             stream = connections.take(server)
             kept = stream is not None
             if stream is None:
                 stream = await asyncio.wait_for(connect(url, tls), CONNECT_SECONDS)
+            timer = loop.call_at(deadline, stream.close)  # then reading it fails: a 502
             try:
                 upstream = HTTP1Connection(stream, is_client=True, params=UPSTREAM)
                 await upstream.write_headers(httputil.RequestStartLine(self.request.method, path, "HTTP/1.1"),
@@ -371,18 +374,20 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
                 complete = await upstream.read_response(answer)
             except StreamClosedError:
                 stream.close()
-                if kept and not answer.started:
+                if kept and not answer.started and loop.time() < deadline:
                     continue
                 raise
             except BaseException:
                 stream.close()
                 raise
+            finally:
+                timer.cancel()
             if complete and answer.reusable and not stream.closed():
                 connections.keep(server, stream)
             else:
                 stream.close()
             break
-        if not answer.started:  # its headers did not come in time
+        if not answer.started:
             raise httputil.HTTPInputError("no answer")
         if answer.page is not None:
             fonts = f'url("{self.mount}/font-roboto/'.encode()  # served here, with the page's authentication
