@@ -110,6 +110,7 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
 
     runs = await fetch(*chief, "data", "runs")
     assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body), runs.body
+    assert len(runs.headers.get_list("Server")) == 1, runs.headers  # Jupyter's, not also the board's behind it
 
     # a POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
     # another site, or with no Origin and no XSRF token, it never reaches TensorBoard

@@ -66,7 +66,7 @@ REQUEST_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-connection"
                                   "trailer", "transfer-encoding", "upgrade", "host", "content-length", "cookie",
                                   "authorization", "x-xsrftoken", "x-csrftoken"})
 RESPONSE_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-authenticate", "trailer",
-                                   "transfer-encoding", "upgrade", "content-length"})
+                                   "transfer-encoding", "upgrade", "content-length", "server"})  # Jupyter's answers
 
 
 @dataclass
