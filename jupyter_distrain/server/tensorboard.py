@@ -65,8 +65,9 @@ IDLE_PER_SERVER = 16  # connections kept open to one board between requests
 REQUEST_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-connection", "proxy-authorization", "te",
                                   "trailer", "transfer-encoding", "upgrade", "host", "content-length", "cookie",
                                   "authorization", "x-xsrftoken", "x-csrftoken"})
+# kept here: hop-by-hop headers, and Server (Jupyter's own stands)
 RESPONSE_HEADERS_KEPT = frozenset({"connection", "keep-alive", "proxy-authenticate", "trailer",
-                                   "transfer-encoding", "upgrade", "content-length", "server"})  # Jupyter's answers
+                                   "transfer-encoding", "upgrade", "content-length", "server"})
 
 
 @dataclass
