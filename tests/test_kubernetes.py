@@ -35,7 +35,7 @@ from kubernetes import client
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend
-from jupyter_distrain.backends.kube_state import new_status
+from jupyter_distrain.backends.kube_state import event_time, new_status
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
@@ -241,8 +241,13 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     assert (reproduced["name"], reproduced["image"]) == ("tf-ok-2", image_id(image))
     lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
     assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
-    wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= {e["reason"] for e in backend.get("tf-ok", 100)["events"]},
-         "the job's events and the scheduler's are listed")
+    listed = lambda: {e["reason"] for e in backend.get("tf-ok", 100)["events"]}  # noqa: E731
+    try:
+        wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= listed(), "the job's events are listed")
+    except AssertionError:
+        raise AssertionError(f"the job's events and the scheduler's are listed: only {listed()} of "
+                             f"{[(e.involved_object.name, e.reason, event_time(e)) for e in admin.list_namespaced_event(NAMESPACE).items]}"
+                             f", the job created at {backend.get('tf-ok', 0)['created']}") from None
     # the job of this name that an earlier variant ran left its events (Kubernetes keeps them an hour): not shown
     assert [e["reason"] for e in backend.get("tf-ok", 100)["events"]].count("Submitted") == 1
 
