@@ -102,14 +102,6 @@ export type FieldError = NonNullable<
   components['schemas']['Error']['errors']
 >[number];
 
-/** Phases after which a job changes no more. */
-export const FINISHED: ReadonlySet<Phase> = new Set([
-  'Succeeded',
-  'Failed',
-  'Stopped',
-  'Lost'
-]);
-
 function withBackend(path: string, backend?: string): string {
   if (!backend) {
     return path;

@@ -1,4 +1,26 @@
-import type { JobSummary } from './api';
+import type { JobSummary, Phase } from './api';
+
+/** Phases after which a job's run changes no more. */
+export const FINISHED: ReadonlySet<Phase> = new Set([
+  'Succeeded',
+  'Failed',
+  'Stopped',
+  'Lost'
+]);
+
+/**
+ * Whether a run of `job` ended since it was seen as `before`: one that ran
+ * then, or one restarted and ended in between.
+ */
+export function endedSince(
+  before: Pick<JobSummary, 'phase' | 'run'>,
+  job: Pick<JobSummary, 'phase' | 'run'>
+): boolean {
+  return (
+    FINISHED.has(job.phase) &&
+    (!FINISHED.has(before.phase) || before.run !== job.run)
+  );
+}
 
 /**
  * "2/4": replicas running out of all replicas.

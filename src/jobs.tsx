@@ -16,16 +16,9 @@ import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 
-import {
-  FINISHED,
-  JobSummary,
-  jobsAPI,
-  Phase,
-  Scalars,
-  serverAPI
-} from './api';
+import { JobSummary, jobsAPI, Phase, Scalars, serverAPI } from './api';
 import { Sparkline } from './charts';
-import { age, matches, ready, why } from './format';
+import { age, endedSince, FINISHED, matches, ready, why } from './format';
 
 /**
  * The jobs, refreshed by a poll that stands by while the panel is hidden;
@@ -61,10 +54,10 @@ export class JobsModel {
 
   async refresh(): Promise<void> {
     const jobs = await jobsAPI.list();
-    const before = new Map(this._jobs.map(job => [job.name, job.phase]));
+    const before = new Map(this._jobs.map(job => [job.name, job]));
     for (const job of jobs) {
       const previous = before.get(job.name);
-      if (previous && !FINISHED.has(previous) && FINISHED.has(job.phase)) {
+      if (previous && endedSince(previous, job)) {
         announce(job);
       }
     }

@@ -3,7 +3,6 @@ import { Poll } from '@lumino/polling';
 import * as React from 'react';
 
 import {
-  FINISHED,
   isGone,
   Job,
   JobSummary,
@@ -14,7 +13,7 @@ import {
   Trials
 } from './api';
 import { ScalarChart } from './charts';
-import { age, bytes, until, why } from './format';
+import { age, bytes, FINISHED, until, why } from './format';
 import { JobActions, PhaseBadge } from './jobs';
 import { Provenance } from './provenance';
 import { SweepTrials } from './sweep';

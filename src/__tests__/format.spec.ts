@@ -1,5 +1,13 @@
 import type { JobSummary } from '../api';
-import { age, bytes, matches, ready, shorten, why } from '../format';
+import {
+  age,
+  bytes,
+  endedSince,
+  matches,
+  ready,
+  shorten,
+  why
+} from '../format';
 
 const job = {
   name: 'mnist',
@@ -55,5 +63,17 @@ describe('format', () => {
     expect(a).not.toBe(b);
     expect(a.startsWith('ps-regre')).toBe(true);
     expect(a.endsWith('lr-0.1')).toBe(true);
+  });
+
+  it('tells a run that ended since the last look, a restarted one too', () => {
+    const seen = (phase: string, run: number) =>
+      ({ phase, run }) as Pick<JobSummary, 'phase' | 'run'>;
+    expect(endedSince(seen('Running', 1), seen('Succeeded', 1))).toBe(true);
+    expect(endedSince(seen('Pending', 1), seen('Failed', 1))).toBe(true);
+    expect(endedSince(seen('Pending', 1), seen('Running', 1))).toBe(false);
+    expect(endedSince(seen('Succeeded', 1), seen('Succeeded', 1))).toBe(false);
+    // restarted, then stopped, between two looks
+    expect(endedSince(seen('Succeeded', 1), seen('Stopped', 2))).toBe(true);
+    expect(endedSince(seen('Succeeded', 1), seen('Running', 2))).toBe(false);
   });
 });
