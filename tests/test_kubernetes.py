@@ -110,14 +110,16 @@ def backend(control_plane, tmp_path, engine):
     api.close()
 
 
-def wait(condition, what: str, timeout: float = 30):
+def wait(condition, what: str, timeout: float = 30, shown=None):
+    """`condition`'s first true result; past `timeout`, an AssertionError naming `what` (and with `shown`,
+    what it shows then)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         result = condition()
         if result:
             return result
         time.sleep(0.1)
-    raise AssertionError(f"timed out waiting until {what}")
+    raise AssertionError(f"timed out waiting until {what}" + (f": {shown()}" if shown else ""))
 
 
 def wait_job(kube: KubeBackend, name: str, condition, what: str, timeout: float = 30) -> dict:
@@ -127,10 +129,7 @@ def wait_job(kube: KubeBackend, name: str, condition, what: str, timeout: float 
         last["job"] = kube.get(name)
         return last["job"] if condition(last["job"]) else None
 
-    try:
-        return wait(check, what, timeout)
-    except AssertionError:
-        raise AssertionError(f"{what}: {json.dumps(last.get('job'), default=str, indent=1)}") from None
+    return wait(check, what, timeout, shown=lambda: json.dumps(last.get("job"), default=str, indent=1))
 
 
 def replica(job: dict, name: str) -> dict:
@@ -244,12 +243,11 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
     assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
     listed = lambda: {e["reason"] for e in backend.get("tf-ok", 100)["events"]}  # noqa: E731
-    try:
-        wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= listed(), "the job's events are listed")
-    except AssertionError:
-        raise AssertionError(f"the job's events and the scheduler's are listed: only {listed()} of "
-                             f"{[(e.involved_object.name, e.reason, event_time(e)) for e in admin.list_namespaced_event(NAMESPACE).items]}"
-                             f", the job created at {backend.get('tf-ok', 0)['created']}") from None
+    held = lambda: [(e.involved_object.name, e.reason, event_time(e))  # noqa: E731
+                    for e in admin.list_namespaced_event(NAMESPACE).items]
+    wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= listed(),
+         "the job's events and the scheduler's are listed",
+         shown=lambda: f"only {listed()} of {held()}; the job created at {backend.get('tf-ok', 0)['created']}")
     # the job of this name that an earlier variant ran left its events (Kubernetes keeps them an hour): not shown
     assert [e["reason"] for e in backend.get("tf-ok", 100)["events"]].count("Submitted") == 1
 
