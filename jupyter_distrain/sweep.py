@@ -150,11 +150,16 @@ def value_at(points: Points, step: float) -> float | None:
 
 
 def clearly_worse(mine: Points, others: list[Points], after_steps: int, goal: str) -> str | None:
-    """The median rule: why a running trial is stopped, if its latest value, at a step from `after_steps` on,
-    is worse than the median of the values at least two other trials had at that step."""
-    if not mine or mine[-1][0] < after_steps:
+    """The median rule: why a running trial is stopped, if its value at a step from `after_steps` on is worse
+    than the median of the values at least two other trials had at that step. The step is the latest that it
+    and two others reached: a trial a little ahead of the others (trials often run in step) is judged too."""
+    reached = sorted((p[-1][0] for p in others if p), reverse=True)
+    if not mine or len(reached) < 2:
         return None
-    step, value = mine[-1]
+    step = min(mine[-1][0], reached[1])
+    value = value_at(mine, step)
+    if step < after_steps or value is None:
+        return None
     theirs = [v for v in (value_at(p, step) for p in others if p and p[-1][0] >= step) if v is not None]
     if len(theirs) < 2:
         return None

@@ -82,6 +82,9 @@ def test_the_median_rule_stops_only_a_trial_clearly_worse_than_the_others():
     assert sweep.clearly_worse(bad, [good], 3, "minimize") is None  # one other trial is no median
     assert sweep.clearly_worse(fine[:6], [good, bad], 3, "minimize") is None  # better than the median
     assert sweep.clearly_worse(good[:6], [fine, bad], 3, "maximize") is not None
+    ahead = [[s, 5.0 / (s + 1)] for s in range(10)]  # judged where the others are, not only once they pass it
+    assert "at step 7," in sweep.clearly_worse(ahead, [good[:8], fine[:8]], 3, "minimize")
+    assert sweep.clearly_worse(ahead, [good[:3], fine[:8]], 3, "minimize") is None  # two others not that far
     rows = [{"name": n, "value": v} for n, v in (("a", 0.5), ("b", None), ("c", 0.1), ("d", 0.9))]
     assert [r["name"] for r in sweep.ranked(rows, "minimize")] == ["c", "a", "d", "b"]
     assert [r["name"] for r in sweep.ranked(rows, "maximize")] == ["d", "a", "c", "b"]
