@@ -21,23 +21,27 @@ CREDENTIAL_HELPER = (
 
 
 # A repository's own configuration may name programs for git to run; on a directory someone else can
-# write, that is their code running as this user. Every git the product runs turns these off.
+# write, that is their code running as this user. Every git the product runs turns these off: the hooks,
+# the file system monitor, ssh, a password prompt, credential helpers (git then asks no one), signing
+# programs (commit-tree signs with commit.gpgSign), and, for a git run in a directory, every filter, diff
+# and merge driver that directory's configuration names (drivers_off).
 NO_CONFIGURED_PROGRAMS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-                          "-c", "core.sshCommand=ssh")
+                          "-c", "core.sshCommand=ssh", "-c", "core.askPass=", "-c", "credential.helper=",
+                          "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false")
 
 
 # Variables pointing git at another repository than the directory it runs in.
 ELSEWHERE = frozenset({"GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY", "GIT_COMMON_DIR",
                        "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_NAMESPACE"})
-# Drivers a repository's configuration may define under names of its choosing (git status runs a clean
-# filter to compare a changed file): each one named is emptied, which turns it off.
+# Drivers a repository's configuration may define under names of its choosing (a clean filter runs to hash a
+# changed file, in `status`, `add` and even `write-tree`): each one named is emptied, which turns it off.
 DRIVER_PROGRAMS = re.compile(r"(filter\..+\.(clean|smudge|process)|diff\..+\.(command|textconv)|merge\..+\.driver)")
 
 
-def drivers_off(directory: Path) -> list[str]:
+def drivers_off(directory: str, env: dict[str, str]) -> list[str]:
     """`-c` options turning off every filter, diff and merge driver the configuration at `directory` names
     (reading configuration runs nothing)."""
-    argv, env = git("-C", str(directory), "config", "--list", "--name-only")
+    argv = ["git", *NO_CONFIGURED_PROGRAMS, "-C", directory, "config", "--list", "--name-only"]
     try:
         names = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=20).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
@@ -46,12 +50,15 @@ def drivers_off(directory: Path) -> list[str]:
 
 
 def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[str, str]]:
-    """argv and environment for a non-interactive git command, with credentials if given."""
+    """argv and environment for a non-interactive git command (`-C DIRECTORY ...` to run in a directory, whose
+    configured programs are then off too), with credentials if given."""
     env = {**{k: v for k, v in os.environ.items() if k not in ELSEWHERE}, "GIT_TERMINAL_PROMPT": "0",
            "GIT_OPTIONAL_LOCKS": "0"}
     argv = ["git", *NO_CONFIGURED_PROGRAMS]
+    if args[:1] == ("-C",):
+        argv += drivers_off(args[1], env)
     if credentials:
-        argv += ["-c", "credential.helper=", "-c", f"credential.helper={CREDENTIAL_HELPER}"]
+        argv += ["-c", f"credential.helper={CREDENTIAL_HELPER}"]
         env.update({f"DISTRAIN_GIT_{key.upper()}": credentials[key] for key in ("username", "password", "host")})
     return argv + list(args), env
 

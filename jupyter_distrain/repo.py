@@ -102,7 +102,7 @@ def git_state(directory: Path, root: Path | None = None) -> dict | None:
     upstream = _git(directory, "rev-parse", "--abbrev-ref", "--symbolic-full-name", "@{upstream}")
     counts = _git(directory, "rev-list", "--left-right", "--count", "@{upstream}...HEAD") if upstream else None
     behind, ahead = (int(n) for n in counts.split()) if counts else (None, None)
-    status = _git(directory, *code.drivers_off(directory), "status", "--porcelain", "--ignore-submodules=all", "--",
+    status = _git(directory, "status", "--porcelain", "--ignore-submodules=all", "--",
                   *WORK_PATHSPEC) or ""
     changes = [line for line in status.splitlines() if line]
     remotes: dict[str, str] = {}

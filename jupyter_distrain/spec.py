@@ -11,7 +11,7 @@ import sys
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, cast
+from typing import TYPE_CHECKING, Any, Iterator, NoReturn, cast
 from urllib.parse import urlsplit
 
 from .errors import FieldError, SpecError
@@ -69,31 +69,70 @@ def roles_by_framework() -> dict[str, tuple[str, ...]]:
     return roles
 
 
+NOT_JSON = {"timestamp": "a date", "binary": "binary data", "set": "a set", "omap": "an ordered map",
+            "pairs": "a list of pairs"}  # YAML's types beyond JSON's
+
+
 @cache
-def _no_aliases() -> type:
-    """A YAML loader without aliases (*name): a few hundred bytes of nested aliases expand to gigabytes.
-    (YAML is imported at its first use, as in load: commands such as `distrain list` never parse any.)"""
+def _loader() -> type:
+    """A YAML loader that makes JSON values only, or fails naming the line: no aliases (*name: a few hundred
+    bytes of nested aliases expand to gigabytes); no dates, binary, sets or ordered maps, which no JSON holds;
+    no NaN or infinities; integers that every JSON reader keeps exactly; keys that are text. (YAML is imported
+    at its first use, as in load: commands such as `distrain list` never parse any.)"""
     import yaml
 
-    class NoAliases(yaml.SafeLoader):
+    def refuse(node: Any, problem: str) -> NoReturn:
+        raise yaml.constructor.ConstructorError(None, None, problem, node.start_mark)
+
+    class JsonValues(yaml.SafeLoader):
         def compose_node(self, parent: Any, index: Any) -> Any:
             if self.check_event(yaml.AliasEvent):
                 raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed",
                                                   self.peek_event().start_mark)
             return super().compose_node(parent, index)
 
-    return NoAliases
+        def construct_yaml_int(self, node: Any) -> int:
+            # a long one is refused unread: int() of thousands of decimal digits is an error of its own
+            if len(node.value) > 80 or abs(value := super().construct_yaml_int(node)) > SAFE_INTEGER:
+                refuse(node, f"{node.value[:40]} is beyond the integers every JSON reader keeps exactly "
+                             f"(-{SAFE_INTEGER} to {SAFE_INTEGER}); quote it to make it text")
+            return value
+
+        def construct_yaml_float(self, node: Any) -> float:
+            value = super().construct_yaml_float(node)
+            if not math.isfinite(value):
+                refuse(node, f"{node.value} is not allowed: must be a finite number")
+            return value
+
+        def construct_mapping(self, node: Any, deep: bool = False) -> dict:
+            mapping = super().construct_mapping(node, deep)
+            for key_node, _ in node.value:
+                if key_node.tag != "tag:yaml.org,2002:str":
+                    refuse(key_node, f"the key {key_node.value[:40]} is not text; quote it")
+            return mapping
+
+        def not_json(self, node: Any) -> NoReturn:
+            what = NOT_JSON[node.tag.rpartition(":")[2]]
+            shown = f"{node.value[:40]} is {what}" if isinstance(node.value, str) else what.capitalize()
+            refuse(node, f"{shown}, which no JSON holds; quote it to make it text")
+
+    JsonValues.add_constructor("tag:yaml.org,2002:int", JsonValues.construct_yaml_int)
+    JsonValues.add_constructor("tag:yaml.org,2002:float", JsonValues.construct_yaml_float)
+    for kind in NOT_JSON:
+        JsonValues.add_constructor(f"tag:yaml.org,2002:{kind}", JsonValues.not_json)
+    return JsonValues
 
 
 def load(text: str, field: str = "") -> Any:
-    """Parse YAML (or JSON) spec text (or a part of a spec, `field`): at most MAX_SPEC_BYTES, no aliases."""
+    """Parse YAML (or JSON) spec text (or a part of a spec, `field`) into JSON values (_loader): at most
+    MAX_SPEC_BYTES."""
     size = len(text.encode(errors="replace"))
     if size > MAX_SPEC_BYTES:
         raise SpecError([FieldError(field, f"{size} bytes; at most {MAX_SPEC_BYTES} (1 MiB)")])
     import yaml
 
     try:
-        return yaml.load(text, Loader=_no_aliases())
+        return yaml.load(text, Loader=_loader())
     except yaml.YAMLError as e:
         raise SpecError([FieldError(field, f"not valid YAML: {e}")]) from None
     except RecursionError:
@@ -110,7 +149,7 @@ def load_file(path: str | Path) -> Any:
 
 def validate(raw: Any) -> dict:
     """Return the spec with defaults filled in, or raise SpecError naming every bad field."""
-    errors = list(unportable_numbers(raw))
+    errors = list(unportable_values(raw))
     if errors:
         raise SpecError(errors)
     errors = [_describe(e, raw) for e in _validator().iter_errors(raw)]
@@ -163,6 +202,19 @@ def duration_seconds(text: str) -> int | None:
     if not parts or "".join(count + unit for count, unit in parts) != text:
         return None
     return sum(int(count) * DURATION_SECONDS[unit] for count, unit in parts)
+
+
+MAX_TTL_SECONDS = 520 * DURATION_SECONDS["w"]  # ten years: a job's end plus this is a date every reader holds
+
+
+def ttl_problem(text: str) -> str | None:
+    """What is wrong with `text` as a time to keep a finished job (None if nothing)."""
+    seconds = duration_seconds(text)
+    if seconds is None:
+        return f"{text[:40]!r} is not a duration such as 30m, 12h, 7d or 2w"
+    if seconds > MAX_TTL_SECONDS:
+        return f"{text} is longer than the longest a job is kept, 520w (ten years)"
+    return None
 
 
 def expires(ttl_after_finished: str | None, finished: float | None) -> float | None:
@@ -288,19 +340,32 @@ def _resolve(node: dict) -> dict:
     return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
 
 
-def unportable_numbers(value: Any, path: tuple = ()) -> Iterator[FieldError]:
-    """Numbers that some JSON reader would not keep: NaN, ±Infinity (or beyond ±1.8e308), and integers
-    beyond what a browser's JSON.parse holds exactly. The one rule for numbers in a spec."""
+def unportable_values(value: Any, path: tuple = ()) -> Iterator[FieldError]:
+    """Values that some JSON reader would not keep: NaN, ±Infinity (or beyond ±1.8e308), integers beyond what a
+    browser's JSON.parse holds exactly, and text that is not valid Unicode (a lone surrogate, which no UTF-8
+    file, log or YAML document can hold). The one rule for the values of a spec."""
     if isinstance(value, float) and not math.isfinite(value):
         yield FieldError(_field_path(path), f"{value} is not allowed: must be a finite number")
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > SAFE_INTEGER:
         yield FieldError(_field_path(path), f"must be between -{SAFE_INTEGER} and {SAFE_INTEGER}")
+    elif isinstance(value, str) and not valid_unicode(value):
+        yield FieldError(_field_path(path), "is not valid Unicode: it holds a lone surrogate (\\ud800-\\udfff)")
     elif isinstance(value, dict):
         for key, item in value.items():
-            yield from unportable_numbers(item, (*path, key))
+            if not valid_unicode(key):
+                yield FieldError(_field_path(path), "a key is not valid Unicode: it holds a lone surrogate")
+            yield from unportable_values(item, (*path, key))
     elif isinstance(value, list):
         for index, item in enumerate(value):
-            yield from unportable_numbers(item, (*path, index))
+            yield from unportable_values(item, (*path, index))
+
+
+def valid_unicode(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _field_path(parts) -> str:
@@ -398,6 +463,9 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
                                      "with the job and shown in its events; give the URL without them and name a "
                                      "secret in code.credentials (create one with 'distrain secret set NAME "
                                      "--host HOST')")
+    ttl = spec["policy"].get("ttl_after_finished")
+    if ttl and (problem := ttl_problem(ttl)):
+        yield FieldError("policy.ttl_after_finished", problem)
     hyper = spec.get("hyperparameters", {})
     for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
         yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")

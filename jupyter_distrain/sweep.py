@@ -56,6 +56,9 @@ def problems(sweep: dict) -> Iterator[FieldError]:
             yield FieldError(f"{field}.max", f"must be greater than min ({parameter['min']})")
         elif parameter["scale"] == "log" and parameter["min"] <= 0:
             yield FieldError(f"{field}.min", "must be greater than 0 for scale log")
+        elif parameter["integer"] and max(-parameter["min"], parameter["max"]) > spec_.SAFE_INTEGER:
+            yield FieldError(field, f"whole numbers are drawn between -{spec_.SAFE_INTEGER} and {spec_.SAFE_INTEGER}"
+                                    ", the integers every JSON reader keeps exactly")
         elif parameter["integer"] and math.ceil(parameter["min"]) > math.floor(parameter["max"]):
             yield FieldError(field, "no whole number lies between min and max")
     if sweep["method"] == "grid" and "trials" not in sweep and all("values" in p for p in parameters.values()):
@@ -81,8 +84,9 @@ def draw(parameter: dict, rng: random.Random) -> Any:
     low, high = parameter["min"], parameter["max"]
     if parameter["scale"] == "log":
         value = math.exp(rng.uniform(math.log(low), math.log(high)))
-    else:
-        value = rng.uniform(low, high)
+    else:  # between low and high without their difference, which is past the largest float for ±1.7e308
+        share = rng.random()
+        value = low * (1 - share) + high * share
     return min(max(round(value), math.ceil(low)), math.floor(high)) if parameter["integer"] else value
 
 

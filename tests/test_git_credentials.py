@@ -108,12 +108,18 @@ def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, privat
         requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD}, headers=headers),
         requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD,
                                                         "host": "https://example.com/"}, headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": f"{PASSWORD}\nhost=evil",
+                                                        "host": host}, headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", json=None, headers=headers),
+        requests.put(f"{api}/secrets/repo-creds", data=b"null", headers=headers),
     ]
-    assert [r.status_code for r in refused] == [400] * 5
+    assert [r.status_code for r in refused] == [400] * 8
     assert [e["path"] for e in refused[0].json()["errors"]] == ["name"]
     assert refused[1].json() == {"message": "invalid credentials",
                                  "errors": [{"path": "password", "message": "must be a non-empty string"}]}
-    assert [e["path"] for r in refused[3:] for e in r.json()["errors"]] == ["host", "host"]
+    assert [e["path"] for r in refused[3:6] for e in r.json()["errors"]] == ["host", "host", "password"]
+    assert "without newlines" in refused[5].json()["errors"][0]["message"] and PASSWORD not in refused[5].text
+    assert refused[7].json() == {"message": "the request body must be a JSON object {...}, not null"}
     assert requests.get(f"{api}/secrets", headers=headers).json() == []
 
     stored = requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD, "host": host},

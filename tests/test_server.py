@@ -12,7 +12,7 @@ import pytest
 import requests
 from tornado.httpclient import HTTPClientError
 
-from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, processes_of
+from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, own_outputs, processes_of
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -21,7 +21,9 @@ pytest_plugins = ["pytest_jupyter.jupyter_server"]
 def api(jp_fetch, root):
     """Calls the REST API; returns (status, parsed JSON or text). Kills whatever a test left behind."""
     async def call(method, route, body=None, **params):
-        kwargs = {"body": json.dumps(body) if body is not None else ("" if method == "POST" else None)}
+        if body is None:
+            body = "" if method == "POST" else None
+        kwargs = {"body": body if isinstance(body, (bytes, str)) or body is None else json.dumps(body)}
         try:
             response = await jp_fetch("distrain", "api", *route.split("/"), method=method, params=params,
                                       allow_nonstandard_methods=True, **kwargs)
@@ -106,7 +108,7 @@ async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
     for name in ("fit", "fit-2"):
         assert (await api("DELETE", f"jobs/{name}", purge_output="true"))[0] == 204
     assert (await api("GET", "jobs/fit"))[0] == 404
-    assert not (root / "jobs" / "fit").exists() and not (root / "outputs" / "fit").exists()
+    assert not (root / "jobs" / "fit").exists() and not (own_outputs(root) / "fit").exists()
     assert_nothing_left(root)
 
 
@@ -193,8 +195,9 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     assert code == 200 and Path(dry["code"]["path"]).is_absolute() and dry["replicas"]["worker"]["count"] == 1
 
     for body in ("[1, 2]", "null", '"text"'):
-        code, error = await api("POST", "jobs", json.loads(body))
-        assert code == 400, body
+        code, error = await api("POST", "jobs", body.encode())
+        kind = {"[1, 2]": "an array", "null": "null", '"text"': "a string"}[body]
+        assert (code, error["message"]) == (400, f"the request body must be a JSON object {{...}}, not {kind}")
     assert (await api("GET", "jobs/ghost"))[0] == 404
     assert (await api("POST", "jobs/ghost/stop"))[0] == 404
     assert (await api("POST", "jobs/ghost/clone"))[0] == 404
@@ -213,8 +216,10 @@ async def test_bad_requests_get_clear_errors_and_create_nothing(api, root):
     assert code == 400 and error["errors"][0]["path"] == "name"
     code, error = await api("POST", "jobs/twice/clone", {"name": "twice"})
     assert code == 409
-    code, error = await api("POST", "jobs/twice/clone", ["not", "an", "object"])
-    assert code == 400
+    for route in ("clone", "restart"):
+        for body in (b"null", b'["not", "an", "object"]', b'"text"'):
+            code, error = await api("POST", f"jobs/twice/{route}", body)
+            assert code == 400 and error["message"].startswith("the request body must be a JSON object"), error
     code, error = await api("GET", "jobs/twice/logs", replica="worker-9")
     assert code == 400 and "worker-0" in error["message"]
     for cursor in ("worker-0", "worker-0:²", ":5"):
@@ -478,28 +483,82 @@ async def test_numbers_are_finite_and_bounded_and_every_answer_is_json(api, jp_f
     assert (await api("GET", "jobs/quiet/logs", tail=str(2**53 - 1)))[0] == 200
 
 
+async def test_the_schemas_extremes_are_carried_through_submit_list_get_and_end(api, root):
+    """Every duration and number at the edge of what the schema allows is a job that lists, shows and ends;
+    beyond it, a 400 naming the field."""
+    extremes = {"name": "edges", "command": "true", "policy": {
+        "ttl_after_finished": "520w", "deadline_seconds": 31536000, "max_restarts": 100, "restart": "on-failure"},
+        "replicas": {"worker": {"count": 1, "resources": {"cpu": 4096, "memory": "999999999999999Ti"}}},
+        "hyperparameters": {"big": 2**53 - 1, "small": -(2**53 - 1), "huge": 1.7e308, "tiny": -1.7e308,
+                            "least": 5e-324, "text": "x" * 4096}}
+    code, job = await api("POST", "jobs", extremes)
+    assert code == 201, job
+    job = await wait_phase(api, "edges")
+    assert job["phase"] == "Succeeded" and job["spec"]["hyperparameters"] == extremes["hyperparameters"]
+    assert datetime.fromisoformat(job["expires"]) - datetime.fromisoformat(job["finished"]) == timedelta(weeks=520)
+    assert [(j["name"], j["expires"]) for j in (await api("GET", "jobs"))[1]] == [("edges", job["expires"])]
+    assert (await api("GET", "jobs/edges/logs"))[0] == 200
+    code, _ = await api("POST", "jobs/edges/restart")
+    assert code == 200 and (await wait_phase(api, "edges"))["run"] == 2
+    assert (await api("DELETE", "jobs/edges"))[0] == 204
+
+    beyond = {"policy.ttl_after_finished": {"policy": {"ttl_after_finished": "521w"}},
+              "policy.deadline_seconds": {"policy": {"deadline_seconds": 31536001}},
+              "policy.max_restarts": {"policy": {"max_restarts": 101}},
+              "replicas.worker.resources.cpu": {"replicas": {"worker": {"resources": {"cpu": 4097}}}},
+              "hyperparameters.big": {"hyperparameters": {"big": 2**53}}}
+    for field, change in beyond.items():
+        code, error = await api("POST", "jobs", {"name": "beyond", "command": "true", **change})
+        assert code == 400 and [e["path"] for e in error["errors"]] == [field], (field, error)
+    assert (await api("GET", "jobs"))[1] == []
+
+
+# Every kind of program a repository's configuration can make git run, each leaving a mark if it runs.
+CONFIGURED_PROGRAMS = {
+    "core.fsmonitor": "{mark}; false", "core.askPass": "{mark}; false", "credential.helper": "!{mark}; false",
+    "filter.x.clean": "{mark}; cat", "filter.x.smudge": "{mark}; cat", "filter.x.process": "{mark}; false",
+    "diff.x.textconv": "{mark}; cat", "diff.x.command": "{mark}; false", "merge.x.driver": "{mark}; false",
+    "commit.gpgSign": "true", "gpg.program": "{mark}; false", "core.sshCommand": "{mark}; false",
+}
+HOOKS = ("reference-transaction", "post-index-change", "post-checkout", "pre-commit", "post-commit")
+
+
 async def test_a_repositorys_own_config_never_runs_programs(api, jp_root_dir, tmp_path):
-    """GET repo and a submit's pinning run git in a directory others may write: a program its .git/config
-    names for git to run (here core.fsmonitor, which `git status` used to run) is not run."""
+    """GET repo, a submit's pinning, the snapshot of uncommitted changes and the job itself run git in a
+    directory others may write: no program its configuration names for git to run (filters, diff and merge
+    drivers, the file system monitor, hooks, password prompts, credential helpers, signing) runs, even for
+    files edited so recently that git hashes them again (racily clean)."""
     project = jp_root_dir / "shared"
     project.mkdir()
     git = ["git", "-C", str(project), "-c", "user.name=t", "-c", "user.email=t@example.com"]
     subprocess.run([*git, "init", "-q", "-b", "main"], check=True)
     (project / "train.py").write_text("print('hi')\n")
+    (project / ".gitattributes").write_text("* filter=x diff=x merge=x\n")
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "train"], check=True)
-    ran = tmp_path / "ran"
-    subprocess.run([*git, "config", "core.fsmonitor", f"touch {ran}; false"], check=True)
-    (project / ".gitattributes").write_text("*.py filter=anything\n")  # git status runs a clean filter
-    subprocess.run([*git, "config", "filter.anything.clean", f"touch {ran}-filter; cat"], check=True)
-    (project / "train.py").write_text("print('changed')\n")  # status has a change to look at
+    marks = tmp_path / "ran"
+    marks.mkdir()
+    for key, program in CONFIGURED_PROGRAMS.items():
+        subprocess.run([*git, "config", key, program.format(mark=f"touch {marks}/{key}")], check=True)
+    for hook in HOOKS:
+        (project / ".git" / "hooks" / hook).write_text(f"#!/bin/sh\ntouch {marks}/{hook}\n")
+        (project / ".git" / "hooks" / hook).chmod(0o755)
+    (project / "train.py").write_text("print('changed')\n")  # racily clean: as new as the index
+    (project / "new.py").write_text("print('new')\n")
 
     code, repo = await api("GET", "repo", path="shared")
     assert code == 200 and repo["git"]["dirty"] and repo["code"]["commit"], repo
     checked = await api("POST", "jobs", {"name": "pinned", "command": "python train.py",
                                          "code": {"git": str(project), "ref": "main"}}, dry_run="true")
     assert checked[0] == 200 and checked[1]["code"]["commit"] == repo["code"]["commit"], checked
-    assert not ran.exists() and not Path(f"{ran}-filter").exists()
+    changes = {"name": "changes", "command": "python train.py && python new.py",
+               "code": {"git": "./shared", "ref": "main", "changes_from": "shared"}}
+    assert (await api("POST", "check", changes))[1]["errors"] == []
+    code, job = await api("POST", "jobs", changes)
+    assert code == 201, job
+    assert (await wait_phase(api, "changes"))["phase"] == "Succeeded"
+    assert (await api("GET", "jobs/changes/logs"))[1] == "[worker-0] changed\n[worker-0] new\n"
+    assert sorted(path.name for path in marks.iterdir()) == []
 
 
 async def test_a_repository_reaching_outside_the_root_is_not_read(api, jp_root_dir, tmp_path, monkeypatch):

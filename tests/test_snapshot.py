@@ -89,6 +89,13 @@ def test_over_rest_a_checkout_under_the_servers_root_and_a_clone_that_carries_it
 
         copy = {**answer.json()["spec"], "name": "mine-3"}
         check = f"{server.url}/distrain/api/check"
+        (tmp_path / "leads-out").symlink_to(tmp_path.parent)
+        for outside in ("..", str(tmp_path.parent), "leads-out", "work/../.."):  # resolved, links too
+            draft = {**spec, "name": "outside", "code": {**spec["code"], "changes_from": outside}}
+            verdict = requests.post(check, json=draft, headers=server.headers).json()
+            assert [(e["path"], e["message"]) for e in verdict["errors"]] == [
+                ("code.changes_from", f"{tmp_path.parent} is outside the server's root ({tmp_path}): name a "
+                                      "checkout under it")], outside
         refused = requests.post(check, json=copy, headers=server.headers).json()["errors"]
         assert [error["path"] for error in refused] == ["code.snapshot"]
         requests.post(api, json={"name": "plain", "command": "true"}, headers=server.headers).raise_for_status()

@@ -116,6 +116,43 @@ def test_yaml_errors_are_spec_errors():
         spec_.load("name: [unclosed")
 
 
+@pytest.mark.parametrize("value, problem", [
+    (".nan", ".nan is not allowed: must be a finite number"),
+    ("-.inf", "-.inf is not allowed: must be a finite number"),
+    ("1.0e+999", "1.0e+999 is not allowed: must be a finite number"),
+    ("2024-01-31", "2024-01-31 is a date, which no JSON holds; quote it to make it text"),
+    ("!!binary aGVsbG8=", "aGVsbG8= is binary data, which no JSON holds"),
+    ("!!set {a, b}", "A set, which no JSON holds"),
+    ("!!omap [{a: 1}]", "An ordered map, which no JSON holds"),
+    ("0x" + "f" * 5000, "is beyond the integers every JSON reader keeps exactly"),
+    ("9" * 5000, "is beyond the integers every JSON reader keeps exactly"),
+    ("9007199254740992", "9007199254740992 is beyond the integers every JSON reader keeps exactly"),
+    ("{1: one}", "the key 1 is not text; quote it"),
+])
+def test_yaml_that_no_json_holds_is_refused_naming_its_line(value, problem):
+    """A spec is JSON values (the schema's): YAML's dates, binary, sets, NaN or huge integers would fail later,
+    where no one says which line; `validate` and GET repo say it at once."""
+    text = f"name: odd\ncommand: python train.py\nhyperparameters:\n  lr: {value}\n"
+    with pytest.raises(spec_.SpecError) as caught:
+        spec_.load(text)
+    message = caught.value.errors[0].message
+    assert message.startswith("not valid YAML: ") and problem in message and "line 4" in message, message
+    assert spec_.load("a: '2024-01-31'\nb: 9007199254740991\nc: -1.5e+300\n'1': x\n") == {
+        "a": "2024-01-31", "b": 9007199254740991, "c": -1.5e300, "1": "x"}
+
+
+def test_text_that_is_not_unicode_is_refused_where_it_stands():
+    errors = errors_of({"name": "a", "command": "python -c 'print(1)' \ud800", "hyperparameters": {"x\udfff": 1}})
+    assert errors["command"].startswith("is not valid Unicode: it holds a lone surrogate")
+    assert errors["hyperparameters"] == "a key is not valid Unicode: it holds a lone surrogate"
+
+
+def test_every_duration_has_a_bound_the_product_can_carry():
+    assert "longer than the longest a job is kept, 520w" in errors_of(
+        {"name": "a", "command": "t", "policy": {"ttl_after_finished": "999999w"}})["policy.ttl_after_finished"]
+    assert spec_.validate({"name": "a", "command": "t", "policy": {"ttl_after_finished": "520w"}})
+
+
 def test_schema_is_one_json_file_in_the_package():
     from importlib.resources import files
 

@@ -53,6 +53,10 @@ def test_grid_points_come_in_order_and_random_ones_again_with_their_seed():
     assert sum(d["learning_rate"] < 1e-2 for d in drawn) > 20  # log scale: two of three decades below 0.01
     assert drawn != [t["hyperparameters"] for t in checked({**pytorch_sweep("rand"), "sweep": {**ranges, "seed": 8}})]
     assert all(t["trial_of"] == "rand" and "sweep" not in t and t["hyperparameters"]["epochs"] == 3 for t in trials)
+    widest = {"method": "random", "trials": 20, "parameters": {"learning_rate": {"min": -1.7e308, "max": 1.7e308},
+                                                             "batch_size": {"values": [32]}}}
+    drawn = [t["hyperparameters"]["learning_rate"] for t in checked({**pytorch_sweep("wide"), "sweep": widest})]
+    assert all(-1.7e308 <= value <= 1.7e308 for value in drawn) and len(set(drawn)) == 20
 
 
 @pytest.mark.parametrize("change, path, words", [
@@ -62,6 +66,9 @@ def test_grid_points_come_in_order_and_random_ones_again_with_their_seed():
      "sweep.parameters.learning_rate.max", "greater than min"),
     ({"method": "random", "trials": 2, "parameters": {"learning_rate": {"min": 0, "max": 1, "scale": "log"}}},
      "sweep.parameters.learning_rate.min", "greater than 0 for scale log"),
+    ({"method": "random", "trials": 2, "parameters": {"learning_rate": {"min": -1.7e308, "max": 1.7e308,
+                                                                        "integer": True}}},
+     "sweep.parameters.learning_rate", "whole numbers are drawn between -9007199254740991 and 9007199254740991"),
     ({"parameters": {"a": {"values": list(range(40))}, "b": {"values": list(range(40))}}}, "sweep.parameters",
      "the grid has 6400 points; at most 1000"),
 ])

@@ -30,7 +30,7 @@ class DistrainExtension(ExtensionApp):
         assert self.serverapp is not None  # an extension is initialized by its server
         # terminals and kernels started by this server inherit these: their `distrain` sees the same jobs
         os.environ.update(DISTRAIN_HOME=config.root, DISTRAIN_BACKEND=config.backend)
-        manager = JobManager.from_config(config)
+        manager = JobManager.from_config(config, checkouts_under=Path(self.serverapp.root_dir).expanduser())
         manager.start(self.log)
         self.expiry = PeriodicCallback(functools.partial(expire, manager, self.log), config.ttl_check_interval * 1000)
         self.expiry.start()

@@ -24,6 +24,7 @@ AUTH_RESOURCE = "distrain"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JUPYTER_QUERY = frozenset({"token", "_xsrf"})  # Jupyter's own authentication parameters
 LOG_BATCH_LINES = 2000
+JSON_KINDS = {list: "an array", str: "a string", bool: "true or false"}
 
 
 async def authorize(handler: JupyterHandler) -> None:
@@ -121,18 +122,24 @@ class DistrainHandler(JsonErrors, APIHandler):
         """Relative code paths in a spec are relative to the server's root directory."""
         return Path(self.settings["server_root_dir"]).expanduser()
 
-    def body(self) -> Any:
+    def body(self) -> dict | None:
+        """The request's JSON object; None without a body. Any other JSON value is a 400: every body of this
+        API is an object (a spec, the fields a clone changes, a secret)."""
         if not self.request.body:
             return None
         if len(self.request.body) > spec_.MAX_SPEC_BYTES:
             raise ApiError(400, {"message": f"the request body is {len(self.request.body)} bytes; at most "
                                             f"{spec_.MAX_SPEC_BYTES} (1 MiB)"})
         try:
-            return json.loads(self.request.body, parse_constant=no_constants)
+            body = json.loads(self.request.body, parse_constant=no_constants)
         except ValueError as e:
             raise ApiError(400, {"message": f"the request body is not valid JSON: {e}"}) from None
         except RecursionError:
             raise ApiError(400, {"message": "the request body is nested too deeply"}) from None
+        if not isinstance(body, dict):
+            kind = "null" if body is None else JSON_KINDS.get(type(body), "a number")  # never the value: a secret?
+            raise ApiError(400, {"message": f"the request body must be a JSON object {{...}}, not {kind}"})
+        return body
 
     def query_int(self, name: str) -> int | None:
         value = self.get_query_argument(name, None)
@@ -191,7 +198,7 @@ class CheckHandler(DistrainHandler):
         """A dry run answered as a verdict: the spec it would run, or every error of the spec. The request
         itself (a JSON object, an enabled backend, the job named by snapshot_of) is checked as any other."""
         draft, backend = self.body(), self.get_query_argument("backend", None)
-        if not isinstance(draft, dict):
+        if draft is None:
             raise ApiError(400, {"message": "the body must be a job spec: a JSON object"})
         await call(self.manager.target, backend)
         carried = await self.carried()
@@ -325,7 +332,7 @@ class SecretHandler(DistrainHandler):
 
     async def put(self, name: str) -> None:
         body = self.body()
-        if not isinstance(body, dict):
+        if body is None:
             raise ApiError(400, {"message": "the body must be an object with username, password and host"})
         await call(self.manager.set_credentials, name, body.get("username"), body.get("password"), body.get("host"),
                    self.get_query_argument("backend", None))
