@@ -24,7 +24,7 @@ from traitlets.config import Config, Configurable
 
 from .backends.base import current_owner
 from .errors import DistrainError
-from .spec import duration_seconds
+from .spec import ttl_problem
 
 if TYPE_CHECKING:
     from .backends.base import Backend
@@ -66,6 +66,9 @@ class Distrain(Configurable):
     owner = Unicode(help="Who submits and sees jobs (current_owner); not a setting: it is who runs the process.")
     see_all_owners = Bool(False, config=True,
                           help="Show every owner's jobs and act on them, not only this user's (an admin's server).")
+    read_others_outputs = Bool(False, config=True,
+                               help="Let a job read other owners' outputs (its data, resume_from): a team's shared "
+                                    "results. Writing and purging stay each owner's own.")
     kubernetes_engine = Enum(ENGINES, "auto", config=True,
                              help="What runs a Kubernetes job: 'jobset' renders it to a JobSet, 'kubeflow' to the "
                                   "Training Operator's TFJob, PyTorchJob or PaddleJob, whose controllers enforce "
@@ -165,9 +168,8 @@ class Distrain(Configurable):
 
     @validate("ttl_after_finished")
     def _a_duration(self, proposal: Any) -> str:
-        if proposal["value"] and duration_seconds(proposal["value"]) is None:
-            raise TraitError(f"Distrain.ttl_after_finished: {proposal['value']!r} is not a duration such as "
-                             "30m, 12h, 7d or 2w")
+        if proposal["value"] and (problem := ttl_problem(proposal["value"])):
+            raise TraitError(f"Distrain.ttl_after_finished: {problem}")
         return proposal["value"]
 
     @validate("gpu_types")

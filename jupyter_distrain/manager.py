@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .scalars import Scalars
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
 PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
 NOTHING_LOGGED: dict = {"tag": None, "runs": {}}  # what scalars answers of a job whose event files cannot be read
@@ -32,16 +33,22 @@ NOTHING_LOGGED: dict = {"tag": None, "runs": {}}  # what scalars answers of a jo
 class JobManager:
     """Routes each call to the backend holding the job; submits go to the named or the default one."""
 
-    def __init__(self, backends: dict[str, Backend], config: Distrain, default: str | None = None):
+    def __init__(self, backends: dict[str, Backend], config: Distrain, default: str | None = None,
+                 checkouts_under: Path | None = None):
+        """`checkouts_under`: the only directory whose checkouts a spec's code.changes_from may name (a Jupyter
+        server's root: its users reach nothing else); None: any."""
         self.backends = backends
         self.config = config
         self.default = default or next(iter(self.backends))
+        self.checkouts_under = checkouts_under.resolve() if checkouts_under else None
 
     @classmethod
-    def from_config(cls, config: Distrain, names: list[str] | None = None) -> JobManager:
+    def from_config(cls, config: Distrain, names: list[str] | None = None,
+                    checkouts_under: Path | None = None) -> JobManager:
         """The backends `names` (default: every enabled one), the first the default."""
         names = names or config.enabled
-        return cls({name: opened(config, name) for name in names}, config, default=names[0])
+        return cls({name: opened(config, name) for name in names}, config, default=names[0],
+                   checkouts_under=checkouts_under)
 
     def start(self, log: logging.Logger) -> None:
         """Keep every backend's view current, for a long-lived process (the Jupyter server)."""
@@ -81,6 +88,7 @@ class JobManager:
         spec = code.resolve(spec, Path(base_dir or Path.cwd()), self.credentials_for(spec, target))
         source = spec.get("code", {})
         if "changes_from" in source:
+            self.check_checkout(Path(source["changes_from"]))
             return snapshot.pin(spec)
         if "snapshot" not in source:
             return spec, None
@@ -88,6 +96,13 @@ class JobManager:
             raise SpecError([FieldError("code.snapshot", "filled in at submit from code.changes_from, a checkout "
                                                          "whose changes the job runs")])
         return spec, carried
+
+    def check_checkout(self, checkout: Path) -> None:
+        """A checkout (resolved: no '..' or link left) that code.changes_from may name: one under
+        `checkouts_under`."""
+        if self.checkouts_under and not checkout.is_relative_to(self.checkouts_under):
+            raise SpecError([FieldError("code.changes_from", f"{checkout} is outside the server's root "
+                                                             f"({self.checkouts_under}): name a checkout under it")])
 
     def rules(self, backend: Backend) -> AdminRules:
         """The admin's rules for jobs on `backend`."""
@@ -301,8 +316,15 @@ class JobManager:
         errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
                              "starting and ending with a letter or digit, at most 63")] \
             if not secret_name(name) else []
-        errors += [FieldError(field, "must be a non-empty string") for field, value in
-                   (("username", username), ("password", password)) if not (isinstance(value, str) and value)]
+        if name.endswith(snapshot.SECRET_SUFFIX):
+            errors.append(FieldError("name", f"names ending in {snapshot.SECRET_SUFFIX} are those of jobs' "
+                                             "snapshots of changes; choose another"))
+        for field, value in (("username", username), ("password", password)):
+            if not (isinstance(value, str) and value):
+                errors.append(FieldError(field, "must be a non-empty string"))
+            elif CONTROL.search(value) or not spec_.valid_unicode(value):
+                errors.append(FieldError(field, "must be valid Unicode without newlines or other control "
+                                                "characters, which git's credential requests cannot carry"))
         if not (isinstance(host, str) and HOST.fullmatch(host)):
             errors.append(FieldError("host", "must be the git server's host name, with its port if its URLs have "
                                              "one (e.g. github.com or git.example.com:8443)"))

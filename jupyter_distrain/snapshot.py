@@ -22,6 +22,7 @@ REF = "refs/distrain/snapshot"
 IDENTITY = {"GIT_AUTHOR_NAME": "jupyter-distrain", "GIT_AUTHOR_EMAIL": "snapshot@jupyter-distrain",
             "GIT_COMMITTER_NAME": "jupyter-distrain", "GIT_COMMITTER_EMAIL": "snapshot@jupyter-distrain"}
 FIELD = "code.changes_from"
+SECRET_SUFFIX = "-snapshot"  # of the Secret holding a Kubernetes job's bundle: no credentials' name ends so
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ def take(work_tree: Path, url: str) -> Snapshot:
         own = {"GIT_INDEX_FILE": str(scratch / "index"), "GIT_OBJECT_DIRECTORY": str(scratch / "repo" / "objects"),
                "GIT_ALTERNATE_OBJECT_DIRECTORIES": str(objects)}
         _run(repo, "read-tree", base, env=own)
-        _run(repo, *code.drivers_off(repo), "add", "--all", ".", env=own)  # no filter of the repository's runs
+        _run(repo, "add", "--all", ".", env=own)
         tree = _run(repo, "write-tree", env=own).strip()
         commit = _run(repo, "commit-tree", tree, "-p", base, "-m", f"uncommitted changes on {base[:12]}",
                       env={**own, **IDENTITY}).strip()

@@ -137,15 +137,15 @@ class Store:
             )
             self._insert_replicas(name, replicas)
 
-    def reset_job(self, name: str, spec: dict, replicas: list[tuple[str, int]]) -> None:
+    def reset_job(self, name: str, spec: dict, output_dir: str, replicas: list[tuple[str, int]]) -> None:
         """Start a new run of an existing job (restart), with a possibly edited spec."""
         with self.transaction():
             self._run(
-                "UPDATE jobs SET spec=?, phase='Pending', reason='', message='', exit_code=NULL, started=NULL,"
-                " finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL, stop_requested=0,"
-                " environment=NULL"
+                "UPDATE jobs SET spec=?, output_dir=?, phase='Pending', reason='', message='', exit_code=NULL,"
+                " started=NULL, finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL,"
+                " stop_requested=0, environment=NULL"
                 " WHERE name=?",
-                (json.dumps(spec), name),
+                (json.dumps(spec), output_dir, name),
             )
             self._run("DELETE FROM replicas WHERE job=?", (name,))
             self._insert_replicas(name, replicas)

@@ -118,6 +118,14 @@ def write_scalars(directory: Path, tag: str, values: list[float]) -> None:
 SUPERVISOR_EXIT_SECONDS = 10  # a supervisor exits last, right after it recorded its job's end
 
 
+def own_outputs(root: Path) -> Path:
+    """The default outputs directory of this user's local jobs under the storage root `root`."""
+    from jupyter_distrain import storage
+    from jupyter_distrain.backends.base import current_owner
+
+    return root / "outputs" / storage.OWNERS / storage.owner_dir(current_owner())
+
+
 def assert_nothing_left(root: Path, timeout: float = 10) -> None:
     """No process, listening port or workspace of any job under `root` remains: none after `timeout` seconds
     (0: none of a job reported finished runs), but for the supervisors, which may take a few more to exit."""

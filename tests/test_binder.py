@@ -10,7 +10,7 @@ import subprocess
 import venv
 
 import nbformat
-from conftest import REPO, JupyterServer, assert_nothing_left
+from conftest import REPO, JupyterServer, assert_nothing_left, own_outputs
 
 DEMO = REPO / "examples" / "demo.ipynb"
 
@@ -52,7 +52,8 @@ def test_the_binder_demo_trains_a_distributed_tensorflow_job(tmp_path):
     assert "<b>Succeeded</b>" in output("%distrain status tf-demo")
     assert "/distrain/tensorboard/tf-demo/all/" in output("%distrain tensorboard tf-demo")
     assert "kind: JobSet" in output("!distrain render")
-    events = list((lab.root / "outputs" / "tf-demo" / "training_logs").glob("*/**/events.out.tfevents.*"))
-    assert {path.relative_to(lab.root / "outputs" / "tf-demo" / "training_logs").parts[0] for path in events} >= \
+    logdir = own_outputs(lab.root) / "tf-demo" / "training_logs"
+    events = list(logdir.glob("*/**/events.out.tfevents.*"))
+    assert {path.relative_to(logdir).parts[0] for path in events} >= \
         {"chief-0"}, events
     assert_nothing_left(lab.root)

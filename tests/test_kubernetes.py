@@ -22,6 +22,7 @@ import subprocess
 import threading
 import time
 import venv
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -32,8 +33,8 @@ from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED, image_id
 from kubernetes import client
 
-from jupyter_distrain import spec as spec_
-from jupyter_distrain.backends import manifests
+from jupyter_distrain import spec as spec_, storage
+from jupyter_distrain.backends import kube_state, manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend
 from jupyter_distrain.backends.kube_state import event_time, new_status
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
@@ -49,6 +50,11 @@ ENGINES = pytest.mark.parametrize("engine", ["jobset", "kubeflow", "pods"])
 # their own events of the job's end (the Training Operator's TFJobSucceeded may never come: it reports each exited
 # pod again at every sync, and client-go drops an object's events past a burst of 25)
 ENGINE_DONE = {"jobset": "AllJobsCompleted", "kubeflow": "ExitedWithCode", "pods": "Completed"}
+
+
+def own_outputs(control_plane) -> Path:
+    """Where this user's jobs keep their outputs on the test cluster's output volume (storage.py)."""
+    return control_plane.dir / "volumes" / "distrain-outputs" / storage.OWNERS / storage.owner_dir(SETTINGS.owner)
 
 
 def settings(root: Path, namespace: str = NAMESPACE, engine: str = "auto") -> Distrain:
@@ -199,7 +205,7 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     assert 'python train.py --steps "${DISTRAIN_HP_steps}"' in main["command"][-1] and env["DISTRAIN_HP_steps"] == "100"
     mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
     assert mounts["/input"]["readOnly"] and mounts["/input"]["subPath"] == "mnist"
-    assert mounts["/output"]["subPath"] == "render-check"
+    assert mounts["/output"]["subPath"] == f"owners/{storage.owner_dir(SETTINGS.owner)}/render-check"
     fetch = pod["spec"]["initContainers"][0]
     assert COMMIT in fetch["command"][-1]
     assert {"secretKeyRef": {"name": "git-login", "key": "password"}} in [e.get("valueFrom") for e in fetch["env"]]
@@ -436,6 +442,72 @@ def test_each_owner_sees_and_touches_only_their_own_jobs(control_plane, admin, t
         alice.close()
 
 
+def test_on_a_shared_volume_each_owner_writes_resumes_reads_and_purges_only_their_own(control_plane, admin,
+                                                                                      tmp_path):
+    """Two owners on one namespace: whatever path a spec names, its pods write in its owner's directory of the
+    volume, resume_from: job:NAME finds that owner's job (or their directory of its name), a purge deletes in
+    that directory only, and reading another owner's outputs (or a whole volume holding them) is refused
+    unless the admin allows it. A volume outputs go to says so on its claim. A job named as another's objects
+    are shows none of its events there."""
+    def server(owner: str, **settings_) -> KubeBackend:
+        return KubeBackend(Distrain(root=str(tmp_path / owner), namespace=NAMESPACE, owner=owner,
+                                    kubernetes_engine="jobset", **settings_), control_plane.client(RESTRICTED))
+
+    def mounts(job: str) -> dict[str, str]:
+        pod = wait(lambda: pods_of(admin, job), f"{job}'s pods")[0]
+        return {m.mount_path: m.sub_path for m in pod.spec.containers[0].volume_mounts
+                if m.mount_path in ("/output", "/input", "/resume")}
+
+    def refused(kube: KubeBackend, **fields) -> dict[str, str]:
+        with pytest.raises(SpecError) as caught:
+            kube.check(chief_spec("refused", **fields))
+        return {e.path: e.message for e in caught.value.errors}
+
+    alice, bob = server("alice@example.com"), server("bob")
+    reader = server("bob", read_others_outputs=True)
+    admin.create_namespaced_persistent_volume_claim(NAMESPACE, {
+        "metadata": {"name": "team-results"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+    try:
+        alice.submit(chief_spec("aj"))
+        alice.submit(chief_spec("av", output={"volume": "team-results"}))
+        bob.submit(chief_spec("bout", output={"volume": "distrain-outputs", "path": "aj"}, resume_from="job:aj"))
+        alice.submit(chief_spec("again", resume_from="job:aj"))
+        assert alice.get("aj")["output_dir"] == "pvc://distrain-outputs/owners/alice%40example.com/aj"
+        assert mounts("aj")["/output"] == "owners/alice%40example.com/aj"
+        assert mounts("av")["/output"] == "owners/alice%40example.com/av"
+        assert mounts("bout") == {"/output": "owners/bob/aj", "/resume": "owners/bob/aj"}
+        assert mounts("again")["/resume"] == "owners/alice%40example.com/aj"
+        claim = admin.read_namespaced_persistent_volume_claim("team-results", NAMESPACE)
+        assert claim.metadata.labels[manifests.HOLDS_OUTPUTS] == "true"
+        purger = manifests.purger(bob.get("bout")["spec"], bob.settings,
+                                  bob.api.sanitize_for_serialization(bob._root("bout")))
+        assert purger["spec"]["containers"][0]["command"][-2:] == ["/output", "owners/bob/aj"]
+
+        for volume in ("distrain-outputs", "team-results"):
+            assert refused(bob, data={"volume": volume}) == {"data.volume": (
+                f"{volume} holds other owners' outputs (in owners/): name a directory of the volume, or your own "
+                "outputs (owners/bob/...)")}
+            assert refused(bob, data={"volume": volume, "path": "owners/alice%40example.com/aj"}) == {
+                "data.path": f"{volume}/owners/alice%40example.com/aj is another owner's output directory"}
+            reader.check(chief_spec("reads", data={"volume": volume}))  # the admin lets outputs be read
+        bob.check(chief_spec("reads", data={"volume": "datasets"}))  # a volume no outputs go to
+        bob.check(chief_spec("reads", data={"volume": "team-results", "path": "owners/bob/x"}))
+
+        bob.submit(chief_spec("aj-chief-0-x"))  # named as alice's objects are: its events are not hers
+        assert "Submitted" in [e["reason"] for e in bob.get("aj-chief-0-x")["events"]]
+        assert [(e["replica"], e["reason"]) for e in alice.get("aj")["events"] if e["reason"] == "Submitted"] == [
+            ("", "Submitted")]
+    finally:
+        for job in ("aj", "av", "bout", "again", "aj-chief-0-x"):
+            with suppress(client.ApiException):
+                admin.delete_namespaced_config_map(job, NAMESPACE)
+        admin.delete_namespaced_persistent_volume_claim("team-results", NAMESPACE)
+        wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items
+             and not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+             "the test's jobs and pods deleted")
+
+
 @ENGINES
 def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):
     """The case the engines are for: the cluster ends the job while no Jupyter server (or CLI) runs. On "pods"
@@ -511,7 +583,7 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
     wait(lambda: not pods_of(admin, "outlived"), "the chief's pod is gone, its pods/log with it")
 
-    volume = control_plane.dir / "volumes" / "distrain-outputs" / "outlived" / ".distrain" / "logs" / "1"
+    volume = own_outputs(control_plane) / "outlived" / ".distrain" / "logs" / "1"
     written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
                (volume / "chief-0.log").read_bytes().splitlines()]
     (_, report), *written = written  # first what the replica's Python has, which the server keeps apart
@@ -575,7 +647,7 @@ def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin,
     finally:
         server.delete("provenance")
         server.close()
-        shutil.rmtree(control_plane.dir / "volumes" / "distrain-outputs" / "provenance", ignore_errors=True)
+        shutil.rmtree(own_outputs(control_plane) / "provenance", ignore_errors=True)
 
 
 def test_the_training_operator_runs_each_replica_with_its_own_variables(control_plane, admin):
@@ -847,6 +919,50 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
         bare.stop()
 
 
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(control_plane, admin, tmp_path, engine):
+    """A run whose JobSet or TFJob is missing past the grace after it was asked for (never made: its submit was
+    interrupted after the ConfigMap; or deleted by hand mid-run) Failed, saying Restart makes it again; every
+    observer (here a CLI's backend, no server) sees the same end and time to be kept; a restart makes it again."""
+    kube = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
+    custom = client.CustomObjectsApi(admin.api_client)
+    long_ago = time.time() - 3600
+
+    def asked_long_ago(root: dict | client.V1ConfigMap) -> None:
+        data = root["data"] if isinstance(root, dict) else root.data
+        data["status.json"] = json.dumps({**json.loads(data["status.json"]), "requested": long_ago})
+
+    kept = {"policy": {"ttl_after_finished": "1h"}}
+    interrupted = manifests.root(tf_spec("interrupted", workers=1, **kept), settings(tmp_path / "x"), engine)
+    interrupted["data"]["status.json"] = json.dumps(new_status(tf_spec("interrupted", workers=1)))
+    asked_long_ago(interrupted)
+    admin.create_namespaced_config_map(NAMESPACE, interrupted)
+    kube.submit(tf_spec("lost", workers=1, **kept))
+    try:
+        api_version, resource = manifests.engine_resource(tf_spec("lost", workers=1), engine)
+        group, version = api_version.split("/")
+        custom.delete_namespaced_custom_object(group, version, NAMESPACE, resource, "lost")  # by hand, mid-run
+        wait(lambda: kube._workload_fresh(kube._root("lost")) is None, "the engine's object is gone")
+        root = admin.read_namespaced_config_map("lost", NAMESPACE)
+        asked_long_ago(root)
+        admin.replace_namespaced_config_map("lost", NAMESPACE, root)
+        for name in ("interrupted", "lost"):
+            job = kube.get(name)
+            assert (job["phase"], job["reason"]) == ("Failed", "WorkloadMissing"), job
+            assert "missing from the cluster" in job["message"] and "Restart makes it again" in job["message"]
+            assert job["finished"] == long_ago + kube_state.WORKLOAD_GRACE
+            assert job["expires"] == job["finished"] + 3600
+        assert sorted(j["name"] for j in kube.list() if j["phase"] == "Failed") == ["interrupted", "lost"]
+        kube.restart("lost")
+        assert kube._workload_fresh(kube._root("lost")) is not None and kube.get("lost")["phase"] != "Failed"
+    finally:
+        for name in ("interrupted", "lost"):
+            admin.delete_namespaced_config_map(name, NAMESPACE)
+        wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items
+             and not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+             "the test's jobs and pods deleted")
+
+
 def test_the_restricted_token_is_refused_clearly_outside_its_namespace(control_plane, tmp_path):
     kube = KubeBackend(settings(tmp_path, namespace="default"), control_plane.client(RESTRICTED))
     with pytest.raises(KubeError) as refused:
@@ -1030,12 +1146,13 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         assert [o.name for o in deployment.metadata.owner_references] == ["tb-job"]
         container = deployment.spec.template.spec.containers[0]
         mount = container.volume_mounts[0]
-        assert (mount.mount_path, mount.sub_path, mount.read_only) == ("/output", "tb-job", True)
+        mine = f"{storage.OWNERS}/{storage.owner_dir(SETTINGS.owner)}"  # the server's owner is this user
+        assert (mount.mount_path, mount.sub_path, mount.read_only) == ("/output", f"{mine}/tb-job", True)
         selector = f"{manifests.COMPONENT}=tensorboard,{manifests.JOB}=tb-job"
         pod = wait(lambda: next((p for p in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
                                  if p.status.pod_ip == HOST_IP), None), "the TensorBoard pod runs", 60)
 
-        output = control_plane.dir / "volumes" / "datasets" / "tb-job"  # the server's output_claim
+        output = control_plane.dir / "volumes" / "datasets" / mine / "tb-job"  # the server's output_claim
         write_scalars(output / "training_logs" / "chief-0", "loss", [1.0, 0.5, 0.25])
         write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
         tensorboard = control_plane.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -1107,18 +1224,28 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
 
 def test_only_secrets_made_here_for_this_owner_are_read_replaced_or_deleted(control_plane, kube_server, admin,
                                                                           tmp_path):
-    """A Secret of the namespace that jupyter-distrain did not make (another team's registry login), or made
-    for another owner, is never read for a job, listed, replaced or deleted."""
+    """A Secret of the namespace that jupyter-distrain did not make (another team's registry login), made
+    for another owner, or holding a job's snapshot (which carries its owner too), is never read for a job,
+    listed, replaced or deleted; no credentials take a snapshot's name."""
     api, headers = kube_server.api, kube_server.headers
     admin.create_namespaced_secret(NAMESPACE, client.V1Secret(
         metadata=client.V1ObjectMeta(name="registry"), type="kubernetes.io/basic-auth",
         string_data={"username": "team", "password": "their-password", "host": "example.com"}))
+    bobs_root = {"metadata": {"name": "bobs-job", "annotations": {manifests.OWNER: "bob"}}}
+    snapshot = manifests.snapshot_secret(chief_spec("bobs-job"), SETTINGS, bobs_root, b"bundle")
+    assert snapshot["metadata"]["annotations"] == {manifests.OWNER: "bob"}
+    admin.create_namespaced_secret(NAMESPACE, {**snapshot, "metadata": {**snapshot["metadata"], "annotations": {}}})
+    taken = requests.put(f"{api}/secrets/future-snapshot", json={"username": "me", "password": "mine",
+                                                                 "host": "example.com"}, headers=headers)
+    assert taken.status_code == 400 and taken.json()["errors"] == [
+        {"path": "name", "message": "names ending in -snapshot are those of jobs' snapshots of changes; choose "
+                                    "another"}]
     bob = KubeBackend(Distrain(root=str(tmp_path / "bob"), namespace=NAMESPACE, owner="bob"),
                       control_plane.client(RESTRICTED))
     bob.set_credentials("bobs-login", "bob", "bobs-password", "example.com")
     try:
         assert requests.get(f"{api}/secrets", headers=headers).json() == []
-        for name in ("registry", "bobs-login"):
+        for name in ("registry", "bobs-login", "bobs-job-snapshot"):
             spec = {"name": "thief", "framework": "python", "command": "true",
                     "code": {"git": "https://example.com/x.git", "ref": COMMIT, "credentials": name}}
             refused = requests.post(f"{api}/jobs?dry_run=true", json=spec, headers=headers)
@@ -1134,6 +1261,7 @@ def test_only_secrets_made_here_for_this_owner_are_read_replaced_or_deleted(cont
         assert bob.credential_names() == ["bobs-login"]
     finally:
         admin.delete_namespaced_secret("registry", NAMESPACE)
+        admin.delete_namespaced_secret("bobs-job-snapshot", NAMESPACE)
         bob.delete_credentials("bobs-login")
 
 
@@ -1569,7 +1697,7 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     time.sleep(2)
     assert trials() == ["hp-1", "hp-2"]  # never more than the parallelism
 
-    volume, logdir = control_plane.dir / "volumes" / "distrain-outputs", spec["tensorboard"]["logdir"]
+    volume, logdir = own_outputs(control_plane), spec["tensorboard"]["logdir"]
     write_scalars(volume / "hp-1" / logdir / "worker-0", "loss", [1.0, 0.5])  # as the trials' training would
     write_scalars(volume / "hp-2" / logdir / "worker-0", "loss", [0.4, 0.2])
     end(admin, "hp-1", "worker-0", 0)
@@ -1598,7 +1726,8 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     with control_plane.client(ADMIN) as admin_api:
         tensorboard = client.AppsV1Api(admin_api).read_namespaced_deployment("hp-tensorboard", NAMESPACE)
     container = tensorboard.spec.template.spec.containers[0]
-    assert container.volume_mounts[0].sub_path is None and f"/output/hp/{logdir}" in container.command
+    assert container.volume_mounts[0].sub_path == f"{storage.OWNERS}/{storage.owner_dir(backend.owner)}"  # all
+    assert f"/output/hp/{logdir}" in container.command  # of the owner's, where the sweep's links lead
 
     backend.delete("hp")  # its trials go with it, by the garbage collector
     wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
@@ -1667,9 +1796,10 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
 def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod(control_plane, backend, admin,
                                                                                  tmp_path):
     """`delete --purge-output` deletes the job's output directory on its volume through a pod that mounts the
-    volume, and waits for it: the default directory, or the spec's path, and nothing beside it. A path whose
-    link leads out of the volume, and a job's whole volume, stay; so does the output of a plain delete."""
-    outputs = control_plane.dir / "volumes" / "distrain-outputs"
+    volume, and waits for it: the default directory, or the spec's path, in its owner's directory, and nothing
+    beside it. A path whose link leads out of the volume, and its owner's whole directory, stay; so does the
+    output of a plain delete."""
+    outputs = own_outputs(control_plane)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "model.bin").write_bytes(b"not the job's")

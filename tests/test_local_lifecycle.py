@@ -11,7 +11,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import assert_nothing_left, processes_of, write_spec, write_wheel
+from conftest import assert_nothing_left, own_outputs, processes_of, write_spec, write_wheel
 
 from jupyter_distrain.backends.procs import replica_ports
 from jupyter_distrain.store import Store
@@ -224,15 +224,19 @@ def test_restart_with_edited_spec_and_delete(cli, tmp_path):
 
 def test_purging_an_output_deletes_nothing_outside_its_place(cli, tmp_path):
     """--purge-output deletes a job's own output only: not a path that reaches outside the storage root
-    through `..` or a symbolic link, not the root itself, not a whole volume."""
+    through `..` or a symbolic link, not a whole volume or its owner's directory. The root itself is no
+    job's output at all."""
     victim = tmp_path / "victim"
     (victim / "precious").mkdir(parents=True)
     cli.root.mkdir(parents=True, exist_ok=True)
     (cli.root / "link").symlink_to(victim)
     volume = cli.root / "volumes" / "shared"
     (volume / "other-job").mkdir(parents=True)
+    into_root = cli("submit", "-f", str(write_spec(tmp_path / "root", {
+        "name": "root", "command": "true", "output": {"host_path": str(cli.root)}})), check=False)
+    assert into_root.returncode == 1 and f"is inside distrain's own storage ({cli.root})" in into_root.stderr
     for name, output in (("dots", {"host_path": str(cli.root / ".." / "victim")}),
-                         ("link", {"host_path": str(cli.root / "link")}), ("root", {"host_path": str(cli.root)}),
+                         ("link", {"host_path": str(cli.root / "link")}),
                          ("volume", {"volume": "shared", "path": "."})):
         cli("submit", "-f", str(write_spec(tmp_path / name, {"name": name, "command": "true", "output": output})))
         cli.wait(name)
@@ -320,6 +324,25 @@ def test_requirements_installed_before_the_command(cli, tmp_path):
         __import__("distrain_probe")  # installed in the job's environment only
 
 
+def test_requirements_beyond_the_index_get_an_environment_of_their_own(cli, tmp_path):
+    """Two jobs' code with the same requirements.txt, which takes a package from a directory of wheels beside
+    the code (-f): each job runs its own wheel, never the other's environment."""
+    requirements = "--no-index\n--find-links ./wheels\ndistrain-probe\n"
+    for name, value in (("first", 1), ("second", 2)):
+        code = tmp_path / name
+        (code / "wheels").mkdir(parents=True)
+        write_wheel(code / "wheels", "distrain_probe", f"VALUE = {value}\n")
+        (code / "requirements.txt").write_text(requirements)
+        spec = {"name": name, "code": {"path": f"../{name}"},
+                "command": "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'"}
+        cli("submit", "-f", str(write_spec(tmp_path / f"{name}-job", spec)))
+        job = cli.wait(name)
+        logs = cli("logs", name).stdout
+        assert job["phase"] == "Succeeded" and f"[worker-0] probe {value}" in logs, logs
+        assert "Reusing" not in {e["reason"] for e in job["events"]}
+    assert not (cli.root / "envs").exists() or not any((cli.root / "envs").iterdir())
+
+
 def test_a_job_pins_its_own_versions_in_an_environment_reused_by_the_next(cli, tmp_path):
     """requirements.txt pins an older numpy than the server's: the job sees its own, with the server's torch
     working on it, from `python` and from the server's torchrun alike. A second job with the same requirements
@@ -385,7 +408,7 @@ def test_prune_deletes_only_what_it_says(cli):
     assert names() == {"old-failed", "old-done", "new-failed"}
     assert cli("prune", "--older-than", "1w", "--phase", "Failed").stdout == \
         "deleted old-failed (Failed, finished 8d ago)\n"
-    assert names() == {"old-done", "new-failed"} and (cli.root / "outputs" / "old-failed").is_dir()
+    assert names() == {"old-done", "new-failed"} and (own_outputs(cli.root) / "old-failed").is_dir()
     assert not (cli.root / "jobs" / "old-failed").exists()
     assert cli("prune", "--older-than", "6d12h").stdout == "deleted old-done (Succeeded, finished 8d ago)\n"
     assert cli("prune", "--older-than", "7d").stdout == "no job finished that long ago\n"

@@ -5,6 +5,7 @@ Kubernetes backend's owners are tested in test_kubernetes.py.)"""
 import json
 import os
 import sqlite3
+import time
 
 import pytest
 import requests
@@ -14,6 +15,7 @@ from jupyter_distrain import config as config_
 from jupyter_distrain import store as store_
 from jupyter_distrain.backends.local import LocalBackend
 from jupyter_distrain.errors import SpecError
+from jupyter_distrain.manager import JobManager
 
 
 def sleeper(name: str) -> dict:
@@ -108,3 +110,74 @@ def test_each_owners_secrets_are_their_own(tmp_path):
     assert bob.credentials("shared") == {"username": "u", "password": "p", "host": ""}
     alice.delete_credentials("alices")
     assert alice.credential_names() == ["shared"]
+
+
+def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_own(tmp_path):
+    """Two owners on one storage root (and one volume): each job's output lands in its owner's own directory
+    whatever path its spec names; reading, resuming from or purging another owner's is refused unless the
+    admin lets outputs be read; the rest of a volume is everyone's data."""
+    root = tmp_path / "home"
+    shared = root / "volumes" / "shared"
+    (shared / "datasets").mkdir(parents=True)
+
+    def manager(owner: str, **settings) -> JobManager:
+        return JobManager.from_config(config_.Distrain(root=str(root), owner=owner, **settings))
+
+    def finished(manager: JobManager, name: str) -> dict:
+        deadline = time.monotonic() + 60
+        while (job := manager.get(name))["finished"] is None:
+            assert time.monotonic() < deadline, job
+            time.sleep(0.1)
+        assert job["phase"] == "Succeeded", job
+        return job
+
+    def refused(manager: JobManager, **fields) -> dict[str, str]:
+        with pytest.raises(SpecError) as caught:
+            manager.submit({"name": "refused", "command": "true", **fields}, dry_run=True)
+        return {e.path: e.message for e in caught.value.errors}
+
+    alice, bob, carol = manager("alice"), manager("bob@example.org"), manager("carol", see_all_owners=True)
+    writes = "echo $DISTRAIN_JOB > $DISTRAIN_OUTPUT_DIR/result"
+    try:
+        alices = {"aj": {}, "av": {"output": {"volume": "shared"}}}
+        for name, fields in alices.items():
+            alice.submit({"name": name, "command": writes, **fields})
+        assert finished(alice, "aj")["output_dir"] == str(root / "outputs" / "owners" / "alice" / "aj")
+        assert finished(alice, "av")["output_dir"] == str(shared / "owners" / "alice" / "av")
+        bob.submit({"name": "bout", "command": writes, "output": {"volume": "shared", "path": "av"}})
+        bobs = shared / "owners" / "bob%40example.org" / "av"
+        assert finished(bob, "bout")["output_dir"] == str(bobs) and (bobs / "result").read_text() == "bout\n"
+        bob.delete("bout", purge_output=True)
+        assert not bobs.exists() and (shared / "owners" / "alice" / "av" / "result").read_text() == "av\n"
+
+        alices_output = root / "outputs" / "owners" / "alice" / "aj"
+        assert refused(bob, data={"volume": "shared"}) == {
+            "data.volume": f"{shared} holds other owners' outputs (in owners/): name a directory of the volume, "
+                           "or your own outputs (owners/bob%40example.org/...)"}
+        assert refused(bob, data={"volume": "shared", "path": "owners/alice"}) == {
+            "data.path": f"{shared / 'owners' / 'alice'} is another owner's output directory"}
+        assert refused(bob, data={"host_path": str(alices_output)}) == {
+            "data.host_path": f"{alices_output} is another owner's output directory"}
+        assert refused(bob, resume_from=str(alices_output)) == {
+            "resume_from": f"{alices_output} is another owner's output directory"}
+        assert refused(bob, resume_from="job:aj") == {
+            "resume_from": f"nothing to resume from at {root / 'outputs' / 'owners' / 'bob%40example.org' / 'aj'}"}
+        assert refused(bob, output={"host_path": str(alices_output)}) == {
+            "output.host_path": f"{alices_output} is not inside your own directory of the volume "
+                                f"({root / 'outputs' / 'owners' / 'bob%40example.org'})"}
+        assert refused(bob, output={"host_path": str(root / "jobs")}) == {
+            "output.host_path": f"{root / 'jobs'} is inside distrain's own storage ({root})"}
+        assert bob.submit({"name": "reads", "command": "true", "data": {"volume": "shared", "path": "datasets"}},
+                          dry_run=True)
+        reader = manager("bob@example.org", read_others_outputs=True)  # the admin lets outputs be read
+        for fields in ({"data": {"volume": "shared"}}, {"resume_from": str(alices_output)}):
+            assert reader.submit({"name": "reads", "command": "true", **fields}, dry_run=True)
+
+        alice.submit({"name": "again", "command": "cat $DISTRAIN_RESUME_FROM/result", "resume_from": "job:aj"})
+        finished(alice, "again")
+        assert [line.text for line in alice.logs("again")] == ["aj"]
+        carol.delete("aj", purge_output=True)  # an admin purges the job's own output, in its owner's directory
+        assert not alices_output.exists() and (root / "outputs" / "owners" / "alice").is_dir()
+    finally:
+        for process in processes_of(root):
+            process.kill()

@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import psutil
 import pytest
+import requests
 from tornado.httpclient import HTTPClientError
 
 from conftest import EXAMPLES, assert_nothing_left, processes_of, write_scalars
@@ -112,6 +113,14 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
     assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body), runs.body
     assert len(runs.headers.get_list("Server")) == 1, runs.headers  # Jupyter's, not also the board's behind it
 
+    # the board's port is open to anyone on this machine; without the server's secret it shows nothing
+    (board,) = boards(root)
+    port = board.cmdline()[board.cmdline().index("--port") + 1]
+    for secret in ({}, {"X-Distrain-Board-Secret": "guessed"}):
+        direct = requests.get(f"http://127.0.0.1:{port}/data/runs", headers=secret, timeout=10)
+        assert (direct.status_code, direct.text) == (403, "this TensorBoard answers its Jupyter server only\n")
+    assert "DISTRAIN_BOARD_SECRET" not in " ".join(board.cmdline())
+
     # a POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
     # another site, or with no Origin and no XSRF token, it never reaches TensorBoard
     login = await http_server_client.fetch(f"{mount}data/runs?token={jp_serverapp.identity_provider.token}")
@@ -169,6 +178,7 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
         write_scalars(re.search(r"events in (\S+)", logs)[1], "accuracy", [0.5, 0.75])
 
     async def done(name):
+        assert (await fetch(*chief, "data", "runs")).code == 200  # the board is in use meanwhile: it stays
         return json.loads((await fetch("distrain", "api", "jobs", name)).body)["phase"] == "Succeeded"
 
     await submit_scalars("more")

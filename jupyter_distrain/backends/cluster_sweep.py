@@ -46,7 +46,7 @@ async def run(backend: KubeBackend, name: str, output: Path) -> None:
     def show(progress: str) -> None:
         backend.update_status(name, message=progress)
 
-    def logdir(job: dict) -> Path:  # each job's output is its own directory on the volume
+    def logdir(job: dict) -> Path:  # each job writes in its own directory of its owner's, mounted at `output`
         return output / job["name"] / job["tensorboard"]["logdir"]
 
     stop = asyncio.Event()

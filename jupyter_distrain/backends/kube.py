@@ -50,14 +50,14 @@ from collections import Counter
 from contextlib import contextmanager, nullcontext, suppress
 from datetime import datetime, timezone
 from functools import cached_property
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from .. import logs, snapshot as snapshot_, sweep
+from .. import logs, snapshot as snapshot_, storage, sweep
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..logs import LogLine
 from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_exceeded, decide, ending,
@@ -68,10 +68,10 @@ from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
 from .kube_logs import (append, from_pods_log, from_volume, last_stamp, line_batches, read_provenance,
                         seconds_since)
-from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_end, engine_of,
-                         event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status, newest,
-                         newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
-                         replica_state, seconds, stopped_status, why_not_running, with_ending)
+from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_of,
+                         event_job, event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status,
+                         newest, newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
+                         replica_state, run_end, seconds, stopped_status, why_not_running, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
 from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, SWEEP, object_name, replica_of
 
@@ -239,15 +239,18 @@ class KubeBackend:
     # reading the cluster (from the cache when watching)
     def _roots(self) -> list[client.V1ConfigMap]:
         """The ConfigMaps of the jobs this backend's owner sees (see `visible`)."""
+        return [cm for cm in self._every_owners_roots() if self.visible(cm)]
+
+    def _every_owners_roots(self) -> list[client.V1ConfigMap]:
         if self.cache:
-            return [cm for cm in self.cache.items("configmaps") if self.visible(cm)]
-        return [cm for cm in self._call(lambda: self.core.list_namespaced_config_map(
-            self.ns, label_selector=SELECTOR).items, "list jobs") if self.visible(cm)]
+            return self.cache.items("configmaps")
+        return self._call(lambda: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR).items,
+                          "list jobs")
 
     def visible(self, obj: client.V1ConfigMap | client.V1Secret) -> bool:
         """Whether the owner sees a job's ConfigMap (or a Secret): theirs, made before there were owners, or
         everyone's to an admin."""
-        return sees(self.owner, (obj.metadata.annotations or {}).get(OWNER, ""), self.settings.see_all_owners)
+        return sees(self.owner, owner_of(obj), self.settings.see_all_owners)
 
     def _root(self, name: str) -> client.V1ConfigMap:
         root = self.cache.get("configmaps", name) if self.cache else \
@@ -299,7 +302,7 @@ class KubeBackend:
         (the view may wait a little longer for the objects that explain the end)."""
         if json.loads(root.data["status.json"])["phase"] in FINISHED:
             return True
-        return engine_of(root) not in ("pods", SWEEP) and engine_end(self._workload(root)) is not None
+        return engine_of(root) not in ("pods", SWEEP) and run_end(root, self._workload(root)) is not None
 
     def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
         """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
@@ -328,7 +331,11 @@ class KubeBackend:
             events = self.cache.items("events")
         else:
             events = self._call(lambda: self.core.list_namespaced_event(self.ns).items, "list events")
-        return [e for e in events if involved_replica(e.involved_object.name, name, replica_names) is not None]
+        # of the jobs whose names begin as this one's objects' do (another owner's aj-worker-0-x for job aj), the
+        # longest name an object's begins with is its job's
+        longer = [cm.metadata.name for cm in self._every_owners_roots() if cm.metadata.name.startswith(name + "-")]
+        return [e for e in events if involved_replica(e.involved_object.name, name, replica_names) is not None
+                and (not longer or event_job(e.involved_object.name, [name, *longer]) == name)]
 
     def _call(self, request, what: str):
         try:
@@ -354,11 +361,13 @@ class KubeBackend:
             if e.status == 404:
                 return None
             raise api_error(e, f"read secret {secret}") from None
-        return found if self._made_here(found) else None
+        return found if self._own_credentials(found) else None
 
-    def _made_here(self, secret: client.V1Secret) -> bool:
+    def _own_credentials(self, secret: client.V1Secret) -> bool:
+        """Whether `secret` is credentials this extension stored for this owner (not a job's snapshot)."""
         labels = secret.metadata.labels or {}
-        return all(labels.get(key) == value for key, value in MANAGED.items()) and self.visible(secret)
+        return all(labels.get(key) == value for key, value in MANAGED.items()) and JOB not in labels \
+            and self.visible(secret)
 
     def credentials(self, secret: str) -> dict:
         found = self._secret(secret)
@@ -383,7 +392,7 @@ class KubeBackend:
             if e.status != 409:
                 raise api_error(e, f"create secret {secret}") from None
         existing = self._call(lambda: self.core.read_namespaced_secret(secret, self.ns), f"read secret {secret}")
-        if not self._made_here(existing):
+        if not self._own_credentials(existing):
             raise SpecError([FieldError("name", f"namespace {self.ns} has a Secret {secret!r} that is not one of "
                                                 "yours from jupyter-distrain; choose another name")],
                             subject="credentials")
@@ -411,7 +420,7 @@ class KubeBackend:
             self._check_sweep(spec)  # its last trial checked as a job covers every field the sweep passes on
         elif errors := self._refusals(spec, engine):
             raise SpecError(errors)
-        owner = manifests.root(spec, self.settings, engine)
+        owner = manifests.root(spec, self.settings, engine, self.resume_source(spec))
         objects = manifests.workload(spec, self.settings, owner, engine)
         if new_job:  # a restart: the root and the TensorBoard exist
             objects = [owner, *objects, *manifests.tensorboard(spec, self.settings, owner)]
@@ -441,13 +450,50 @@ class KubeBackend:
             elif spec["queue"] not in queues:
                 errors.append(FieldError("queue", f"no LocalQueue {spec['queue']!r} in namespace {self.ns}; queues: "
                                                   f"{', '.join(queues) or 'none'}"))
-        claims = {c.metadata.name for c in self._call(
+        claims = {c.metadata.name: c for c in self._call(
             lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
         for field_, source in (("data", spec.get("data")), ("output", manifests.output_source(spec, self.settings))):
             if source and "volume" in source and source["volume"] not in claims:
                 errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
+        data = spec.get("data", {})
+        if data.get("volume") in claims:
+            holds_others = data["volume"] == self.settings.output_claim or \
+                (claims[data["volume"]].metadata.labels or {}).get(manifests.HOLDS_OUTPUTS) == "true"
+            parts = PurePosixPath(data.get("path", "")).parts
+            if problem := storage.reading_problem(parts, self.owner, self.settings.read_others_outputs, holds_others):
+                errors.append(FieldError(storage.source_field("data", data),
+                                         f"{'/'.join((data['volume'], *parts))} {problem}"))
         return errors
+
+    def resume_source(self, spec: dict, owner: str | None = None) -> dict | None:
+        """The claim and directory a job of `owner` (default: this backend's) resumes from, for its
+        resume_from: job:NAME: that job's output, if they see it, else, once it is deleted, the directory of
+        its name in their own on the output claim. None for no resume_from or a path in the image."""
+        resume = spec.get("resume_from", "")
+        if not resume.startswith("job:"):
+            return None
+        owner, name = self.owner if owner is None else owner, resume[4:]
+        try:
+            earlier = self._root(name)
+        except JobNotFound:
+            return {"volume": self.settings.output_claim, "path": "/".join((*storage.area(owner), name))}
+        earlier_spec = json.loads(earlier.data["spec.json"])
+        source = manifests.output_source(earlier_spec, self.settings)
+        if "host_path" in source:
+            raise SpecError([FieldError("resume_from", f"job {name!r} wrote its output to the host path "
+                                                       f"{source['host_path']}, which only its nodes have; "
+                                                       "name a checkpoint's path instead")])
+        return {"volume": source["volume"], "path": storage.output_path(earlier_spec, owner_of(earlier))}
+
+    def _mark_holding_outputs(self, spec: dict) -> None:
+        """Label the claim the job writes its output to as one holding owners' outputs (HOLDS_OUTPUTS), for
+        every later job that reads it as data: its owners/ directory is no one's to read whole."""
+        source = manifests.output_source(spec, self.settings)
+        if "volume" in source:
+            self._call(lambda: self.core.patch_namespaced_persistent_volume_claim(
+                source["volume"], self.ns, {"metadata": {"labels": {manifests.HOLDS_OUTPUTS: "true"}}}),
+                f"label volume {source['volume']}")
 
     def _gpu_refusals(self, spec: dict) -> builtins.list[FieldError]:
         """The roles asking for more GPUs than the largest node (of their GPU type) has; none where this
@@ -535,11 +581,12 @@ class KubeBackend:
     def _submit(self, spec: dict, snapshot: bytes | None) -> JobRecord:
         engine, why = self.engine(spec)
         self.check(spec, engine=engine)
-        owner = manifests.root(spec, self.settings, engine)
+        owner = manifests.root(spec, self.settings, engine, self.resume_source(spec))
         owner["data"]["status.json"] = json.dumps(new_status(spec))
         if "trial_of" in spec:  # deleting the sweep deletes it, whatever its controller was doing then
             parent = self.api.sanitize_for_serialization(self._root_fresh(spec["trial_of"]))
             owner["metadata"]["ownerReferences"] = [manifests.owned_by(parent)]
+        self._mark_holding_outputs(spec)
         owner = self._create(owner)
         try:
             if snapshot is not None:
@@ -707,6 +754,9 @@ class KubeBackend:
         status["run"] = current_run(root) + 1
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
                           "cluster.json": json.dumps(manifests.addresses(spec, self.ns, engine), sort_keys=True)})
+        root.data.pop(manifests.RESUME, None)
+        if resume := self.resume_source(spec, owner_of(root)):
+            root.data[manifests.RESUME] = json.dumps(resume, sort_keys=True)
         with self._writing("configmaps", name) as write:
             root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
             write.put(root)
@@ -917,7 +967,8 @@ class KubeBackend:
             digests.update(filter(None, [live.get("image_id")]))
         run = current_run(root)
         return cast(JobRecord, {
-            **self._state(root, spec, status, run), "output_dir": output_location(spec, self.settings),
+            **self._state(root, spec, status, run),
+            "output_dir": output_location(spec, self.settings, owner_of(root)),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
             "environment": {"image": manifests.image(spec, self.settings), "image_digests": sorted(digests),
@@ -927,7 +978,7 @@ class KubeBackend:
     def _state(self, root: client.V1ConfigMap, spec: dict, status: dict, run: int) -> dict:
         """The job's own fields (JobState), from its ConfigMap, its spec and a status."""
         return {"name": root.metadata.name, "backend": self.name,
-                "owner": (root.metadata.annotations or {}).get(OWNER, ""), "run": run,
+                "owner": owner_of(root), "run": run,
                 "created": seconds(root.metadata.creation_timestamp),
                 "expires": expires(spec["policy"].get("ttl_after_finished"), status["finished"]),
                 **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")}}
@@ -1156,11 +1207,18 @@ class KubeBackend:
                  "gpu_memory_mib": None, "gpu_utilization": None} for r in self.get(name, events=0)["replicas"]]
 
 
-def output_location(spec: dict, settings: Distrain) -> str:
+def owner_of(obj: client.V1ConfigMap | client.V1Secret) -> str:
+    """Who a job's ConfigMap (or a Secret) is of, as its annotation says ("" for one made before there were
+    owners)."""
+    return (obj.metadata.annotations or {}).get(OWNER, "")
+
+
+def output_location(spec: dict, settings: Distrain, owner: str) -> str:
+    """Where a job of `owner` keeps its output: a host path, or pvc://<claim>/<its directory>."""
     source = manifests.output_source(spec, settings)
     if "host_path" in source:
         return source["host_path"]
-    return f"pvc://{source['volume']}/{source.get('path', spec['name'])}"
+    return f"pvc://{source['volume']}/{storage.output_path(spec, owner)}"
 
 
 def quantity(value: str) -> float:

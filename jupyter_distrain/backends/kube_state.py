@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
+from typing import Iterable, cast
 
 from kubernetes import client
 
@@ -16,6 +17,9 @@ from .manifests import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
 
 GPU = "nvidia.com/gpu"
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
+# seconds a run's JobSet or TFJob may be missing after the run was asked for (made right after the ConfigMap, then
+# seen through a watch); past them the run failed: its submit was interrupted, or the object was deleted by hand
+WORKLOAD_GRACE = 60
 
 
 def seconds(t: datetime | None) -> float | None:
@@ -34,6 +38,13 @@ def created(obj) -> datetime:
 def newest(pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
     """Each replica's newest pod."""
     return {replica_of(p.metadata.labels): p for p in sorted(pods, key=created)}
+
+
+def event_job(involved: str, jobs: Iterable[str]) -> str | None:
+    """The job an event is of, from the name of the object it involves (<job>, <job>-<replica>...): the longest
+    of `jobs` it names, so that the events of job aj-worker-0-x are never job aj's."""
+    named = [job for job in jobs if involved == job or involved.startswith(job + "-")]
+    return max(named, key=len) if named else None
 
 
 def involved_replica(involved: str, job: str, replica_names) -> str | None:
@@ -67,6 +78,23 @@ def engine_end(workload: dict | None) -> tuple[Phase, str, str, float] | None:
             phase = Phase.FAILED if c["type"] == "Failed" else Phase.SUCCEEDED
             return phase, c.get("reason", ""), c.get("message", ""), when
     return None
+
+
+def run_end(root: client.V1ConfigMap, workload: dict | None) -> tuple[Phase, str, str, float] | None:
+    """How the job's current run ended on its engine (engine_end), or ended for want of the engine's object: a
+    run whose object is missing WORKLOAD_GRACE seconds after the run was asked for Failed at that moment,
+    whoever observes it, so every observer (a server, the CLI, the janitor) records the same end, and the job's
+    time to be kept runs from it."""
+    if workload is not None:
+        return engine_end(workload)
+    status = json.loads(root.data["status.json"])
+    asked = status.get("requested") or cast(float, seconds(root.metadata.creation_timestamp))
+    if time.time() < asked + WORKLOAD_GRACE:
+        return None
+    kind = "JobSet" if root.metadata.labels.get(ENGINE) == "jobset" else "Training Operator job"
+    return (Phase.FAILED, "WorkloadMissing", f"the job's {kind} is missing from the cluster: deleted, or never made "
+                                             "(its submit was interrupted); Restart makes it again",
+            asked + WORKLOAD_GRACE)
 
 
 def queued(workload: dict | None, admission: dict | None) -> tuple[str, str] | None:
@@ -156,7 +184,7 @@ def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, 
     status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
     states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
               for name, recorded in status["replicas"].items()}
-    return engine_state(root, status, states, set(mine), engine_end(jobset), waiting=queued(jobset, admission))
+    return engine_state(root, status, states, set(mine), run_end(root, jobset), waiting=queued(jobset, admission))
 
 
 def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[client.V1Pod],
@@ -166,7 +194,7 @@ def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[c
     status, current = json.loads(root.data["status.json"]), newest_of_run(root, pods)
     states = {name: replica_state(recorded, current.get(name)) for name, recorded in status["replicas"].items()}
     began = ((workload or {}).get("status") or {}).get("startTime")
-    return engine_state(root, status, states, set(current), engine_end(workload), began and timestamp(began),
+    return engine_state(root, status, states, set(current), run_end(root, workload), began and timestamp(began),
                         queued(workload, admission))
 
 
@@ -242,8 +270,10 @@ def current_run(root: client.V1ConfigMap) -> int:
 
 
 def new_status(spec: dict) -> dict:
+    """The status of a run asked for now (`requested`)."""
     return {
         "phase": str(Phase.PENDING), "reason": "Created", "message": "", "exit_code": None, "run": 1,
+        "requested": time.time(),
         "started": None, "finished": None, "stop_requested": False,
         "replicas": {replica_name(r, i): {"phase": str(Phase.PENDING), "reason": "", "message": "", "exit_code": None,
                                           "restarts": 0, "started": None, "finished": None, "node": None}

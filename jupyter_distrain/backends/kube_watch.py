@@ -15,6 +15,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from ..errors import DistrainError
+from .kube_state import event_job
 from .manifests import JOB, MANAGED
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
@@ -232,9 +233,7 @@ class Cache:
     def _job_of(self, kind: str, obj) -> str | None:
         """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
         if kind == "events":
-            name = obj.involved_object.name or ""
-            jobs = [j for j in self.objects["configmaps"] if name == j or name.startswith(j + "-")]
-            return max(jobs, key=len) if jobs else None
+            return event_job(obj.involved_object.name or "", self.objects["configmaps"])
         if kind == "workloads":  # Kueue's, owned by the job's JobSet or TFJob..., named as the job
             owners = [o["name"] for o in obj["metadata"].get("ownerReferences", [])]
             return next((o for o in owners if o in self.objects["configmaps"]), None)

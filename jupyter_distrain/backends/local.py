@@ -8,8 +8,9 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
                                                replica logs, kept until the job is deleted
     <root>/jobs/<name>/workspace/              the code; exists only while the job runs
     <root>/jobs/<name>/snapshot.bundle         the checkout's changes the job runs (code.snapshot), if any
-    <root>/outputs/<name>/                     default output directory, kept after the job is deleted
-    <root>/volumes/<volume>/                   named volumes for data and output
+    <root>/outputs/owners/<owner>/<name>/      default output directory, kept after the job is deleted
+    <root>/volumes/<volume>/                   named volumes for data and output (outputs in owners/<owner>/,
+                                               see storage.py)
     <root>/secrets/<name>.json                 git credentials (mode 0600)
     <root>/envs/<hash>/                        a Python environment per requirements.txt, reused (pyenv.py)
     <root>/locks/<name>                        held while an operation changes the job (see `changing`)
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
-from .. import logs, snapshot
+from .. import logs, snapshot, storage
 from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
 from ..policy import FINISHED, Phase, run_ended
 from ..spec import expires, gpus, replicas
@@ -58,19 +59,21 @@ class LocalBackend:
     name = "local"
     default_host_paths: tuple[str, ...] | None = None  # this user's own machine: any directory they can read
 
-    def __init__(self, root: Path, owner: str | None = None, see_all: bool = False):
+    def __init__(self, root: Path, owner: str | None = None, see_all: bool = False, others_outputs: bool = False):
         """The jobs under `root` that `owner` (default: this user, base.current_owner) sees: their own, those
-        made before jobs had owners, and with `see_all` every one."""
+        made before jobs had owners, and with `see_all` every one. Their jobs read other owners' outputs only
+        with `others_outputs`."""
         self.root = Path(root).resolve()
         self.store = Store(self.root / "jobs.sqlite")
         self.owner = owner or current_owner()
         self.see_all = see_all
+        self.others_outputs = others_outputs
         self.launcher: subprocess.Popen | None = None  # while a long-lived process uses this backend
         self.launching = threading.Lock()  # one exchange with the launcher at a time
 
     @classmethod
     def from_config(cls, config: Distrain) -> LocalBackend:
-        return cls(Path(config.root), config.owner, config.see_all_owners)
+        return cls(Path(config.root), config.owner, config.see_all_owners, config.read_others_outputs)
 
     def start(self, log: logging.Logger) -> None:
         """Nothing to keep current: every call reads the store, and supervisors run the jobs. Clears what a
@@ -113,33 +116,50 @@ class LocalBackend:
     def workspace(self, name: str) -> Path:
         return self.job_dir(name) / "workspace"
 
-    def volume_dir(self, volume: dict, default_sub: str) -> Path:
-        if "host_path" in volume:
-            return Path(volume["host_path"])
-        return self.root / "volumes" / volume["volume"] / volume.get("path", default_sub)
+    def volume_root(self, source: dict | None) -> Path:
+        """The root of the volume `source` names (the default outputs directory for None), or its host path."""
+        if source is None:
+            return self.root / "outputs"
+        return Path(source["host_path"]) if "host_path" in source else self.root / "volumes" / source["volume"]
 
-    def output_dir(self, spec: dict) -> Path:
-        if "output" not in spec:
-            return self.root / "outputs" / spec["name"]
-        return self.volume_dir(spec["output"], spec["name"])
+    def output_dir(self, spec: dict, owner: str) -> Path:
+        """Where a job of `owner` writes its output (storage.output_parts): a host path, else its owner's own
+        directory of its volume."""
+        if "host_path" in spec.get("output", {}):
+            return Path(spec["output"]["host_path"])
+        return self.volume_root(spec.get("output")).joinpath(*storage.output_parts(spec, owner))
 
-    def purgeable(self, output: Path) -> bool:
-        """Whether deleting the resolved path `output` deletes a job's output and nothing else: a directory
-        below outputs/ or inside a volume, never the storage root, a volume, or anything outside the root
-        (a `..` or a symbolic link cannot lead there: the path is resolved first)."""
-        if not output.is_relative_to(self.root):
-            return False
-        parts = output.relative_to(self.root).parts
-        return len(parts) >= 2 and parts[0] == "outputs" or len(parts) >= 3 and parts[0] == "volumes"
+    def output_of(self, spec: dict) -> Path:
+        """Where the job of this spec writes its output: as recorded, else (a trial not launched yet) where a job
+        of this backend's owner would."""
+        job = self.store.job(spec["name"])
+        return Path(job["output_dir"]) if job else self.output_dir(spec, self.owner)
+
+    def in_volume(self, path: Path) -> tuple[Path, tuple[str, ...]] | None:
+        """The volume root holding the resolved `path` (the outputs directory, or a volume) and the parts of
+        `path` within it; None for a path outside every volume."""
+        for volumes, depth in ((self.root / "outputs", 0), (self.root / "volumes", 1)):
+            if path.is_relative_to(volumes) and len(path.relative_to(volumes).parts) >= depth:
+                parts = path.relative_to(volumes).parts
+                return volumes.joinpath(*parts[:depth]), parts[depth:]
+        return None
+
+    def purgeable(self, output: Path, owner: str) -> bool:
+        """Whether deleting the resolved path `output` deletes the output of a job of `owner` and nothing else:
+        a directory inside the owner's own directory of a volume (storage.purgeable), never the storage root, a
+        volume, another owner's directory, or anything outside the root (a `..` or a symbolic link cannot lead
+        there: the path is resolved first)."""
+        found = self.in_volume(output)
+        return found is not None and storage.purgeable(found[1], owner)
 
     def input_dir(self, spec: dict) -> Path:
         if "data" not in spec:
             return self.job_dir(spec["name"]) / "input"
-        return self.volume_dir(spec["data"], "")
+        return self.volume_root(spec["data"]).joinpath(spec["data"].get("path", ""))
 
     def event_files(self, spec: dict, replica: str | None = None) -> Path:
         """Where a replica writes event files: <output>/<logdir>/<replica>; without a replica, the parent."""
-        logdir = self.output_dir(spec) / spec["tensorboard"]["logdir"]
+        logdir = self.output_of(spec) / spec["tensorboard"]["logdir"]
         return logdir / replica if replica else logdir
 
     def tensorboard(self, spec: dict, replica: str | None = None) -> EventFiles:
@@ -219,8 +239,8 @@ class LocalBackend:
         self.check(spec)
         with self.changing(spec["name"]):
             try:
-                self.store.insert_job(spec["name"], self.name, spec, str(self.output_dir(spec)), replicas(spec),
-                                      self.owner)
+                self.store.insert_job(spec["name"], self.name, spec, str(self.output_dir(spec, self.owner)),
+                                      replicas(spec), self.owner)
             except sqlite3.IntegrityError:
                 raise JobConflict(spec["name"]) from None
             self._keep_snapshot(spec, snapshot)
@@ -228,9 +248,11 @@ class LocalBackend:
             self._launch(spec["name"])
             return self.get(spec["name"])
 
-    def check(self, spec: dict) -> None:
-        """Refuse, before anything is created, what this machine cannot run."""
-        errors = []
+    def check(self, spec: dict, owner: str | None = None) -> None:
+        """Refuse, before anything is created, what this machine cannot run, and what a job of `owner` (default:
+        this backend's) may not touch."""
+        owner = self.owner if owner is None else owner
+        errors = self._storage_errors(spec, owner)
         wanted = sum(r["count"] * gpus(spec, role) for role, r in spec["replicas"].items())
         have = len(procs.gpus())
         if wanted > have:
@@ -241,22 +263,57 @@ class LocalBackend:
         if error := snapshot.too_large(spec, SNAPSHOT_LIMIT, "a local job keeps"):
             errors.append(error)
         if "data" in spec and not self.input_dir(spec).is_dir():
-            field = "data.host_path" if "host_path" in spec["data"] else "data.volume"
-            errors.append(FieldError(field, f"no such directory: {self.input_dir(spec)}"))
+            errors.append(FieldError(storage.source_field("data", spec["data"]),
+                                     f"no such directory: {self.input_dir(spec)}"))
         if "queue" in spec:
             errors.append(FieldError("queue", "only the Kubernetes backend queues jobs (through Kueue); this machine "
                                               "runs a job at once: leave the queue out"))
         resume = spec.get("resume_from")
-        if resume and not self.resume_path(resume).exists():
-            errors.append(FieldError("resume_from", f"nothing to resume from at {self.resume_path(resume)}"))
+        if resume and not self.resume_path(resume, owner).exists():
+            errors.append(FieldError("resume_from", f"nothing to resume from at {self.resume_path(resume, owner)}"))
         if errors:
             raise SpecError(errors)
 
-    def resume_path(self, resume_from: str) -> Path:
-        if resume_from.startswith("job:"):
-            earlier = self.store.job(resume_from[4:])
-            return Path(earlier["output_dir"]) if earlier else self.root / "outputs" / resume_from[4:]
-        return Path(resume_from)
+    def _storage_errors(self, spec: dict, owner: str) -> list[FieldError]:
+        """What of the storage root the spec would read or write that a job of `owner` may not (storage.py):
+        another owner's outputs, the root's own files."""
+        errors = []
+        if "host_path" in spec.get("output", {}):
+            path = Path(spec["output"]["host_path"]).resolve()
+            found = self.in_volume(path)
+            if found and not storage.purgeable(found[1], owner):
+                errors.append(FieldError("output.host_path", f"{path} is not inside your own directory of the volume "
+                                                             f"({found[0].joinpath(*storage.area(owner))})"))
+            elif not found and path.is_relative_to(self.root):
+                errors.append(FieldError("output.host_path", f"{path} is inside distrain's own storage ({self.root})"))
+        if "data" in spec and (problem := self.reading_problem(self.input_dir(spec).resolve(), owner)):
+            errors.append(FieldError(storage.source_field("data", spec["data"]),
+                                     f"{self.input_dir(spec).resolve()} {problem}"))
+        resume = spec.get("resume_from", "")
+        if resume.startswith("/") and (problem := self.reading_problem(Path(resume).resolve(), owner)):
+            errors.append(FieldError("resume_from", f"{Path(resume).resolve()} {problem}"))
+        return errors
+
+    def reading_problem(self, path: Path, owner: str) -> str | None:
+        """Why a job of `owner` may not read the resolved `path` (None: it may): storage.reading_problem in a
+        volume, whose owners/ says whose outputs it holds; the rest of the storage root is distrain's own."""
+        found = self.in_volume(path)
+        if found is None:
+            return f"is inside distrain's own storage ({self.root})" if path.is_relative_to(self.root) else None
+        owners = found[0] / storage.OWNERS
+        holds_others = owners.is_dir() and any(entry.name != storage.owner_dir(owner) for entry in owners.iterdir())
+        return storage.reading_problem(found[1], owner, self.others_outputs, holds_others)
+
+    def resume_path(self, resume_from: str, owner: str) -> Path:
+        """What `resume_from` names for a job of `owner`: a path, or job:NAME, the output of that job of theirs
+        (or one they see), or, once it is deleted, its directory of theirs in the default outputs."""
+        if not resume_from.startswith("job:"):
+            return Path(resume_from)
+        name = resume_from[4:]
+        earlier = self.store.job(name)
+        if earlier and self.visible(earlier):
+            return Path(earlier["output_dir"])
+        return self.volume_root(None).joinpath(*storage.area(owner), name)
 
     def _launch(self, name: str) -> None:
         """Start the detached supervisor, which keeps running after this process exits: through the launcher,
@@ -384,11 +441,11 @@ class LocalBackend:
         with self.changing(name):
             job = self.get(name, events=0)
             spec = spec or job["spec"]
-            self.check(spec)
+            self.check(spec, job["owner"])
             if job["phase"] not in FINISHED:
                 self._stop(name)
             self._keep_snapshot(spec, snapshot)
-            self.store.reset_job(name, spec, replicas(spec))
+            self.store.reset_job(name, spec, str(self.output_dir(spec, job["owner"])), replicas(spec))
             self.store.add_event(name, "Restarted", "job restarted")
             self._launch(name)
             return self.get(name)
@@ -416,7 +473,7 @@ class LocalBackend:
         with self.changing(name):
             job = self._stop(name)
             output = Path(job["output_dir"]).resolve()
-            if purge_output and self.purgeable(output):
+            if purge_output and self.purgeable(output, job["owner"]):
                 shutil.rmtree(output, ignore_errors=True)
             shutil.rmtree(self.job_dir(name), ignore_errors=True)
             self.store.delete_job(name)
@@ -495,3 +552,4 @@ class LocalBackend:
 def own_logs(row: dict) -> builtins.list[str]:
     """A job's logs: setup, then each replica's; a sweep's one log says what its controller did."""
     return ["sweep"] if is_sweep(row["spec"]) else ["setup"] + [r["name"] for r in row["replicas"]]
+

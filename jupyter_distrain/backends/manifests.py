@@ -63,7 +63,7 @@ from pathlib import Path
 
 import yaml
 
-from .. import snapshot
+from .. import snapshot, storage
 from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
@@ -93,6 +93,8 @@ TENSORBOARD_PORT = 6006
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
 TEE_PROGRAM = (Path(__file__).parent / "cluster_logtee.py").read_text()
 READER_PROGRAM = (Path(__file__).parent / "cluster_logreader.py").read_text()
+HOLDS_OUTPUTS = f"{GROUP}/holds-outputs"  # a claim's label: owners' outputs are in its owners/ directory
+RESUME = "resume.json"  # in a job's ConfigMap: the volume and directory it resumes from (mounted at /resume)
 VOLUME_LOGS = ".distrain/logs"  # in the output volume: <run>/<replica>.log, written by each replica's pod
 LOG_READER_PORT = 8080
 LOG_FILE = re.compile(r"[a-z]+-[0-9]+\.log")  # a replica's log file: <role>-<index>.log
@@ -238,9 +240,10 @@ def runnable(spec: dict, engine: str) -> None:
         raise SpecError(errors)
 
 
-def root(spec: dict, settings: Distrain, engine: str) -> dict:
+def root(spec: dict, settings: Distrain, engine: str, resume: dict | None = None) -> dict:
     """The job's ConfigMap: its spec, status and replicas' addresses; its owner as a label (sanitized, to
-    select by) and an annotation (exact, to decide by)."""
+    select by) and an annotation (exact, to decide by); what it `resume`s from (a claim's `volume` and
+    `path`), if anything."""
     runnable(spec, engine)
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
@@ -252,6 +255,7 @@ def root(spec: dict, settings: Distrain, engine: str) -> dict:
             "cluster.json": json.dumps(addresses(spec, settings.namespace, engine), sort_keys=True),
             # a sweep's controller makes its trials as this server would
             **({"settings.json": json.dumps(settings.for_cluster(), sort_keys=True)} if engine == SWEEP else {}),
+            **({RESUME: json.dumps(resume, sort_keys=True)} if resume else {}),
         },
     }
 
@@ -284,7 +288,7 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, rest
         "metadata": {**metadata(object_name(spec["name"], name), settings,
                                 {**labels(spec["name"], role, index), RUN: str(run)}, owner),
                      "annotations": {RESTARTS: str(restarts)}},
-        "spec": {**pod_spec(spec, role, [index], settings, addresses(spec, settings.namespace, "pods"), run),
+        "spec": {**pod_spec(spec, role, [index], settings, owner, addresses(spec, settings.namespace, "pods"), run),
                  "hostname": object_name(spec["name"], name)},
     }
 
@@ -303,8 +307,8 @@ def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) 
     return replica_env(spec, addresses, role, index, dirs), command
 
 
-def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addresses: dict[str, list[str]],
-             run: int, kubeflow: KubeflowKind | None = None) -> dict:
+def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root: dict,
+             addresses: dict[str, list[str]], run: int, kubeflow: KubeflowKind | None = None) -> dict:
     """The pod spec of replicas `role`-`indices` in the job's run `run`: one replica's, except on the
     kubeflow engine, where a role's replicas share one template and each runs the branch of its index (the
     operator's label; the kubelet puts it in the log's path too). On that engine the container and port
@@ -327,7 +331,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, addr
         script = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
                             '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
         log = f"/output/{VOLUME_LOGS}/{run}/{role}-$(DISTRAIN_INDEX).log"
-    volumes, mounts = _volumes(spec, settings)
+    volumes, mounts = _volumes(spec, settings, root)
     main = {
         "name": kubeflow.container if kubeflow else "main",
         "image": image(spec, settings),
@@ -388,7 +392,8 @@ def jobset(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
         job_spec: dict = {
             "parallelism": 1, "completions": 1, "completionMode": "Indexed",
             "backoffLimit": 0 if policy["restart"] == "never" else policy["max_restarts"],
-            "template": {"metadata": {"labels": pod_labels}, "spec": pod_spec(spec, role, [index], settings, where, run)},
+            "template": {"metadata": {"labels": pod_labels},
+                         "spec": pod_spec(spec, role, [index], settings, owner, where, run)},
         }
         if policy["restart"] == "exit-code":
             job_spec["podFailurePolicy"] = {"rules": [{"action": "FailJob", "onExitCodes": {
@@ -431,7 +436,7 @@ def kubeflow(spec: dict, settings: Distrain, owner: dict, run: int = 1) -> dict:
             # ends each pod at the same deadline (counted from the pod's start, so never before the job's),
             # which is one.
             "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run), **owner_label(owner)}},
-                         "spec": {**pod_spec(spec, role, numbers, settings, where, run, kind), **deadline}}}
+                         "spec": {**pod_spec(spec, role, numbers, settings, owner, where, run, kind), **deadline}}}
         for role, numbers in indices.items()}
     run_policy: dict = {"cleanPodPolicy": "Running", **deadline}
     if policy["restart"] != "never":
@@ -475,14 +480,14 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
 def snapshot_secret(spec: dict, settings: Distrain, owner: dict, bundle: bytes) -> dict:
     """The Secret holding the bundle of the job's code.snapshot, which its pods' fetch-code mounts; owned by
     the job's ConfigMap, so it goes with the job."""
+    meta = metadata(snapshot_name(spec["name"]), settings, {**labels(spec["name"]), COMPONENT: "snapshot"}, owner)
     return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
-            "metadata": metadata(snapshot_name(spec["name"]), settings, {**labels(spec["name"]), COMPONENT: "snapshot"},
-                                 owner),
+            "metadata": {**meta, "annotations": {OWNER: job_owner(owner)}},
             "data": {SNAPSHOT_KEY: base64.b64encode(bundle).decode()}}
 
 
 def snapshot_name(job: str) -> str:
-    return f"{job}-snapshot"
+    return f"{job}{snapshot.SECRET_SUFFIX}"
 
 
 def _resources(spec: dict, role: str) -> dict:
@@ -509,11 +514,11 @@ def _placement(spec: dict, role: str, settings: Distrain) -> dict:
     return {key: value for key, value in placement.items() if value}
 
 
-def _volume(source: dict, name: str, default_sub: str, read_only: bool) -> tuple[dict, dict]:
+def _volume(source: dict, name: str, sub: str, read_only: bool) -> tuple[dict, dict]:
+    """The volume `source` names (a claim, or a host path) and its mount: of the directory `sub` of a claim."""
     if "host_path" in source:
         return ({"name": name, "hostPath": {"path": source["host_path"], "type": "Directory"}},
                 {"name": name, "readOnly": read_only})
-    sub = source.get("path", default_sub)
     mount = {"name": name, "readOnly": read_only, **({"subPath": sub} if sub else {})}
     return {"name": name, "persistentVolumeClaim": {"claimName": source["volume"], "readOnly": read_only}}, mount
 
@@ -523,17 +528,29 @@ def output_source(spec: dict, settings: Distrain) -> dict:
     return spec.get("output", {"volume": settings.output_claim})
 
 
-def _volumes(spec: dict, settings: Distrain) -> tuple[list[dict], list[dict]]:
+def job_owner(root: dict) -> str:
+    """Who submitted the job, as its ConfigMap `root` says ("" for a job made before jobs had owners)."""
+    return (root["metadata"].get("annotations") or {}).get(OWNER, "")
+
+
+def output_volume(spec: dict, settings: Distrain, root: dict, read_only: bool,
+                  owners_directory: bool = False) -> tuple[dict, dict]:
+    """The job's output volume, mounting the job's own directory of it (storage.output_path), or with
+    `owners_directory` its owner's, which holds the job's and its trials' (a sweep's)."""
+    owner = job_owner(root)
+    sub = "/".join(storage.area(owner)) if owners_directory else storage.output_path(spec, owner)
+    return _volume(output_source(spec, settings), "output", sub, read_only)
+
+
+def _volumes(spec: dict, settings: Distrain, root: dict) -> tuple[list[dict], list[dict]]:
     volumes = [{"name": "workspace", "emptyDir": {}}]
     mounts: list[dict] = [{"name": "workspace", "mountPath": WORKSPACE}]
-    wanted = [("output", output_source(spec, settings), spec["name"], False, "/output")]
+    wanted = [("/output", output_volume(spec, settings, root, read_only=False))]
     if "data" in spec:
-        wanted.append(("input", spec["data"], "", True, "/input"))
-    resume = spec.get("resume_from", "")
-    if resume.startswith("job:"):
-        wanted.append(("resume", {"volume": settings.output_claim}, resume[4:], True, "/resume"))
-    for name, source, default_sub, read_only, path in wanted:
-        volume, mount = _volume(source, name, default_sub, read_only)
+        wanted.append(("/input", _volume(spec["data"], "input", spec["data"].get("path", ""), True)))
+    if resume := json.loads(root["data"].get(RESUME, "null")):
+        wanted.append(("/resume", _volume({"volume": resume["volume"]}, "resume", resume["path"], True)))
+    for path, (volume, mount) in wanted:
         volumes.append(volume)
         mounts.append({**mount, "mountPath": path})
     return volumes, mounts
@@ -549,9 +566,8 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
         return []
     name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard",
                                                        **owner_label(owner)}
-    source = output_source(spec, settings)
-    sweep = is_sweep(spec)  # a sweep's reads the volume's root, where its links to its trials' event files lead
-    volume, mount = _volume(source, "output", "" if sweep else spec["name"], read_only=True)
+    sweep = is_sweep(spec)  # a sweep's reads its owner's directory, where its links to its trials' event files lead
+    volume, mount = output_volume(spec, settings, owner, read_only=True, owners_directory=sweep)
     logdir = f"{spec['name']}/{spec['tensorboard']['logdir']}" if sweep else spec["tensorboard"]["logdir"]
     container = {
         "name": "tensorboard",
@@ -607,7 +623,7 @@ def sweeper(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     """The sweep's controller: its identity and the Job that runs it, acting for the sweep's owner."""
     name, ns = sweeper_name(spec["name"]), settings.namespace
     own = {**labels(spec["name"]), COMPONENT: "sweeper"}
-    volume, mount = _volume(output_source(spec, settings), "output", "", read_only=False)
+    volume, mount = output_volume(spec, settings, owner, read_only=False, owners_directory=True)
     container = {
         "name": "sweeper", "image": settings.controller_image,
         "command": ["python", "-m", "jupyter_distrain.backends.cluster_sweep", spec["name"], "--namespace", ns,
@@ -671,7 +687,7 @@ def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
         "readinessProbe": {"httpGet": {"path": "/", "port": LOG_READER_PORT}, "periodSeconds": 1},
     }
     return volume_pod(spec, settings, owner, log_reader_name(spec["name"]), "log-reader", container,
-                      _volume(output_source(spec, settings), "output", spec["name"], read_only=True))
+                      output_volume(spec, settings, owner, read_only=True))
 
 
 PURGE_PROGRAM = """import os, shutil, sys
@@ -687,13 +703,14 @@ def purger_name(job: str) -> str:
 
 
 def purger(spec: dict, settings: Distrain, owner: dict) -> dict | None:
-    """A pod deleting the job's own output directory on its volume (the volume's root mounted; the directory
-    its `path`, by default the job's name), owned by the job's ConfigMap; None where the output is no directory
-    of the job's own (a host path, or a whole volume), which stays."""
+    """A pod deleting the job's own output directory on its volume (the volume's root mounted), owned by the
+    job's ConfigMap; None where the output is no directory of the job's own (a host path, its owner's whole
+    directory, or a whole volume: storage.purgeable), which stays."""
     source = output_source(spec, settings)
-    directory = source.get("path", spec["name"]).strip("/")
-    if "host_path" in source or directory in ("", "."):
+    parts = storage.output_parts(spec, job_owner(owner))
+    if "host_path" in source or not storage.purgeable(parts, job_owner(owner)):
         return None
+    directory = "/".join(parts)
     container = {"name": "purge", "command": ["python", "-c", PURGE_PROGRAM, "/output", directory]}
     return volume_pod(spec, settings, owner, purger_name(spec["name"]), "purger", container,
                       _volume({"volume": source["volume"]}, "output", "", read_only=False))

@@ -1,9 +1,11 @@
 """The Python environment of a local job whose code has a requirements.txt: the job's packages first, then
 the server's (its framework included), so a job may pin another version of a package than the server has.
 
-Jobs with the same requirements share one environment, built once under <root>/envs/ and reused as is.
-Requirements that name local files (`./pkg.whl`, `-e .`, `-r other.txt`) get an environment of their own in
-the job's workspace, since what those files hold can change.
+Jobs with the same requirements share one environment, built once under <root>/envs/ and reused as is, when
+what they install is the package index's alone: every line a name, versions and markers. Any other line (local
+files: `./pkg.whl`, `-e .`, `-r other.txt`; `name @ URL-or-path`; options such as `-f DIR` or `--index-url`;
+`${VARIABLES}`) gets an environment of its own in the job's workspace: what it names can differ between two
+jobs' code or change.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from pathlib import Path
 from typing import AsyncIterator
 
 READY = ".distrain-ready"  # written once the environment's requirements are installed
-LOCAL_FILES = re.compile(r"^\s*(-e|--editable|-r|--requirement|-c|--constraint|\.|/|~)|file:", re.MULTILINE)
+# a requirement the index alone answers: a name, [extras], versions, ; markers (no @, no option, no $VARIABLE)
+FROM_THE_INDEX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[\w.,\s-]*\])?\s*([<>=!~][^;@$]*)?(;[^@$]*)?")
 LOCK_POLL_SECONDS = 0.2
 
 
@@ -31,13 +34,18 @@ def requirements(workspace: Path) -> str | None:
     """The workspace's requirements.txt, if it asks for anything."""
     path = workspace / "requirements.txt"
     text = path.read_text() if path.is_file() else ""
-    lines = (line.split(" #")[0].strip() for line in text.splitlines())
-    return text if any(line and not line.startswith("#") for line in lines) else None
+    return text if lines(text) else None
+
+
+def lines(text: str) -> list[str]:
+    """The requirements' lines, without comments or blank ones."""
+    return [line for line in (re.sub(r"(^|\s)#.*", "", line).strip() for line in text.splitlines()) if line]
 
 
 def location(root: Path, workspace: Path, text: str) -> Path:
-    """Where the environment for these requirements is: shared, unless they name local files."""
-    if LOCAL_FILES.search(text):
+    """Where the environment for these requirements is: shared, unless anything but the index says what they
+    install (FROM_THE_INDEX)."""
+    if not all(FROM_THE_INDEX.fullmatch(line) for line in lines(text)):
         return workspace / ".distrain-venv"
     key = hashlib.sha256(f"{sys.executable}\n{sys.version}\n{text}".encode()).hexdigest()[:16]
     return root / "envs" / key

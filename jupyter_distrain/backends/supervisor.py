@@ -230,7 +230,7 @@ class Supervisor:
     async def start_replica(self, name: str) -> None:
         state = self.states[name]
         role, index = state.role, state.index
-        output = self.backend.output_dir(self.spec)
+        output = self.backend.output_of(self.spec)
         inputs = self.backend.input_dir(self.spec)
         output.mkdir(parents=True, exist_ok=True)
         inputs.mkdir(parents=True, exist_ok=True)
@@ -240,7 +240,7 @@ class Supervisor:
             input=str(inputs),
             output=str(output),
             logdir=logdir,
-            resume_from=str(self.backend.resume_path(resume)) if resume else None,
+            resume_from=str(self.backend.resume_path(resume, self.job["owner"])) if resume else None,
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]

@@ -18,7 +18,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -54,6 +56,9 @@ WHOLE_JOB = "all"
 ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
 BOARD_PROGRAM = "jupyter_distrain.server.board"  # `python -m` it, with TensorBoard's flags
+# the board answers only requests carrying this server's secret in this header (board.py): the port is anyone's
+# on this machine to connect to, the secret only this user's to read (the board's environment)
+SECRET_HEADER, SECRET_VARIABLE = "X-Distrain-Board-Secret", "DISTRAIN_BOARD_SECRET"
 STOP_GRACE_SECONDS = 5.0
 RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs)
 WHOLE_BODY_BYTES = 1 << 20  # an answer up to this size is relayed at once, a larger one chunk by chunk
@@ -136,6 +141,7 @@ class TensorBoards:
         self.starting = asyncio.Lock()
         self.reaper: asyncio.Task | None = None
         self.connections = Connections()
+        self.secret = {SECRET_HEADER: secrets.token_urlsafe(32)}  # the header every request to the board carries
 
     async def target(self, job: str, replica: str) -> TensorBoardTarget:
         """Where the replica's (or the whole job's) TensorBoard is, remembered until the job goes."""
@@ -172,7 +178,8 @@ class TensorBoards:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", BOARD_PROGRAM, "--logdir", str(runs), "--host", HOST, "--port", str(port),
                 "--reload_interval", str(RELOAD_SECONDS),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+                env={**os.environ, SECRET_VARIABLE: self.secret[SECRET_HEADER]}, stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
                 start_new_session=True, preexec_fn=procs.dies_with_parent(),  # even if the server is killed
             )
         except BaseException:
@@ -190,7 +197,8 @@ class TensorBoards:
             deadline = time.monotonic() + self.start_timeout
             while board.running and time.monotonic() < deadline:
                 try:
-                    await httpclient.AsyncHTTPClient().fetch(f"{board.url}/data/environment", request_timeout=2)
+                    await httpclient.AsyncHTTPClient().fetch(f"{board.url}/data/environment", request_timeout=2,
+                                                             headers=self.secret)
                     return board.ready.set_result(None)
                 except (httpclient.HTTPClientError, OSError):
                     await asyncio.sleep(0.1)
@@ -217,7 +225,8 @@ class TensorBoards:
         try:
             await asyncio.shield(board.ready)
             while board.running and time.monotonic() < deadline:
-                runs = await httpclient.AsyncHTTPClient().fetch(f"{board.url}/data/runs", request_timeout=10)
+                runs = await httpclient.AsyncHTTPClient().fetch(f"{board.url}/data/runs", request_timeout=10,
+                                                                headers=self.secret)
                 if any(run.split("/")[0] == job for run in json.loads(runs.body)):
                     return
                 await asyncio.sleep(0.2)
@@ -333,7 +342,7 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
         if path is None:  # TensorBoard's pages need the trailing slash
             return self.redirect(self.request.path + "/" + (f"?{self.request.query}" if self.request.query else ""))
         if isinstance(target, EventFiles):
-            url, headers, tls = urlsplit(await boards.url(job, target)), {}, None
+            url, headers, tls = urlsplit(await boards.url(job, target)), boards.secret, None
         else:
             url, headers, tls = urlsplit(target.url), target.headers, target.tls
         path = url.path + self.request.path[len(self.mount):] + (f"?{urlencode(query)}" if query else "")
