@@ -4,6 +4,7 @@ nothing left behind."""
 
 import logging
 import random
+import subprocess
 import threading
 import time
 from collections import Counter
@@ -12,7 +13,8 @@ import psutil
 import pytest
 import requests
 
-from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, processes_of, write_spec
+from conftest import (CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, distrain_command, processes_of,
+                      write_spec)
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import procs
 from jupyter_distrain.backends.local import LocalBackend
@@ -132,6 +134,37 @@ def test_a_server_whose_launcher_died_starts_jobs_from_a_new_interpreter(server)
         time.sleep(0.2)
     server.stop()
     assert_nothing_left(server.root)
+
+
+def test_deleting_the_job_that_filled_the_disk_frees_it(tmp_path):
+    """The storage root on a disk of its own (16 MiB of tmpfs, mounted in a mount namespace of this test's,
+    where the CLI and the job's supervisor run) that the job's output fills: a secret is refused with the disk
+    named, reading the job still works, and `delete --purge-output` frees the space and leaves nothing."""
+    disk, home = tmp_path / "disk", tmp_path / "disk" / "home"
+    disk.mkdir()
+    distrain = " ".join(distrain_command())
+    script = f"""
+        mount -t tmpfs -o size=16m tmpfs {disk}
+        export DISTRAIN_HOME={home}
+        {distrain} submit --name filler -- 'cat /dev/zero > "$DISTRAIN_OUTPUT_DIR/zeros"; sleep 600'
+        while [ "$(df --output=avail {disk} | tail -1)" -gt 0 ]; do sleep 0.2; done
+        echo "full: $(df --output=pcent {disk} | tail -1)"
+        {distrain} secret set login --username u --password p --host git.example.com; echo "secret: $?"
+        {distrain} get filler >/dev/null; echo "get: $?"
+        {distrain} delete filler --purge-output; echo "delete: $?"
+        echo "used: $(df --output=used {disk} | tail -1)"
+        {distrain} list
+        umount {disk}
+    """
+    done = subprocess.run(["unshare", "--mount", "bash", "-c", script], capture_output=True, text=True, timeout=180)
+    lines = done.stdout.splitlines()
+    assert "full: 100%" in [line.strip() for line in lines], done.stdout + done.stderr
+    assert f"Error: secret 'login' was not stored: the disk holding {home / 'secrets'} is full" in done.stderr
+    assert ["secret: 1", "get: 0", "job filler deleted", "delete: 0"] == [
+        line for line in lines if line.startswith(("secret:", "get:", "job filler deleted", "delete:"))], done.stdout
+    used = next(int(line.split()[1]) for line in lines if line.startswith("used:"))
+    assert used < 1024 and "filler" not in lines[-1] and "Traceback" not in done.stderr, done.stdout + done.stderr
+    assert not processes_of(home)
 
 
 def test_a_full_database_refuses_clearly_and_works_again_once_there_is_room(tmp_path):

@@ -19,6 +19,7 @@ State lives in SQLite under the storage root, so any process (CLI, Jupyter serve
 from __future__ import annotations
 
 import builtins  # `list` is also a method name below
+import errno
 import fcntl
 import json
 import logging
@@ -31,14 +32,14 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
 from .. import logs, snapshot, storage
-from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError
+from ..errors import DistrainError, FieldError, JobConflict, JobNotFound, SpecError, StorageFull
 from ..policy import FINISHED, Phase, run_ended
 from ..spec import expires, gpus, replicas
 from ..store import Store
@@ -191,9 +192,15 @@ class LocalBackend:
             raise SpecError([FieldError("name", f"{secret!r} is another user's secret; choose another name")],
                             subject="credentials")
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"username": username, "password": password, "host": host, "owner": self.owner}, f)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as f:
+                json.dump({"username": username, "password": password, "host": host, "owner": self.owner}, f)
+        except OSError as e:
+            path.unlink(missing_ok=True)  # no secret half written
+            if e.errno == errno.ENOSPC:
+                raise StorageFull(f"secret {secret!r} was not stored: the disk holding {path.parent} is full") from None
+            raise
 
     def credential_names(self) -> builtins.list[str]:
         return [path.stem for path in (self.root / "secrets").glob("*.json") if self._stored(path.stem)]
@@ -380,9 +387,17 @@ class LocalBackend:
         if job["supervisor_pid"]:
             if procs.alive(job["supervisor_pid"], job["supervisor_started"]):
                 return job
-            return self.end_vanished(job["name"])
+            return self._ended_vanished(job)
         with self.changing(job["name"], wait=False) as abandoned:
-            return self.end_vanished(job["name"]) if abandoned and self.exists(job["name"]) else job
+            return self._ended_vanished(job) if abandoned and self.exists(job["name"]) else job
+
+    def _ended_vanished(self, job: dict) -> dict:
+        """end_vanished; on a full disk (which the job may have filled, ending its supervisor) its processes end
+        all the same, and the job is shown as stored until there is room to record its end."""
+        try:
+            return self.end_vanished(job["name"])
+        except StorageFull:
+            return job
 
     def end_vanished(self, name: str) -> dict:
         """Record the end of a job whose supervisor vanished, or never started, unless it was recorded; kill
@@ -425,7 +440,8 @@ class LocalBackend:
         job = self.reconcile(self.record(name))
         if job["phase"] in FINISHED:
             return self.get(name)
-        self.store.update_job(name, stop_requested=1)
+        with suppress(StorageFull):  # the disk is full (the job may have filled it): the signal alone stops it
+            self.store.update_job(name, stop_requested=1)
         alive = lambda: procs.alive(job["supervisor_pid"], job["supervisor_started"])  # noqa: E731
         if alive():
             os.kill(job["supervisor_pid"], signal.SIGTERM)
@@ -469,7 +485,9 @@ class LocalBackend:
             path.unlink(missing_ok=True)
 
     def delete(self, name: str, purge_output: bool = False) -> None:
-        """Stop the job and forget it; its output stays unless purge_output (and it is purgeable)."""
+        """Stop the job and forget it; its output stays unless purge_output (and it is purgeable). On a full disk
+        (which the job may have filled) its end cannot be recorded, but its processes end all the same, and
+        its files go before its records, which then have room to go too."""
         with self.changing(name):
             job = self._stop(name)
             output = Path(job["output_dir"]).resolve()
