@@ -291,8 +291,8 @@ def test_a_run_whose_starter_died_before_its_supervisor_is_not_left_pending(tmp_
     while a starter holds the job's lock it is Pending, and once none does, the next look ends it."""
     backend = LocalBackend(tmp_path)
     spec = spec_.validate(sleeper("orphan"))
-    backend.store.insert_job("orphan", "local", spec, str(backend.output_dir(spec)), spec_.replicas(spec),
-                             backend.owner)
+    backend.store.insert_job("orphan", "local", spec, str(backend.output_dir(spec, backend.owner)),
+                             spec_.replicas(spec), backend.owner)
     with backend.changing("orphan"):  # its starter, alive
         assert LocalBackend(tmp_path).get("orphan")["phase"] == "Pending"
     job = LocalBackend(tmp_path).get("orphan")
