@@ -821,7 +821,7 @@ export interface components {
         /** @default null */
         deadline_seconds: number | null;
         /**
-         * @description how long the job and its logs are kept once it has finished: 30m, 12h, 7d, 2w (its output stays); default: the server's
+         * @description how long the job and its logs are kept once it has finished: 30m, 12h, 7d, 2w, at most 520w (its output stays); default: the server's
          * @default null
          */
         ttl_after_finished: string | null;
