@@ -85,7 +85,7 @@ def test_paddle_parameter_servers(cli, tmp_path):
     assert "[worker-1] trainer 1 reads part-00001.txt, part-00003.txt, part-00005.txt, part-00007.txt" in result.stdout
     output = Path(job["output_dir"])
     trained = json.loads((output / "result.json").read_text())
-    assert trained["passes"] == 3 and trained["loss"] < trained["first_loss"] / 4
+    assert trained["passes"] == 3 and trained["loss"] < trained["initial_loss"] / 4
     assert {p.name for p in (output / "model").rglob("*")} >= {"w", "b"}
     for trainer in ("worker-0", "worker-1"):
         events = EventAccumulator(str(output / "training_logs" / trainer))

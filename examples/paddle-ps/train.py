@@ -103,12 +103,19 @@ def train(args, x, y, prediction):
     dataset.init(batch_size=args.batch_size, thread_num=1, pipe_command="cat", use_var=[x, y])
     dataset.set_filelist(files)
     writer = Writer(args.log_dir)
-    scope, losses = paddle.static.global_scope(), []
+    scope = paddle.static.global_scope()
+
+    def shard_loss():
+        """The loss, on this trainer's shard, of the weights last pulled from the pservers."""
+        w, b = (np.array(scope.find_var(name).get_tensor()) for name in ("w", "b"))
+        return float(np.mean((xs @ w + b - ys) ** 2))
+
+    # of the initial weights: after the first pass, how far they got depends on how much of the other
+    # trainer's (asynchronous) updates had reached the pservers
+    losses = [shard_loss()]
     for p in range(1, args.passes + 1):
         exe.train_from_dataset(paddle.static.default_main_program(), dataset)
-        # The loss, on this trainer's shard, of the weights last pulled from the pservers.
-        w, b = (np.array(scope.find_var(name).get_tensor()) for name in ("w", "b"))
-        losses.append(float(np.mean((xs @ w + b - ys) ** 2)))
+        losses.append(shard_loss())
         writer.add_scalar("loss", losses[-1], step=p)
         writer.flush()
         print(f"pass {p}/{args.passes} loss {losses[-1]:.4f}", flush=True)
@@ -122,7 +129,7 @@ def train(args, x, y, prediction):
         # stop_worker() leaves the pservers serving; stop them, as Paddle's pslib fleet.stop_worker() does.
         fleet.fleet._runtime_handle._worker.stop_server()
         with open(os.path.join(args.output_dir, "result.json"), "w") as f:
-            json.dump({"passes": args.passes, "loss": losses[-1], "first_loss": losses[0]}, f)
+            json.dump({"passes": args.passes, "loss": losses[-1], "initial_loss": losses[0]}, f)
         print(f"done passes {args.passes} loss {losses[-1]:.4f}", flush=True)
 
 
