@@ -22,12 +22,13 @@ CREDENTIAL_HELPER = (
 
 # A repository's own configuration may name programs for git to run; on a directory someone else can
 # write, that is their code running as this user. Every git the product runs turns these off: the hooks,
-# the file system monitor, ssh, a password prompt, credential helpers (git then asks no one), signing
-# programs (commit-tree signs with commit.gpgSign), and, for a git run in a directory, every filter, diff
-# and merge driver that directory's configuration names (drivers_off).
+# the file system monitor, ssh and signing programs (commit-tree signs with commit.gpgSign).
 NO_CONFIGURED_PROGRAMS = ("-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null",
-                          "-c", "core.sshCommand=ssh", "-c", "core.askPass=", "-c", "credential.helper=",
-                          "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false")
+                          "-c", "core.sshCommand=ssh", "-c", "commit.gpgSign=false", "-c", "tag.gpgSign=false")
+# A git run in a repository (`-C DIRECTORY`) reaches no remote, so it also turns off what asks for passwords,
+# which the repository's configuration may name too, and every filter, diff and merge driver it names
+# (drivers_off). One that reaches a remote (ls-remote, clone) keeps the user's own credential helpers.
+NO_PROMPTS = ("-c", "core.askPass=", "-c", "credential.helper=")
 
 
 # Variables pointing git at another repository than the directory it runs in.
@@ -41,7 +42,7 @@ DRIVER_PROGRAMS = re.compile(r"(filter\..+\.(clean|smudge|process)|diff\..+\.(co
 def drivers_off(directory: str, env: dict[str, str]) -> list[str]:
     """`-c` options turning off every filter, diff and merge driver the configuration at `directory` names
     (reading configuration runs nothing)."""
-    argv = ["git", *NO_CONFIGURED_PROGRAMS, "-C", directory, "config", "--list", "--name-only"]
+    argv = ["git", *NO_CONFIGURED_PROGRAMS, *NO_PROMPTS, "-C", directory, "config", "--list", "--name-only"]
     try:
         names = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=20).stdout.splitlines()
     except (OSError, subprocess.TimeoutExpired):
@@ -56,9 +57,9 @@ def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[st
            "GIT_OPTIONAL_LOCKS": "0"}
     argv = ["git", *NO_CONFIGURED_PROGRAMS]
     if args[:1] == ("-C",):
-        argv += drivers_off(args[1], env)
+        argv += [*NO_PROMPTS, *drivers_off(args[1], env)]
     if credentials:
-        argv += ["-c", f"credential.helper={CREDENTIAL_HELPER}"]
+        argv += ["-c", "credential.helper=", "-c", f"credential.helper={CREDENTIAL_HELPER}"]
         env.update({f"DISTRAIN_GIT_{key.upper()}": credentials[key] for key in ("username", "password", "host")})
     return argv + list(args), env
 

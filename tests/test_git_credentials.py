@@ -97,6 +97,21 @@ def test_private_repo_with_stored_credentials(cli, tmp_path, private_repo):
             assert PASSWORD.encode() not in path.read_bytes(), path
 
 
+def test_the_users_own_git_credential_helper_still_reads_a_private_repository(cli, tmp_path, private_repo):
+    """What reaches a remote (pinning the ref, the job's clone) keeps the credential helpers of the user's own
+    git configuration: only a git run inside a repository, whose configuration may be anyone's, has them off."""
+    host = private_repo.split("/")[2]
+    store = tmp_path / "git-credentials"
+    store.write_text(f"http://{USER}:{PASSWORD}@{host}\n")
+    (tmp_path / "gitconfig").write_text(f"[credential]\n\thelper = store --file {store}\n")
+    cli.env["GIT_CONFIG_GLOBAL"] = str(tmp_path / "gitconfig")
+    spec = {"name": "helped", "code": {"git": private_repo, "ref": "main"}, "command": "python train.py"}
+    cli("submit", "-f", str(write_spec(tmp_path / "job", spec)))
+    job = cli.wait("helped")
+    logs = cli("logs", "helped").stdout
+    assert job["phase"] == "Succeeded" and "[worker-0] trained from the private repo" in logs, logs
+
+
 def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, private_repo):
     api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
     host = private_repo.split("/")[2]
