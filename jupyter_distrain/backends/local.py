@@ -293,12 +293,12 @@ class LocalBackend:
                                                              f"({found[0].joinpath(*storage.area(owner))})"))
             elif not found and path.is_relative_to(self.root):
                 errors.append(FieldError("output.host_path", f"{path} is inside distrain's own storage ({self.root})"))
-        if "data" in spec and (problem := self.reading_problem(self.input_dir(spec).resolve(), owner)):
-            errors.append(FieldError(storage.source_field("data", spec["data"]),
-                                     f"{self.input_dir(spec).resolve()} {problem}"))
-        resume = spec.get("resume_from", "")
-        if resume.startswith("/") and (problem := self.reading_problem(Path(resume).resolve(), owner)):
-            errors.append(FieldError("resume_from", f"{Path(resume).resolve()} {problem}"))
+        read = [(storage.source_field("data", spec["data"]), self.input_dir(spec))] if "data" in spec else []
+        if spec.get("resume_from", "").startswith("/"):
+            read.append(("resume_from", Path(spec["resume_from"])))
+        for field, path in ((field, path.resolve()) for field, path in read):
+            if problem := self.reading_problem(path, owner):
+                errors.append(FieldError(field, f"{path} {problem}"))
         return errors
 
     def reading_problem(self, path: Path, owner: str) -> str | None:
