@@ -78,6 +78,10 @@ class Distrain(Configurable):
                                   "else 'pods'.")
     kubeconfig = Unicode(config=True, help="A kubeconfig file for the Kubernetes backend. Default: $KUBECONFIG, "
                                            "~/.kube/config, or the pod's service account inside a cluster.")
+    kubernetes_timeout = Float(30, config=True,
+                               help="Seconds the Kubernetes API server may take to answer a request (to connect, "
+                                    "and between bytes of its answer) before the request fails with 504; "
+                                    "watches and followed logs wait as long as they run.")
     output_claim = Unicode("distrain-outputs", config=True,
                            help="The PersistentVolumeClaim that keeps a Kubernetes job's /output when its spec "
                                 "names no output volume.")

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, cast
 
 from . import code, snapshot, spec as spec_, sweep
 from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget, summary
+from .backends.manifests import JOB_SECRET_SUFFIXES
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .logs import LogLine
@@ -316,9 +317,8 @@ class JobManager:
         errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
                              "starting and ending with a letter or digit, at most 63")] \
             if not secret_name(name) else []
-        if name.endswith(snapshot.SECRET_SUFFIX):
-            errors.append(FieldError("name", f"names ending in {snapshot.SECRET_SUFFIX} are those of jobs' "
-                                             "snapshots of changes; choose another"))
+        errors += [FieldError("name", f"names ending in {suffix} are those of {whose}; choose another")
+                   for suffix, whose in JOB_SECRET_SUFFIXES.items() if name.endswith(suffix)]
         for field, value in (("username", username), ("password", password)):
             if not (isinstance(value, str) and value):
                 errors.append(FieldError(field, "must be a non-empty string"))

@@ -925,6 +925,15 @@ export interface components {
         'application/json': components['schemas']['Error'];
       };
     };
+    /** @description The backend could not answer (every operation may say so): its storage is full (507), or Kubernetes refused the request (502), had too many requests waiting already (503) or did not answer within c.Distrain.kubernetes_timeout (504) */
+    Unavailable: {
+      headers: {
+        [name: string]: unknown;
+      };
+      content: {
+        'application/json': components['schemas']['Error'];
+      };
+    };
   };
   parameters: {
     name: string;
@@ -966,6 +975,7 @@ export interface operations {
         };
       };
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   listJobs: {
@@ -987,6 +997,7 @@ export interface operations {
         };
       };
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   submitJob: {
@@ -1031,6 +1042,7 @@ export interface operations {
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
       409: components['responses']['Conflict'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   checkJob: {
@@ -1063,6 +1075,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getJob: {
@@ -1087,6 +1100,7 @@ export interface operations {
       };
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   deleteJob: {
@@ -1112,6 +1126,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   stopJob: {
@@ -1136,6 +1151,7 @@ export interface operations {
       };
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   restartJob: {
@@ -1165,6 +1181,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   cloneJob: {
@@ -1208,6 +1225,7 @@ export interface operations {
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
       409: components['responses']['Conflict'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getLogs: {
@@ -1245,6 +1263,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   streamLogs: {
@@ -1276,6 +1295,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getMetrics: {
@@ -1300,6 +1320,7 @@ export interface operations {
       };
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getScalars: {
@@ -1335,6 +1356,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getTrials: {
@@ -1360,6 +1382,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   finetuneBest: {
@@ -1402,6 +1425,7 @@ export interface operations {
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
       409: components['responses']['Conflict'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getRepo: {
@@ -1428,6 +1452,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getCluster: {
@@ -1453,6 +1478,7 @@ export interface operations {
       };
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   listSecrets: {
@@ -1480,6 +1506,7 @@ export interface operations {
       };
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   setSecret: {
@@ -1516,6 +1543,7 @@ export interface operations {
       };
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   deleteSecret: {
@@ -1543,6 +1571,7 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getSchema: {
@@ -1564,6 +1593,7 @@ export interface operations {
         };
       };
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   getOpenAPI: {
@@ -1585,6 +1615,7 @@ export interface operations {
         };
       };
       403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
     };
   };
   tensorboard: {
@@ -1624,15 +1655,20 @@ export interface operations {
         headers: {
           [name: string]: unknown;
         };
-        content?: never;
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
       };
       /** @description TensorBoard could not start */
       503: {
         headers: {
           [name: string]: unknown;
         };
-        content?: never;
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
       };
+      '5XX': components['responses']['Unavailable'];
     };
   };
 }

@@ -18,10 +18,12 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 import threading
 import time
 import venv
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from pathlib import Path
 
@@ -703,7 +705,8 @@ def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, adm
     example = spec_.load_file(Path(__file__).parent.parent / "examples" / "paddle-ps" / "distrain.yaml")
     spec = spec_.validate({**example, "code": {"git": "https://example.com/team/models.git", "commit": COMMIT}})
     objects = manifests.render(spec, SETTINGS, "jobset")
-    assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet", "Deployment", "Service"]  # TensorBoard's last
+    # the TensorBoard's last
+    assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet", "Secret", "Deployment", "Service"]
     dry_run_create(admin, objects[:2])
     env = {job["name"]: {e["name"]: e.get("value") for e in
                          job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
@@ -714,7 +717,7 @@ def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, adm
     assert pservers[0] == f"{env['ps-0']['POD_IP']}:2222"
 
     objects = manifests.render(spec, SETTINGS, "kubeflow")
-    assert [o["kind"] for o in objects] == ["ConfigMap", "PaddleJob", "Deployment", "Service"]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "PaddleJob", "Secret", "Deployment", "Service"]
     assert {t: r["replicas"] for t, r in objects[1]["spec"]["paddleReplicaSpecs"].items()} == {"Master": 2, "Worker": 2}
     dry_run_create(admin, objects[:2])
     custom = client.CustomObjectsApi(admin.api_client)
@@ -1012,6 +1015,40 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
     assert env["MASTER_ADDR"] == "from-cli-master-0.training.svc"
 
 
+@pytest.mark.parametrize("engine", ["pods"])
+def test_a_supervised_replica_whose_pod_never_came_is_lost(control_plane, backend, admin, tmp_path):
+    """On "pods", where Jupyter servers make and supervise the pods: a replica still without its pod past the
+    grace after it was asked for (its submit was interrupted after the ConfigMap, or after some pods) is Lost,
+    with no change in the cluster to mark it (the watching server reminds itself), as a CLI observing says too;
+    the job fails by its policy; a restart makes the pods again. One asked for just now waits."""
+    cli = KubeBackend(settings(tmp_path / "cli", engine="pods"), control_plane.client(RESTRICTED))
+    now = time.time()
+
+    def interrupted(name: str, asked: float, made: tuple = ()) -> None:
+        spec = tf_spec(name, workers=1)
+        root = manifests.root(spec, settings(tmp_path / "x", engine="pods"), "pods")
+        root["data"]["status.json"] = json.dumps({**new_status(spec), "requested": asked})
+        owner = admin.api_client.sanitize_for_serialization(admin.create_namespaced_config_map(NAMESPACE, root))
+        for role, index in made:
+            admin.create_namespaced_pod(NAMESPACE, manifests.pod(spec, role, index, SETTINGS, owner, run=1))
+
+    missing = now - kube_state.WORKLOAD_GRACE + 3  # asked for so long ago that its pods are missing in 3 s
+    interrupted("unmade", missing)
+    interrupted("partly", missing, made=[("chief", 0)])
+    interrupted("just-asked", now)
+    for name, lost in (("unmade", ["chief-0", "ps-0", "worker-0"]), ("partly", ["ps-0", "worker-0"])):
+        wait_job(backend, name, lambda j: j["phase"] == "Failed", "the watching server fails the job")
+        job = cli.get(name)  # as it is recorded in the cluster
+        assert job["phase"] == "Failed" and [r["name"] for r in job["replicas"] if r["reason"] == "PodMissing"] == lost
+        ps = next(r for r in job["replicas"] if r["name"] == "ps-0")
+        assert ps["phase"] == "Lost" and "Restart makes it again" in ps["message"]
+        assert ps["finished"] == pytest.approx(missing + kube_state.WORKLOAD_GRACE)
+    assert cli.get("just-asked")["phase"] == "Pending"
+    cli.restart("unmade")
+    assert {p.metadata.labels[manifests.REPLICA] for p in cli._pods_fresh("unmade")} == {"chief-0", "ps-0", "worker-0"}
+    assert cli.get("unmade")["phase"] != "Failed"
+
+
 CONFIGURED_IMAGE = "registry.example.com/team/tensorflow:2.16"
 
 
@@ -1102,6 +1139,81 @@ def test_forbidden_answers_reach_the_user_as_a_clear_error(control_plane, tmp_pa
         server.stop()
 
 
+class StallingRelay:
+    """A relay on a loopback port to the API server that, while stalled, passes no byte either way: a hung API
+    server, whose connections stay open and never answer."""
+
+    def __init__(self, port: int):
+        self.target = ("127.0.0.1", port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.passing = threading.Event()
+        self.passing.set()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with suppress(OSError):
+            while True:
+                downstream = self.listener.accept()[0]
+                upstream = socket.create_connection(self.target)
+                self.sockets += [downstream, upstream]
+                for source, sink in ((downstream, upstream), (upstream, downstream)):
+                    threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        with suppress(OSError):
+            while data := source.recv(65536):
+                self.passing.wait()
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.passing.set()
+        for s in [self.listener, *self.sockets]:
+            s.close()
+
+
+def test_a_stalled_api_server_answers_504_and_the_cache_still_answers(control_plane, tmp_path, admin):
+    """With the API server stalled (connections open, no answer), each request that needs it fails within the
+    server's kubernetes_timeout (504), or at once when many wait already (503), and the job list, served from
+    the watch cache, answers meanwhile; once the API server answers again, so does everything."""
+    relay = StallingRelay(int(control_plane.url.rsplit(":", 1)[1]))
+    kubeconfig = yaml.safe_load(control_plane.kubeconfig(RESTRICTED).read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = relay.url
+    (tmp_path / "relayed.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    server = JupyterServer(tmp_path, "--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
+                           f"--Distrain.kubeconfig={tmp_path / 'relayed.kubeconfig'}",
+                           "--Distrain.kubernetes_timeout=2")
+    api, headers = f"{server.url}/distrain/api", server.headers
+    try:
+        spec = {"name": "patient", "command": "python train.py",
+                "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
+        assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+        wait(lambda: [j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()] == ["patient"],
+             "the job listed")
+        relay.passing.clear()
+        with ThreadPoolExecutor(24) as pool:  # more than wait on Kubernetes at once: some answer 503 at once
+            asked = [pool.submit(requests.get, f"{api}/cluster", headers=headers, timeout=120) for _ in range(24)]
+            time.sleep(0.5)
+            listed = requests.get(f"{api}/jobs", headers=headers, timeout=60)  # before: hung with the threads
+            assert listed.status_code == 200 and [j["name"] for j in listed.json()] == ["patient"]
+            answers = [a.result() for a in asked]
+        assert {a.status_code for a in answers} == {503, 504}
+        assert {a.headers["Content-Type"] for a in answers} == {"application/json"}  # as the OpenAPI document says
+        no_answer = next(a.json()["message"] for a in answers if a.status_code == 504)
+        assert no_answer.startswith("Kubernetes did not answer GET ") and no_answer.endswith(" within 2 s")
+        assert "wait for it already" in next(a.json()["message"] for a in answers if a.status_code == 503)
+        relay.passing.set()
+        wait(lambda: requests.get(f"{api}/cluster", headers=headers).ok, "the server answers again", 60)
+        assert requests.delete(f"{api}/jobs/patient", headers=headers).status_code == 204
+    finally:
+        server.stop()
+        relay.close()
+        with suppress(client.ApiException):
+            admin.delete_namespaced_config_map("patient", NAMESPACE)
+
+
 def test_one_server_offers_both_backends(control_plane, tmp_path, admin):
     server = JupyterServer(tmp_path, "--Distrain.backends=local", "--Distrain.backends=kubernetes",
                            f"--Distrain.namespace={NAMESPACE}",
@@ -1157,6 +1269,19 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
         tensorboard = control_plane.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
+            direct = f"http://{HOST_IP}:{manifests.TENSORBOARD_PORT}"  # as any pod of the namespace reaches it
+            probe = container.readiness_probe.http_get.path
+
+            def ready() -> bool:
+                with suppress(requests.ConnectionError):
+                    return requests.get(f"{direct}{probe}").ok
+                return False
+
+            wait(ready, "the TensorBoard is ready", 60)
+            assert requests.get(f"{direct}/data/runs").status_code == 403  # no secret: nothing read
+            secret = core.read_namespaced_secret("tb-job-tensorboard", NAMESPACE)
+            assert secret.metadata.annotations == {manifests.OWNER: SETTINGS.owner}
+            assert [o.name for o in secret.metadata.owner_references] == ["tb-job"]
             board = f"{kube_server.url}/distrain/tensorboard/tb-job"
             runs = wait(lambda: (r := requests.get(f"{board}/all/data/runs", headers=headers)).ok and r.json(),
                         "the TensorBoard answers through Jupyter and the API server", 60)
@@ -1187,6 +1312,7 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         assert requests.delete(f"{api}/jobs/tb-job", headers=headers).status_code == 204
         wait(lambda: not apps.list_namespaced_deployment(NAMESPACE, label_selector=manifests.JOB).items
              and not core.list_namespaced_service(NAMESPACE, label_selector=manifests.JOB).items
+             and not core.list_namespaced_secret(NAMESPACE, label_selector=manifests.JOB).items
              and not core.list_namespaced_pod(NAMESPACE, label_selector=manifests.JOB).items,
              "the garbage collector deleted the TensorBoard", 60)
 
@@ -1235,11 +1361,11 @@ def test_only_secrets_made_here_for_this_owner_are_read_replaced_or_deleted(cont
     snapshot = manifests.snapshot_secret(chief_spec("bobs-job"), SETTINGS, bobs_root, b"bundle")
     assert snapshot["metadata"]["annotations"] == {manifests.OWNER: "bob"}
     admin.create_namespaced_secret(NAMESPACE, {**snapshot, "metadata": {**snapshot["metadata"], "annotations": {}}})
-    taken = requests.put(f"{api}/secrets/future-snapshot", json={"username": "me", "password": "mine",
-                                                                 "host": "example.com"}, headers=headers)
-    assert taken.status_code == 400 and taken.json()["errors"] == [
-        {"path": "name", "message": "names ending in -snapshot are those of jobs' snapshots of changes; choose "
-                                    "another"}]
+    for suffix, whose in (("snapshot", "jobs' snapshots of changes"), ("tensorboard", "jobs' TensorBoards")):
+        taken = requests.put(f"{api}/secrets/future-{suffix}", json={"username": "me", "password": "mine",
+                                                                     "host": "example.com"}, headers=headers)
+        assert taken.status_code == 400 and taken.json()["errors"] == [
+            {"path": "name", "message": f"names ending in -{suffix} are those of {whose}; choose another"}]
     bob = KubeBackend(Distrain(root=str(tmp_path / "bob"), namespace=NAMESPACE, owner="bob"),
                       control_plane.client(RESTRICTED))
     bob.set_credentials("bobs-login", "bob", "bobs-password", "example.com")

@@ -32,7 +32,8 @@ from its start may have lines only there (pods gone while no server ran), so tho
 through a short-lived reader pod, and a run's directory is marked complete once it holds every line.
 
 Beside it: manifests.py renders the objects per engine, kube_state.py reads a job's state from them,
-kube_watch.py watches the namespace, kube_logs.py appends pods/log lines to the log files.
+kube_watch.py watches the namespace, kube_logs.py appends pods/log lines to the log files, kube_client.py
+gives every request to the API server its deadline.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ import base64
 import builtins  # `list` is also a method name below
 import json
 import logging
-import os
 import shutil
 import ssl
 import threading
@@ -53,7 +53,7 @@ from functools import cached_property
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Callable, Iterator, cast
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
@@ -66,12 +66,15 @@ from ..spec import expires, gpu_type, gpus, replica_name, replicas
 from ..sweep import is_sweep
 from . import manifests
 from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
+from .cluster_tensorboard import SECRET_HEADER
+from .kube_client import in_cluster, load_client, with_deadlines
 from .kube_logs import (append, from_pods_log, from_volume, last_stamp, line_batches, read_provenance,
                         seconds_since)
-from .kube_state import (GPU, count_restarts, created, current_run, deadline_left, ended_pod, engine_of,
-                         event_job, event_time, event_view, involved_replica, jobset_state, kubeflow_state, new_status,
-                         newest, newest_of_run, node_gpus, note_unschedulable, policy_replicas, queued, replica_key,
-                         replica_state, run_end, seconds, stopped_status, why_not_running, with_ending)
+from .kube_state import (GPU, WORKLOAD_GRACE, count_restarts, created, current_run, deadline_left, ended_pod,
+                         engine_of, event_job, event_time, event_view, involved_replica, jobset_state, kubeflow_state,
+                         missing_pod, new_status, newest, newest_of_run, node_gpus, note_unschedulable,
+                         policy_replicas, queued, replica_key, replica_state, run_end, seconds, stopped_status, unmade,
+                         why_not_running, with_ending)
 from .kube_watch import SELECTOR, WATCH_TIMEOUT, Cache, KubeError, Resource, WorkQueue, Write, api_error, listers
 from .manifests import JOB, MANAGED, OWNER, ROLE, RUN, SWEEP, object_name, replica_of
 
@@ -88,21 +91,9 @@ CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in manifests.KUBEFLOW.values()}}
 COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run
 READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image may be pulled first)
+LOG_SILENCE = 300  # seconds a followed log may send nothing before it is asked for again
 SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
-
-
-def in_cluster(kubeconfig: str | None = None) -> bool:
-    """Whether this process runs in a pod and should use its service account (no kubeconfig given)."""
-    return not kubeconfig and bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
-
-
-def load_client(kubeconfig: str | None = None, context: str | None = None) -> client.ApiClient:
-    """An API client from a kubeconfig file, else from the pod's service account when in a cluster."""
-    if in_cluster(kubeconfig):
-        config.load_incluster_config()
-        return client.ApiClient()
-    return config.new_client_from_config(config_file=kubeconfig, context=context)
 
 
 class KubeBackend:
@@ -115,7 +106,8 @@ class KubeBackend:
         self.settings = settings
         self.ns = settings.namespace
         kubeconfig = settings.kubeconfig or None
-        self.api = api or load_client(kubeconfig)
+        self.api = with_deadlines(api, settings.kubernetes_timeout) if api else \
+            load_client(settings.kubernetes_timeout, kubeconfig)
         self.inside = api is None and in_cluster(kubeconfig)  # reach Services directly, not through the API server
         self.core = client.CoreV1Api(self.api)
         self.apps = client.AppsV1Api(self.api)
@@ -217,12 +209,19 @@ class KubeBackend:
         if not spec["tensorboard"]["enabled"]:
             raise DistrainError(f"job {spec['name']} runs no TensorBoard: its tensorboard.enabled is false")
         service, port = manifests.tensorboard_name(spec["name"]), manifests.TENSORBOARD_PORT
+        try:
+            secret = self.core.read_namespaced_secret(service, self.ns).data[manifests.BOARD_KEY]
+            board = {SECRET_HEADER: base64.b64decode(secret).decode()}
+        except ApiException as e:
+            if e.status != 404:
+                raise api_error(e, f"read secret {service}") from None
+            board = {}  # a TensorBoard made before boards had secrets asks for none
         if self.inside:
-            return ClusterTensorBoard(f"http://{service}.{self.ns}.svc:{port}")
+            return ClusterTensorBoard(f"http://{service}.{self.ns}.svc:{port}", board)
         c = self.api.configuration
         return ClusterTensorBoard(
             f"{c.host}/api/v1/namespaces/{self.ns}/services/http:{service}:http/proxy",
-            headers={auth["key"]: auth["value"] for auth in c.auth_settings().values()},  # the token, if any
+            headers={**board, **{auth["key"]: auth["value"] for auth in c.auth_settings().values()}},  # the token
             tls=self._tls)
 
     @cached_property
@@ -775,7 +774,7 @@ class KubeBackend:
         for kind in ("Deployment", "Service"):
             self._delete(kind, manifests.tensorboard_name(spec["name"]))
         for obj in manifests.tensorboard(spec, self.settings, owner):
-            self._create(obj)
+            self._create(obj, exists_ok=obj["kind"] == "Secret")  # its secret stays the job's
 
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
         """Until the job's pods (and its engine's object, whose successor takes its name) are gone."""
@@ -859,6 +858,9 @@ class KubeBackend:
             self._delete_strays(spec["name"], current_run(root), pods)
             return self._view(root, pods)
         states = {name: replica_state(status["replicas"][name], pods.get(name)) for name in status["replicas"]}
+        for name, asked in unmade(status, pods).items():
+            if time.time() > asked + WORKLOAD_GRACE:
+                missing_pod(states[name], asked)
         self.copy_logs(spec["name"], list(pods.values()), ended=True)
         before = json.dumps(status, sort_keys=True)
         status["replicas"] = states
@@ -881,7 +883,8 @@ class KubeBackend:
 
     def _restart_replica(self, spec: dict, root, replica: Replica, state: dict, pod) -> None:
         self.record(spec["name"], restart_event(replica))
-        state.update(phase=str(Phase.PENDING), reason="Restarting", restarts=state["restarts"] + 1, exit_code=None)
+        state.update(phase=str(Phase.PENDING), reason="Restarting", restarts=state["restarts"] + 1, exit_code=None,
+                     requested=time.time())
         if pod is not None:
             self._delete_pod(pod, wait=True)
         self._create(manifests.pod(spec, replica.role, replica.index, self.settings,
@@ -1062,7 +1065,8 @@ class KubeBackend:
         try:
             response = self.core.read_namespaced_pod_log(
                 pod.metadata.name, self.ns, container=pod.spec.containers[0].name, timestamps=True, follow=follow,
-                _preload_content=False,
+                _preload_content=False, _request_timeout=(self.settings.kubernetes_timeout,
+                                                          LOG_SILENCE if follow else self.settings.kubernetes_timeout),
                 **({"since_seconds": seconds_since(since)} if since else {}))
         except ApiException:
             return  # not started, or gone: nothing to copy
@@ -1071,6 +1075,9 @@ class KubeBackend:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
                     append(path, [from_pods_log(line) for line in lines])
+        except HTTPError:  # silent too long (a connection that died unseen, or a quiet container): ask again
+            if not follow:
+                raise
         finally:
             self.streams.discard(response)
 
@@ -1266,8 +1273,8 @@ class Controller:
                     self._read_volume_first(root)
                     pods = self.backend._pods(name)
                     if engine_of(root) == "pods":
-                        job = self.backend.reconcile(root, newest(pods))
-                        self._remind(name, job)
+                        self.backend.reconcile(root, newest(pods))
+                        self._remind(name)
                     else:  # the engine applies the policy; copy what ended pods logged
                         if engine_of(root) == "kubeflow":
                             self.backend.count_restarts(root, pods)
@@ -1297,11 +1304,21 @@ class Controller:
                 and self.backend.run_over(root)):
             self.backend.mark_logs_complete(name, run)
 
-    def _remind(self, name: str, job: JobRecord) -> None:
-        """Reconcile a running supervised job again at its deadline (no change in the cluster marks it)."""
-        left = None if job["phase"] in FINISHED else deadline_left(job["spec"], job["started"])
-        if left is not None and name not in self.reminders:
-            timer = threading.Timer(left + 0.1, self._reminded, (name,))
+    def _remind(self, name: str) -> None:
+        """Reconcile a supervised job again at its deadline, or when a pod it lacks is missing (no change in the
+        cluster marks either)."""
+        root = self.backend._root(name)
+        status = json.loads(root.data["status.json"])
+        if status["phase"] in FINISHED:
+            return
+        spec, now = json.loads(root.data["spec.json"]), time.time()
+        times = [deadline_left(spec, status["started"]),
+                 *(asked + WORKLOAD_GRACE - now for asked in unmade(status, newest(self.backend._pods(name))).values())]
+        left = min((t for t in times if t is not None), default=None)
+        if previous := self.reminders.pop(name, None):
+            previous.cancel()
+        if left is not None:
+            timer = threading.Timer(max(left, 0) + 0.1, self._reminded, (name,))
             timer.daemon = True
             self.reminders[name] = timer
             timer.start()

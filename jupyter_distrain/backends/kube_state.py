@@ -281,6 +281,20 @@ def new_status(spec: dict) -> dict:
     }
 
 
+def unmade(status: dict, pods: dict[str, client.V1Pod]) -> dict[str, float]:
+    """On "pods": each replica Pending without a pod, and when its pod was asked for (its restart, else its
+    run). WORKLOAD_GRACE seconds after, it is Lost (missing_pod)."""
+    return {name: asked for name, r in status["replicas"].items()
+            if name not in pods and r["phase"] == str(Phase.PENDING)
+            and (asked := r.get("requested") or status.get("requested"))}
+
+
+def missing_pod(state: dict, asked: float) -> None:
+    state.update(phase=str(Phase.LOST), reason="PodMissing", finished=asked + WORKLOAD_GRACE,
+                 message="its pod is missing from the cluster: deleted before it ran, or never made (its submit was "
+                         "interrupted); Restart makes it again")
+
+
 def replica_key(name: str) -> tuple[str, int]:
     role, _, index = name.rpartition("-")
     return role, int(index)

@@ -34,9 +34,10 @@ output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
                                     them read-only from the output volume, then is deleted
     Pod       <job>-purge           on `delete --purge-output`: deletes the job's output directory, which
                                     the delete waits for
-    Deployment, Service <job>-tensorboard
+    Secret, Deployment, Service <job>-tensorboard
                                     with tensorboard.enabled: one TensorBoard reading the job's
-                                    output volume (every replica a run); it stays until the job is deleted
+                                    output volume (every replica a run), answering requests that carry
+                                    its Secret's secret; it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
 A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
 ConfigMaps the sweep's owns, from the cluster (backends/cluster_sweep.py runs sweep.Controller):
@@ -57,6 +58,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import secrets
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +73,7 @@ from ..errors import FieldError, SpecError
 from ..policy import success_replicas
 from ..spec import gpu_type, gpus, render_command, replica_name, replicas
 from ..sweep import is_sweep
+from . import cluster_tensorboard
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
@@ -90,6 +93,9 @@ WORKSPACE = "/workspace"
 SNAPSHOT_DIR, SNAPSHOT_KEY = "/snapshot", "snapshot.bundle"  # where fetch-code finds the bundle (snapshot_secret)
 SNAPSHOT_LIMIT = 1 << 20  # the most data a Secret holds
 TENSORBOARD_PORT = 6006
+BOARD_SUFFIX, BOARD_KEY = "-tensorboard", "secret"  # the TensorBoard's objects, its Secret's key (board_secret)
+# the Secrets a job makes are named after it so: no credentials' name ends so
+JOB_SECRET_SUFFIXES = {snapshot.SECRET_SUFFIX: "jobs' snapshots of changes", BOARD_SUFFIX: "jobs' TensorBoards"}
 TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
 TEE_PROGRAM = (Path(__file__).parent / "cluster_logtee.py").read_text()
 READER_PROGRAM = (Path(__file__).parent / "cluster_logreader.py").read_text()
@@ -557,11 +563,22 @@ def _volumes(spec: dict, settings: Distrain, root: dict) -> tuple[list[dict], li
 
 
 def tensorboard_name(job: str) -> str:
-    return f"{job}-tensorboard"  # replicas are <job>-<role>-<index>: no clash
+    return f"{job}{BOARD_SUFFIX}"  # replicas are <job>-<role>-<index>: no clash
+
+
+def board_secret(spec: dict, settings: Distrain, owner: dict) -> dict:
+    """The Secret holding what the job's TensorBoard asks of every request (cluster_tensorboard.py), made with
+    the job and kept across its restarts, so a Jupyter server that read it once keeps it."""
+    meta = metadata(tensorboard_name(spec["name"]), settings, {**labels(spec["name"]), COMPONENT: "tensorboard"},
+                    owner)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {**meta, "annotations": {OWNER: job_owner(owner)}},
+            "stringData": {BOARD_KEY: secrets.token_urlsafe(32)}}
 
 
 def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
-    """The job's TensorBoard: a Deployment reading the output volume, and its Service; none if disabled."""
+    """The job's TensorBoard: its Secret (board_secret), a Deployment reading the output volume and asking
+    every request for that secret, and its Service; none if disabled."""
     if not spec["tensorboard"]["enabled"]:
         return []
     name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard",
@@ -574,13 +591,16 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
         "image": settings.default_images["tensorflow"],
         "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{logdir}",
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
+        "env": [{"name": cluster_tensorboard.SECRET_VARIABLE,
+                 "valueFrom": {"secretKeyRef": {"name": name, "key": BOARD_KEY}}}],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
-        "readinessProbe": {"httpGet": {"path": "/", "port": TENSORBOARD_PORT}},
+        "readinessProbe": {"httpGet": {"path": cluster_tensorboard.PROBE_PATH, "port": TENSORBOARD_PORT}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
     selector = {JOB: spec["name"], COMPONENT: "tensorboard"}
     return [
+        board_secret(spec, settings, owner),
         {"apiVersion": "apps/v1", "kind": "Deployment",
          "metadata": metadata(name, settings, tb_labels, owner),
          "spec": {"replicas": 1, "selector": {"matchLabels": selector},

@@ -3,7 +3,6 @@ as c.Distrain.* (see jupyter_distrain.config)."""
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import logging
 import os
@@ -17,6 +16,7 @@ from ..config import Distrain
 from ..errors import DistrainError
 from ..manager import JobManager
 from . import handlers, logstream, tensorboard
+from .handlers import in_thread
 
 
 class DistrainExtension(ExtensionApp):
@@ -54,13 +54,13 @@ class DistrainExtension(ExtensionApp):
 async def expire(manager: JobManager, log: logging.Logger) -> None:
     """Delete the jobs past their time to be kept once finished (policy.ttl_after_finished); outputs stay."""
     try:
-        jobs = await asyncio.to_thread(manager.expired, time.time())
+        jobs = await in_thread(manager.expired, time.time())
     except DistrainError as e:
         log.warning("distrain: cannot look for jobs past their time to be kept: %s", e)
         return
     for job in jobs:
         try:
-            await asyncio.to_thread(manager.delete, job["name"])
+            await in_thread(manager.delete, job["name"])
             log.info("distrain: deleted %s, past its time to be kept once finished", job["name"])
         except DistrainError as e:
             log.warning("distrain: cannot delete %s, past its time to be kept: %s", job["name"], e)

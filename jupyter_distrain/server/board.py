@@ -2,38 +2,24 @@
 TensorBoard's app, served by tornado with HTTP/1.1 keep-alive, so the proxy sends every request on a
 connection it keeps (TensorBoard's own server closes each connection after one answer). The app runs on
 threads, as under TensorBoard's own server. It answers only requests that carry the secret its environment
-holds (tensorboard.SECRET_VARIABLE), which only this user can read: any other user of the machine can
+holds (cluster_tensorboard.SECRET_VARIABLE), which only this user can read: any other user of the machine can
 connect to its port, not read a job's scalars."""
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Iterable
 
 from absl import app
 from tensorboard import default, main_lib, program
 from tensorboard.plugins import base_plugin
 from tornado import httpserver, netutil, wsgi
 
-from .tensorboard import SECRET_HEADER, SECRET_VARIABLE  # the server's package is loaded with this module anyway
+from ..backends.cluster_tensorboard import SECRET_VARIABLE, requiring_secret  # a cluster's board's guard too
 
 THREADS = 8
-SECRET_ENVIRON = "HTTP_" + SECRET_HEADER.upper().replace("-", "_")  # the header, as WSGI names it
-
-
-def requiring_secret(secret: str, wsgi_app: Callable) -> Callable:
-    """`wsgi_app`, answering a request without `secret` (in SECRET_HEADER) with a 403."""
-    def guarded(environ: dict, start_response: Callable) -> Iterable[bytes]:
-        if not hmac.compare_digest(environ.get(SECRET_ENVIRON, "").encode(), secret.encode()):
-            start_response("403 Forbidden", [("Content-Type", "text/plain")])
-            return [b"this TensorBoard answers its Jupyter server only\n"]
-        return wsgi_app(environ, start_response)
-
-    return guarded
 
 
 class KeepAliveServer(program.TensorBoardServer):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 from itertools import islice
 from pathlib import Path
@@ -25,6 +26,15 @@ READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JUPYTER_QUERY = frozenset({"token", "_xsrf"})  # Jupyter's own authentication parameters
 LOG_BATCH_LINES = 2000
 JSON_KINDS = {list: "an array", str: "a string", bool: "true or false"}
+# the job manager's calls run on threads of their own, more than the Kubernetes backend lets wait on its API
+# server at once (kube_client.MAX_WAITING): a stalled API server leaves threads to what its watch cache and the
+# local backend answer
+THREADS = ThreadPoolExecutor(32, thread_name_prefix="distrain")
+
+
+async def in_thread(function: Callable, *args: Any, **kwargs: Any) -> Any:
+    """`function(*args, **kwargs)` on one of THREADS, off the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(THREADS, functools.partial(function, *args, **kwargs))
 
 
 async def authorize(handler: JupyterHandler) -> None:
@@ -80,7 +90,7 @@ class ApiError(web.HTTPError):
 async def call(method: Callable, *args: Any, **kwargs: Any) -> Any:
     """Run a blocking job-manager call off the event loop; domain errors become 4xx replies."""
     try:
-        return await asyncio.to_thread(method, *args, **kwargs)
+        return await in_thread(method, *args, **kwargs)
     except DistrainError as e:
         raise ApiError(e.status, e.to_json()) from None
 
@@ -203,7 +213,7 @@ class CheckHandler(DistrainHandler):
         await call(self.manager.target, backend)
         carried = await self.carried()
         try:
-            spec = await asyncio.to_thread(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend,
+            spec = await in_thread(self.manager.submit, draft, self.root_dir, dry_run=True, backend=backend,
                                            carried=carried)
         except DistrainError as e:
             if e.status >= 500:
@@ -273,7 +283,7 @@ class LogsHandler(DistrainHandler):
         if self.query_bool("download"):
             filename = f"{name}-{replica}.log" if replica else f"{name}.log"
             self.set_header("Content-Disposition", f'attachment; filename="{filename}"')
-        while batch := await asyncio.to_thread(lambda: list(islice(lines, LOG_BATCH_LINES))):
+        while batch := await in_thread(lambda: list(islice(lines, LOG_BATCH_LINES))):
             self.write("".join(
                 (f"{line.time} " if timestamps else "") + ("" if replica else f"[{line.replica}] ") + line.text + "\n"
                 for line in batch))

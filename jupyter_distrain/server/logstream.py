@@ -35,7 +35,7 @@ from watchfiles import awatch
 
 from .. import logs
 from ..policy import run_ended
-from .handlers import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, is_whole_number,
+from .handlers import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, in_thread, is_whole_number,
                        strict_json, whole_number)
 
 INOTIFY = sys.platform == "linux"
@@ -215,7 +215,7 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
         sent = False
         for replica, path in files.items():
             if replica not in self.offsets:
-                self.offsets[replica] = await asyncio.to_thread(self.start_offset, path)
+                self.offsets[replica] = await in_thread(self.start_offset, path)
             # read on the event loop: a bounded read of a file being written (in the page cache) takes
             # microseconds, less than handing it to a thread
             chunk = logs.read_chunk(path, self.offsets[replica], CHUNK_BYTES)

@@ -16,12 +16,17 @@ from .. import spec as spec_
 
 @cache
 def openapi_document() -> dict:
-    """One job schema for Python, the panel and the API: job.schema.json becomes components/schemas/JobSpec."""
+    """One job schema for Python, the panel and the API: job.schema.json becomes components/schemas/JobSpec;
+    every operation may answer the backend's failures (components/responses/Unavailable)."""
     document = yaml.safe_load(files("jupyter_distrain").joinpath("openapi.yaml").read_text())
     job_spec = json.loads(json.dumps(spec_.schema()).replace('"#/$defs/', '"#/components/schemas/'))
     schemas = document["components"]["schemas"]
     schemas.update(job_spec.pop("$defs"))
     schemas["JobSpec"] = {key: value for key, value in job_spec.items() if key not in ("$schema", "$id")}
+    for path in document["paths"].values():  # what any operation may answer when the backend cannot
+        for operation in path.values():
+            if isinstance(operation, dict) and "responses" in operation:
+                operation["responses"].setdefault("5XX", {"$ref": "#/components/responses/Unavailable"})
     return document
 
 

@@ -45,9 +45,12 @@ from tornado.netutil import is_valid_ip
 from tornado.tcpclient import TCPClient
 
 from ..backends import procs
+# a board answers only requests carrying its secret in this header: the port is anyone's to connect to, the
+# secret only this user's (the local board's environment) or the job's (a cluster board's Secret) to read
+from ..backends.cluster_tensorboard import SECRET_HEADER, SECRET_VARIABLE
 from ..backends.base import EventFiles, TensorBoardTarget
 from ..manager import JobManager
-from .handlers import AUTH_RESOURCE, JUPYTER_QUERY, JsonErrors, authorize, call
+from .handlers import AUTH_RESOURCE, JUPYTER_QUERY, JsonErrors, authorize, call, in_thread
 
 ROUTE = r"distrain/tensorboard/(?P<job>[^/]+)/(?P<replica>[^/]+)(?P<path>/.*)?"
 WHOLE_JOB = "all"
@@ -56,9 +59,6 @@ WHOLE_JOB = "all"
 ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
 BOARD_PROGRAM = "jupyter_distrain.server.board"  # `python -m` it, with TensorBoard's flags
-# the board answers only requests carrying this server's secret in this header (board.py): the port is anyone's
-# on this machine to connect to, the secret only this user's to read (the board's environment)
-SECRET_HEADER, SECRET_VARIABLE = "X-Distrain-Board-Secret", "DISTRAIN_BOARD_SECRET"
 STOP_GRACE_SECONDS = 5.0
 RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs)
 WHOLE_BODY_BYTES = 1 << 20  # an answer up to this size is relayed at once, a larger one chunk by chunk
@@ -219,7 +219,7 @@ class TensorBoards:
     async def _loaded(self, board: Board, job: str, logdir: Path) -> None:
         """Wait until the board lists the job's runs, if it has event files: a page opened at once shows
         them, as a board started for the job alone would."""
-        if not await asyncio.to_thread(lambda: next(logdir.rglob("*tfevents*"), None)):
+        if not await in_thread(lambda: next(logdir.rglob("*tfevents*"), None)):
             return  # nothing to load yet: its runs appear at a reload, as they are written
         deadline = time.monotonic() + 3 * RELOAD_SECONDS + 5
         try:
@@ -270,7 +270,7 @@ class TensorBoards:
             try:
                 shown = {job for job, _ in self.targets} | set(self.board.jobs if self.board else ())
                 for job in shown:
-                    if not await asyncio.to_thread(self.manager.exists, job):
+                    if not await in_thread(self.manager.exists, job):
                         self.log.info("TensorBoard: job %s was deleted", job)
                         await self.stop(job)
                 board = self.board

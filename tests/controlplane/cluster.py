@@ -620,15 +620,26 @@ class ControlPlane:
 
     def run_here(self, core, pod, **popen) -> subprocess.Popen:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
-        environment, `python` being this interpreter, and /output being its volume's directory here (a
-        hostPath, or the hostPath of the PersistentVolume bound to its claim). `popen` goes to subprocess.Popen."""
+        environment (its values, and its Secrets' keys), `python` being this interpreter, and /output being its volume's
+        directory here (a hostPath, or the hostPath of the PersistentVolume bound to its claim). `popen` goes to
+        subprocess.Popen."""
         container = pod.spec.containers[0]
         python, *args = [part.replace("/output", str(self._output_here(core, pod))) for part in container.command]
         assert python == "python"
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
-               **{e.name: e.value for e in container.env or [] if e.value is not None}, **popen.pop("env", {})}
+               **{e.name: value for e in container.env or [] if (value := self._env_value(core, pod, e)) is not None},
+               **popen.pop("env", {})}
         env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
         return subprocess.Popen([sys.executable, *args], env=env, **popen)
+
+    @staticmethod
+    def _env_value(core, pod, variable) -> str | None:
+        """A variable's value, or from a Secret's key; None from other sources (the pod's fields)."""
+        if variable.value_from is None or variable.value_from.secret_key_ref is None:
+            return variable.value
+        key = variable.value_from.secret_key_ref
+        secret = core.read_namespaced_secret(key.name, pod.metadata.namespace)
+        return base64.b64decode(secret.data[key.key]).decode()
 
     @staticmethod
     def _output_here(core, pod) -> Path | str:
