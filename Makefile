@@ -8,7 +8,7 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo )
 CHROMIUM := /usr/bin/chromium
 
-.PHONY: install run test
+.PHONY: install run test real-node-packages
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,13 +17,19 @@ $(BIN)/python:
 $(CHROMIUM):  # the browser the panel's tests drive (Playwright cannot download one here)
 	$(SUDO)apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -qq chromium
 
+# the real node's parts (tests/controlplane/realnode.py): the container runtime, the pods' network, the images' tools
+REAL_NODE_PACKAGES := containerd runc containernetworking-plugins debootstrap umoci socat
+real-node-packages:
+	dpkg -s $(REAL_NODE_PACKAGES) >/dev/null 2>&1 || ($(SUDO)apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -qq --no-install-recommends $(REAL_NODE_PACKAGES))
+
 install: $(BIN)/python
 	$(BIN)/pip install --quiet ".[test,examples]"
 
 run: install
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples
 
-test: install $(CHROMIUM)
+test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
 	$(BIN)/pytest

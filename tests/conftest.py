@@ -270,44 +270,72 @@ def copy_example(name: str, dest: Path) -> Path:
     return target
 
 
+def furnish(plane) -> None:
+    """Namespace `training` (enforcing Pod Security "baseline"), the volumes `distrain-outputs` and `datasets`
+    (directories here), and the README's RBAC bound to the restricted user."""
+    from controlplane.cluster import NAMESPACE, RESTRICTED
+
+    # every pod the tests make passes the Pod Security Standard "baseline", or is refused
+    plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+    for claim in ("distrain-outputs", "datasets"):
+        (plane.dir / "volumes" / claim).mkdir(parents=True, exist_ok=True)
+        plane.create(
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": claim},
+             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                      "hostPath": {"path": str(plane.dir / "volumes" / claim)},
+                      "claimRef": {"namespace": NAMESPACE, "name": claim}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": NAMESPACE},
+             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                      "volumeName": claim, "storageClassName": ""}},
+        )
+    rbac = (REPO / "jupyter_distrain" / "rbac.yaml").read_text().replace("NAMESPACE", NAMESPACE)
+    for doc in yaml.safe_load_all(rbac):
+        for subject in doc.get("subjects", []):  # the restricted user stands in for the service account
+            subject.clear()
+            subject.update(kind="User", name=RESTRICTED, apiGroup="rbac.authorization.k8s.io")
+        plane.create(doc)
+
+
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory):
-    """A real Kubernetes control plane (tests/controlplane): namespace `training` (enforcing Pod Security
-    "baseline"), a CPU node and two 2-GPU nodes, the volumes `distrain-outputs` and `datasets`, and the
-    README's RBAC bound to the restricted user. Nothing of it outlives the session."""
-    from controlplane.cluster import NAMESPACE, RESTRICTED, ControlPlane
+    """A real Kubernetes control plane (tests/controlplane), furnished (`furnish`), with kwok's nodes: a CPU
+    node and two 2-GPU nodes. Nothing of it outlives the session."""
+    from controlplane.cluster import ControlPlane
 
     plane = ControlPlane(tmp_path_factory.mktemp("kubernetes"))
     plane.start()
     try:
-        # every pod the tests make passes the Pod Security Standard "baseline", or is refused
-        plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+        furnish(plane)
         plane.add_node("cpu-0")
         plane.add_node("gpu-0", gpus=2)
         plane.add_node("gpu-1", gpus=2)
-        for claim in ("distrain-outputs", "datasets"):
-            plane.create(
-                {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": claim},
-                 "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                          "hostPath": {"path": str(plane.dir / "volumes" / claim)},
-                          "claimRef": {"namespace": NAMESPACE, "name": claim}}},
-                {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": NAMESPACE},
-                 "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
-                          "volumeName": claim, "storageClassName": ""}},
-            )
-        rbac = (REPO / "jupyter_distrain" / "rbac.yaml").read_text().replace("NAMESPACE", NAMESPACE)
-        for doc in yaml.safe_load_all(rbac):
-            for subject in doc.get("subjects", []):  # the restricted user stands in for the service account
-                subject.clear()
-                subject.update(kind="User", name=RESTRICTED, apiGroup="rbac.authorization.k8s.io")
-            plane.create(doc)
         plane.wait_nodes_ready(3)
         yield plane
     finally:
         processes = list(plane.processes.values())
         plane.stop()
         assert all(p.poll() is not None for p in processes)
+
+
+@pytest.fixture(scope="session")
+def real_cluster(tmp_path_factory):
+    """The control plane with a real node instead of kwok (tests/controlplane/realnode.py), furnished likewise:
+    pods run as containers, in a network namespace of their own. Nothing of it outlives the session: no
+    process, mount, cgroup or namespace."""
+    from controlplane import realnode
+    from controlplane.cluster import ControlPlane
+
+    plane = ControlPlane(tmp_path_factory.mktemp("real-node"), real_node=True)
+    plane.start()
+    try:
+        furnish(plane)
+        yield plane
+    finally:
+        processes = list(plane.processes.values())
+        plane.stop()
+        assert all(p.poll() is not None for p in processes)
+        assert realnode.traces() == []
 
 
 SHOW = "for f in $(ls -A | sort); do [ -f $f ] && printf '%s: %s\\n' $f \"$(head -n 1 $f)\"; done"

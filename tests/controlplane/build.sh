@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test control plane from the pinned Go modules beside this script into ./bin, which git
-# ignores: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok (kube/), and the
-# in-cluster training engines with their CRDs: JobSet (jobset/), Kubeflow's Training Operator
-# (kubeflow/) and the Kueue job queue (kueue/). Each part is rebuilt only when its pins, its sources or this script change.
+# ignores: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the real node's kubelet
+# (kube/), the real node's CoreDNS (coredns/) and pause container (pause/), and the in-cluster training
+# engines with their CRDs: JobSet (jobset/), Kubeflow's Training Operator (kubeflow/) and the Kueue job
+# queue (kueue/). Each part is rebuilt only when its pins, its sources or this script change.
 set -euo pipefail
 shopt -s nullglob
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,7 +31,7 @@ kube() {
   go build -trimpath -o "$bin/" -ldflags "-X k8s.io/component-base/version.gitVersion=$version \
     -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler sigs.k8s.io/kwok/cmd/kwok
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok
   # kwok's own node stages (Ready, heartbeat) and the Logs resource, from the pinned module
   kwok=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
   mkdir -p "$bin/stages"
@@ -39,6 +40,8 @@ kube() {
   cp "$kwok/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" "$bin/"
 }
 build kube kube
+build coredns go build -trimpath -o "$bin/coredns" .
+build pause go build -trimpath -o "$bin/pause" .
 
 # the JobSet controller (its webhooks are registered by cluster.py) and its CRD
 jobset() {

@@ -38,11 +38,13 @@ from pathlib import Path
 import psutil
 import yaml
 
+from . import images, realnode
+
 HERE = Path(__file__).resolve().parent
 BIN = HERE / "bin"
 EXIT_CODE = "test.distrain.jupyter.org/exit-code"
 REASON = "test.distrain.jupyter.org/reason"
-ADMIN, RESTRICTED = "admin", "distrain-jupyter"
+ADMIN, RESTRICTED, NODE = "admin", "distrain-jupyter", "node"
 NAMESPACE = "training"
 COMPONENT = "app.kubernetes.io/component"
 PLAIN_RUN_HERE = ("log-reader", "purger")  # components whose pods' commands the control plane runs here
@@ -220,15 +222,18 @@ def free_port() -> int:
 class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
-    def __init__(self, workdir: Path, engines: bool = True):
+    def __init__(self, workdir: Path, engines: bool = True, real_node: bool = False):
         """`engines=False`: a cluster without JobSet, the Training Operator or Kueue, as a user with namespace
-        rights alone may have."""
+        rights alone may have. `real_node`: a real node (realnode.py) instead of kwok, the whole cluster in its
+        network namespace."""
         self.dir = workdir
         self.engines = engines
+        self.real_node = real_node
+        self.prefix = realnode.IN_NETNS if real_node else []  # what each process runs under
         self.processes: dict[str, subprocess.Popen] = {}
         self.readers = threading.Thread(target=self._run_pods_here, daemon=True, name="pods-run-here")
         self.stopping = threading.Event()
-        self.tokens = {ADMIN: os.urandom(16).hex(), RESTRICTED: os.urandom(16).hex()}
+        self.tokens = {ADMIN: os.urandom(16).hex(), RESTRICTED: os.urandom(16).hex(), NODE: os.urandom(16).hex()}
         self.port = free_port()
         self.url = f"https://127.0.0.1:{self.port}"
 
@@ -239,6 +244,8 @@ class ControlPlane:
         (self.dir / "logs").mkdir(exist_ok=True)
         self._certificates()
         try:
+            if self.real_node:
+                realnode.prepare()
             self._start_etcd()
             self._start_apiserver()
             for user in (ADMIN, RESTRICTED):
@@ -249,8 +256,11 @@ class ControlPlane:
                         "--service-account-private-key-file", str(self.dir / "sa.key"),
                         "--root-ca-file", str(self.dir / "ca.crt"), "--node-monitor-grace-period=60s")
             self._spawn("kube-scheduler", "--kubeconfig", admin, "--leader-elect=false", "--secure-port=0")
-            self._start_kwok()
-            self.readers.start()
+            if self.real_node:
+                self._start_node()
+            else:
+                self._start_kwok()
+                self.readers.start()
             if self.engines:
                 self._start_jobset()
                 self._start_kubeflow()
@@ -278,11 +288,15 @@ class ControlPlane:
         (d / "tokens.csv").write_text(
             f'{self.tokens[ADMIN]},{ADMIN},uid-admin,"system:masters"\n'
             f"{self.tokens[RESTRICTED]},{RESTRICTED},uid-restricted\n"
+            f'{self.tokens[NODE]},system:node:{realnode.NODE},uid-node,"system:nodes"\n'
         )
 
-    def _spawn(self, name: str, *args: str, env: dict | None = None) -> subprocess.Popen:
+    def _spawn(self, name: str, *args: str, env: dict | None = None, program: str = "",
+               here: bool = False) -> subprocess.Popen:
+        """Start `program` (default: bin/`name`) in the cluster's network namespace (with `here`, this machine's)."""
         log = open(self.dir / "logs" / f"{name}.log", "wb")
-        process = subprocess.Popen([str(BIN / name), *args], stdout=log, stderr=subprocess.STDOUT,
+        command = [program or str(BIN / name), *args]
+        process = subprocess.Popen(command if here else [*self.prefix, *command], stdout=log, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, start_new_session=True,
                                    env={**os.environ, **(env or {})})
         log.close()
@@ -323,13 +337,19 @@ class ControlPlane:
                     "--service-account-signing-key-file", str(d / "sa.key"),
                     "--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP",
                     "--cert-dir", str(d / "apiserver-certs"))
-        self._wait("kube-apiserver", lambda: self._http_ok(f"{self.url}/readyz", token=self.tokens[ADMIN]))
+        if self.real_node:  # this machine's loopback to the namespace's, over a Unix socket
+            relay = str(d / "apiserver.sock")
+            self._spawn("relay-in", f"UNIX-LISTEN:{relay},fork", f"TCP:127.0.0.1:{self.port}", program="socat")
+            self._spawn("relay-out", f"TCP-LISTEN:{self.port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{relay}",
+                        program="socat", here=True)
+        self._wait("kube-apiserver", lambda: self._http_ok(f"{self.url}/readyz", self.tokens[ADMIN], here=True))
 
-    def _http_ok(self, url: str, token: str | None = None) -> bool:
+    def _http_ok(self, url: str, token: str | None = None, here: bool = False) -> bool:
+        """Whether `url` answers in the cluster's network namespace (with `here`, this machine's)."""
         command = ["curl", "-sf", "-o", "/dev/null", "--max-time", "2", "--cacert", str(self.dir / "ca.crt"), url]
         if token:
             command += ["-H", f"Authorization: Bearer {token}"]
-        return subprocess.run(command, capture_output=True).returncode == 0
+        return subprocess.run(command if here else [*self.prefix, *command], capture_output=True).returncode == 0
 
     def _write_kubeconfig(self, user: str, token: str | None = None, path: Path | None = None) -> None:
         """A kubeconfig for `user` (with their token, or `token`), at `path` (default: `kubeconfig(user)`)."""
@@ -356,6 +376,23 @@ class ControlPlane:
                     f"--server-address=127.0.0.1:{node_port}", "--enable-crds=Logs",
                     "--tls-cert-file", str(self.dir / "serving.crt"),
                     "--tls-private-key-file", str(self.dir / "serving.key"), "--node-lease-duration-seconds=40")
+
+    def _start_node(self) -> None:
+        """containerd with the tests' images, the kubelet (Ready), and CoreDNS on the node's address."""
+        from kubernetes import client
+
+        self._spawn("containerd", "--config", str(realnode.RUN / "containerd.toml"), program="containerd")
+        self._wait("containerd", realnode.SOCKET.exists)
+        for name in images.IMAGES:
+            realnode.ctr("images", "import", "--base-name", name.rpartition(":")[0], str(images.image(name)))
+        self._write_kubeconfig("node", token=self.tokens[NODE], path=self.dir / "node.kubeconfig")
+        self._spawn("kubelet", "--config", str(realnode.RUN / "kubelet.yaml"),
+                    "--kubeconfig", str(self.dir / "node.kubeconfig"), "--root-dir", str(realnode.RUN / "kubelet"),
+                    "--cert-dir", str(realnode.RUN / "kubelet" / "pki"),
+                    "--hostname-override", realnode.NODE, "--node-ip", realnode.NODE_IP)
+        self.wait_nodes_ready(1, process="kubelet")
+        (self.dir / "Corefile").write_text(realnode.COREFILE.format(kubeconfig=self.kubeconfig(ADMIN)))
+        self._spawn("coredns", "-conf", str(self.dir / "Corefile"))
 
     def _crd_established(self, name: str) -> bool:
         from kubernetes import client
@@ -531,7 +568,7 @@ class ControlPlane:
                     "spec": {"taints": taints or []},
                     "status": {"capacity": capacity, "allocatable": capacity}})
 
-    def wait_nodes_ready(self, count: int, timeout: float = 60) -> None:
+    def wait_nodes_ready(self, count: int, timeout: float = 60, process: str = "kwok") -> None:
         from kubernetes import client
 
         def ready() -> bool:
@@ -540,7 +577,7 @@ class ControlPlane:
             return sum(any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
                        for n in nodes) >= count
 
-        self._wait("kwok", ready, timeout)
+        self._wait(process, ready, timeout)
 
     def write_log(self, pod: str, *lines: str) -> None:
         """Append lines to the file kwok serves as `pod`'s log (CRI log format), whatever its container's
@@ -658,7 +695,8 @@ class ControlPlane:
         return directory / (mount.sub_path or "")
 
     def stop(self) -> None:
-        """Stop every process (kwok first, etcd last) and remove the working directory."""
+        """Stop every process (kwok or the node first, etcd last), remove the real node, and remove the working
+        directory."""
         self.stopping.set()
         if self.readers.is_alive():
             self.readers.join()
@@ -672,4 +710,6 @@ class ControlPlane:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
         self.processes.clear()
+        if self.real_node:
+            realnode.clean()
         shutil.rmtree(self.dir, ignore_errors=True)

@@ -1,0 +1,3 @@
+module jupyter-distrain/controlplane/pause
+
+go 1.26.0
