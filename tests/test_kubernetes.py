@@ -585,7 +585,8 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
     wait(lambda: not pods_of(admin, "outlived"), "the chief's pod is gone, its pods/log with it")
 
-    volume = own_outputs(control_plane) / "outlived" / ".distrain" / "logs" / "1"
+    uid = admin.read_namespaced_config_map("outlived", NAMESPACE).metadata.uid
+    volume = own_outputs(control_plane) / "outlived" / ".distrain" / "logs" / uid / "1"
     written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
                (volume / "chief-0.log").read_bytes().splitlines()]
     (_, report), *written = written  # first what the replica's Python has, which the server keeps apart
@@ -604,7 +605,7 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     finally:
         second.delete("outlived")
         second.close()
-        shutil.rmtree(volume.parents[2])
+        shutil.rmtree(volume.parents[3])
 
 
 def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin, tmp_path):
@@ -680,7 +681,7 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
             "task": {"type": "worker", "index": 1}, "environment": "cloud"}
         assert json.loads(env["DISTRAIN_CLUSTER"]) == json.loads(env["TF_CONFIG"])["cluster"]
         command = pod.spec.containers[0].command
-        assert command[3] == "/output/.distrain/logs/1/worker-$(DISTRAIN_INDEX).log"  # the kubelet expands it
+        assert command[3] == "/output/.distrain/logs/UID/1/worker-$(DISTRAIN_INDEX).log"  # the kubelet expands it
         exported = branch_env(pod)
         assert (exported["DISTRAIN_REPLICA"], exported["DISTRAIN_SHARD_INDEX"]) == ("worker-1", "2")
     finally:

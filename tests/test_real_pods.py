@@ -119,8 +119,9 @@ time.sleep(5)  # while the other asks
 
 def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, admin, tmp_path):
     """Submitted with the CLI as a user would, on the JobSet engine: two replicas reach each other by their
-    cluster names, log to pods/log and to the output volume, and Succeed; deleted, the job leaves no
-    container running."""
+    cluster names, log to pods/log and to the output volume, and Succeed; their image shows as a local one.
+    Deleted with its output kept and made again under its name, the job starts with none of the old lines.
+    Deleted, it leaves no container running."""
     config = tmp_path / "jupyter-config"
     config.mkdir()
     (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
@@ -135,13 +136,23 @@ def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, adm
     (tmp_path / "distrain.yaml").write_text(yaml.safe_dump(spec))
     cli("submit", "-f", str(tmp_path / "distrain.yaml"))
     try:
-        job = cli.wait("hello", timeout=300)
+        job = cli.wait("hello", timeout=240)
         assert (job["phase"], job["engine"]) == ("Succeeded", "jobset"), job
         logs = cli("logs", "hello").stdout
         assert "[worker-0] worker-0 heard worker-1" in logs and "[worker-1] worker-1 heard worker-0" in logs
+        uid = admin.read_namespaced_config_map("hello", NAMESPACE).metadata.uid
         copy = (real_cluster.dir / "volumes" / "distrain-outputs" / storage.OWNERS / storage.owner_dir(current_owner())
-                / "hello" / ".distrain" / "logs" / "1" / "worker-1.log")
+                / "hello" / ".distrain" / "logs" / uid / "1" / "worker-1.log")
         assert "worker-1 heard worker-0" in copy.read_text()  # the pod's own copy, on the volume
+        [image] = job["provenance"]["image_digests"]  # imported here: no registry's digest
+        assert image.startswith(f"{PYTHON_IMAGE} (a local image, sha256:") and "@" not in image
+
+        cli("delete", "hello")  # its output kept
+        again = {**spec, "replicas": {"worker": {}}, "command": "python -c 'print(\"the second hello\")'"}
+        (tmp_path / "distrain.yaml").write_text(yaml.safe_dump(again))
+        cli("submit", "-f", str(tmp_path / "distrain.yaml"))
+        assert cli.wait("hello", timeout=240)["phase"] == "Succeeded"
+        assert cli("logs", "hello").stdout.splitlines() == ["[worker-0] the second hello"]
     finally:
         cli("delete", "hello")
     wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items and not running_containers(),

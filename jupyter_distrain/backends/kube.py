@@ -202,7 +202,9 @@ class KubeBackend:
         return self._log_dir(name, logs.run_of(name, run, current_run(self._root(name))))
 
     def _log_dir(self, name: str, run: int) -> Path:
-        return self.root / name / "logs" / str(run)
+        """Under the job's uid: a job made under the name of a deleted one starts with none of its lines, whichever
+        process copied them."""
+        return self.root / name / self._root(name).metadata.uid / "logs" / str(run)
 
     def tensorboard(self, spec: dict, replica: str | None = None) -> ClusterTensorBoard:
         """The job's one TensorBoard (a replica is one of its runs)."""

@@ -312,8 +312,8 @@ def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
     state["node"] = pod.spec.node_name
     status = pod.status
     main = next((c for c in status.container_statuses or [] if c.name == pod.spec.containers[0].name), None)
-    if main and main.image_id:  # the image's digest, as the kubelet pulled it
-        state["image_id"] = main.image_id
+    if main and main.image_id:  # the image's digest, as the kubelet pulled it; an image put on the node has none
+        state["image_id"] = main.image_id if "@" in main.image_id else f"{main.image} (a local image, {main.image_id})"
     if status.phase == "Pending":
         state.update(phase=str(Phase.PENDING), **pending_reason(pod))
     elif status.phase == "Running":

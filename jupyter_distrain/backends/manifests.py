@@ -101,7 +101,7 @@ TEE_PROGRAM = (Path(__file__).parent / "cluster_logtee.py").read_text()
 READER_PROGRAM = (Path(__file__).parent / "cluster_logreader.py").read_text()
 HOLDS_OUTPUTS = f"{GROUP}/holds-outputs"  # a claim's label: owners' outputs are in its owners/ directory
 RESUME = "resume.json"  # in a job's ConfigMap: the volume and directory it resumes from (mounted at /resume)
-VOLUME_LOGS = ".distrain/logs"  # in the output volume: <run>/<replica>.log, written by each replica's pod
+VOLUME_LOGS = ".distrain/logs"  # in the output volume: <job's uid>/<run>/<replica>.log (volume_logs)
 LOG_READER_PORT = 8080
 LOG_FILE = re.compile(r"[a-z]+-[0-9]+\.log")  # a replica's log file: <role>-<index>.log
 
@@ -326,7 +326,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
     env: list[dict] = [{"name": k, "value": v} for k, v in sorted(shared.items())]
     if len(programs) == 1:
         script = f"exec /bin/sh -c {shlex.quote(programs[0][1])}"
-        log = f"/output/{VOLUME_LOGS}/{run}/{replica_name(role, indices[0])}.log"
+        log = f"{volume_logs(root)}/{run}/{replica_name(role, indices[0])}.log"
     else:
         env.append({"name": "DISTRAIN_INDEX",
                     "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{KUBEFLOW_INDEX}']"}}})
@@ -336,7 +336,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
                     for index, own_env, (_, command) in zip(indices, envs, programs)]
         script = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
                             '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
-        log = f"/output/{VOLUME_LOGS}/{run}/{role}-$(DISTRAIN_INDEX).log"
+        log = f"{volume_logs(root)}/{run}/{role}-$(DISTRAIN_INDEX).log"
     volumes, mounts = _volumes(spec, settings, root)
     main = {
         "name": kubeflow.container if kubeflow else "main",
@@ -697,12 +697,19 @@ def volume_pod(spec: dict, settings: Distrain, owner: dict, name: str, component
                              "activeDeadlineSeconds": 600}, settings)}
 
 
+def volume_logs(root: dict) -> str:
+    """Where the replicas write their log files on the job's output volume, a directory per job (its ConfigMap's
+    uid; UID where it is not made yet), so a job made under the name of one deleted with its output kept
+    starts with none of the old one's lines."""
+    return f"/output/{VOLUME_LOGS}/{root['metadata'].get('uid', 'UID')}"
+
+
 def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
     """A pod serving, read-only, the log files the job's replicas wrote to its output volume
     (cluster_logreader.py)."""
     container = {
         "name": "reader",
-        "command": ["python", "-c", READER_PROGRAM, f"/output/{VOLUME_LOGS}", str(LOG_READER_PORT)],
+        "command": ["python", "-c", READER_PROGRAM, volume_logs(owner), str(LOG_READER_PORT)],
         "ports": [{"name": "http", "containerPort": LOG_READER_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": LOG_READER_PORT}, "periodSeconds": 1},
     }
