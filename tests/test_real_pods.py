@@ -53,7 +53,34 @@ def admin(real_cluster):
         yield client.CoreV1Api(api)
 
 
+@pytest.fixture
+def cli(real_cluster, tmp_path) -> CLI:
+    """The `distrain` CLI on the real node's cluster, configured as a server's terminal is."""
+    config = tmp_path / "jupyter-config"
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
+        "backend": "kubernetes", "namespace": NAMESPACE, "kubeconfig": str(real_cluster.kubeconfig(RESTRICTED)),
+        "default_images": {"python": PYTHON_IMAGE, "tensorflow": PYTHON_IMAGE}}}))
+    cli = CLI(tmp_path / "home", tmp_path)
+    cli.env.update(JUPYTER_CONFIG_DIR=str(config), DISTRAIN_BACKEND="kubernetes")
+    return cli
+
+
+def submit(cli: CLI, spec: dict) -> None:
+    path = cli.cwd / f"{spec['name']}.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    cli("submit", "-f", str(path))
+
+
+def python(program: str) -> str:
+    """A command running `program` with the image's Python (the jobs here have no code of their own)."""
+    return f"python -c 'import base64; exec(base64.b64decode(\"{base64.b64encode(program.encode()).decode()}\"))'"
+
+
 def test_a_pod_reaches_the_cluster_and_nothing_outside_it(real_cluster, admin):
+    """A pod resolves the cluster's names and no others, and reaches no address outside the node's network
+    namespace (this machine's own included), whose only route is the pods' subnet and whose only links are
+    its loopback, the bridge and the pods' ends."""
     probe = f"""
 import socket
 
@@ -85,8 +112,8 @@ for host in ("192.0.2.1", "8.8.8.8", "{HOST_IP}"):
         assert lines[0].split() == ["10.0.0.1", "unresolved", "unresolved"]  # the cluster's names only
         # refused by the node's namespace, which routes nowhere else (past the kernel's rate of ICMP answers,
         # the packet is dropped unanswered)
-        assert [line.split(" ", 1) for line in lines[1:]] == [
-            [host, ANY_OF("[Errno 101] Network is unreachable", "timed out")] for host in ("192.0.2.1", "8.8.8.8", HOST_IP)]
+        refused = ANY_OF("[Errno 101] Network is unreachable", "timed out")
+        assert [line.split(" ", 1) for line in lines[1:]] == [[host, refused] for host in ("192.0.2.1", "8.8.8.8", HOST_IP)]
         routes = realnode.in_netns("ip", "-o", "route", text=True).stdout.splitlines()
         assert [route.split()[0] for route in routes] == [realnode.POD_SUBNET]
         links = realnode.in_netns("ip", "-o", "link", text=True).stdout.splitlines()
@@ -117,24 +144,14 @@ time.sleep(5)  # while the other asks
 """
 
 
-def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, admin, tmp_path):
+def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, admin, cli):
     """Submitted with the CLI as a user would, on the JobSet engine: two replicas reach each other by their
     cluster names, log to pods/log and to the output volume, and Succeed; their image shows as a local one.
     Deleted with its output kept and made again under its name, the job starts with none of the old lines.
     Deleted, it leaves no container running."""
-    config = tmp_path / "jupyter-config"
-    config.mkdir()
-    (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
-        "backend": "kubernetes", "namespace": NAMESPACE, "kubeconfig": str(real_cluster.kubeconfig(RESTRICTED)),
-        "default_images": {"python": PYTHON_IMAGE}}}))
-    cli = CLI(tmp_path / "home", tmp_path)
-    cli.env.update(JUPYTER_CONFIG_DIR=str(config), DISTRAIN_BACKEND="kubernetes")
-    program = base64.b64encode(GREET.encode()).decode()
     spec = {"name": "hello", "framework": "python", "replicas": {"worker": {"count": 2}},
-            "policy": {"success": "all-workers"},
-            "command": f"python -c 'import base64; exec(base64.b64decode(\"{program}\"))'"}
-    (tmp_path / "distrain.yaml").write_text(yaml.safe_dump(spec))
-    cli("submit", "-f", str(tmp_path / "distrain.yaml"))
+            "policy": {"success": "all-workers"}, "command": python(GREET)}
+    submit(cli, spec)
     try:
         job = cli.wait("hello", timeout=240)
         assert (job["phase"], job["engine"]) == ("Succeeded", "jobset"), job
@@ -148,12 +165,66 @@ def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, adm
         assert image.startswith(f"{PYTHON_IMAGE} (a local image, sha256:") and "@" not in image
 
         cli("delete", "hello")  # its output kept
-        again = {**spec, "replicas": {"worker": {}}, "command": "python -c 'print(\"the second hello\")'"}
-        (tmp_path / "distrain.yaml").write_text(yaml.safe_dump(again))
-        cli("submit", "-f", str(tmp_path / "distrain.yaml"))
+        submit(cli, {**spec, "replicas": {"worker": {}}, "command": "python -c 'print(\"the second hello\")'"})
         assert cli.wait("hello", timeout=240)["phase"] == "Succeeded"
         assert cli("logs", "hello").stdout.splitlines() == ["[worker-0] the second hello"]
     finally:
         cli("delete", "hello")
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items and not running_containers(),
+         "the job's containers gone")
+
+
+# the chief fails its job's first run (exit 3); every other replica, and the chief of a later run, runs on
+FAIL_ONCE = """
+import os, sys, time
+failed = os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "failed-once")
+if os.environ["DISTRAIN_REPLICA"] == "chief-0" and not os.path.exists(failed):
+    time.sleep(3)
+    open(failed, "w").close()
+    sys.exit(3)
+time.sleep(600)
+"""
+
+
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_none(admin, cli, engine):
+    """The chief exits 3: the job Fails with exit code 3 and the runtime runs none of its containers. Restarted,
+    it runs again (run 2); stopped, nothing of it runs; deleted, no pod is left."""
+    cli.env["DISTRAIN_KUBERNETES_ENGINE"] = engine
+    spec = {"name": f"chief-{engine}", "framework": "tensorflow", "replicas": {"chief": {}, "worker": {"count": 2}},
+            "command": python(FAIL_ONCE)}
+    name = spec["name"]
+    submit(cli, spec)
+    try:
+        job = cli.wait(name, timeout=240)
+        assert (job["phase"], job["exit_code"], job["engine"]) == ("Failed", 3, engine), job
+        wait(lambda: not running_containers(), "no container of the failed job runs")
+        cli("restart", name)
+        wait(lambda: (j := cli.json("get", name))["run"] == 2 and j["replica_phases"].get("Running") == 3,
+             "the restarted job runs")
+        assert len(running_containers()) >= 3
+        cli("stop", name)
+        assert cli.json("get", name)["phase"] == "Stopped"
+        wait(lambda: not running_containers(), "no container of the stopped job runs")
+    finally:
+        cli("delete", name)
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items, "the job's pods gone")
+
+
+def test_a_replica_over_its_memory_is_oom_killed_by_the_kernel_and_restarted_as_asked(admin, cli):
+    """A worker allocating past its memory limit is killed by the kernel (the cgroup's OOM killer): reported
+    OOMKilled, restarted once as its policy asks (a signal's exit code), then the job Fails with 137."""
+    spec = {"name": "greedy", "framework": "python",
+            "replicas": {"worker": {"resources": {"memory": "64Mi"}}},
+            "policy": {"restart": "exit-code", "max_restarts": 1},
+            "command": python("import time\nhoard = bytearray(256 * 2 ** 20)\ntime.sleep(60)")}
+    submit(cli, spec)
+    try:
+        job = cli.wait("greedy", timeout=240)
+        [worker] = job["replicas"]
+        assert (job["phase"], job["exit_code"], worker["reason"], worker["restarts"]) == \
+            ("Failed", 137, "OOMKilled", 1), job
+    finally:
+        cli("delete", "greedy")
     wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items and not running_containers(),
          "the job's containers gone")

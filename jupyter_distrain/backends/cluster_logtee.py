@@ -2,8 +2,8 @@
 (`python -c <this file> LOG COMMAND...`): every line the command prints, stdout and stderr, is stamped
 with the time (UTC, microseconds, strictly increasing) and written both to the container's output, which
 pods/log serves, and to LOG on the job's output volume, so the lines outlive the pod. Both copies carry
-the same stamp, so a reader merges them with neither loss nor duplicates. Signals are passed on to the
-command; its exit code is this program's (128 + N when signal N ended it), as a shell would report it.
+the same stamp, so a reader merges them with neither loss nor duplicates. Signals are passed on to every
+process of the command; its exit code is this program's (128 + N when signal N ended it), as a shell would report it.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
 import os
@@ -45,11 +45,20 @@ class Stamper:
                 self.write([f"distrain: the copy of this log on the output volume stops here: {e}".encode()])
 
 
+def forward(child, signum):
+    try:
+        os.killpg(child.pid, signum)
+    except ProcessLookupError:  # the command ended meanwhile
+        pass
+
+
 def main():
     stamper = Stamper(sys.argv[1])
-    child = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    # the command's processes in a group of their own, each told of a signal (the shell running the command
+    # may not pass it on): a stopped pod's training ends at once, not when the kubelet's grace runs out
+    child = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     for signum in FORWARDED:
-        signal.signal(signum, lambda number, frame: child.send_signal(number))
+        signal.signal(signum, lambda number, frame: forward(child, number))
     partial = b""
     while True:
         chunk = os.read(child.stdout.fileno(), 64 * 1024)

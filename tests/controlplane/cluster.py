@@ -15,6 +15,9 @@ here while the pod lives, as a kubelet would, with /output being its volume's di
 (component `sweeper`) is run here likewise, and so is the janitor's (component `janitor`), each with a
 token of its service account (the TokenRequest API, bound to the pod) in its kubeconfig. When any of
 these processes exits, its pod ends with its exit code.
+
+With `real_node`, a real node (realnode.py) replaces kwok: pods run as containers, and the whole cluster runs
+in that node's network namespace, its API server relayed to this machine's loopback at the same port.
 """
 
 from __future__ import annotations
@@ -296,8 +299,8 @@ class ControlPlane:
         """Start `program` (default: bin/`name`) in the cluster's network namespace (with `here`, this machine's)."""
         log = open(self.dir / "logs" / f"{name}.log", "wb")
         command = [program or str(BIN / name), *args]
-        process = subprocess.Popen(command if here else [*self.prefix, *command], stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, start_new_session=True,
+        process = subprocess.Popen(command if here else [*self.prefix, *command], stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                                    env={**os.environ, **(env or {})})
         log.close()
         self.processes[name] = process
@@ -379,13 +382,11 @@ class ControlPlane:
 
     def _start_node(self) -> None:
         """containerd with the tests' images, the kubelet (Ready), and CoreDNS on the node's address."""
-        from kubernetes import client
-
         self._spawn("containerd", "--config", str(realnode.RUN / "containerd.toml"), program="containerd")
         self._wait("containerd", realnode.SOCKET.exists)
         for name in images.IMAGES:
             realnode.ctr("images", "import", "--base-name", name.rpartition(":")[0], str(images.image(name)))
-        self._write_kubeconfig("node", token=self.tokens[NODE], path=self.dir / "node.kubeconfig")
+        self._write_kubeconfig(NODE, path=self.dir / "node.kubeconfig")
         self._spawn("kubelet", "--config", str(realnode.RUN / "kubelet.yaml"),
                     "--kubeconfig", str(self.dir / "node.kubeconfig"), "--root-dir", str(realnode.RUN / "kubelet"),
                     "--cert-dir", str(realnode.RUN / "kubelet" / "pki"),

@@ -20,6 +20,7 @@ MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
 BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "git", "ca-certificates")
 PYTHON_IMAGE = "distrain.test/python:3.11"  # Python 3.11, pip and git: the jobs' image and the code fetcher's
+PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # what holds each pod's namespaces
 
 
 def pause(rootfs: Path) -> None:
@@ -44,7 +45,7 @@ def mounts_under(directory: Path) -> list[str]:
 
 # name: (how its root file system is made, what else it is made of, its entrypoint)
 IMAGES: dict[str, tuple[Callable[[Path], None], list[str], list[str]]] = {
-    "registry.k8s.io/pause:3.10": (pause, [str(BIN / "pause")], ["/pause"]),
+    PAUSE_IMAGE: (pause, [str(BIN / "pause")], ["/pause"]),
     PYTHON_IMAGE: (python, [MIRROR, SUITE, *BASE_PACKAGES], []),
 }
 

@@ -16,11 +16,13 @@ import os
 import shutil
 import signal
 import subprocess
-import time
+from contextlib import suppress
 from pathlib import Path
 
 import psutil
 import yaml
+
+from .images import PAUSE_IMAGE
 
 NETNS = "distrain-node"
 IN_NETNS = ["nsenter", f"--net=/run/netns/{NETNS}"]
@@ -30,7 +32,7 @@ RUN = Path("/var/lib/distrain-node")  # containerd's root and state, the kubelet
 CGROUP = "distrain-node"  # in every cgroup v1 hierarchy: the kubelet's cgroupRoot
 CGROUPS = Path("/sys/fs/cgroup")
 SOCKET = RUN / "containerd" / "containerd.sock"
-PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+GONE = (OSError, psutil.Error)  # what a process, file or cgroup that went meanwhile raises
 
 
 def in_netns(*command: str, **run) -> subprocess.CompletedProcess:
@@ -43,7 +45,7 @@ def clean() -> None:
     for process in psutil.process_iter(["pid", "cmdline"]):
         cmdline = " ".join(process.info["cmdline"] or [])
         if str(RUN) in cmdline or _in_our_netns(process.info["pid"]):
-            with _gone():
+            with suppress(*GONE):
                 process.send_signal(signal.SIGKILL)
     psutil.wait_procs([p for p in psutil.process_iter() if str(RUN) in " ".join(_cmdline(p))], timeout=10)
     mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
@@ -55,7 +57,7 @@ def clean() -> None:
             for directory in sorted(root.rglob("*"), key=lambda p: len(p.parts), reverse=True) + [root]:
                 if directory.is_dir():
                     _kill_cgroup(directory)
-                    with _gone():
+                    with suppress(*GONE):
                         directory.rmdir()
     shutil.rmtree(RUN, ignore_errors=True)
     if Path(f"/run/netns/{NETNS}").exists():
@@ -63,7 +65,7 @@ def clean() -> None:
     for trace in outside_run():
         trace.unlink()
     for directory in OUTSIDE_RUN:  # each made by the node if it was missing; gone if it holds nothing else
-        with _gone():
+        with suppress(*GONE):
             directory.rmdir()
 
 
@@ -88,7 +90,7 @@ def traces() -> list[str]:
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
-    with _gone():
+    with suppress(*GONE):
         return process.cmdline()
     return []
 
@@ -104,18 +106,8 @@ def _kill_cgroup(directory: Path) -> None:
     procs = directory / "cgroup.procs"
     if procs.exists():
         for pid in procs.read_text().split():
-            with _gone():
+            with suppress(*GONE):
                 os.kill(int(pid), signal.SIGKILL)
-
-
-class _gone:
-    """Suppresses what a process, file or cgroup that went meanwhile raises."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind, error, traceback) -> bool:
-        return kind is not None and issubclass(kind, (OSError, psutil.Error))
 
 
 def make_namespace() -> None:
@@ -212,11 +204,3 @@ def prepare() -> None:
 def ctr(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ctr", "--address", str(SOCKET), "--namespace", "k8s.io", *args], check=True,
                           capture_output=True, text=True)
-
-
-def wait_for(condition, what: str, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the real node: {what} not after {timeout} s")
-        time.sleep(0.2)
