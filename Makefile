@@ -32,4 +32,4 @@ run: install
 test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup  # two workers: the real node's tests, and the rest

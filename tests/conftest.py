@@ -17,6 +17,14 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Two groups for `pytest -n 2 --dist loadgroup` (`make test`): the real node's tests, mostly waiting on
+    pods, run on one worker while the rest run on the other; each worker starts only its own cluster."""
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group("real-node" if item.get_closest_marker("real_pods") else "rest"))
+
+
 def distrain_command() -> list[str]:
     script = Path(sys.executable).with_name("distrain")
     return [str(script)] if script.exists() else [sys.executable, "-m", "jupyter_distrain.cli"]

@@ -56,9 +56,12 @@ def image(name: str) -> Path:
     digest = hashlib.sha256(Path(__file__).read_bytes())
     for part in inputs:
         digest.update(Path(part).read_bytes() if part.startswith("/") else part.encode())
-    tar = CACHE / f"{name.replace('/', '_').replace(':', '_')}-{digest.hexdigest()[:16]}.tar"
+    stem = name.replace("/", "_").replace(":", "_")
+    tar = CACHE / f"{stem}-{digest.hexdigest()[:16]}.tar"
     if tar.exists():
         return tar
+    for stale in CACHE.glob(f"{stem}-*.tar"):  # built from other inputs
+        stale.unlink()
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
         rootfs, layout, tag = Path(work) / "rootfs", Path(work) / "layout", name.rpartition(":")[2]
