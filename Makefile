@@ -18,7 +18,7 @@ $(CHROMIUM):  # the browser the panel's tests drive (Playwright cannot download 
 	$(SUDO)apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -qq chromium
 
 # the real node's parts (tests/controlplane/realnode.py): the container runtime, the pods' network, the images' tools
-REAL_NODE_PACKAGES := containerd runc containernetworking-plugins debootstrap umoci socat
+REAL_NODE_PACKAGES := containerd runc containernetworking-plugins iptables debootstrap umoci socat
 real-node-packages:
 	dpkg -s $(REAL_NODE_PACKAGES) >/dev/null 2>&1 || ($(SUDO)apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -qq --no-install-recommends $(REAL_NODE_PACKAGES))
@@ -32,4 +32,4 @@ run: install
 test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
-	$(BIN)/pytest -n 2 --dist loadgroup  # two workers: the real node's tests, and the rest
+	$(BIN)/pytest -n 2  # two workers: the real node's tests, and the rest (conftest.py)

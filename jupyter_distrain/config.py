@@ -124,8 +124,9 @@ class Distrain(Configurable):
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
     controller_image = Unicode(config=True,
                                help="Image of this product's own pods in a Kubernetes cluster (a sweep's controller, "
-                                    "the namespace's janitor): one with jupyter-distrain installed. Default: "
-                                    "$JUPYTER_IMAGE (the image of this server, as JupyterHub's KubeSpawner sets it).")
+                                    "the namespace's janitor; the jobs' TensorBoards, where set): one with "
+                                    "jupyter-distrain installed. Default: $JUPYTER_IMAGE (the image of this server, "
+                                    "as JupyterHub's KubeSpawner sets it).")
     janitor_schedule = Unicode("*/10 * * * *", config=True,
                                help="When the Kubernetes namespace's janitor (a CronJob, made with the first job "
                                     "that has a policy.ttl_after_finished) deletes the jobs past that time, whether "

@@ -17,12 +17,25 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+REAL_NODE_TESTS = "tests/test_real_pods.py"  # every test marked real_pods, and only those
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Two groups for `pytest -n 2 --dist loadgroup` (`make test`): the real node's tests, mostly waiting on
-    pods, run on one worker while the rest run on the other; each worker starts only its own cluster."""
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group("real-node" if item.get_closest_marker("real_pods") else "rest"))
+    for item in items:  # as pytest_xdist_make_scheduler has them
+        assert bool(item.get_closest_marker("real_pods")) == item.nodeid.startswith(f"{REAL_NODE_TESTS}::"), \
+            f"{item.nodeid}: the tests marked real_pods are those of {REAL_NODE_TESTS}"
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """`make test` runs `pytest -n 2`: the real node's tests, mostly waiting on pods, on one worker, and the rest
+    on the other, so that each worker starts only its own cluster."""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class RealNodeAndRest(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "real-node" if nodeid.startswith(f"{REAL_NODE_TESTS}::") else "rest"
+
+    return RealNodeAndRest(config, log)
 
 
 def distrain_command() -> list[str]:
@@ -33,14 +46,16 @@ def distrain_command() -> list[str]:
 class CLI:
     """Runs the real `distrain` command in a fresh process, against one storage root."""
 
-    def __init__(self, root: Path, cwd: Path):
+    def __init__(self, root: Path, cwd: Path, prefix: tuple[str, ...] = ()):
+        """`prefix`: what the command runs under (realnode.IN_NETNS, say)."""
         self.root = root
         self.cwd = cwd
+        self.prefix = prefix
         self.env = {**os.environ, "DISTRAIN_HOME": str(root), "NO_COLOR": "1"}
 
     def __call__(self, *args: str, check: bool = True, timeout: float = 300, cwd: Path | None = None,
                  input: str | None = None) -> subprocess.CompletedProcess:
-        result = subprocess.run([*distrain_command(), *args], cwd=cwd or self.cwd, env=self.env, text=True,
+        result = subprocess.run([*self.prefix, *distrain_command(), *args], cwd=cwd or self.cwd, env=self.env, text=True,
                                 capture_output=True, timeout=timeout, input=input)
         if check and result.returncode:
             raise AssertionError(f"distrain {' '.join(args)} exited {result.returncode}:\n"
@@ -361,14 +376,18 @@ def repository_state(repo: Path) -> tuple[str, str, str]:
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    """A clone of a 'remote' (tmp_path / "remote.git") with a commit not pushed, an edited file, a deleted one,
-    a new one and an ignored one; its distrain.yaml runs SHOW, which prints every file's first line."""
-    remote = tmp_path / "remote.git"
-    git(tmp_path, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
-    work = tmp_path / "work"
-    git(tmp_path, "clone", "--quiet", str(remote), str(work))
+    """A clone of a 'remote' (tmp_path / "remote.git"): see `make_checkout`."""
+    return make_checkout(tmp_path / "work", tmp_path / "remote.git")
+
+
+def make_checkout(work: Path, remote: Path, url: str = "") -> Path:
+    """A clone at `work` of a new bare repository `remote` (which jobs clone from `url`, default: its path) with a
+    commit not pushed, an edited file, a deleted one, a new one and an ignored one; its distrain.yaml runs SHOW,
+    which prints every file's first line."""
+    git(work.parent, "init", "--quiet", "--bare", "--initial-branch=main", str(remote))
+    git(work.parent, "clone", "--quiet", str(remote), str(work))
     (work / "distrain.yaml").write_text(yaml.safe_dump(
-        {"name": "mine", "code": {"git": str(remote), "ref": "main"}, "command": SHOW}))
+        {"name": "mine", "code": {"git": url or str(remote), "ref": "main"}, "command": SHOW}))
     (work / "train.py").write_text("print('as pushed')\n")
     (work / "old.py").write_text("print('deleted since')\n")
     (work / ".gitignore").write_text("secret.txt\n")

@@ -1,14 +1,11 @@
 """A private repository over HTTP with basic auth: the password reaches git and nothing else."""
 
-import base64
 import json
-import os
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import githost
 import pytest
 import requests
 from conftest import assert_nothing_left, write_spec
@@ -16,43 +13,6 @@ from conftest import assert_nothing_left, write_spec
 from jupyter_distrain import code
 
 USER, PASSWORD = "alice", "s3cr3t-Pa55word"
-
-
-class GitHTTP(BaseHTTPRequestHandler):
-    """git's smart HTTP protocol through `git http-backend`, behind basic auth."""
-
-    root: Path
-
-    def do_GET(self):
-        self.serve()
-
-    def do_POST(self):
-        self.serve()
-
-    def serve(self):
-        expected = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-        if self.headers.get("Authorization") != expected:
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="git"')
-            self.end_headers()
-            return
-        path, _, query = self.path.partition("?")
-        body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        env = {**os.environ, "GIT_PROJECT_ROOT": str(self.root), "GIT_HTTP_EXPORT_ALL": "1", "PATH_INFO": path,
-               "QUERY_STRING": query, "REQUEST_METHOD": self.command, "REMOTE_USER": USER,
-               "CONTENT_TYPE": self.headers.get("Content-Type", ""), "CONTENT_LENGTH": str(len(body))}
-        out = subprocess.run(["git", "http-backend"], input=body, env=env, capture_output=True).stdout
-        head, _, payload = out.partition(b"\r\n\r\n")
-        headers = dict(line.split(": ", 1) for line in head.decode().split("\r\n") if ": " in line)
-        self.send_response(int(headers.pop("Status", "200").split()[0]))
-        for key, value in headers.items():
-            self.send_header(key, value)
-        self.send_header("Content-Length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, *args):
-        pass
 
 
 @pytest.fixture
@@ -65,9 +25,7 @@ def private_repo(tmp_path):
     subprocess.run([*git, "commit", "-qm", "init"], check=True)
     served = tmp_path / "served"
     subprocess.run(["git", "clone", "-q", "--bare", str(work), str(served / "repo.git")], check=True)
-    handler = type("Handler", (GitHTTP,), {"root": served})
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = githost.serve(served, credentials=(USER, PASSWORD))
     yield f"http://127.0.0.1:{server.server_port}/repo.git"
     server.shutdown()
 

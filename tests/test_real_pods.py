@@ -5,20 +5,31 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import shutil
+import subprocess
+import sys
 import time
+from contextlib import suppress
+from datetime import datetime
+from pathlib import Path
 
+import githost
 import pytest
+import requests
 import yaml
-from conftest import CLI
+from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, write_wheel
 from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
-from controlplane.images import PYTHON_IMAGE
+from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, TENSORFLOW_IMAGE
 from kubernetes import client
 
 from jupyter_distrain import storage
+from jupyter_distrain.backends import manifests
 from jupyter_distrain.backends.base import current_owner
 
-pytestmark = pytest.mark.real_pods
+# the cluster (its images built once per machine) starts untimed; each test has the suite's 300 s
+pytestmark = [pytest.mark.real_pods, pytest.mark.timeout(300, func_only=True)]
 
 
 def wait(condition, what: str, timeout: float = 120):
@@ -41,6 +52,11 @@ class ANY_OF:
         return f"any of {self.values}"
 
 
+def none_left(admin) -> bool:
+    """Whether no pod is left, nor any of their containers (as the runtime says) or mounts."""
+    return not admin.list_namespaced_pod(NAMESPACE).items and not running_containers() and not realnode.pod_mounts()
+
+
 def running_containers() -> list[str]:
     """The tasks containerd runs for the node's pods (their sandboxes included), as the runtime says."""
     tasks = realnode.ctr("tasks", "list").stdout.splitlines()[1:]
@@ -55,15 +71,57 @@ def admin(real_cluster):
 
 @pytest.fixture
 def cli(real_cluster, tmp_path) -> CLI:
-    """The `distrain` CLI on the real node's cluster, configured as a server's terminal is."""
+    """The `distrain` CLI on the real node's cluster, configured as a server's terminal is, and run in the node's
+    network namespace: a user's machine on the cluster's network, which reaches its git host."""
     config = tmp_path / "jupyter-config"
     config.mkdir()
     (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
         "backend": "kubernetes", "namespace": NAMESPACE, "kubeconfig": str(real_cluster.kubeconfig(RESTRICTED)),
-        "default_images": {"python": PYTHON_IMAGE, "tensorflow": PYTHON_IMAGE}}}))
-    cli = CLI(tmp_path / "home", tmp_path)
+        "default_images": {"python": PYTHON_IMAGE, "tensorflow": TENSORFLOW_IMAGE, "paddle": PADDLE_IMAGE},
+        "git_image": PYTHON_IMAGE,
+        "controller_image": PRODUCT_IMAGE}}))
+    cli = CLI(tmp_path / "home", tmp_path, prefix=tuple(realnode.IN_NETNS))
     cli.env.update(JUPYTER_CONFIG_DIR=str(config), DISTRAIN_BACKEND="kubernetes")
     return cli
+
+
+def configure(cli: CLI, **settings) -> None:
+    """Sets `settings` in the Distrain configuration `cli` runs with (as an administrator would)."""
+    path = Path(cli.env["JUPYTER_CONFIG_DIR"]) / "jupyter_server_config.json"
+    config = json.loads(path.read_text())
+    config["Distrain"].update(settings)
+    path.write_text(json.dumps(config))
+
+
+GIT_PORT = 8080  # the git host's, at the node's address
+
+
+@pytest.fixture(scope="module")
+def git_host(real_cluster, tmp_path_factory):
+    """A git host in the node's network namespace, at the node's address, as a cluster's own git server would be:
+    pods clone from it, and the CLI (in the namespace too) pins commits and takes snapshots against it. Yields its
+    root directory (bare repositories, and files it serves as they are) and its URL."""
+    root = tmp_path_factory.mktemp("git-host")
+    url = f"http://{realnode.NODE_IP}:{GIT_PORT}"
+    host = subprocess.Popen([*realnode.IN_NETNS, sys.executable, githost.__file__, str(root), realnode.NODE_IP,
+                             str(GIT_PORT)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait(lambda: subprocess.run([*realnode.IN_NETNS, "curl", "-so", "/dev/null", url]).returncode == 0,
+             "the git host answers", 30)
+        yield root, url
+    finally:
+        host.kill()
+        host.wait()
+
+
+def publish(directory, git_host) -> str:
+    """`directory` committed as the one commit of branch main of a repository on the git host; its URL."""
+    root, url = git_host
+    git(directory, "init", "--quiet", "--initial-branch=main")
+    git(directory, "add", ".")
+    git(directory, "commit", "--quiet", "-m", "published")
+    git(directory, "clone", "--quiet", "--bare", ".", str(root / f"{directory.name}.git"))
+    return f"{url}/{directory.name}.git"
 
 
 def submit(cli: CLI, spec: dict) -> None:
@@ -78,9 +136,9 @@ def python(program: str) -> str:
 
 
 def test_a_pod_reaches_the_cluster_and_nothing_outside_it(real_cluster, admin):
-    """A pod resolves the cluster's names and no others, and reaches no address outside the node's network
-    namespace (this machine's own included), whose only route is the pods' subnet and whose only links are
-    its loopback, the bridge and the pods' ends."""
+    """A pod resolves the cluster's names and no others, reaches the API server at the `kubernetes` Service, and
+    reaches no address outside the node's network namespace (this machine's own included), whose only route is
+    the pods' subnet and whose only links are its loopback, the bridge and the pods' ends."""
     probe = f"""
 import socket
 
@@ -98,6 +156,7 @@ def reach(host, port):
         return str(e)
 
 print(resolve("kubernetes.default.svc.cluster.local"), resolve("example.com"), resolve("deb.debian.org"))
+print(reach("kubernetes.default.svc.cluster.local", 443))
 for host in ("192.0.2.1", "8.8.8.8", "{HOST_IP}"):
     print(host, reach(host, 53))
 """
@@ -110,10 +169,12 @@ for host in ("192.0.2.1", "8.8.8.8", "{HOST_IP}"):
              "the probe ended")
         lines = admin.read_namespaced_pod_log("isolation", NAMESPACE).splitlines()
         assert lines[0].split() == ["10.0.0.1", "unresolved", "unresolved"]  # the cluster's names only
+        assert lines[1] == "connected"
         # refused by the node's namespace, which routes nowhere else (past the kernel's rate of ICMP answers,
         # the packet is dropped unanswered)
         refused = ANY_OF("[Errno 101] Network is unreachable", "timed out")
-        assert [line.split(" ", 1) for line in lines[1:]] == [[host, refused] for host in ("192.0.2.1", "8.8.8.8", HOST_IP)]
+        outside = ("192.0.2.1", "8.8.8.8", HOST_IP)
+        assert [line.split(" ", 1) for line in lines[2:]] == [[host, refused] for host in outside]
         routes = realnode.in_netns("ip", "-o", "route", text=True).stdout.splitlines()
         assert [route.split()[0] for route in routes] == [realnode.POD_SUBNET]
         links = realnode.in_netns("ip", "-o", "link", text=True).stdout.splitlines()
@@ -121,8 +182,7 @@ for host in ("192.0.2.1", "8.8.8.8", "{HOST_IP}"):
             {link.split(": ")[1].split("@")[0] for link in links if "master cni0" in link}  # the pods' ends only
     finally:
         admin.delete_namespaced_pod("isolation", NAMESPACE, grace_period_seconds=0)
-        wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items and not running_containers(),
-             "the probe's containers gone")
+        wait(lambda: none_left(admin), "nothing of the probe left")
 
 
 # each replica serves its name at its address and asks the other's, by the cluster names the product gives
@@ -170,15 +230,17 @@ def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, adm
         assert cli("logs", "hello").stdout.splitlines() == ["[worker-0] the second hello"]
     finally:
         cli("delete", "hello")
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items and not running_containers(),
-         "the job's containers gone")
+    wait(lambda: none_left(admin), "nothing of the job left")
 
 
-# the chief fails its job's first run (exit 3); every other replica, and the chief of a later run, runs on
+# the chief fails its job's first run (exit 3); every other replica, and the chief of a later run, runs on until
+# told to stop
 FAIL_ONCE = """
-import os, sys, time
+import os, signal, sys, time
+me = os.environ["DISTRAIN_REPLICA"]
+signal.signal(signal.SIGTERM, lambda *_: (print(me, "told to stop", flush=True), sys.exit(0)))
 failed = os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "failed-once")
-if os.environ["DISTRAIN_REPLICA"] == "chief-0" and not os.path.exists(failed):
+if me == "chief-0" and not os.path.exists(failed):
     time.sleep(3)
     open(failed, "w").close()
     sys.exit(3)
@@ -206,9 +268,12 @@ def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_non
         cli("stop", name)
         assert cli.json("get", name)["phase"] == "Stopped"
         wait(lambda: not running_containers(), "no container of the stopped job runs")
+        said = set(cli("logs", name).stdout.splitlines())  # each replica's process was told, and said so
+        assert {f"[{replica}] {replica} told to stop" for replica in ("chief-0", "worker-0", "worker-1")} <= said, \
+            cli("get", name).stdout  # its events say why not
     finally:
         cli("delete", name)
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items, "the job's pods gone")
+    wait(lambda: none_left(admin), "nothing of the job left")
 
 
 def test_a_replica_over_its_memory_is_oom_killed_by_the_kernel_and_restarted_as_asked(admin, cli):
@@ -226,5 +291,235 @@ def test_a_replica_over_its_memory_is_oom_killed_by_the_kernel_and_restarted_as_
             ("Failed", 137, "OOMKilled", 1), job
     finally:
         cli("delete", "greedy")
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items and not running_containers(),
-         "the job's containers gone")
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+def test_a_job_runs_the_commit_it_clones_from_the_git_host_with_the_users_changes(git_host, cli, admin, tmp_path):
+    """The pods' fetch-code clones the pinned commit from the git host over smart HTTP and applies the snapshot of
+    the checkout's changes (a commit not pushed, an edit, a deletion, a new file): the job runs exactly that tree,
+    as it does on this machine (test_snapshot.py)."""
+    root, url = git_host
+    work = make_checkout(tmp_path / "checkout", root / "mine.git", f"{url}/mine.git")
+    cli("submit", "-f", str(work / "distrain.yaml"), "--include-changes", cwd=work)
+    try:
+        job = cli.wait("mine", timeout=240)
+        shown = [line.removeprefix("[worker-0] ") for line in cli("logs", "mine").stdout.splitlines()]
+        assert job["phase"] == "Succeeded", shown
+        assert shown == [".gitignore: secret.txt", "added.py: print('new')", "distrain.yaml: code:",
+                         "train.py: print('edited')", "unpushed.py: print('committed, not pushed')"]
+        assert job["spec"]["code"]["snapshot"]["files"] == ["A added.py", "D old.py", "M train.py"]
+    finally:
+        cli("delete", "mine")
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_tensorflow_trains_across_pods_with_its_requirements_and_its_tensorboard(
+        git_host, real_cluster, cli, admin, tmp_path, engine):
+    """examples/tf-ps (chief, ps, 2 workers), cloned from the git host with a requirements.txt that names a wheel
+    the host serves, trains to Succeeded on real pods: the engine stops the ps and the workers once the chief is
+    done; pip installs the wheel in each pod and provenance names it beside the image; the job's TensorBoard pod
+    serves the chief's scalars through a Jupyter server; the logs come from pods/log, and from the volume once
+    the pods are gone."""
+    root, url = git_host
+    cli.env["DISTRAIN_KUBERNETES_ENGINE"] = engine
+    code = shutil.copytree(EXAMPLES / "tf-ps", tmp_path / f"tf-ps-{engine}")
+    wheel = write_wheel(root, "greeting", "WORDS = 'hello'\n")
+    with open(code / "requirements.txt", "a") as requirements:
+        requirements.write(f"--no-index\ngreeting @ {url}/{wheel.name}\n")
+    spec = {**yaml.safe_load((code / "distrain.yaml").read_text()), "name": code.name,
+            "code": {"git": publish(code, git_host), "ref": "main"}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    cli("submit", "-f", str(tmp_path / "job.yaml"), "-p", "steps=100")
+    server = JupyterServer(tmp_path, env={**os.environ, "JUPYTER_CONFIG_DIR": cli.env["JUPYTER_CONFIG_DIR"]})
+    name, api = code.name, f"{server.url}/distrain/api"
+    try:
+        job = cli.wait(name, timeout=300)
+        logs = cli("logs", name).stdout
+        assert (job["phase"], job["engine"]) == ("Succeeded", engine), logs
+        assert {r["name"]: r["phase"] for r in job["replicas"]} == {
+            "chief-0": "Succeeded", "ps-0": "Stopped", "worker-0": "Stopped", "worker-1": "Stopped"}
+        assert "[chief-0] step 100/100 loss" in logs and "[ps-0] ps 0 serving at grpc://" in logs
+        provenance = cli.json("get", name)["provenance"]  # the replicas' reports, read with their logs
+        assert provenance["requirements"] == ["greeting==1.0"], provenance
+        [image] = provenance["image_digests"]
+        assert image.startswith(f"{TENSORFLOW_IMAGE} (a local image, sha256:")
+
+        scalars = wait(lambda: (r := requests.get(f"{api}/jobs/{name}/scalars", headers=server.headers)).ok
+                       and r.json()["runs"], "the job's TensorBoard pod serves its scalars", 120)
+        board = f"{manifests.COMPONENT}=tensorboard,{manifests.JOB}={name}"
+        [pod] = admin.list_namespaced_pod(NAMESPACE, label_selector=board).items
+        assert pod.spec.containers[0].image == PRODUCT_IMAGE  # which has TensorBoard
+        assert [step for step, _ in scalars["chief-0"]] == [50, 100], scalars
+
+        replicas = f"{manifests.JOB}={name},{manifests.ROLE}"
+        admin.delete_collection_namespaced_pod(NAMESPACE, label_selector=replicas, grace_period_seconds=0)
+        wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=replicas).items, "the pods gone")
+        assert cli("logs", name).stdout == logs  # read from the volume by a log reader pod
+    finally:
+        server.stop()
+        cli("delete", name)
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+def test_paddle_parameter_servers_train_across_pods_on_a_paddlejob(git_host, cli, admin, tmp_path):
+    """examples/paddle-ps (2 pservers, 2 trainers) from the git host, on the Training Operator's PaddleJob: the
+    pservers serve at the addresses the product gives them, each trainer reads its shard and the job succeeds
+    once both have trained; the image has what requirements.txt asks for, so the pods install nothing."""
+    cli.env["DISTRAIN_KUBERNETES_ENGINE"] = "kubeflow"
+    code = shutil.copytree(EXAMPLES / "paddle-ps", tmp_path / "paddle-ps")
+    spec = {**yaml.safe_load((code / "distrain.yaml").read_text()),
+            "code": {"git": publish(code, git_host), "ref": "main"}}
+    (tmp_path / "job.yaml").write_text(yaml.safe_dump(spec))
+    cli("submit", "-f", str(tmp_path / "job.yaml"), "-p", "passes=3")
+    try:
+        job = cli.wait("paddle-ps", timeout=400)
+        logs = cli("logs", "paddle-ps").stdout
+        assert (job["phase"], job["engine"]) == ("Succeeded", "kubeflow"), logs
+        assert {r["name"]: r["phase"] for r in job["replicas"] if r["name"].startswith("worker")} == \
+            {"worker-0": "Succeeded", "worker-1": "Succeeded"}
+        assert "[ps-0] pserver 0 serving at " in logs and "[ps-1] pserver 1 serving at " in logs
+        assert "[worker-0] trainer 0 reads part-00000.txt, part-00002.txt, part-00004.txt, part-00006.txt" in logs
+        assert "[worker-1] trainer 1 reads part-00001.txt, part-00003.txt, part-00005.txt, part-00007.txt" in logs
+        assert cli.json("get", "paddle-ps")["provenance"]["requirements"] == []  # all in the image already
+    finally:
+        cli("delete", "paddle-ps")
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+# what a replica is, as its own process sees it, and what it may write
+WHOAMI = """
+import os, greeting
+with open(os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "written.txt"), "w") as output:
+    output.write("by the replica")
+capabilities = open("/proc/self/status").read().split("CapEff:")[1].split()[0]
+print("uid", os.getuid(), "gid", os.getgid(), "capabilities", capabilities, "home", os.environ["HOME"],
+      greeting.WORDS, flush=True)
+"""
+
+
+def test_restricted_pods_run_as_their_user_and_write_their_output(git_host, real_cluster, cli, admin, tmp_path):
+    """With pod_security "restricted", in a namespace that enforces it: the code is cloned, its requirements
+    installed (for the user, in the workspace) and the command run as the configured non-root user with no
+    capabilities, and the replica writes its /output on a volume its administrator opened to that user."""
+    root, url = git_host
+    code = tmp_path / "whoami"
+    code.mkdir()
+    (code / "train.py").write_text(WHOAMI)
+    wheel = write_wheel(root, "greeting", "WORDS = 'hello'\n")
+    (code / "requirements.txt").write_text(f"--no-index\ngreeting @ {url}/{wheel.name}\n")
+    volume = real_cluster.dir / "volumes" / "datasets"
+    volume.chmod(0o777)  # the kubelet makes each job's directory (its subPath) with the volume's mode
+    configure(cli, pod_security="restricted", run_as_user=1234, output_claim="datasets")
+    enforce = "pod-security.kubernetes.io/enforce"
+    admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "restricted"}}})
+    try:
+        submit(cli, {"name": "whoami", "code": {"git": publish(code, git_host), "ref": "main"},
+                     "command": "python train.py"})
+        job = cli.wait("whoami", timeout=240)
+        logs = cli("logs", "whoami").stdout
+        assert job["phase"] == "Succeeded", logs
+        assert "[worker-0] Defaulting to user installation because normal site-packages is not writeable" in logs
+        said = "uid 1234 gid 1234 capabilities 0000000000000000 home /workspace hello"
+        assert logs.splitlines()[-1] == f"[worker-0] {said}"
+        assert cli.json("get", "whoami")["provenance"]["requirements"] == ["greeting==1.0"]
+        written = volume / storage.OWNERS / storage.owner_dir(current_owner()) / "whoami" / "written.txt"
+        assert written.read_text() == "by the replica" and written.stat().st_uid == 1234
+    finally:
+        admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "baseline"}}})
+        cli("delete", "whoami")
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pods(cli, admin):
+    """A 2x2 grid, two trials at a time: the sweep's controller, a pod of the product's own image reaching the API
+    server at the kubernetes Service as any in-cluster client does, launches the four trials, which run as pods,
+    and ends the sweep once they have succeeded."""
+    submit(cli, {"name": "grid", "framework": "python", "command": "python -c \"print('a={{ a }} b={{ b }}')\"",
+                 "sweep": {"parameters": {"a": {"values": [1, 2]}, "b": {"values": [1, 2]}}, "parallelism": 2}})
+    try:
+        sweep = cli.wait("grid", timeout=300)
+        trials = {job["name"]: job["phase"] for job in cli.json("list") if job["name"] != "grid"}
+        assert (sweep["phase"], trials) == ("Succeeded", {f"grid-{n}": "Succeeded" for n in range(1, 5)}), sweep
+        said = {cli("logs", name).stdout for name in trials}
+        assert said == {f"[worker-0] a={a} b={b}\n" for a in (1, 2) for b in (1, 2)}
+        [controller] = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.COMPONENT}=sweeper").items
+        assert (controller.spec.containers[0].image, controller.status.phase) == (PRODUCT_IMAGE, "Succeeded")
+    finally:
+        cli("delete", "grid")
+    wait(lambda: none_left(admin), "nothing of the sweep left")
+
+
+def test_the_janitors_pod_deletes_a_job_past_its_time(cli, admin):
+    """The namespace's janitor, made with the first job that has a time to be kept, runs cluster_janitor.py in a
+    pod of the product's image with a service account of its own: it deletes the job whose time is over."""
+    submit(cli, {"name": "brief", "framework": "python", "command": "true", "policy": {"ttl_after_finished": "1s"}})
+    batch = client.BatchV1Api(admin.api_client)
+    try:
+        wait(lambda: (expires := cli.json("get", "brief")["expires"]) and datetime.fromisoformat(expires).timestamp()
+             < time.time(), "the job's time is over", 240)
+        cron = batch.read_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+        batch.create_namespaced_job(NAMESPACE, client.V1Job(  # what the CronJob controller does on its schedule
+            metadata=client.V1ObjectMeta(name="janitor-now", labels=cron.spec.job_template.metadata.labels),
+            spec=cron.spec.job_template.spec))
+        wait(lambda: batch.read_namespaced_job_status("janitor-now", NAMESPACE).status.succeeded, "the janitor ran")
+        [pod] = admin.list_namespaced_pod(NAMESPACE, label_selector="job-name=janitor-now").items
+        assert pod.spec.containers[0].image == PRODUCT_IMAGE
+        assert f"deleted brief of {current_owner()}" in admin.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)
+        assert "brief" not in [job["name"] for job in cli.json("list")]
+    finally:
+        cli("delete", "brief", check=False)
+        with suppress(client.ApiException):  # made, if the test came that far
+            batch.delete_namespaced_job("janitor-now", NAMESPACE, propagation_policy="Background")
+        batch.delete_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+        rbac = client.RbacAuthorizationV1Api(admin.api_client)
+        rbac.delete_namespaced_role_binding(manifests.JANITOR, NAMESPACE)
+        rbac.delete_namespaced_role(manifests.JANITOR, NAMESPACE)
+        admin.delete_namespaced_service_account(manifests.JANITOR, NAMESPACE)
+    wait(lambda: none_left(admin), "nothing of the job or the janitor's run left")
+
+
+@pytest.fixture
+def kueue_queue(real_cluster):
+    """Kueue's LocalQueue `team` in the namespace, on a ClusterQueue whose quota (1 CPU) fits one job of two
+    300m replicas at a time."""
+    kueue = ("kueue.x-k8s.io", "v1beta1")
+    flavor = {"kind": "ResourceFlavor", "metadata": {"name": "default"}}
+    cluster_queue = {"kind": "ClusterQueue", "metadata": {"name": "one-job"}, "spec": {
+        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
+            {"name": "default", "resources": [{"name": "cpu", "nominalQuota": 1}]}]}]}}
+    local_queue = {"kind": "LocalQueue", "metadata": {"name": "team", "namespace": NAMESPACE},
+                   "spec": {"clusterQueue": "one-job"}}
+    with real_cluster.client(ADMIN) as api:
+        custom = client.CustomObjectsApi(api)
+        for plural, body in (("resourceflavors", flavor), ("clusterqueues", cluster_queue)):
+            custom.create_cluster_custom_object(*kueue, plural, {"apiVersion": "/".join(kueue), **body})
+        custom.create_namespaced_custom_object(*kueue, NAMESPACE, "localqueues",
+                                               {"apiVersion": "/".join(kueue), **local_queue})
+        yield "team"
+        custom.delete_namespaced_custom_object(*kueue, NAMESPACE, "localqueues", "team")
+        custom.delete_cluster_custom_object(*kueue, "clusterqueues", "one-job")
+        custom.delete_cluster_custom_object(*kueue, "resourceflavors", "default")
+
+
+def test_kueue_holds_a_job_over_quota_and_runs_it_once_admitted(cli, admin, kueue_queue):
+    """With room in its queue's quota for one job, a second waits Queued with Kueue's reason and has no pod;
+    once the first has run, Kueue admits it and its pods run to Succeeded."""
+    def spec(name: str, seconds: int) -> dict:
+        return {"name": name, "framework": "python", "queue": kueue_queue, "policy": {"success": "all-workers"},
+                "replicas": {"worker": {"count": 2, "resources": {"cpu": 0.3}}},
+                "command": f"python -c 'import time; time.sleep({seconds})'"}
+
+    submit(cli, spec("first", 20))
+    try:
+        cli.wait("first", phases=("Running",), timeout=120)
+        submit(cli, spec("second", 0))
+        job = cli.wait("second", until=lambda j: j["phase"] == "Queued" and j["reason"] != "Queued", timeout=60)
+        assert job["reason"] == "Pending" and "insufficient unused quota for cpu" in job["message"], job
+        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=second").items
+        assert cli.wait("first", timeout=120)["phase"] == "Succeeded"
+        assert cli.wait("second", timeout=180)["phase"] == "Succeeded"
+    finally:
+        cli("delete", "first", check=False)
+        cli("delete", "second", check=False)
+    wait(lambda: none_left(admin), "nothing of the jobs left")

@@ -19,8 +19,8 @@ from .kube_watch import KubeError
 
 MAX_WAITING = 16  # short requests in flight at once; the REST handlers' threads are more (server.handlers)
 # a refused or reset connection is tried twice more (an API server restarting); a read that timed out is not:
-# the request fails after one timeout
-RETRIES = urllib3.Retry(total=2, read=0, redirect=0, status=0, raise_on_status=False)
+# the request fails after one timeout. One redirect is followed: the API server's proxy adds a trailing slash.
+RETRIES = urllib3.Retry(total=2, read=0, redirect=1, status=0, raise_on_status=False)
 
 
 class NoAnswer(KubeError):

@@ -588,7 +588,8 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     logdir = f"{spec['name']}/{spec['tensorboard']['logdir']}" if sweep else spec["tensorboard"]["logdir"]
     container = {
         "name": "tensorboard",
-        "image": settings.default_images["tensorflow"],
+        # this product's image has TensorBoard (a TensorFlow image need not: TensorFlow no longer requires it)
+        "image": settings.controller_image or settings.default_images["tensorflow"],
         "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{logdir}",
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
         "env": [{"name": cluster_tensorboard.SECRET_VARIABLE,

@@ -283,7 +283,8 @@ class ControlPlane:
                 "-days", "365", "-subj", "/CN=distrain-test-ca", "-addext", f"subjectAltName=DNS:{KUEUE_CA}")
         openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "serving.key", "-out", "serving.csr",
                 "-subj", "/CN=127.0.0.1")
-        (d / "san.ext").write_text(f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{KUEUE_SERVICE}\n")
+        (d / "san.ext").write_text(f"subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:{KUEUE_SERVICE},"  # pods' too:
+                                   f"IP:{realnode.KUBERNETES_SERVICE},DNS:kubernetes.default.svc\n")
         openssl("x509", "-req", "-in", "serving.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                 "-out", "serving.crt", "-days", "365", "-extfile", "san.ext")
         openssl("rsa", "-in", "ca.key", "-traditional", "-out", "ca.pkcs1.key")  # the CA key's form Kueue reads
@@ -330,14 +331,17 @@ class ControlPlane:
 
     def _start_apiserver(self) -> None:
         d = self.dir
-        self._spawn("kube-apiserver", "--etcd-servers", self.etcd, "--bind-address=127.0.0.1",
+        # on a real node, in its namespace, pods reach it at the node's address (realnode.route_kubernetes_service)
+        bind = "0.0.0.0" if self.real_node else "127.0.0.1"
+        self._spawn("kube-apiserver", "--etcd-servers", self.etcd, f"--bind-address={bind}",
                     "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
                     "--tls-cert-file", str(d / "serving.crt"), "--tls-private-key-file", str(d / "serving.key"),
                     "--client-ca-file", str(d / "ca.crt"), "--token-auth-file", str(d / "tokens.csv"),
-                    "--authorization-mode=Node,RBAC", "--service-cluster-ip-range=10.0.0.0/24",
+                    "--authorization-mode=Node,RBAC",
                     "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
                     "--service-account-key-file", str(d / "sa.key"),
                     "--service-account-signing-key-file", str(d / "sa.key"),
+                    f"--service-cluster-ip-range={realnode.SERVICE_SUBNET}",
                     "--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP",
                     "--cert-dir", str(d / "apiserver-certs"))
         if self.real_node:  # this machine's loopback to the namespace's, over a Unix socket
@@ -384,6 +388,7 @@ class ControlPlane:
         """containerd with the tests' images, the kubelet (Ready), and CoreDNS on the node's address."""
         self._spawn("containerd", "--config", str(realnode.RUN / "containerd.toml"), program="containerd")
         self._wait("containerd", realnode.SOCKET.exists)
+        realnode.route_kubernetes_service(self.port)
         for name in images.IMAGES:
             realnode.ctr("images", "import", "--base-name", name.rpartition(":")[0], str(images.image(name)))
         self._write_kubeconfig(NODE, path=self.dir / "node.kubeconfig")

@@ -1,26 +1,42 @@
 """Container images for the real node, built here without a registry: a root file system made from Debian
-packages (debootstrap) or this control plane's own binaries, packed as an OCI image layout by umoci, saved
-as a tar that `ctr images import` reads. Each is cached outside the repository, by a hash of its inputs
-(this file, its packages, the binaries it holds), so it is built once per machine and input."""
+packages (debootstrap), PyPI wheels or this control plane's own binaries, packed as an OCI image layout by
+umoci, saved as a tar that `ctr images import` reads. An image made on another (its base) adds one layer to it,
+so the two share their common layer in the runtime's store. Each is cached outside the repository, by a hash of
+its inputs (the code that makes it, its packages, the files it holds, its base), so it is built once per machine
+and input."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import inspect
 import os
 import shutil
 import subprocess
+import sys
+import tarfile
 import tempfile
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
 BIN = HERE / "bin"
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "jupyter-distrain" / "images"
 MIRROR = "http://deb.debian.org/debian"
 SUITE = "bookworm"
-BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "git", "ca-certificates")
+BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "git", "ca-certificates", "libgomp1")  # Paddle: OpenMP
 PYTHON_IMAGE = "distrain.test/python:3.11"  # Python 3.11, pip and git: the jobs' image and the code fetcher's
+TENSORFLOW = f"tensorflow=={importlib.metadata.version('tensorflow')}"  # the one the local tests train with
+TENSORFLOW_IMAGE = f"distrain.test/tensorflow:{TENSORFLOW.partition('==')[2]}"  # the Python image and TensorFlow
+PADDLE_REQUIREMENTS = str(REPO / "examples" / "paddle-ps" / "requirements.txt")  # its Paddle, a protobuf it takes
+PADDLE_IMAGE = "distrain.test/paddle:ps"  # the Python image and what the paddle-ps example requires
+PRODUCT_IMAGE = "distrain.test/jupyter-distrain:dev"  # the Python image and this checkout's package: its own pods'
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # what holds each pod's namespaces
+STALE_AFTER = 7 * 24 * 3600  # seconds unused after which a cached image built from other inputs goes
+SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"  # where the image's Python finds what pip adds
 
 
 def pause(rootfs: Path) -> None:
@@ -38,43 +54,101 @@ def python(rootfs: Path) -> None:
     shutil.rmtree(rootfs / "var/cache/apt/archives", ignore_errors=True)
 
 
+def wheels(*requirements: str) -> Callable[[Path], None]:
+    """Makes a tree of what pip installs for `requirements` (wheels only) in the image's site-packages, their
+    commands (torchrun, say) in /usr/local/bin, run by the image's Python."""
+    def make(tree: Path) -> None:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        "--only-binary=:all:", "--target", str(tree / SITE_PACKAGES), *requirements],
+                       check=True, capture_output=True)
+        commands = tree / SITE_PACKAGES / "bin"
+        if commands.is_dir():
+            (tree / "usr/local/bin").mkdir(parents=True)
+            for command in commands.iterdir():
+                first, _, rest = command.read_bytes().partition(b"\n")
+                (tree / "usr/local/bin" / command.name).write_bytes(
+                    (b"#!/usr/bin/python3" if first.startswith(b"#!") and b"python" in first else first) + b"\n" + rest)
+                (tree / "usr/local/bin" / command.name).chmod(0o755)
+            shutil.rmtree(commands)
+    return make
+
+
+def product(tree: Path) -> None:
+    """This checkout's package (a wheel built from it) and what it requires, in the image's site-packages."""
+    with tempfile.TemporaryDirectory() as built:
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
+                        "--wheel-dir", built, str(REPO)], check=True, capture_output=True)
+        wheels(*map(str, Path(built).glob("*.whl")))(tree)
+
+
+def sources() -> list[str]:
+    """What the package is built from."""
+    package = [path for path in (REPO / "jupyter_distrain").rglob("*")
+               if path.is_file() and "__pycache__" not in path.parts]
+    return [str(path) for path in sorted([*package, REPO / "pyproject.toml", REPO / "package.json"])]
+
+
 def mounts_under(directory: Path) -> list[str]:
     return [point for point in (line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines())
             if point.startswith(f"{directory}/")]
 
 
-# name: (how its root file system is made, what else it is made of, its entrypoint)
-IMAGES: dict[str, tuple[Callable[[Path], None], list[str], list[str]]] = {
-    PAUSE_IMAGE: (pause, [str(BIN / "pause")], ["/pause"]),
-    PYTHON_IMAGE: (python, [MIRROR, SUITE, *BASE_PACKAGES], []),
+@dataclass
+class Image:
+    make: Callable[[Path], None]  # makes the tree this image adds to its base (or its whole root file system)
+    inputs: list[str]  # what else it is made of: files (absolute paths) and words
+    entrypoint: list[str] = field(default_factory=list)
+    base: str | None = None
+
+
+IMAGES: dict[str, Image] = {
+    PAUSE_IMAGE: Image(pause, [str(BIN / "pause")], ["/pause"]),
+    PYTHON_IMAGE: Image(python, [MIRROR, SUITE, *BASE_PACKAGES]),
+    TENSORFLOW_IMAGE: Image(wheels(TENSORFLOW), [TENSORFLOW], base=PYTHON_IMAGE),
+    PADDLE_IMAGE: Image(wheels("--requirement", PADDLE_REQUIREMENTS), [PADDLE_REQUIREMENTS], base=PYTHON_IMAGE),
+    PRODUCT_IMAGE: Image(product, sources(), base=PYTHON_IMAGE),
 }
 
 
 def image(name: str) -> Path:
     """The tar of image `name` (IMAGES), built unless the cache has it."""
-    make, inputs, entrypoint = IMAGES[name]
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    for part in inputs:
+    made = IMAGES[name]
+    base = image(made.base) if made.base else None
+    digest = hashlib.sha256("".join(map(inspect.getsource, (image, made.make))).encode())  # how it is made
+    digest.update(repr((made.entrypoint, made.base)).encode())
+    for part in made.inputs:
         digest.update(Path(part).read_bytes() if part.startswith("/") else part.encode())
+    if base:
+        digest.update(base.name.encode())  # its own inputs' hash
     stem = name.replace("/", "_").replace(":", "_")
     tar = CACHE / f"{stem}-{digest.hexdigest()[:16]}.tar"
     if tar.exists():
+        tar.touch()  # used
         return tar
-    for stale in CACHE.glob(f"{stem}-*.tar"):  # built from other inputs
-        stale.unlink()
+    for stale in CACHE.glob(f"{stem}-*.tar"):  # built from other inputs, unused for a week (other checkouts')
+        if time.time() - stale.stat().st_mtime > STALE_AFTER:
+            stale.unlink()
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        rootfs, layout, tag = Path(work) / "rootfs", Path(work) / "layout", name.rpartition(":")[2]
-        make(rootfs)
+        tree, layout, tag = Path(work) / "tree", Path(work) / "layout", name.rpartition(":")[2]
+        made.make(tree)
 
         def umoci(*args: str) -> None:
             subprocess.run(["umoci", *args], check=True, capture_output=True)
 
-        umoci("init", "--layout", str(layout))
-        umoci("new", "--image", f"{layout}:{tag}")
-        umoci("insert", "--image", f"{layout}:{tag}", str(rootfs), "/")
+        if base:  # a copy of the base's layout, its one tag renamed to this image's
+            with tarfile.open(base) as archive:
+                archive.extractall(layout, filter="tar")
+            base_tag = made.base.rpartition(":")[2]
+            if base_tag != tag:
+                umoci("tag", "--image", f"{layout}:{base_tag}", tag)
+                umoci("rm", "--image", f"{layout}:{base_tag}")
+        else:
+            umoci("init", "--layout", str(layout))
+            umoci("new", "--image", f"{layout}:{tag}")
+        umoci("insert", "--image", f"{layout}:{tag}", str(tree), "/")
         umoci("config", "--image", f"{layout}:{tag}", "--config.workingdir", "/",
-              *(f"--config.entrypoint={part}" for part in entrypoint),
+              *(f"--config.entrypoint={part}" for part in made.entrypoint),
               "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
         partial = tar.with_suffix(".partial")
         subprocess.run(["tar", "-C", str(layout), "-cf", str(partial), "."], check=True)

@@ -27,6 +27,7 @@ from .images import PAUSE_IMAGE
 NETNS = "distrain-node"
 IN_NETNS = ["nsenter", f"--net=/run/netns/{NETNS}"]
 BRIDGE, NODE_IP, POD_SUBNET = "cni0", "10.244.0.1", "10.244.0.0/24"
+SERVICE_SUBNET, KUBERNETES_SERVICE = "10.0.0.0/24", "10.0.0.1"  # Services' addresses; the API server's is the first
 NODE = "real-node"
 RUN = Path("/var/lib/distrain-node")  # containerd's root and state, the kubelet's, pods' logs: on disk
 CGROUP = "distrain-node"  # in every cgroup v1 hierarchy: the kubelet's cgroupRoot
@@ -39,6 +40,17 @@ def in_netns(*command: str, **run) -> subprocess.CompletedProcess:
     return subprocess.run([*IN_NETNS, *command], check=True, capture_output=True, **run)
 
 
+def mounts(*under: Path) -> list[str]:
+    """The mounts below any of `under` (default: RUN)."""
+    points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [point for point in points if any(point.startswith(f"{directory}/") for directory in under or [RUN])]
+
+
+def pod_mounts() -> list[str]:
+    """The pods' mounts: their volumes (a token's, a subPath's), their sandboxes' and containers' file systems."""
+    return mounts(RUN / "kubelet" / "pods", RUN / "containerd" / "state")
+
+
 def clean() -> None:
     """Remove every trace of a run: processes of the node (the pods', the shims', containerd's, the kubelet's,
     in the namespace or using RUN), mounts under RUN (deepest first), the cgroups, RUN, the namespace."""
@@ -48,8 +60,7 @@ def clean() -> None:
             with suppress(*GONE):
                 process.send_signal(signal.SIGKILL)
     psutil.wait_procs([p for p in psutil.process_iter() if str(RUN) in " ".join(_cmdline(p))], timeout=10)
-    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-    for mount in sorted((m for m in mounts if m.startswith(str(RUN))), key=len, reverse=True):
+    for mount in sorted(mounts(), key=len, reverse=True):
         subprocess.run(["umount", "-l", mount], capture_output=True)
     for hierarchy in CGROUPS.iterdir():
         root = hierarchy / CGROUP
@@ -117,6 +128,13 @@ def make_namespace() -> None:
     in_netns("ip", "link", "add", BRIDGE, "type", "bridge")
     in_netns("ip", "addr", "add", f"{NODE_IP}/24", "dev", BRIDGE)
     in_netns("ip", "link", "set", BRIDGE, "up")
+
+
+def route_kubernetes_service(port: int) -> None:
+    """Pods reach the API server (listening at the node's address, on `port`) at the `kubernetes` Service's
+    address, as kube-proxy would have them: one DNAT rule, in the namespace's own table."""
+    in_netns("iptables", "-t", "nat", "-A", "PREROUTING", "-d", f"{KUBERNETES_SERVICE}/32", "-p", "tcp",
+             "--dport", "443", "-j", "DNAT", "--to-destination", f"{NODE_IP}:{port}")
 
 
 def make_cgroups() -> None:
