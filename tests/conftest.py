@@ -17,27 +17,6 @@ REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
 
-REAL_NODE_TESTS = "tests/test_real_pods.py"  # every test marked real_pods, and only those
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:  # as pytest_xdist_make_scheduler has them
-        assert bool(item.get_closest_marker("real_pods")) == item.nodeid.startswith(f"{REAL_NODE_TESTS}::"), \
-            f"{item.nodeid}: the tests marked real_pods are those of {REAL_NODE_TESTS}"
-
-
-def pytest_xdist_make_scheduler(config, log):
-    """`make test` runs `pytest -n 2`: the real node's tests, mostly waiting on pods, on one worker, and the rest
-    on the other, so that each worker starts only its own cluster."""
-    from xdist.scheduler import LoadScopeScheduling
-
-    class RealNodeAndRest(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return "real-node" if nodeid.startswith(f"{REAL_NODE_TESTS}::") else "rest"
-
-    return RealNodeAndRest(config, log)
-
-
 def distrain_command() -> list[str]:
     script = Path(sys.executable).with_name("distrain")
     return [str(script)] if script.exists() else [sys.executable, "-m", "jupyter_distrain.cli"]
