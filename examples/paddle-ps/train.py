@@ -14,6 +14,7 @@ import json
 import os
 import socket
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -52,8 +53,9 @@ def write_data(data_dir):
         y = (x @ true_w + 1.0 + 0.1 * rng.normal(size=(ROWS, 1))).astype(np.float32)
         path = os.path.join(data_dir, f"part-{n:05d}.txt")
         if not os.path.exists(path):  # written aside, then renamed: no reader sees half a file
-            tmp = f"{path}.{os.getpid()}.tmp"
-            with open(tmp, "w") as f:
+            # a name of its own (two trainers in containers may share a PID)
+            fd, tmp = tempfile.mkstemp(dir=data_dir, prefix=f"part-{n:05d}.", suffix=".tmp")
+            with os.fdopen(fd, "w") as f:
                 f.writelines(f"{FEATURES} {' '.join(map(str, xi))} 1 {yi[0]}\n" for xi, yi in zip(x, y))
             os.replace(tmp, path)
     return data_dir
