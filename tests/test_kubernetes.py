@@ -30,8 +30,8 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, write_scalars,
-                      write_spec, write_wheel)
+from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, remove_janitor,
+                      write_scalars, write_spec, write_wheel)
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED, image_id
 from kubernetes import client
 
@@ -1912,11 +1912,7 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
         bob.delete("bob-kept")
         if batch.list_namespaced_job(NAMESPACE, field_selector="metadata.name=distrain-janitor-now").items:
             batch.delete_namespaced_job("distrain-janitor-now", NAMESPACE, propagation_policy="Background")
-        batch.delete_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
-        rbac = client.RbacAuthorizationV1Api(admin.api_client)
-        rbac.delete_namespaced_role_binding(manifests.JANITOR, NAMESPACE)
-        rbac.delete_namespaced_role(manifests.JANITOR, NAMESPACE)
-        admin.delete_namespaced_service_account(manifests.JANITOR, NAMESPACE)
+        remove_janitor(admin)
         for name in ("ada-done", "bob-done"):
             shutil.rmtree(outputs / name, ignore_errors=True)
 

@@ -18,7 +18,7 @@ import githost
 import pytest
 import requests
 import yaml
-from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, write_wheel
+from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, remove_janitor, write_wheel
 from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, TENSORFLOW_IMAGE
@@ -471,11 +471,7 @@ def test_the_janitors_pod_deletes_a_job_past_its_time(cli, admin):
         cli("delete", "brief", check=False)
         with suppress(client.ApiException):  # made, if the test came that far
             batch.delete_namespaced_job("janitor-now", NAMESPACE, propagation_policy="Background")
-        batch.delete_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
-        rbac = client.RbacAuthorizationV1Api(admin.api_client)
-        rbac.delete_namespaced_role_binding(manifests.JANITOR, NAMESPACE)
-        rbac.delete_namespaced_role(manifests.JANITOR, NAMESPACE)
-        admin.delete_namespaced_service_account(manifests.JANITOR, NAMESPACE)
+        remove_janitor(admin)
     wait(lambda: none_left(admin), "nothing of the job or the janitor's run left")
 
 
