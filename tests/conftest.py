@@ -66,6 +66,18 @@ class CLI:
         raise AssertionError(f"{name}/{replica} never reached {phase}: {job}")
 
 
+def wait(condition, what: str, timeout: float = 30, shown=None, every: float = 0.1):
+    """`condition`'s first true result; past `timeout`, an AssertionError naming `what` (and with `shown`,
+    what it shows then), asking every `every` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting until {what}" + (f": {shown()}" if shown else ""))
+
+
 def processes_of(root: Path) -> list[psutil.Process]:
     """Every process started for jobs under `root` (supervisors and replicas inherit DISTRAIN_HOME), but the
     launcher of a Jupyter server still running (JupyterServer.stop checks that it goes with its server)."""

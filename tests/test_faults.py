@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from conftest import (CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, distrain_command, processes_of,
-                      write_spec)
+                      wait, write_spec)
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends import procs
 from jupyter_distrain.backends.local import LocalBackend
@@ -298,6 +298,28 @@ def test_a_run_whose_starter_died_before_its_supervisor_is_not_left_pending(tmp_
     job = LocalBackend(tmp_path).get("orphan")
     assert (job["phase"], job["reason"]) == ("Failed", "LaunchInterrupted")
     assert [(r["phase"], r["reason"]) for r in job["replicas"]] == [("Stopped", "NeverStarted")]
+
+def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_now(tmp_path):
+    """A reader that saw the job before its supervisor started, or saw an earlier run's supervisor, now ended,
+    and only then looks for them (as every `get` and `list` does, with no lock) leaves the run now going alone."""
+    backend = LocalBackend(tmp_path)
+    spec = spec_.validate(sleeper("busy"))
+    backend.store.insert_job("busy", "local", spec, str(backend.output_dir(spec, backend.owner)),
+                             spec_.replicas(spec), backend.owner)
+    unlaunched = backend.record("busy")  # read between recording a run and starting its supervisor
+    running = lambda: backend.get("busy")["replicas"][0]["phase"] == "Running"  # noqa: E731
+    backend.restart("busy")
+    wait(running, "the first run's replica started", 60)
+    first = backend.record("busy")
+    backend.restart("busy")
+    wait(running, "the second run's replica started", 60)
+    going = backend.record("busy")
+    for stale in (unlaunched, first):
+        assert backend.reconcile(stale) == going
+    assert procs.alive(going["replicas"][0]["pid"], going["replicas"][0]["pid_started"])
+    backend.delete("busy")
+    assert_nothing_left(tmp_path)
+
 
 
 def test_a_lock_file_a_killed_submitter_left_goes_when_a_server_starts(tmp_path):

@@ -31,7 +31,7 @@ import pytest
 import requests
 import yaml
 from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, remove_janitor,
-                      write_scalars, write_spec, write_wheel)
+                      wait, write_scalars, write_spec, write_wheel)
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED, image_id
 from kubernetes import client
 
@@ -116,18 +116,6 @@ def backend(control_plane, tmp_path, engine):
                  and not core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
                  "the test's jobs and their pods deleted")
     api.close()
-
-
-def wait(condition, what: str, timeout: float = 30, shown=None):
-    """`condition`'s first true result; past `timeout`, an AssertionError naming `what` (and with `shown`,
-    what it shows then)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = condition()
-        if result:
-            return result
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting until {what}" + (f": {shown()}" if shown else ""))
 
 
 def wait_job(kube: KubeBackend, name: str, condition, what: str, timeout: float = 30) -> dict:

@@ -18,6 +18,7 @@ import githost
 import pytest
 import requests
 import yaml
+import conftest
 from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, remove_janitor, write_wheel
 from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
@@ -33,12 +34,8 @@ pytestmark = [pytest.mark.real_pods, pytest.mark.timeout(300, func_only=True)]
 
 
 def wait(condition, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if result := condition():
-            return result
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting until {what}")
+    """conftest.wait, asking less often: most conditions run a command."""
+    return conftest.wait(condition, what, timeout, every=0.5)
 
 
 class ANY_OF:

@@ -381,7 +381,7 @@ class LocalBackend:
     def reconcile(self, job: dict) -> dict:
         """A job that nothing runs is never reported as running: its supervisor vanished (its replicas are
         Lost), or the process starting its run ended before the supervisor started (no pid, and no operation
-        holds the job's lock)."""
+        holds the job's lock). `job` may have been read before a launch or a restart: then it is left as is."""
         if job["phase"] in FINISHED:
             return job
         if job["supervisor_pid"]:
@@ -395,16 +395,16 @@ class LocalBackend:
         """end_vanished; on a full disk (which the job may have filled, ending its supervisor) its processes end
         all the same, and the job is shown as stored until there is room to record its end."""
         try:
-            return self.end_vanished(job["name"])
+            return self.end_vanished(job["name"], (job["supervisor_pid"], job["supervisor_started"]))
         except StorageFull:
             return job
 
-    def end_vanished(self, name: str) -> dict:
-        """Record the end of a job whose supervisor vanished, or never started, unless it was recorded; kill
-        what still runs."""
+    def end_vanished(self, name: str, supervisor: tuple[int | None, float | None]) -> dict:
+        """Record the end of the job's run whose supervisor, (pid, start time), vanished, or (None, None) never
+        started; kill what still runs. Not if its end is recorded, or the job has another supervisor now."""
         with self.store.transaction():  # one reader ends the job, however many notice at once
-            job = self.record(name)  # the supervisor may have finished just now
-            if job["phase"] in FINISHED:
+            job = self.record(name)  # the supervisor may have finished just now, or a new run started
+            if job["phase"] in FINISHED or (job["supervisor_pid"], job["supervisor_started"]) != supervisor:
                 return job
             for r in job["replicas"]:
                 if r["phase"] in FINISHED:

@@ -454,7 +454,8 @@ def launch(root: Path, name: str) -> None:
     os.dup2(null, 0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
-    backend.store.update_job(name, supervisor_pid=os.getpid(), supervisor_started=procs.started_at(os.getpid()))
+    identity = os.getpid(), procs.started_at(os.getpid())
+    backend.store.update_job(name, supervisor_pid=identity[0], supervisor_started=identity[1])
     backend.store.close()  # no connection crosses a fork
     procs.become_subreaper()
     supervisor = os.fork()
@@ -466,13 +467,13 @@ def launch(root: Path, name: str) -> None:
         return
     os.write(record, b"1")
     os.close(record)
-    outlive(backend, name, supervisor)
+    outlive(backend, name, supervisor, identity)
 
 
-def outlive(backend: LocalBackend, name: str, supervisor: int) -> None:
-    """The outer supervisor: pass stop signals on to the inner one and reap the orphans this subreaper adopts
-    until the inner one exits; then kill every process left, and record the job's end if the inner one did
-    not (it was killed)."""
+def outlive(backend: LocalBackend, name: str, supervisor: int, identity: tuple[int, float | None]) -> None:
+    """The outer supervisor, `identity` as recorded: pass stop signals on to the inner one and reap the orphans
+    this subreaper adopts until the inner one exits; then kill every process left, and record the job's end if
+    the inner one did not (it was killed)."""
     for sig in procs.TERMINATING:
         signal.signal(sig, lambda sig, _: os.kill(supervisor, sig))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, procs.TERMINATING)
@@ -493,7 +494,7 @@ def outlive(backend: LocalBackend, name: str, supervisor: int) -> None:
         except ChildProcessError:
             break
     if status:
-        backend.end_vanished(name)
+        backend.end_vanished(name, identity)
 
 
 if __name__ == "__main__":
