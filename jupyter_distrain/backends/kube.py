@@ -92,6 +92,7 @@ CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
 COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run
 READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image may be pulled first)
 LOG_SILENCE = 300  # seconds a followed log may send nothing before it is asked for again
+LOGS_GRACE = 30  # seconds a follower waits, past a run's end, for a controller to copy its last lines
 SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
 
@@ -1019,14 +1020,15 @@ class KubeBackend:
              follow: bool = False, finished: Callable[[], bool] | None = None,
              run: int | None = None) -> Iterator[LogLine]:
         """A run's log files (default: the current run's); without a controller in this process, their
-        pods are read first (and, to follow, a controller runs until `finished()`, by default the run's end)."""
+        pods are read first (and, to follow, a controller runs until `finished()`, by default the run's end,
+        and the run's lines are copied)."""
         run = logs.run_of(name, run, current_run(self._root(name)))
         files = self.log_files(name, replica, run)
-        finished = finished or (lambda: run_ended(self.get(name, events=0), run))
         if not follow:
             if not self.cache:
                 self.catch_up(name)
             return logs.read(files, tail=tail, since=since)
+        finished = self._copied_once(name, run, finished or (lambda: run_ended(self.get(name, events=0), run)))
         if self.cache:
             return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
         return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
@@ -1037,6 +1039,18 @@ class KubeBackend:
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:
             self.close()
+
+    def _copied_once(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
+        """`over()`, and the run's lines all in its files: the cluster ends a run as its pods end, and a
+        controller copies what they logged after that (and marks it done), or LOGS_GRACE seconds later."""
+        seen_over: list[float] = []
+
+        def finished() -> bool:
+            if not over():
+                return False
+            seen_over[:] = seen_over or [time.monotonic()]
+            return self.logs_complete(name, run) or time.monotonic() - seen_over[0] > LOGS_GRACE
+        return finished
 
     def catch_up(self, name: str) -> None:
         """Copy whatever the job's pods logged since their files' last lines; first, once a run has ended,
