@@ -10,11 +10,13 @@ import subprocess
 import venv
 
 import nbformat
+import pytest
 from conftest import REPO, JupyterServer, assert_nothing_left, own_outputs
 
 DEMO = REPO / "examples" / "demo.ipynb"
 
 
+@pytest.mark.timeout(600)  # it installs JupyterLab and TensorFlow in a fresh environment, as Binder does
 def test_the_binder_demo_trains_a_distributed_tensorflow_job(tmp_path):
     env_dir = tmp_path / "binder-env"
     venv.create(env_dir, with_pip=True)

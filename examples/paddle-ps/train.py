@@ -134,11 +134,12 @@ def train(args, x, y, prediction):
     fleet.stop_worker()
     fleet.barrier_worker()  # every trainer is done with the pservers
     if trainer == 0:
-        # stop_worker() leaves the pservers serving; stop them, as Paddle's pslib fleet.stop_worker() does.
-        fleet.fleet._runtime_handle._worker.stop_server()
         with open(os.path.join(args.output_dir, "result.json"), "w") as f:
             json.dump({"passes": args.passes, "loss": losses[-1], "initial_loss": losses[0]}, f)
         print(f"done passes {args.passes} loss {losses[-1]:.4f}", flush=True)
+        # stop_worker() leaves the pservers serving; stop them, as Paddle's pslib fleet.stop_worker() does. Last:
+        # an engine that ends the job with its pservers (a PaddleJob) may stop the trainers right after.
+        fleet.fleet._runtime_handle._worker.stop_server()
 
 
 def main():

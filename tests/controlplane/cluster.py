@@ -453,8 +453,9 @@ class ControlPlane:
         kinds = ("tfjobs", "pytorchjobs", "paddlejobs")
         self._install_crds(*(f"kubeflow.org_{kind}.yaml" for kind in kinds))
         port = free_port()
+        waiter = [f"--pytorch-init-container-image={images.NSLOOKUP_IMAGE}"] if self.real_node else []
         self._spawn("training-operator", "--cert-dir", str(self._serving_certificates("kubeflow")),
-                    f"--webhook-port={port}", env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
+                    f"--webhook-port={port}", *waiter, env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
         self._register_webhooks("kubeflow", f"https://127.0.0.1:{port}", [
             ("validating", f"validator.{kind[:-1]}.training-operator.kubeflow.org",
              f"/validate-kubeflow-org-v1-{kind[:-1]}", "kubeflow.org", kind, ["CREATE", "UPDATE"], None)

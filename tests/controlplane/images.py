@@ -1,9 +1,9 @@
 """Container images for the real node, built here without a registry: a root file system made from Debian
-packages (debootstrap), PyPI wheels or this control plane's own binaries, packed as an OCI image layout by
-umoci, saved as a tar that `ctr images import` reads. An image made on another (its base) adds one layer to it,
-so the two share their common layer in the runtime's store. Each is cached outside the repository, by a hash of
-its inputs (the code that makes it, its packages, the files it holds, its base), so it is built once per machine
-and input."""
+packages (debootstrap, or apt-get run in the image), PyPI wheels or this control plane's own binaries, packed as
+an OCI image layout by umoci, saved as a tar that `ctr images import` reads. An image made on another (its base)
+adds one layer to it, what its recipe changed in the base's root file system, so the two share their common layer
+in the runtime's store. Each is cached outside the repository, by a hash of its inputs (the code that makes it,
+its packages, the files it holds, its base), so it is built once per machine and input."""
 
 from __future__ import annotations
 
@@ -31,6 +31,8 @@ BASE_PACKAGES = ("python3", "python3-pip", "python-is-python3", "git", "ca-certi
 PYTHON_IMAGE = "distrain.test/python:3.11"  # Python 3.11, pip and git: the jobs' image and the code fetcher's
 TENSORFLOW = f"tensorflow=={importlib.metadata.version('tensorflow')}"  # the one the local tests train with
 TENSORFLOW_IMAGE = f"distrain.test/tensorflow:{TENSORFLOW.partition('==')[2]}"  # the Python image and TensorFlow
+PYTORCH_IMAGE = "distrain.test/pytorch:debian"  # the Python image and Debian's PyTorch (1.13, CPU; PyPI's needs CUDA)
+NSLOOKUP_IMAGE = "distrain.test/nslookup:debian"  # the Python image and nslookup: PyTorchJob workers wait with it
 PADDLE_REQUIREMENTS = str(REPO / "examples" / "paddle-ps" / "requirements.txt")  # its Paddle, a protobuf it takes
 PADDLE_IMAGE = "distrain.test/paddle:ps"  # the Python image and what the paddle-ps example requires
 PRODUCT_IMAGE = "distrain.test/jupyter-distrain:dev"  # the Python image and this checkout's package: its own pods'
@@ -40,7 +42,6 @@ SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"  # where the image's Py
 
 
 def pause(rootfs: Path) -> None:
-    rootfs.mkdir()
     shutil.copy(BIN / "pause", rootfs / "pause")
 
 
@@ -55,30 +56,46 @@ def python(rootfs: Path) -> None:
 
 
 def wheels(*requirements: str) -> Callable[[Path], None]:
-    """Makes a tree of what pip installs for `requirements` (wheels only) in the image's site-packages, their
-    commands (torchrun, say) in /usr/local/bin, run by the image's Python."""
-    def make(tree: Path) -> None:
+    """Installs what pip installs for `requirements` (wheels only) in the image's site-packages, their
+    commands (tensorboard, say) in /usr/local/bin, run by the image's Python."""
+    def make(rootfs: Path) -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        "--only-binary=:all:", "--target", str(tree / SITE_PACKAGES), *requirements],
+                        "--only-binary=:all:", "--target", str(rootfs / SITE_PACKAGES), *requirements],
                        check=True, capture_output=True)
-        commands = tree / SITE_PACKAGES / "bin"
+        commands = rootfs / SITE_PACKAGES / "bin"
         if commands.is_dir():
-            (tree / "usr/local/bin").mkdir(parents=True)
             for command in commands.iterdir():
                 first, _, rest = command.read_bytes().partition(b"\n")
-                (tree / "usr/local/bin" / command.name).write_bytes(
+                (rootfs / "usr/local/bin" / command.name).write_bytes(
                     (b"#!/usr/bin/python3" if first.startswith(b"#!") and b"python" in first else first) + b"\n" + rest)
-                (tree / "usr/local/bin" / command.name).chmod(0o755)
+                (rootfs / "usr/local/bin" / command.name).chmod(0o755)
             shutil.rmtree(commands)
     return make
 
 
-def product(tree: Path) -> None:
+def debian(*packages: str) -> Callable[[Path], None]:
+    """Installs Debian's `packages` and what they need that the image lacks: its own apt-get, run in it."""
+    def make(rootfs: Path) -> None:
+        apt = ["chroot", str(rootfs), "apt-get", "--quiet", "--yes", "--no-install-recommends"]
+        environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+        resolver = rootfs / "etc/resolv.conf"  # the mirror's name, resolved as here (the kubelet gives pods theirs)
+        shutil.copy("/etc/resolv.conf", resolver)
+        try:
+            for command in (["update"], ["install", *packages], ["clean"]):
+                subprocess.run([*apt, *command], check=True, capture_output=True, env=environment)
+        finally:
+            resolver.unlink()
+        for index in (rootfs / "var/lib/apt/lists").glob("*_*"):  # the package lists (`apt-get update` fetches them)
+            index.unlink()
+    return make
+
+
+def product(rootfs: Path) -> None:
     """This checkout's package (a wheel built from it) and what it requires, in the image's site-packages."""
     with tempfile.TemporaryDirectory() as built:
         subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
                         "--wheel-dir", built, str(REPO)], check=True, capture_output=True)
-        wheels(*map(str, Path(built).glob("*.whl")))(tree)
+        wheels(*map(str, Path(built).glob("*.whl")))(rootfs)
 
 
 def sources() -> list[str]:
@@ -95,7 +112,7 @@ def mounts_under(directory: Path) -> list[str]:
 
 @dataclass
 class Image:
-    make: Callable[[Path], None]  # makes the tree this image adds to its base (or its whole root file system)
+    make: Callable[[Path], None]  # changes the root file system: its base's, unpacked, or an empty one
     inputs: list[str]  # what else it is made of: files (absolute paths) and words
     entrypoint: list[str] = field(default_factory=list)
     base: str | None = None
@@ -105,6 +122,8 @@ IMAGES: dict[str, Image] = {
     PAUSE_IMAGE: Image(pause, [str(BIN / "pause")], ["/pause"]),
     PYTHON_IMAGE: Image(python, [MIRROR, SUITE, *BASE_PACKAGES]),
     TENSORFLOW_IMAGE: Image(wheels(TENSORFLOW), [TENSORFLOW], base=PYTHON_IMAGE),
+    PYTORCH_IMAGE: Image(debian("python3-torch"), ["python3-torch"], base=PYTHON_IMAGE),
+    NSLOOKUP_IMAGE: Image(debian("bind9-dnsutils"), ["bind9-dnsutils"], base=PYTHON_IMAGE),
     PADDLE_IMAGE: Image(wheels("--requirement", PADDLE_REQUIREMENTS), [PADDLE_REQUIREMENTS], base=PYTHON_IMAGE),
     PRODUCT_IMAGE: Image(product, sources(), base=PYTHON_IMAGE),
 }
@@ -130,8 +149,7 @@ def image(name: str) -> Path:
             stale.unlink()
     CACHE.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=CACHE) as work:
-        tree, layout, tag = Path(work) / "tree", Path(work) / "layout", name.rpartition(":")[2]
-        made.make(tree)
+        layout, bundle, tag = Path(work) / "layout", Path(work) / "bundle", name.rpartition(":")[2]
 
         def umoci(*args: str) -> None:
             subprocess.run(["umoci", *args], check=True, capture_output=True)
@@ -146,7 +164,9 @@ def image(name: str) -> Path:
         else:
             umoci("init", "--layout", str(layout))
             umoci("new", "--image", f"{layout}:{tag}")
-        umoci("insert", "--image", f"{layout}:{tag}", str(tree), "/")
+        umoci("unpack", "--image", f"{layout}:{tag}", str(bundle))
+        made.make(bundle / "rootfs")
+        umoci("repack", "--image", f"{layout}:{tag}", str(bundle))  # a layer of what changed
         umoci("config", "--image", f"{layout}:{tag}", "--config.workingdir", "/",
               *(f"--config.entrypoint={part}" for part in made.entrypoint),
               "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")

@@ -1,7 +1,8 @@
 // The Kubeflow Training Operator's TFJob, PyTorchJob and PaddleJob controllers and validating webhooks,
 // set up as its own main sets them up, with one difference: the webhooks serve the test control plane's
 // certificate on loopback (as the operator does behind cert-manager) instead of generating a CA into a
-// Secret and a fixed directory under /tmp.
+// Secret and a fixed directory under /tmp. Of the operator's own flags it takes the PyTorchJob workers' init
+// container image (a real node has no registry to pull the default from).
 package main
 
 import (
@@ -27,11 +28,12 @@ func main() {
 	var port int
 	flag.StringVar(&certDir, "cert-dir", "", "directory holding tls.crt and tls.key for the webhooks")
 	flag.IntVar(&port, "webhook-port", 9443, "loopback port of the webhooks")
+	flag.StringVar(&config.Config.PyTorchInitContainerImage, "pytorch-init-container-image",
+		config.PyTorchInitContainerImageDefault, "the image of the init container in which PyTorchJob workers wait for their master")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	config.Config.PyTorchInitContainerImage = config.PyTorchInitContainerImageDefault
 	config.Config.PyTorchInitContainerTemplateFile = config.PyTorchInitContainerTemplateFileDefault
 	config.Config.PyTorchInitContainerMaxTries = config.PyTorchInitContainerMaxTriesDefault
 
