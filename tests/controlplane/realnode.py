@@ -160,6 +160,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
   sandbox_image = "{PAUSE_IMAGE}"
   restrict_oom_score_adj = true  # root here lacks CAP_SYS_RESOURCE
   disable_apparmor = true
+  netns_mounts_under_state_dir = true  # pods' network namespaces under RUN, which every run cleans
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
