@@ -299,6 +299,7 @@ def test_a_run_whose_starter_died_before_its_supervisor_is_not_left_pending(tmp_
     assert (job["phase"], job["reason"]) == ("Failed", "LaunchInterrupted")
     assert [(r["phase"], r["reason"]) for r in job["replicas"]] == [("Stopped", "NeverStarted")]
 
+
 def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_now(tmp_path):
     """A reader that saw the job before its supervisor started, or saw an earlier run's supervisor, now ended,
     and only then looks for them (as every `get` and `list` does, with no lock) leaves the run now going alone."""
@@ -319,7 +320,6 @@ def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_no
     assert procs.alive(going["replicas"][0]["pid"], going["replicas"][0]["pid_started"])
     backend.delete("busy")
     assert_nothing_left(tmp_path)
-
 
 
 def test_a_lock_file_a_killed_submitter_left_goes_when_a_server_starts(tmp_path):

@@ -1028,7 +1028,7 @@ class KubeBackend:
             if not self.cache:
                 self.catch_up(name)
             return logs.read(files, tail=tail, since=since)
-        finished = self._copied_once(name, run, finished or (lambda: run_ended(self.get(name, events=0), run)))
+        finished = self._until_lines_copied(name, run, finished or (lambda: run_ended(self.get(name, events=0), run)))
         if self.cache:
             return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
         return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
@@ -1040,7 +1040,7 @@ class KubeBackend:
         finally:
             self.close()
 
-    def _copied_once(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
+    def _until_lines_copied(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
         """`over()`, and the run's lines all in its files: the cluster ends a run as its pods end, and a
         controller copies what they logged after that (and marks it done), or LOGS_GRACE seconds later."""
         seen_over: list[float] = []
