@@ -1,13 +1,16 @@
 """What Binder does, replayed as far as this machine allows: a fresh virtual environment with what a
-repo2docker image carries (JupyterLab, a kernel), binder/requirements.txt, binder/postBuild; then the
-demo notebook executed headlessly against the real JupyterLab it would open in."""
+repo2docker image carries (JupyterLab, a kernel), binder/requirements.txt (both installed by uv, which
+resolves them as pip would, from its cache), binder/postBuild; then the demo notebook executed headlessly
+against the real JupyterLab it would open in."""
 
 from __future__ import annotations
 
 import json
 import os
 import subprocess
+import sys
 import venv
+from pathlib import Path
 
 import nbformat
 import pytest
@@ -28,8 +31,9 @@ def test_the_binder_demo_trains_a_distributed_tensorflow_job(tmp_path):
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
-    run(str(python), "-m", "pip", "install", "--quiet", "jupyterlab>=4.2,<5", "ipykernel", "nbclient")
-    run(str(python), "-m", "pip", "install", "--quiet", "-r", "binder/requirements.txt")
+    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--python", str(python)]
+    run(*install, "jupyterlab>=4.2,<5", "ipykernel", "nbclient")
+    run(*install, "-r", "binder/requirements.txt")
     run("bash", "binder/postBuild")
 
     lab = JupyterServer(tmp_path, app="lab", root_dir=REPO, python=python, env=env)

@@ -384,8 +384,9 @@ def test_pytorch_trains_across_pods_under_torchrun(git_host, real_cluster, cli, 
         followed = cli("submit", "-f", str(tmp_path / "job.yaml"), "-p", "epochs=2", "--follow", check=False,
                        timeout=280)
         assert followed.returncode == 0, followed.stdout + followed.stderr + cli("logs", name).stdout
-        assert {f"rank {rank}/3 joined" for rank in range(3)} <= set(re.findall(r"rank \d/\d joined",
-                                                                                 followed.stdout)), followed.stdout
+        joined = set(re.findall(r"rank \d/\d joined", followed.stdout))
+        assert {f"rank {rank}/3 joined" for rank in range(3)} <= joined, \
+            f"{followed.stdout}{followed.stderr}\nread afterwards:\n{cli('logs', name).stdout}"
         assert "[master-0] done epoch 2 loss" in followed.stdout
         job = cli.json("get", name)
         assert (job["phase"], job["engine"]) == ("Succeeded", engine), job

@@ -3,71 +3,84 @@
 # ignores: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the real node's kubelet
 # (kube/), the real node's CoreDNS (coredns/) and pause container (pause/), and the in-cluster training
 # engines with their CRDs: JobSet (jobset/), Kubeflow's Training Operator (kubeflow/) and the Kueue job
-# queue (kueue/). Each part is rebuilt only when its pins, its sources or this script change.
+# queue (kueue/). Each part is built once per machine and stamp (a hash of its pins, its sources and this
+# script) into a cache outside the repository, from which a fresh checkout's bin/ takes it in seconds.
 set -euo pipefail
 shopt -s nullglob
 here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
-export CGO_ENABLED=0 GOFLAGS=-mod=readonly
-mkdir -p "$bin"
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/jupyter-distrain/controlplane
+export CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false'  # the same binary from any checkout
+mkdir -p "$bin" "$cache"
 
-# build PART COMMAND...: runs COMMAND unless PART's stamp matches its module files and this script
+# build PART COMMAND: unless bin/ has PART at its stamp, links it in from the cache, where COMMAND, run in
+# PART's folder, first writes it under $out (dropping the cache's other stamps of PART)
 build() {
   local part=$1; shift
-  local stamp
+  local stamp built
   stamp=$(cat "$here/build.sh" "$here/$part"/go.mod "$here/$part"/go.sum "$here/$part"/*.go | sha256sum | cut -c1-16)
   if [ "$(cat "$bin/.stamp-$part" 2>/dev/null)" = "$stamp" ]; then return; fi
-  echo "building $part of the test control plane into $bin (minutes on a cold cache)" >&2
-  (cd "$here/$part" && "$@")
+  built=$cache/$part-$stamp
+  if [ ! -d "$built" ]; then
+    echo "building $part of the test control plane into $built (minutes on a cold cache)" >&2
+    out=$cache/$part.partial
+    rm -rf "$cache/$part"-* "$out" && mkdir "$out"
+    (cd "$here/$part" && "$@")
+    mv "$out" "$built"
+  fi
+  cp -al --remove-destination "$built/." "$bin/"
   echo "$stamp" > "$bin/.stamp-$part"
 }
 
-build etcd go build -trimpath -o "$bin/etcd" .
+etcd() { go build -trimpath -o "$out/etcd" .; }
+build etcd etcd
 
 kube() {
   local version minor kwok
   version=$(awk '$1 == "k8s.io/kubernetes" {print $2}' go.mod)
   minor=$(echo "$version" | cut -d. -f2)
-  go build -trimpath -o "$bin/" -ldflags "-X k8s.io/component-base/version.gitVersion=$version \
+  go build -trimpath -o "$out/" -ldflags "-X k8s.io/component-base/version.gitVersion=$version \
     -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok
   # kwok's own node stages (Ready, heartbeat) and the Logs resource, from the pinned module
   kwok=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
-  mkdir -p "$bin/stages"
+  mkdir -p "$out/stages"
   cp "$kwok/kustomize/stage/node/fast/node-initialize.yaml" \
-     "$kwok/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" "$bin/stages/"
-  cp "$kwok/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" "$bin/"
+     "$kwok/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml" "$out/stages/"
+  cp "$kwok/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" "$out/"
 }
 build kube kube
-build coredns go build -trimpath -o "$bin/coredns" .
-build pause go build -trimpath -o "$bin/pause" .
+coredns() { go build -trimpath -o "$out/coredns" .; }
+build coredns coredns
+pause() { go build -trimpath -o "$out/pause" .; }
+build pause pause
 
 # the JobSet controller (its webhooks are registered by cluster.py) and its CRD
 jobset() {
-  go build -trimpath -o "$bin/jobset" sigs.k8s.io/jobset
-  mkdir -p "$bin/crds"
-  cp "$(go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$bin/crds/"
+  go build -trimpath -o "$out/jobset" sigs.k8s.io/jobset
+  mkdir -p "$out/crds"
+  cp "$(go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$out/crds/"
 }
 build jobset jobset
 
 # Kubeflow's Training Operator (TFJob, PyTorchJob, PaddleJob controllers and webhooks; kubeflow/main.go) and its CRDs
 kubeflow() {
-  go build -trimpath -o "$bin/training-operator" .
-  mkdir -p "$bin/crds"
+  go build -trimpath -o "$out/training-operator" .
+  mkdir -p "$out/crds"
   local crds
   crds=$(go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds
-  cp "$crds/kubeflow.org_tfjobs.yaml" "$crds/kubeflow.org_pytorchjobs.yaml" "$crds/kubeflow.org_paddlejobs.yaml" "$bin/crds/"
+  cp "$crds/kubeflow.org_tfjobs.yaml" "$crds/kubeflow.org_pytorchjobs.yaml" "$crds/kubeflow.org_paddlejobs.yaml" "$out/crds/"
 }
 build kubeflow kubeflow
 
 # Kueue (its webhooks are registered by cluster.py, from its own manifest) and its CRDs
 kueue() {
-  go build -trimpath -o "$bin/kueue" sigs.k8s.io/kueue/cmd/kueue
-  mkdir -p "$bin/crds"
+  go build -trimpath -o "$out/kueue" sigs.k8s.io/kueue/cmd/kueue
+  mkdir -p "$out/crds"
   local config
   config=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components
-  cp "$config"/crd/bases/kueue.x-k8s.io_*.yaml "$bin/crds/"
-  cp "$config/webhook/manifests.yaml" "$bin/kueue-webhooks.yaml"
+  cp "$config"/crd/bases/kueue.x-k8s.io_*.yaml "$out/crds/"
+  cp "$config/webhook/manifests.yaml" "$out/kueue-webhooks.yaml"
 }
 build kueue kueue

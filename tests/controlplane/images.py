@@ -1,9 +1,10 @@
 """Container images for the real node, built here without a registry: a root file system made from Debian
 packages (debootstrap, or apt-get run in the image), PyPI wheels or this control plane's own binaries, packed as
 an OCI image layout by umoci, saved as a tar that `ctr images import` reads. An image made on another (its base)
-adds one layer to it, what its recipe changed in the base's root file system, so the two share their common layer
-in the runtime's store. Each is cached outside the repository, by a hash of its inputs (the code that makes it,
-its packages, the files it holds, its base), so it is built once per machine and input."""
+adds one layer to it, what its recipe changed in the base's root file system (or, where the recipe only adds
+files, those files, the base left packed), so the two share their common layers in the runtime's store. Each is
+cached outside the repository, by a hash of its inputs (the code that makes it, its packages, the files it holds,
+its base), so it is built once per machine and input."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import sys
 import tarfile
 import tempfile
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -35,7 +37,9 @@ PYTORCH_IMAGE = "distrain.test/pytorch:debian"  # the Python image and Debian's 
 NSLOOKUP_IMAGE = "distrain.test/nslookup:debian"  # the Python image and nslookup: PyTorchJob workers wait with it
 PADDLE_REQUIREMENTS = str(REPO / "examples" / "paddle-ps" / "requirements.txt")  # its Paddle, a protobuf it takes
 PADDLE_IMAGE = "distrain.test/paddle:ps"  # the Python image and what the paddle-ps example requires
-PRODUCT_IMAGE = "distrain.test/jupyter-distrain:dev"  # the Python image and this checkout's package: its own pods'
+PRODUCT_REQUIREMENTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+PRODUCT_BASE_IMAGE = "distrain.test/jupyter-distrain:requirements"  # the Python image and what the package requires
+PRODUCT_IMAGE = "distrain.test/jupyter-distrain:dev"  # and on that, this checkout's package: its own pods'
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # what holds each pod's namespaces
 STALE_AFTER = 7 * 24 * 3600  # seconds unused after which a cached image built from other inputs goes
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"  # where the image's Python finds what pip adds
@@ -64,6 +68,7 @@ def wheels(*requirements: str) -> Callable[[Path], None]:
                        check=True, capture_output=True)
         commands = rootfs / SITE_PACKAGES / "bin"
         if commands.is_dir():
+            (rootfs / "usr/local/bin").mkdir(parents=True, exist_ok=True)
             for command in commands.iterdir():
                 first, _, rest = command.read_bytes().partition(b"\n")
                 (rootfs / "usr/local/bin" / command.name).write_bytes(
@@ -91,11 +96,12 @@ def debian(*packages: str) -> Callable[[Path], None]:
 
 
 def product(rootfs: Path) -> None:
-    """This checkout's package (a wheel built from it) and what it requires, in the image's site-packages."""
+    """This checkout's package (a wheel built from it) in the image's site-packages, where its base has what it
+    requires: a change to the package makes a layer of its own files alone."""
     with tempfile.TemporaryDirectory() as built:
-        subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check", "--no-deps",
-                        "--wheel-dir", built, str(REPO)], check=True, capture_output=True)
-        wheels(*map(str, Path(built).glob("*.whl")))(rootfs)
+        subprocess.run([Path(sys.executable).with_name("uv"), "build", "--quiet", "--wheel", "--out-dir", built, REPO],
+                       check=True, capture_output=True)
+        wheels("--no-deps", *map(str, Path(built).glob("*.whl")))(rootfs)
 
 
 def sources() -> list[str]:
@@ -116,16 +122,19 @@ class Image:
     inputs: list[str]  # what else it is made of: files (absolute paths) and words
     entrypoint: list[str] = field(default_factory=list)
     base: str | None = None
+    adds: bool = False  # `make` only adds files: it fills an empty root, inserted as the layer, its base left packed
 
 
 IMAGES: dict[str, Image] = {
     PAUSE_IMAGE: Image(pause, [str(BIN / "pause")], ["/pause"]),
     PYTHON_IMAGE: Image(python, [MIRROR, SUITE, *BASE_PACKAGES]),
-    TENSORFLOW_IMAGE: Image(wheels(TENSORFLOW), [TENSORFLOW], base=PYTHON_IMAGE),
+    TENSORFLOW_IMAGE: Image(wheels(TENSORFLOW), [TENSORFLOW], base=PYTHON_IMAGE, adds=True),
     PYTORCH_IMAGE: Image(debian("python3-torch"), ["python3-torch"], base=PYTHON_IMAGE),
     NSLOOKUP_IMAGE: Image(debian("bind9-dnsutils"), ["bind9-dnsutils"], base=PYTHON_IMAGE),
-    PADDLE_IMAGE: Image(wheels("--requirement", PADDLE_REQUIREMENTS), [PADDLE_REQUIREMENTS], base=PYTHON_IMAGE),
-    PRODUCT_IMAGE: Image(product, sources(), base=PYTHON_IMAGE),
+    PADDLE_IMAGE: Image(wheels("--requirement", PADDLE_REQUIREMENTS), [PADDLE_REQUIREMENTS], base=PYTHON_IMAGE,
+                        adds=True),
+    PRODUCT_BASE_IMAGE: Image(wheels(*PRODUCT_REQUIREMENTS), PRODUCT_REQUIREMENTS, base=PYTHON_IMAGE, adds=True),
+    PRODUCT_IMAGE: Image(product, sources(), base=PRODUCT_BASE_IMAGE, adds=True),
 }
 
 
@@ -134,7 +143,7 @@ def image(name: str) -> Path:
     made = IMAGES[name]
     base = image(made.base) if made.base else None
     digest = hashlib.sha256("".join(map(inspect.getsource, (image, made.make))).encode())  # how it is made
-    digest.update(repr((made.entrypoint, made.base)).encode())
+    digest.update(repr((made.entrypoint, made.base, made.adds)).encode())
     for part in made.inputs:
         digest.update(Path(part).read_bytes() if part.startswith("/") else part.encode())
     if base:
@@ -164,9 +173,15 @@ def image(name: str) -> Path:
         else:
             umoci("init", "--layout", str(layout))
             umoci("new", "--image", f"{layout}:{tag}")
-        umoci("unpack", "--image", f"{layout}:{tag}", str(bundle))
-        made.make(bundle / "rootfs")
-        umoci("repack", "--image", f"{layout}:{tag}", str(bundle))  # a layer of what changed
+        if made.adds:
+            added = Path(work) / "added"
+            added.mkdir(mode=0o755)  # the image's root directory, as the layer has it
+            made.make(added)
+            umoci("insert", "--image", f"{layout}:{tag}", str(added), "/")  # a layer of what it holds
+        else:
+            umoci("unpack", "--image", f"{layout}:{tag}", str(bundle))
+            made.make(bundle / "rootfs")
+            umoci("repack", "--image", f"{layout}:{tag}", str(bundle))  # a layer of what changed
         umoci("config", "--image", f"{layout}:{tag}", "--config.workingdir", "/",
               *(f"--config.entrypoint={part}" for part in made.entrypoint),
               "--config.env", "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
