@@ -27,7 +27,8 @@ real-node-packages:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO)apt-get install -y -qq --no-install-recommends $(REAL_NODE_PACKAGES))
 
 install: $(BIN)/uv
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --reinstall-package jupyter-distrain ".[test,examples]"
+	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python --reinstall-package jupyter-distrain \
+	  ".[test,examples]"  # compiled as pip does: with PYTHONDONTWRITEBYTECODE set, each process would compile TensorFlow
 
 run: install
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples

@@ -31,7 +31,8 @@ def test_the_binder_demo_trains_a_distributed_tensorflow_job(tmp_path):
         done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
         assert done.returncode == 0, f"{' '.join(command)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
-    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--python", str(python)]
+    install = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--compile-bytecode",
+               "--python", str(python)]
     run(*install, "jupyterlab>=4.2,<5", "ipykernel", "nbclient")
     run(*install, "-r", "binder/requirements.txt")
     run("bash", "binder/postBuild")
