@@ -14,7 +14,7 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 
-$(BIN)/uv: $(BIN)/python  # installs the rest from its cache (~/.cache/uv) in seconds, where pip takes minutes
+$(BIN)/uv: $(BIN)/python  # installs the rest from its cache (~/.cache/uv) in about a minute, where pip took five
 	$(BIN)/pip install --quiet uv
 
 $(CHROMIUM):  # the browser the panel's tests drive (Playwright cannot download one here)
