@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
-PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "pid", "restarts")
+PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "node", "pid",
+                         "restarts")
 NOTHING_LOGGED: dict = {"tag": None, "runs": {}}  # what scalars answers of a job whose event files cannot be read
 
 

@@ -226,8 +226,11 @@ export function JobView(
                           </button>
                         )}
                       </td>
-                      <td className="jp-distrain-mono">
-                        {replica.address ?? ''}
+                      <td
+                        className="jp-distrain-mono jp-distrain-node"
+                        title={replica.address ?? ''}
+                      >
+                        {replica.node ?? ''}
                       </td>
                       <td>{replica.restarts}</td>
                       <td title={replica.started ?? ''}>

@@ -514,6 +514,8 @@ export interface components {
       exit_code: number | null;
       reason: string;
       address?: string | null;
+      /** @description the machine it runs on, once placed (on Kubernetes, its pod's node) */
+      node?: string | null;
       pid?: number | null;
       restarts: number;
       /** Format: date-time */

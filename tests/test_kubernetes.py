@@ -42,7 +42,7 @@ from jupyter_distrain.backends.kube_state import event_time, new_status
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
-from jupyter_distrain.manager import JobManager, provenance
+from jupyter_distrain.manager import JobManager, provenance, public
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
@@ -212,6 +212,8 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Running", "the job runs")
     pods = pods_of(admin, "tf-ok")
     assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
+    nodes = {r["name"]: r["node"] for r in public(backend.get("tf-ok"))["replicas"]}  # as the job view shows them
+    assert nodes == {manifests.replica_of(p.metadata.labels): p.spec.node_name for p in pods}
     image = pods[0].spec.containers[0].image
     assert job["environment"] == {"image": image, "image_digests": [image_id(image)]}  # as the pods report it
     services = names(admin.list_namespaced_service(NAMESPACE).items)

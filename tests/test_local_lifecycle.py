@@ -58,6 +58,7 @@ def test_success_stops_parameter_servers(cli, tmp_path):
     assert job["phase"] == "Succeeded" and job["exit_code"] == 0
     phases = {r["name"]: r["phase"] for r in job["replicas"]}
     assert phases == {"chief-0": "Succeeded", "ps-0": "Stopped", "ps-1": "Stopped", "worker-0": "Stopped"}
+    assert {r["node"] for r in job["replicas"]} == {platform.node()}  # every replica ran on this machine
     tf_config = json.loads(cli("logs", "ps-job", "-r", "chief-0").stdout)
     addresses = {r["name"]: r["address"] for r in job["replicas"]}
     assert tf_config == {

@@ -3,6 +3,7 @@
 import getpass
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -253,6 +254,7 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(view.locator("h2")).to_have_text("panel-tf", timeout=30_000)
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Running", timeout=60_000)
     expect(view.locator("[data-replica]")).to_have_count(4)
+    expect(view.locator('[data-replica="chief-0"] .jp-distrain-node')).to_have_text(platform.node())
     open_panel(page)
     in_list = page.locator('#jupyter-distrain-panel [data-job="panel-tf"] .jp-distrain-phase')
     expect(in_list).to_have_text("Running", timeout=30_000)

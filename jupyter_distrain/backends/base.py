@@ -29,6 +29,7 @@ class ReplicaRecord(TypedDict):
     exit_code: int | None
     reason: str
     address: str | None  # host:port its peers reach it at
+    node: str | None  # the machine it runs on, once placed (on Kubernetes, its pod's node)
     pid: int | None  # local only
     restarts: int
     started: float | None

@@ -24,6 +24,7 @@ import fcntl
 import json
 import logging
 import os
+import platform
 import select
 import shutil
 import signal
@@ -374,8 +375,10 @@ class LocalBackend:
 
     @staticmethod
     def _view(row: dict) -> JobRecord:
-        """The job as every backend reports it: its row, with its logs (see `own_logs`)."""
-        return cast(JobRecord, {**row, "logs": own_logs(row),
+        """The job as every backend reports it: its row, with its logs (see `own_logs`); each replica that
+        started runs on this machine."""
+        replicas = [{**r, "node": platform.node() if r["pid"] else None} for r in row["replicas"]]
+        return cast(JobRecord, {**row, "replicas": replicas, "logs": own_logs(row),
                                 "expires": expires(row["spec"]["policy"].get("ttl_after_finished"), row["finished"])})
 
     def reconcile(self, job: dict) -> dict:
