@@ -8,15 +8,15 @@ import hashlib
 import itertools
 import logging
 import re
-from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterator, Mapping, cast
+from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
 from . import code, snapshot, spec as spec_, sweep
-from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget, summary
+from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget
 from .backends.manifests import JOB_SECRET_SUFFIXES
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
+from .jobjson import iso, pinned_image
 from .logs import LogLine
 from .rules import AdminRules
 
@@ -26,9 +26,6 @@ if TYPE_CHECKING:
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
-PUBLIC_REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "node", "pid",
-                         "restarts")
 NOTHING_LOGGED: dict = {"tag": None, "runs": {}}  # what scalars answers of a job whose event files cannot be read
 
 
@@ -197,6 +194,24 @@ class JobManager:
         in `phases` if any are given."""
         return [job for job in self.list() if job["expires"] is not None and job["expires"] <= moment
                 and (not phases or job["phase"] in phases)]
+
+    def delete_expired(self, moment: float, phases: Collection[str] = (),
+                       purge_output: bool = False) -> Iterator[tuple[JobSummary, DistrainError | None]]:
+        """Delete the jobs expired at `moment` (see expired), one by one as the iterator is read: each job with
+        the error that kept it from being deleted, None once it is; raises if they cannot be listed."""
+        return self.delete_each(self.expired(moment, phases), purge_output)
+
+    def delete_each(self, jobs: Collection[JobSummary],
+                    purge_output: bool = False) -> Iterator[tuple[JobSummary, DistrainError | None]]:
+        """Delete the jobs one by one as the iterator is read: each with the error that kept it from being
+        deleted, None once it is."""
+        for job in jobs:
+            try:
+                self.delete(job["name"], purge_output=purge_output)
+            except DistrainError as e:
+                yield job, e
+            else:
+                yield job, None
 
     def stop(self, name: str) -> JobRecord:
         return self.backend_of(name).stop(name)
@@ -383,55 +398,3 @@ def secret_name(name: str) -> bool:
     """A name code.credentials may hold (the schema's pattern; also a Kubernetes Secret's name)."""
     git = next(branch for branch in spec_.schema()["properties"]["code"]["oneOf"] if "git" in branch["properties"])
     return len(name) <= 63 and re.fullmatch(git["properties"]["credentials"]["pattern"], name) is not None
-
-
-def public_summary(job: JobSummary) -> dict:
-    """The JSON shape of a job in the list (JobSummary): times in ISO 8601."""
-    return {key: iso(cast(float | None, value)) if key in TIMES else value for key, value in job.items()}
-
-
-def public(job: Mapping[str, Any]) -> dict:
-    """The JSON shape of a job shown by itself (Job): its summary, with its spec, replicas, logs and events
-    when asked for; no internal bookkeeping."""
-    out = public_summary(summary(cast(JobRecord, job)))
-    out.update(output_dir=job["output_dir"], logs=job["logs"])
-    out["replicas"] = [
-        {**{key: r[key] for key in PUBLIC_REPLICA_FIELDS}, "index": r["idx"],
-         "started": iso(r["started"]), "finished": iso(r["finished"])}
-        for r in job["replicas"]
-    ]
-    out["spec"] = job["spec"]
-    out.update({key: job[key] for key in ("engine", "supervision") if key in job})
-    out["provenance"] = provenance(job)
-    if "events" in job:
-        out["events"] = [
-            {"time": iso(e["time"]), "type": e["type"], "replica": e["replica"], "reason": e["reason"],
-             "message": e["message"]}
-            for e in job["events"]
-        ]
-    return out
-
-
-def provenance(job: Mapping[str, Any]) -> dict:
-    """What the job's current run ran: its code (the commit, and the snapshot of changes on top of it), the
-    command with its hyperparameters substituted, and what the backend recorded of where it ran (fields the
-    backend does not know are null)."""
-    spec, source = job["spec"], job["spec"].get("code", {})
-    taken, environment = source.get("snapshot"), job.get("environment") or {}
-    return {
-        "code": {key: source[key] for key in ("git", "commit", "path") if key in source} or None,
-        "snapshot": {key: taken[key] for key in ("sha256", "size", "files")} if taken else None,
-        "hyperparameters": spec.get("hyperparameters", {}),
-        "command": spec_.substituted_command(spec),
-        **{key: environment.get(key) for key in ("python", "requirements", "packages", "image", "image_digests")},
-    }
-
-
-def pinned_image(job: Mapping[str, Any]) -> str | None:
-    """The image the job's pods ran, by digest (repository@sha256:...), if they all reported the same one."""
-    digests = {re.sub(r"^[a-z-]+://", "", d) for d in (job.get("environment") or {}).get("image_digests") or []}
-    return digests.pop() if len(digests) == 1 and "@sha256:" in next(iter(digests)) else None
-
-
-def iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")

@@ -54,16 +54,15 @@ class DistrainExtension(ExtensionApp):
 async def expire(manager: JobManager, log: logging.Logger) -> None:
     """Delete the jobs past their time to be kept once finished (policy.ttl_after_finished); outputs stay."""
     try:
-        jobs = await in_thread(manager.expired, time.time())
+        outcomes = await in_thread(lambda: list(manager.delete_expired(time.time())))
     except DistrainError as e:
         log.warning("distrain: cannot look for jobs past their time to be kept: %s", e)
         return
-    for job in jobs:
-        try:
-            await in_thread(manager.delete, job["name"])
+    for job, error in outcomes:
+        if error is None:
             log.info("distrain: deleted %s, past its time to be kept once finished", job["name"])
-        except DistrainError as e:
-            log.warning("distrain: cannot delete %s, past its time to be kept: %s", job["name"], e)
+        else:
+            log.warning("distrain: cannot delete %s, past its time to be kept: %s", job["name"], error)
 
 
 def routes() -> list[tuple]:

@@ -18,7 +18,8 @@ from tornado import web
 from .. import __version__, logs, repo
 from .. import spec as spec_
 from ..errors import DistrainError
-from ..manager import JobManager, public, public_summary
+from ..jobjson import job_json, summary_json
+from ..manager import JobManager
 from .openapi import openapi_document
 
 AUTH_RESOURCE = "distrain"
@@ -180,7 +181,7 @@ class DistrainHandler(JsonErrors, APIHandler):
             return
         job = await call(make)
         self.set_header("Location", f"{jobs}/{job['name']}")
-        self.reply(public(job), 201)
+        self.reply(job_json(job), 201)
 
 
 
@@ -193,7 +194,7 @@ class JobsHandler(DistrainHandler):
     query_params = ("dry_run", "backend", "snapshot_of")
 
     async def get(self) -> None:
-        self.reply([public_summary(job) for job in await call(self.manager.list)])
+        self.reply([summary_json(job) for job in await call(self.manager.list)])
 
     async def post(self) -> None:
         submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
@@ -227,7 +228,7 @@ class JobHandler(DistrainHandler):
     query_params = ("purge_output",)
 
     async def get(self, name: str) -> None:
-        self.reply(public(await call(self.manager.get, name)))
+        self.reply(job_json(await call(self.manager.get, name)))
 
     async def delete(self, name: str) -> None:
         await call(self.manager.delete, name, purge_output=self.query_bool("purge_output"))
@@ -238,13 +239,13 @@ class JobHandler(DistrainHandler):
 
 class StopHandler(DistrainHandler):
     async def post(self, name: str) -> None:
-        self.reply(public(await call(self.manager.stop, name)))
+        self.reply(job_json(await call(self.manager.stop, name)))
 
 
 class RestartHandler(DistrainHandler):
     async def post(self, name: str) -> None:
         """Run the job again; a body, if any, is the edited spec."""
-        self.reply(public(await call(self.manager.restart, name, self.body(), self.root_dir)))
+        self.reply(job_json(await call(self.manager.restart, name, self.body(), self.root_dir)))
 
 
 class CloneHandler(DistrainHandler):

@@ -1,0 +1,66 @@
+"""The JSON shape of a job, as the REST API answers it and `distrain ... -o json` prints it (openapi.yaml's
+Job and JobSummary): times in ISO 8601, no internal bookkeeping."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Any, Mapping, cast
+
+from . import spec as spec_
+from .backends.base import JobRecord, JobSummary, summary
+
+TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
+REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "node", "pid", "restarts")
+
+
+def summary_json(job: JobSummary) -> dict:
+    """A job as the list shows it (JobSummary)."""
+    return {key: iso(cast(float | None, value)) if key in TIMES else value for key, value in job.items()}
+
+
+def job_json(job: Mapping[str, Any]) -> dict:
+    """A job shown by itself (Job): its summary, with its spec, replicas, logs and provenance, and its events
+    when asked for."""
+    out = summary_json(summary(cast(JobRecord, job)))
+    out.update(output_dir=job["output_dir"], logs=job["logs"])
+    out["replicas"] = [
+        {**{key: r[key] for key in REPLICA_FIELDS}, "index": r["idx"],
+         "started": iso(r["started"]), "finished": iso(r["finished"])}
+        for r in job["replicas"]
+    ]
+    out["spec"] = job["spec"]
+    out.update({key: job[key] for key in ("engine", "supervision") if key in job})
+    out["provenance"] = provenance(job)
+    if "events" in job:
+        out["events"] = [
+            {"time": iso(e["time"]), "type": e["type"], "replica": e["replica"], "reason": e["reason"],
+             "message": e["message"]}
+            for e in job["events"]
+        ]
+    return out
+
+
+def provenance(job: Mapping[str, Any]) -> dict:
+    """What the job's current run ran: its code (the commit, and the snapshot of changes on top of it), the
+    command with its hyperparameters substituted, and what the backend recorded of where it ran (fields the
+    backend does not know are null)."""
+    spec, source = job["spec"], job["spec"].get("code", {})
+    taken, environment = source.get("snapshot"), job.get("environment") or {}
+    return {
+        "code": {key: source[key] for key in ("git", "commit", "path") if key in source} or None,
+        "snapshot": {key: taken[key] for key in ("sha256", "size", "files")} if taken else None,
+        "hyperparameters": spec.get("hyperparameters", {}),
+        "command": spec_.substituted_command(spec),
+        **{key: environment.get(key) for key in ("python", "requirements", "packages", "image", "image_digests")},
+    }
+
+
+def pinned_image(job: Mapping[str, Any]) -> str | None:
+    """The image the job's pods ran, by digest (repository@sha256:...), if they all reported the same one."""
+    digests = {re.sub(r"^[a-z-]+://", "", d) for d in (job.get("environment") or {}).get("image_digests") or []}
+    return digests.pop() if len(digests) == 1 and "@sha256:" in next(iter(digests)) else None
+
+
+def iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
