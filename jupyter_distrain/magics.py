@@ -26,9 +26,9 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import IFrame, display
 
-from .cli import apply_flags, apply_sweep_flags, finetune_changes, spec_options, sweep_options
 from .client import Client, Job
 from .errors import DistrainError
+from .flags import apply_flags, apply_sweep_flags, finetune_changes, spec_options, sweep_options
 from .spec import SAFE_INTEGER, load, load_file
 
 if TYPE_CHECKING:

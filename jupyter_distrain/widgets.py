@@ -22,9 +22,9 @@ import ipywidgets as w
 import yaml
 
 from . import spec as spec_
-from .cli import volume_source
 from .client import Client, Job
 from .errors import DistrainError, SpecError
+from .flags import volume_source
 from .policy import FINISHED
 
 LOG_TAIL_LINES = 200
