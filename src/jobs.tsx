@@ -52,6 +52,11 @@ export class JobsModel {
     return this._scalars;
   }
 
+  /**
+   * Show the jobs (and announce those that finished) at once; their scalars are
+   * read afterwards, so a slow TensorBoard delays neither the list nor the next
+   * refresh.
+   */
   async refresh(): Promise<void> {
     const jobs = await jobsAPI.list();
     const before = new Map(this._jobs.map(job => [job.name, job]));
@@ -61,33 +66,51 @@ export class JobsModel {
         announce(job);
       }
     }
-    await this.readScalars(jobs);
     this._jobs = jobs;
+    this.forgetScalars(jobs);
     this._changed.emit();
+    this.readScalars(jobs);
   }
 
   /**
-   * The scalars of the running jobs, and of each finished one once (they change
-   * no more): at most SCALAR_READS a refresh, the running first.
+   * Read the scalars of the running jobs, and of each finished one once (they
+   * change no more): at most SCALAR_READS a refresh, the running first, and
+   * none of a job whose last read has not answered yet. Each shows as it comes.
    */
-  private async readScalars(jobs: JobSummary[]): Promise<void> {
+  private readScalars(jobs: JobSummary[]): void {
     const due = jobs
-      .filter(job => this._scalarsRead.get(job.name) !== job.finished)
+      .filter(
+        job =>
+          !this._reading.has(job.name) &&
+          this._scalarsRead.get(job.name) !== job.finished
+      )
       .sort(
         (a, b) => Number(FINISHED.has(a.phase)) - Number(FINISHED.has(b.phase))
       )
       .slice(0, SCALAR_READS);
-    await Promise.all(
-      due.map(async job => {
-        const found = await serverAPI.scalars(job.name).catch(() => null);
-        this._scalars.delete(job.name);
-        if (found?.tag && Object.keys(found.runs).length) {
-          this._scalars.set(job.name, found);
-        }
-        // a running job's until it finishes (undefined never matches a finish time)
-        this._scalarsRead.set(job.name, job.finished ?? undefined);
-      })
-    );
+    for (const job of due) {
+      this._reading.add(job.name);
+      void serverAPI
+        .scalars(job.name)
+        .catch(() => null)
+        .then(found => {
+          this._reading.delete(job.name);
+          if (!this._jobs.some(listed => listed.name === job.name)) {
+            return; // deleted meanwhile
+          }
+          this._scalars.delete(job.name);
+          if (found?.tag && Object.keys(found.runs).length) {
+            this._scalars.set(job.name, found);
+          }
+          // a running job's until it finishes (undefined never matches a finish time)
+          this._scalarsRead.set(job.name, job.finished ?? undefined);
+          this._changed.emit();
+        });
+    }
+  }
+
+  /** Drop the scalars of the jobs no longer listed. */
+  private forgetScalars(jobs: JobSummary[]): void {
     const names = new Set(jobs.map(job => job.name));
     for (const name of [...this._scalars.keys(), ...this._scalarsRead.keys()]) {
       if (!names.has(name)) {
@@ -106,6 +129,8 @@ export class JobsModel {
   private _scalars = new Map<string, Scalars>();
   /** When a job's scalars were last read: its finish time then, undefined while it ran. */
   private _scalarsRead = new Map<string, string | null | undefined>();
+  /** The jobs whose scalars are being read. */
+  private _reading = new Set<string>();
   private _changed = new Signal<this, void>(this);
 }
 

@@ -124,6 +124,26 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     assert_nothing_left(Path(lab.root))
 
 
+def test_a_slow_scalars_endpoint_delays_neither_the_job_list_nor_its_notices(lab, page):
+    """The scalars (the list's sparklines) are read after the list is shown: with their answers held back
+    longer than any wait here, a new job still shows at once, its phase moves on and its end is announced;
+    a job's scalars are read once at a time, not again on each refresh while the first read waits."""
+    held = []  # the scalars requests, answered only at the end
+    page.route(re.compile(r"/distrain/api/jobs/[^/?]+/scalars"), lambda route: held.append(route))
+    open_panel(page)
+    expect(page.locator(".jp-distrain-empty")).to_have_text("No training jobs yet.", timeout=30_000)
+    submit(lab, {"name": "unhurried", "command": "sleep 600"})
+    phase = page.locator('#jupyter-distrain-panel [data-job="unhurried"] .jp-distrain-phase')
+    expect(phase).to_have_text("Running", timeout=30_000)
+    request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/unhurried/stop", method="POST",
+                                     headers=lab.headers)
+    assert urllib.request.urlopen(request, timeout=60).status == 200
+    expect(phase).to_have_text("Stopped", timeout=30_000)
+    expect(page.locator(".jp-Notification-Toast-info", has_text="unhurried stopped")).to_be_visible(timeout=30_000)
+    assert [route.request.url.split("/jobs/")[1] for route in held] == ["unhurried/scalars"]
+    for route in held:
+        route.continue_()
+
 
 def test_an_admins_panel_says_whose_each_job_is_and_the_form_shows_the_rules(tmp_path):
     """With c.Distrain.see_all_owners the list holds several owners' jobs, each with its owner; a user's
