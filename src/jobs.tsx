@@ -1,23 +1,11 @@
-import {
-  Dialog,
-  Notification,
-  ReactWidget,
-  showDialog,
-  showErrorMessage,
-  UseSignal
-} from '@jupyterlab/apputils';
-import {
-  copyIcon,
-  deleteIcon,
-  refreshIcon,
-  stopIcon
-} from '@jupyterlab/ui-components';
+import { Notification, ReactWidget, UseSignal } from '@jupyterlab/apputils';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 
-import { JobSummary, jobsAPI, Phase, Scalars, serverAPI } from './api';
+import { JobSummary, jobsAPI, Scalars, serverAPI } from './api';
 import { Sparkline } from './charts';
+import { JobActions, PhaseBadge } from './components';
 import { age, endedSince, FINISHED, matches, ready, why } from './format';
 
 /**
@@ -145,115 +133,6 @@ function announce(job: JobSummary): void {
   } else {
     Notification.error(message, { autoClose: false });
   }
-}
-
-type Action = 'stop' | 'restart' | 'clone' | 'delete';
-
-/** What an action asks before it is done; actions without one are done at once. */
-const CONFIRM: Partial<
-  Record<Action, (job: JobSummary) => Partial<Dialog.IOptions<any>>>
-> = {
-  stop: job => ({
-    title: `Stop ${job.name}?`,
-    body: 'Its replicas are stopped; its logs and output are kept, and Restart runs it again.',
-    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Stop' })]
-  }),
-  delete: job => ({
-    title: `Delete ${job.name}?`,
-    body: 'Its logs are deleted too; its output directory is kept.',
-    buttons: [Dialog.cancelButton(), Dialog.warnButton({ label: 'Delete' })]
-  })
-};
-
-/**
- * Carry out an action on a job, asking first where it cannot be undone;
- * errors are shown. Cloning opens the new-job form (`onClone`).
- */
-async function act(
-  action: Action,
-  job: JobSummary,
-  onClone: (job: JobSummary) => void
-): Promise<void> {
-  const confirm = CONFIRM[action];
-  if (confirm && !(await showDialog(confirm(job))).button.accept) {
-    return;
-  }
-  try {
-    if (action === 'clone') {
-      onClone(job);
-    } else {
-      await (action === 'delete' ? jobsAPI.remove : jobsAPI[action])(job.name);
-    }
-  } catch (error) {
-    await showErrorMessage(`Could not ${action} ${job.name}`, error as Error);
-  }
-}
-
-const ACTIONS: {
-  action: Action;
-  label: string;
-  icon: typeof stopIcon;
-  when: (job: JobSummary) => boolean;
-}[] = [
-  {
-    action: 'stop',
-    label: 'Stop',
-    icon: stopIcon,
-    when: job => !FINISHED.has(job.phase)
-  },
-  { action: 'restart', label: 'Restart', icon: refreshIcon, when: () => true },
-  {
-    action: 'clone',
-    label: 'Clone and edit',
-    icon: copyIcon,
-    when: () => true
-  },
-  { action: 'delete', label: 'Delete', icon: deleteIcon, when: () => true }
-];
-
-/**
- * A phase as a coloured badge.
- */
-export function PhaseBadge(props: {
-  phase: Phase;
-  title?: string;
-}): JSX.Element {
-  return (
-    <span
-      className={`jp-distrain-phase jp-distrain-phase-${props.phase.toLowerCase()}`}
-      title={props.title}
-    >
-      {props.phase}
-    </span>
-  );
-}
-
-/**
- * The buttons for what can be done to a job now; `after` runs once an action is done.
- */
-export function JobActions(props: {
-  job: JobSummary;
-  after: () => Promise<void>;
-  onClone: (job: JobSummary) => void;
-}): JSX.Element {
-  const { job } = props;
-  return (
-    <span className="jp-distrain-actions">
-      {ACTIONS.filter(a => a.when(job)).map(a => (
-        <button
-          key={a.action}
-          className="jp-Button jp-mod-minimal jp-distrain-action"
-          title={`${a.label} ${job.name}`}
-          aria-label={`${a.label} ${job.name}`}
-          onClick={() =>
-            void act(a.action, job, props.onClone).then(props.after)
-          }
-        >
-          <a.icon.react tag="span" elementSize="small" />
-        </button>
-      ))}
-    </span>
-  );
 }
 
 /**

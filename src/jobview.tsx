@@ -14,7 +14,7 @@ import {
 } from './api';
 import { ScalarChart } from './charts';
 import { age, bytes, FINISHED, until, why } from './format';
-import { JobActions, PhaseBadge } from './jobs';
+import { JobActions, PhaseBadge } from './components';
 import { Provenance } from './provenance';
 import { SweepTrials } from './sweep';
 

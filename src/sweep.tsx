@@ -2,7 +2,7 @@ import * as React from 'react';
 
 import { Trial, Trials } from './api';
 import { ScalarChart } from './charts';
-import { PhaseBadge } from './jobs';
+import { PhaseBadge } from './components';
 
 /** A column of the trials' table: its heading and the value it sorts by. */
 interface IColumn {
