@@ -16,7 +16,7 @@ from ..config import Distrain
 from ..errors import DistrainError
 from ..manager import JobManager
 from . import handlers, logstream, tensorboard
-from .handlers import in_thread
+from .base import in_thread
 
 
 class DistrainExtension(ExtensionApp):

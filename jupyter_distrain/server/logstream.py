@@ -35,7 +35,7 @@ from watchfiles import awatch
 
 from .. import logs
 from ..policy import run_ended
-from .handlers import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, in_thread, is_whole_number,
+from .base import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, in_thread, is_whole_number,
                        strict_json, whole_number)
 
 INOTIFY = sys.platform == "linux"
