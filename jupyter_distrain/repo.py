@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from . import code, spec
+from . import git as git_
+from . import spec
 from .errors import DistrainError, NotFound, SpecError
 
 JOB_FILES = ("distrain.yaml", "requirements.txt")
@@ -156,10 +156,7 @@ def job_file(directories: list[Path], name: str, root: Path) -> dict | None:
 
 def _git(directory: Path, *args: str, env: dict[str, str] | None = None) -> str | None:
     """Output of a read-only git command (with `env` added to its environment), or None when it fails."""
-    argv, base = code.git("-C", str(directory), *args)
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=20, env={**base, **(env or {})},
-                                check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return git_.run(*args, directory=directory, env=env, timeout=20).strip()
+    except git_.GitFailed:
         return None
-    return result.stdout.strip() if result.returncode == 0 else None

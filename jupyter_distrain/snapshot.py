@@ -10,18 +10,18 @@ and checks it out (`apply`), so its work tree is the user's, byte for byte.
 from __future__ import annotations
 
 import hashlib
-import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import code
+from . import git as git_
 from .errors import FieldError, SpecError
 
 REF = "refs/distrain/snapshot"
 IDENTITY = {"GIT_AUTHOR_NAME": "jupyter-distrain", "GIT_AUTHOR_EMAIL": "snapshot@jupyter-distrain",
             "GIT_COMMITTER_NAME": "jupyter-distrain", "GIT_COMMITTER_EMAIL": "snapshot@jupyter-distrain"}
 FIELD = "code.changes_from"
+TIMEOUT_SECONDS = 120
 SECRET_SUFFIX = "-snapshot"  # of the Secret holding a Kubernetes job's bundle: no credentials' name ends so
 
 
@@ -90,7 +90,7 @@ def steps(bundle: str, commit: str) -> list[list[str]]:
 
 def apply(bundle: Path, workspace: Path, commit: str) -> list[tuple[list[str], dict[str, str]]]:
     """The git commands (argv, environment) that check the snapshot out in `workspace`."""
-    return [code.git("-C", str(workspace), *step) for step in steps(str(bundle), commit)]
+    return [git_.command(*step, directory=workspace) for step in steps(str(bundle), commit)]
 
 
 def _known_commits(repo: Path, url: str) -> list[str]:
@@ -105,17 +105,14 @@ def _known_commits(repo: Path, url: str) -> list[str]:
 
 
 def _run(directory: Path, *args: str, env: dict | None = None) -> str:
-    argv, git_env = code.git("-C", str(directory), *args)
     try:
-        result = subprocess.run(argv, env={**git_env, **(env or {})}, capture_output=True, text=True, timeout=120)
-    except subprocess.TimeoutExpired:
-        raise SpecError([FieldError(FIELD, f"git took over 120 s in {directory}")]) from None
-    if result.returncode:
+        return git_.run(*args, directory=directory, env=env, timeout=TIMEOUT_SECONDS)
+    except git_.GitFailed as e:
+        if e.timed_out:
+            raise SpecError([FieldError(FIELD, f"git took over {TIMEOUT_SECONDS} s in {directory}")]) from None
         if "--show-toplevel" in args:
             return ""
-        detail = (result.stderr.strip().splitlines() or ["git failed"])[-1]
-        raise SpecError([FieldError(FIELD, f"cannot take a snapshot of {directory}: {detail}")])
-    return result.stdout
+        raise SpecError([FieldError(FIELD, f"cannot take a snapshot of {directory}: {e.detail}")]) from None
 
 
 def _size(count: int) -> str:
