@@ -25,6 +25,7 @@ import time
 import venv
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -38,11 +39,12 @@ from kubernetes import client
 from jupyter_distrain import spec as spec_, storage
 from jupyter_distrain.backends import kube_state, manifests
 from jupyter_distrain.backends.kube import Controller, KubeBackend
-from jupyter_distrain.backends.kube_state import event_time, new_status
+from jupyter_distrain.backends.kube_state import event_time, new_status, newest
 from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
-from jupyter_distrain.manager import JobManager, provenance, public
+from jupyter_distrain.jobjson import job_json, provenance
+from jupyter_distrain.manager import JobManager
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
@@ -212,7 +214,7 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Running", "the job runs")
     pods = pods_of(admin, "tf-ok")
     assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
-    nodes = {r["name"]: r["node"] for r in public(backend.get("tf-ok"))["replicas"]}  # as the job view shows them
+    nodes = {r["name"]: r["node"] for r in job_json(backend.get("tf-ok"))["replicas"]}  # as the job view shows them
     assert nodes == {manifests.replica_of(p.metadata.labels): p.spec.node_name for p in pods}
     image = pods[0].spec.containers[0].image
     assert job["environment"] == {"image": image, "image_digests": [image_id(image)]}  # as the pods report it
@@ -878,31 +880,41 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
                                                 "cluster the job would run on bare pods"):
                 kube.submit(tf_spec("queued", queue="team"))
 
-            # with the Training Operator's TFJob, auto runs the jobs it can run on it, the rest on pods
-            bare.create(yaml.safe_load((BIN / "crds" / "kubeflow.org_tfjobs.yaml").read_text()))
-            wait(lambda: "tfjobs" in kube.engines(), "the API server serves TFJobs")
-            assert kube.engine(tf_spec("tf"))[0] == "kubeflow"
-            with pytest.raises(SpecError, match=r"the cluster has no Kueue \(kueue.x-k8s.io\)"):
-                kube.submit(tf_spec("queued", queue="team"))
-            assert not kube.exists("queued")
-            assert "(TFJob): it enforces" in kube.cluster()["engine"]["reason"]
-            assert kube.engine(tf_spec("tf", policy={"success": "all-workers"})) == (
-                "pods", "the Training Operator cannot run this job (a TFJob with these replicas succeeds as 'chief' "
-                "says, not 'all-workers'): it is supervised by the Jupyter server (no engine in the cluster runs "
-                "it): while no server or following CLI runs, nothing ends the job's other replicas, restarts a "
-                "failed one or enforces its deadline")
-            assert kube.engine(spec_.validate({"name": "torch", "framework": "pytorch", "command": "python a.py"}))[1] \
-                .startswith("the cluster's Training Operator serves no PyTorchJob: this job is supervised")
-
-            # a job a JobSet ran, in a cluster that serves JobSets no more: a server's cache and a CLI's reads
-            # show the same job (its engine object is gone), neither fails
-            orphan = manifests.root(tf_spec("orphan"), settings(tmp_path / "home"), "jobset")
-            orphan["data"]["status.json"] = json.dumps(new_status(tf_spec("orphan")))
-            client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, orphan)
-            read = kube.get("orphan")
+            # with the Training Operator's TFJob, auto runs the jobs it can run on it, the rest on pods; a server
+            # that started before the engine was installed watches its jobs too
             server = KubeBackend(settings(tmp_path / "server"), api)
             controller = Controller(server, logging.getLogger("test"))
             try:
+                bare.create(yaml.safe_load((BIN / "crds" / "kubeflow.org_tfjobs.yaml").read_text()))
+                wait(lambda: "tfjobs" in kube.engines(), "the API server serves TFJobs")
+                assert kube.engine(tf_spec("tf"))[0] == "kubeflow"
+                late = tf_spec("late-engine", workers=1, output={"host_path": str(tmp_path)})
+                assert server.submit(late)["engine"] == "kubeflow"
+                done = {"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded", "message": "done",
+                        "lastTransitionTime": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+                client.CustomObjectsApi(api).patch_namespaced_custom_object_status(  # as the operator would
+                    "kubeflow.org", "v1", NAMESPACE, "tfjobs", "late-engine", {"status": {"conditions": [done]}})
+                wait(lambda: kube.get("late-engine")["phase"] == "Succeeded", "a fresh read sees the job succeed")
+                wait(lambda: server.get("late-engine")["phase"] == "Succeeded", "the server's watch sees it succeed")
+                server.delete("late-engine")
+                with pytest.raises(SpecError, match=r"the cluster has no Kueue \(kueue.x-k8s.io\)"):
+                    kube.submit(tf_spec("queued", queue="team"))
+                assert not kube.exists("queued")
+                assert "(TFJob): it enforces" in kube.cluster()["engine"]["reason"]
+                assert kube.engine(tf_spec("tf", policy={"success": "all-workers"})) == (
+                    "pods", "the Training Operator cannot run this job (a TFJob with these replicas succeeds as 'chief' "
+                    "says, not 'all-workers'): it is supervised by the Jupyter server (no engine in the cluster runs "
+                    "it): while no server or following CLI runs, nothing ends the job's other replicas, restarts a "
+                    "failed one or enforces its deadline")
+                assert kube.engine(spec_.validate({"name": "torch", "framework": "pytorch", "command": "python a.py"}))[1] \
+                    .startswith("the cluster's Training Operator serves no PyTorchJob: this job is supervised")
+
+                # a job a JobSet ran, in a cluster that serves JobSets no more: a server's cache and a CLI's reads
+                # show the same job (its engine object is gone), neither fails
+                orphan = manifests.root(tf_spec("orphan"), settings(tmp_path / "home"), "jobset")
+                orphan["data"]["status.json"] = json.dumps(new_status(tf_spec("orphan")))
+                client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, orphan)
+                read = kube.get("orphan")
                 assert [(job["name"], job["phase"]) for job in server.list()] == [("orphan", read["phase"])]
                 assert server.get("orphan")["replicas"] == read["replicas"]
                 server.delete("orphan")
@@ -1578,7 +1590,7 @@ def cached(cache: Cache, name: str) -> str | None:
 
 def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_numbers():
     # not started: the test plays the watch
-    cache = Cache({"configmaps": lambda **kw: None}, lambda job: None, logging.getLogger("test"))
+    cache = Cache(lambda: {"configmaps": lambda **kw: None}, lambda job: None, logging.getLogger("test"))
     cache.ready["configmaps"].set()
     watched = lambda type_, version: cache._deliver("configmaps", type_, configmap("j", version))  # noqa: E731
     watched("ADDED", "zz-9")
@@ -1722,7 +1734,7 @@ def compact_etcd(control_plane) -> None:
 def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog):
     caplog.set_level(logging.DEBUG, logger="test")
     seen = []
-    cache = Cache(listers(admin.api_client, NAMESPACE, {}), seen.append, logging.getLogger("test")).start()
+    cache = Cache(lambda: listers(admin.api_client, NAMESPACE, {}), seen.append, logging.getLogger("test")).start()
     try:
         admin.create_namespaced_config_map(NAMESPACE, configmap("expiry", None))
         wait(lambda: cached(cache, "expiry"), "the cache holds the job")
@@ -1750,6 +1762,50 @@ def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog)
     finally:
         cache.stop()
         admin.delete_namespaced_config_map("expiry", NAMESPACE)
+
+
+class SlowlyCompared(str):
+    """A job name whose comparisons take a while: it widens the moment a worker spends looking through what the
+    controller keeps of every job, as a long list of jobs would."""
+
+    def __ne__(self, other):
+        time.sleep(0.2)
+        return str.__ne__(self, other)
+
+    def __eq__(self, other):
+        time.sleep(0.2)
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_job_gone_while_other_workers_begin_runs_loses_no_run(control_plane, admin, tmp_path, caplog):
+    """Workers forgetting a deleted job while others note new runs neither fail nor lose what the others noted."""
+    caplog.set_level(logging.ERROR, logger="test")
+    home = settings(tmp_path / "home", engine="jobset")
+    kube = KubeBackend(home, control_plane.client(RESTRICTED))
+    controller = Controller(kube, logging.getLogger("test"))
+    jobs = [f"noted-{i}" for i in range(6)]
+    try:
+        for name in jobs[:3]:  # roots alone: their JobSets are never made, the controller notes their runs
+            root = manifests.root(tf_spec(name), home, "jobset")
+            root["data"]["status.json"] = json.dumps(new_status(tf_spec(name)))
+            admin.create_namespaced_config_map(NAMESPACE, root)
+        wait(lambda: len(kube.list()) == 3, "the controller sees the jobs")
+        time.sleep(1)
+        controller.queue.add(SlowlyCompared("deleted-meanwhile"))
+        for name in jobs[3:]:
+            root = manifests.root(tf_spec(name), home, "jobset")
+            root["data"]["status.json"] = json.dumps(new_status(tf_spec(name)))
+            admin.create_namespaced_config_map(NAMESPACE, root)
+        wait(lambda: len(kube.list()) == 6, "the controller sees the new jobs")
+        time.sleep(3)
+        assert [f"{r.getMessage()}: {r.exc_info and r.exc_info[1]!r}" for r in caplog.records] == []
+    finally:
+        controller.stop()
+        for name in jobs:
+            with suppress(client.ApiException):
+                admin.delete_namespaced_config_map(name, NAMESPACE)
 
 
 @pytest.mark.parametrize("engine", ["pods"])  # the supervisor's own clean-up
@@ -1780,6 +1836,56 @@ def test_a_stop_requested_on_a_stale_version_is_recorded(control_plane, admin, t
     finally:
         del kube._root
         kube.delete("stale-stop")
+
+
+def test_a_reconcile_that_loses_the_status_write_announces_nothing(control_plane, admin, tmp_path):
+    """Two reconciles of one change (two servers, or a server and a CLI) restart the failed replica; the one
+    whose status write meets the other's version (409) records no second restart."""
+    kube = KubeBackend(settings(tmp_path / "home", engine="pods"), control_plane.client(RESTRICTED))  # as the CLI
+    kube.submit(tf_spec("raced", workers=1, policy={"restart": "exit-code", "max_restarts": 2}))
+    try:
+        wait_job(kube, "raced", lambda j: j["phase"] == "Running", "the job runs")
+        end(admin, "raced", "worker-0", 143)
+        wait(lambda: any(p.status.phase == "Failed" for p in pods_of(admin, "raced", "worker-0")), "the worker ends")
+        root, pods = kube._root_fresh("raced"), newest(kube._pods_fresh("raced"))  # what both reconciles see
+        kube.reconcile(root, pods)
+        kube.reconcile(root, pods)  # a step behind: its status write meets a 409
+        job = kube.get("raced")
+        assert [e["message"] for e in job["events"] if e["reason"] == "Restarting"] == ["restart 1 after exit code 143"]
+        assert replica(job, "worker-0")["restarts"] == 1
+    finally:
+        kube.delete("raced")
+
+
+def test_following_a_jobs_logs_supervises_that_job_alone(control_plane, admin, tmp_path):
+    """`distrain logs --follow` copies and supervises the job it follows (on "pods"), no other of the owner's."""
+    kube = KubeBackend(settings(tmp_path / "home", engine="pods"), control_plane.client(RESTRICTED))
+    for name in ("followed", "unfollowed"):
+        kube.submit(tf_spec(name, workers=1))
+    cli = CLI(tmp_path / "cli-home", tmp_path)
+    cli.env.update(KUBECONFIG=str(control_plane.kubeconfig(RESTRICTED)), DISTRAIN_BACKEND="kubernetes",
+                   DISTRAIN_NAMESPACE=NAMESPACE, DISTRAIN_KUBERNETES_ENGINE="pods")
+    output = tmp_path / "followed.log"
+    with output.open("w") as out:
+        follower = subprocess.Popen([*distrain_command(), "logs", "followed", "--follow", "-r", "chief-0"],
+                                    env=cli.env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        control_plane.write_log(pod_name(admin, "followed", "chief-0"), "step 1")
+        wait(lambda: "step 1" in output.read_text(), "the follower shows the chief's line")
+        wait_job(kube, "unfollowed", lambda j: j["phase"] == "Running", "the other job runs")
+        end(admin, "unfollowed", "worker-0", 1)  # an end only a supervisor acts on
+        wait(lambda: any(p.status.phase == "Failed" for p in pods_of(admin, "unfollowed", "worker-0")),
+             "the other job's worker ends")
+        time.sleep(3)
+        recorded = lambda name: json.loads(admin.read_namespaced_config_map(name, NAMESPACE).data["status.json"])
+        assert recorded("unfollowed")["phase"] == "Running"  # as it was: nothing of the follower's acted on it
+        end(admin, "followed", "chief-0", 0)
+        assert follower.wait(60) == 0
+        assert recorded("followed")["phase"] == "Succeeded"
+    finally:
+        follower.kill()
+        for name in ("followed", "unfollowed"):
+            kube.delete(name)
 
 
 def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_over(control_plane, backend, admin):

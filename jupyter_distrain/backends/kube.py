@@ -129,9 +129,10 @@ class KubeBackend:
     def from_config(cls, config: Distrain) -> KubeBackend:
         return cls(config)
 
-    def start(self, log: logging.Logger) -> None:
-        """Watch the namespace, apply the policy to supervised jobs and copy logs (see Controller)."""
-        self.controller = Controller(self, log)
+    def start(self, log: logging.Logger, job: str | None = None) -> None:
+        """Watch the namespace (or only `job`), apply the policy to supervised jobs and copy logs (see
+        Controller)."""
+        self.controller = Controller(self, log, job=job)
 
     # engines
     def engines(self) -> dict[str, str]:
@@ -269,7 +270,7 @@ class KubeBackend:
 
     def _jobs(self, name: str) -> dict[str, client.V1Job]:
         """The Jobs of a JobSet job, by replica."""
-        if self.cache:
+        if self.cache and self.cache.holds("jobs"):
             jobs = self.cache.of_job("jobs", name)
         else:
             jobs = self._call(lambda: self.batch.list_namespaced_job(
@@ -286,8 +287,9 @@ class KubeBackend:
 
     def _workload(self, root: client.V1ConfigMap) -> dict | None:
         """The object that runs the job on its engine, as the engine reports it."""
-        if self.cache:
-            return self.cache.get(self._engine_api(root)[2], root.metadata.name)
+        resource = self._engine_api(root)[2]
+        if self.cache and self.cache.holds(resource):
+            return self.cache.get(resource, root.metadata.name)
         return self._workload_fresh(root)
 
     def _workload_fresh(self, root: client.V1ConfigMap) -> dict | None:
@@ -318,7 +320,7 @@ class KubeBackend:
     def _admission(self, name: str) -> dict | None:
         """Kueue's Workload for the job (owned by the job's JobSet or TFJob..., named as the job)."""
         if self.cache:
-            workloads = self.cache.items("workloads") if "workloads" in self.cache.listers else []
+            workloads = self.cache.items("workloads") if self.cache.holds("workloads") else []
         else:
             group, version = manifests.KUEUE_API.split("/")
             workloads = self._call(lambda: self.custom.list_namespaced_custom_object(
@@ -872,20 +874,25 @@ class KubeBackend:
             status["started"] = time.time()
         decision = (STOP_REQUESTED if status["stop_requested"] else
                     deadline_exceeded(spec) if deadline_left(spec, status["started"]) == 0 else decide(spec, policy))
+        announced = []  # recorded once the status is: a reconcile that loses the write announces nothing
         for replica in policy:
             if replica.name in decision.restart:
                 self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
+                announced.append(restart_event(replica))
         if decision.phase in FINISHED:
-            self._finish(spec, status, pods, ending(decision, policy, time.time()))
+            end = ending(decision, policy, time.time())
+            self._finish(spec, status, pods, end)
+            announced.append(end.event)
         else:
             status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
             note_unschedulable(status)
-        if json.dumps(status, sort_keys=True) != before:
-            root = self._write_status(root, status) or root
+        if json.dumps(status, sort_keys=True) != before and (written := self._write_status(root, status)):
+            root = written
+            for event in announced:
+                self.record(spec["name"], event)
         return self._view(root, pods if decision.phase not in FINISHED else {})
 
     def _restart_replica(self, spec: dict, root, replica: Replica, state: dict, pod) -> None:
-        self.record(spec["name"], restart_event(replica))
         state.update(phase=str(Phase.PENDING), reason="Restarting", restarts=state["restarts"] + 1, exit_code=None,
                      requested=time.time())
         if pod is not None:
@@ -909,7 +916,6 @@ class KubeBackend:
             self._delete_pod(pod)
         for role, index in replicas(spec):
             self._delete("Service", object_name(spec["name"], replica_name(role, index)))
-        self.record(spec["name"], end.event)
 
     def _delete_pod(self, pod, wait: bool = False) -> None:
         """Delete this pod (its uid: a successor of the same name is left alone); with `wait`, until it is gone."""
@@ -1031,10 +1037,11 @@ class KubeBackend:
         finished = self._until_lines_copied(name, run, finished or (lambda: run_ended(self.get(name, events=0), run)))
         if self.cache:
             return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
-        return self._follow_with_controller(files, finished, tail, since, self._log_dir(name, run))
+        return self._follow_with_controller(name, files, finished, tail, since, self._log_dir(name, run))
 
-    def _follow_with_controller(self, files, finished, tail, since, directory) -> Iterator[LogLine]:
-        self.start(logging.getLogger(__name__))
+    def _follow_with_controller(self, name, files, finished, tail, since, directory) -> Iterator[LogLine]:
+        """Follow the job's files while a controller of this job alone copies its lines (and supervises it)."""
+        self.start(logging.getLogger(__name__), job=name)
         try:
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:
@@ -1255,25 +1262,27 @@ def quantity(value: str) -> float:
 
 
 class Controller:
-    """Keeps the backend's cache current and applies the policy to every job a change touches, a few jobs
-    at a time and each job by one worker at a time (see WorkQueue); copies running pods' logs into the log
-    files as they are written."""
+    """Keeps the backend's cache current and applies the policy to every job a change touches (or to `job`
+    alone), a few jobs at a time and each job by one worker at a time (see WorkQueue); copies running pods'
+    logs into the log files as they are written."""
 
     WORKERS = 4
 
-    def __init__(self, backend: KubeBackend, log, watch_timeout: int = WATCH_TIMEOUT):
+    def __init__(self, backend: KubeBackend, log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
         self.backend, self.log = backend, log
         self.queue = WorkQueue()
         self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
         self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
-        self.runs: dict[tuple[str, int], bool] = {}  # (job, run) seen: whether this process has all its lines
+        # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
+        # the one worker that has the job (see WorkQueue)
+        self.runs: dict[str, dict[int, bool]] = {}
         self.stopping = False
         self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
-                        for i in range(self.WORKERS)]
+                        for i in range(1 if job else self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        self.cache = backend.cache = Cache(listers(backend.api, backend.ns, backend.engines()), self.queue.add, log,
-                                           watch_timeout)
+        self.cache = backend.cache = Cache(lambda: listers(backend.api, backend.ns, backend.engines(), job),
+                                           self.queue.add, log, watch_timeout)
         self.cache.start()
 
     def _work(self) -> None:
@@ -1282,7 +1291,7 @@ class Controller:
                 try:
                     root = self.backend._root(name)
                 except JobNotFound:  # deleted, or another owner's
-                    self.runs = {key: whole for key, whole in self.runs.items() if key[0] != name}
+                    self.runs.pop(name, None)
                 else:
                     if engine_of(root) == SWEEP:
                         continue  # its controller runs it in the cluster; it has no pods or logs
@@ -1307,16 +1316,17 @@ class Controller:
         watching, merge in what the replicas wrote to the output volume, which holds the lines of pods that
         are gone (pods/log brings only later lines after those a log file has)."""
         name, run = root.metadata.name, current_run(root)
-        if (name, run) not in self.runs:
-            self.runs[name, run] = False  # tried once
+        runs = self.runs.setdefault(name, {})
+        if run not in runs:
+            runs[run] = False  # tried once
             began = self.backend.get(name, events=0)["started"] or self.backend.run_over(root)
             missing = began and not self.backend.logs_complete(name, run)
-            self.runs[name, run] = not missing or self.backend.read_volume_logs(name, run)
+            runs[run] = not missing or self.backend.read_volume_logs(name, run)
 
     def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
         """Once the cluster has ended a run whose lines this process has all, and its pods have ended."""
         name, run = root.metadata.name, current_run(root)
-        if (self.runs[name, run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
+        if (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
                 and self.backend.run_over(root)):
             self.backend.mark_logs_complete(name, run)
 
@@ -1376,3 +1386,5 @@ class Controller:
         for response in list(self.backend.streams):
             with suppress(ValueError, RuntimeError):  # raised when its connection is closed already
                 response.shutdown()  # unblocks the copier reading it
+        for thread in [*self.workers, *self.cache.threads, *list(self.followers.values())]:
+            thread.join(10)  # none is left reading a connection as the process exits

@@ -67,22 +67,24 @@ class Write:
             self.cache._answer(self, _GONE, None)
 
 
-def listers(api: client.ApiClient, namespace: str, engines: dict[str, str]) -> dict[str, Callable]:
-    """What a Cache lists and watches in the namespace: the jobs' ConfigMaps, pods and events, and the
-    engines' objects: `engines` maps each resource the cluster serves (jobsets, tfjobs..., Kueue's
-    workloads) to its API version; with JobSets come their Jobs. Kueue's Workloads carry none of the jobs'
-    labels: all of the namespace's are watched."""
+def listers(api: client.ApiClient, namespace: str, engines: dict[str, str], job: str | None = None
+            ) -> dict[str, Callable]:
+    """What a Cache lists and watches in the namespace: the jobs' (or only `job`'s) ConfigMaps and pods, the
+    events, and the engines' objects: `engines` maps each resource the cluster serves (jobsets, tfjobs...,
+    Kueue's workloads) to its API version; with JobSets come their Jobs. Kueue's Workloads carry none of the
+    jobs' labels: all of the namespace's are watched."""
     core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
+    jobs = SELECTOR + (f",{JOB}={job}" if job else "")
     out: dict[str, Callable] = {
-        "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=SELECTOR, **kw),
-        "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=SELECTOR, **kw),
+        "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=jobs, **kw),
+        "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=jobs, **kw),
         "events": lambda **kw: core.list_namespaced_event(namespace, **kw),
     }
     if "jobsets" in engines:
-        out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=SELECTOR, **kw)
+        out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=jobs, **kw)
     for plural, api_version in engines.items():
         group, version = api_version.split("/")
-        selector = "" if plural == "workloads" else SELECTOR
+        selector = "" if plural == "workloads" else jobs
         out[plural] = (lambda group, version, plural, selector: lambda **kw: custom.list_namespaced_custom_object(
             group, version, namespace, plural, label_selector=selector, **kw))(group, version, plural, selector)
     return out
@@ -93,8 +95,9 @@ def job_label(obj) -> str | None:
 
 
 class Cache:
-    """An informer: list, then watch each kind `listers` names (see `listers`), calling `changed(job)` for
-    every job a change touches.
+    """An informer: list, then watch each kind `discover()` names (see `listers`), calling `changed(job)` for
+    every job a change touches; a kind the cluster begins to serve later (an engine installed since) is
+    watched from the first read that asks for it (`holds`).
 
     Each kind is listed once, then watched from the listing's resourceVersion. A watch that ends (the API
     server ends it after `watch_timeout`, the connection drops, an error after a backoff) resumes from the
@@ -119,27 +122,57 @@ class Cache:
     # what the watch delivers; a custom resource comes as a dict, made a Resource
     MODELS = {"configmaps": "V1ConfigMap", "pods": "V1Pod", "events": "CoreV1Event", "jobs": "V1Job"}
 
-    def __init__(self, listers: dict[str, Callable], changed, log, watch_timeout: int = WATCH_TIMEOUT):
-        self.listers, self.changed, self.log = listers, changed, log
+    RECHECK = 10  # seconds between asks for the kinds the cluster serves, while a kind asked for is missing
+
+    def __init__(self, discover: Callable[[], dict[str, Callable]], changed, log, watch_timeout: int = WATCH_TIMEOUT):
+        self.discover, self.changed, self.log = discover, changed, log
         self.watch_timeout = watch_timeout
-        kinds = list(listers)
-        self.objects: dict[str, dict[str, Any]] = {k: {} for k in kinds}
-        self.by_job: dict[str, dict[str | None, dict[str, Any]]] = {k: {} for k in kinds}  # job label -> name -> object
-        self.versions: dict[str, str | None] = dict.fromkeys(kinds)  # where each watch resumes; None: list
-        self.generation = dict.fromkeys(kinds, 0)  # listings applied
-        self.awaited: dict[str, dict[str, Any]] = {k: {} for k in kinds}  # name -> its answer's version
-        self.in_flight: dict[str, dict[str, list]] = {k: {} for k in kinds}  # name -> [writes, versions seen]
-        self.ready = {k: threading.Event() for k in kinds}
+        self.listers: dict[str, Callable] = {}
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.by_job: dict[str, dict[str | None, dict[str, Any]]] = {}  # job label -> name -> object
+        self.versions: dict[str, str | None] = {}  # where each watch resumes; None: list
+        self.generation: dict[str, int] = {}  # listings applied
+        self.awaited: dict[str, dict[str, Any]] = {}  # name -> its answer's version
+        self.in_flight: dict[str, dict[str, list]] = {}  # name -> [writes, versions seen]
+        self.ready: dict[str, threading.Event] = {}
         self.errors: dict[str, Exception] = {}  # the last failure of each kind's list or watch
         self.watches: dict[str, watch.Watch] = {}  # each kind's current watch, ended by stop()
         self.stopping = threading.Event()
         self.lock = threading.Lock()  # held around dictionary operations only
-        self.threads = [threading.Thread(target=self._run, args=(k,), daemon=True, name=f"distrain-watch-{k}")
-                        for k in kinds]
+        self.started = False
+        self.threads: list[threading.Thread] = []
+        self.discovered = time.monotonic()
+        self._add(discover())
+
+    def holds(self, kind: str) -> bool:
+        """Whether the cache holds `kind`; one it lacks is looked for among what the cluster serves now (at most
+        every RECHECK seconds), and watched from then on."""
+        if kind not in self.listers and time.monotonic() > self.discovered + self.RECHECK:
+            self.discovered = time.monotonic()
+            self._add(self.discover())
+        return kind in self.listers
+
+    def _add(self, listers: dict[str, Callable]) -> None:
+        """Watch the kinds of `listers` not watched yet."""
+        with self.lock:
+            new = {kind: lister for kind, lister in listers.items() if kind not in self.listers}
+            for kind in new:
+                self.objects[kind], self.by_job[kind], self.awaited[kind], self.in_flight[kind] = {}, {}, {}, {}
+                self.versions[kind], self.generation[kind], self.ready[kind] = None, 0, threading.Event()
+            threads = [threading.Thread(target=self._run, args=(kind,), daemon=True, name=f"distrain-watch-{kind}")
+                       for kind in new]
+            self.threads += threads
+            self.listers.update(new)  # last: a reader finds a kind only once all of it is in place
+            started = self.started
+        for thread in threads if started else []:
+            thread.start()
 
     def start(self) -> Cache:
-        for t in self.threads:
-            t.start()
+        with self.lock:
+            self.started = True
+            threads = list(self.threads)
+        for thread in threads:
+            thread.start()
         return self
 
     def items(self, kind: str) -> list:
