@@ -15,19 +15,15 @@ from __future__ import annotations
 
 import os
 import re
-from importlib import import_module
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, default, validate
 from traitlets.config import Config, Configurable
 
-from .backends.base import current_owner
 from .errors import DistrainError
+from .owners import current_owner
 from .spec import ttl_problem
-
-if TYPE_CHECKING:
-    from .backends.base import Backend
 
 # the image of a job whose spec names none
 DEFAULT_IMAGES = {
@@ -202,16 +198,6 @@ class Distrain(Configurable):
     def enabled(self) -> list[str]:
         """The default backend first, then the others jobs may go to."""
         return list(dict.fromkeys([self.backend, *self.backends]))
-
-    def open(self, name: str) -> Backend:
-        """The backend `name`, made from these settings; the storage root first made private to this user
-        (0700: its job records, logs, outputs and volumes are no one else's to read)."""
-        root = Path(self.root).expanduser()
-        root.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if root.stat().st_uid == os.getuid():
-            root.chmod(0o700)
-        module, _, cls = self.backend_classes[name].rpartition(".")
-        return getattr(import_module(module), cls).from_config(self)
 
     @classmethod
     def load(cls, **overrides: Any) -> Distrain:

@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any, Mapping, cast
 
 from . import spec as spec_
-from .backends.base import JobRecord, JobSummary, summary
+from .records import JobRecord, JobSummary, summary
 
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
 REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "node", "pid", "restarts")

@@ -12,7 +12,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
 from . import code, snapshot, spec as spec_, sweep
-from .backends.base import Backend, EventFiles, JobRecord, JobSummary, TensorBoardTarget
+from .backends import open_backend
+from .backends.base import Backend
+from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget
 from .backends.manifests import JOB_SECRET_SUFFIXES
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
@@ -375,7 +377,7 @@ def opened(config: Distrain, name: str) -> Backend:
     """The backend `name`, or, if it cannot be opened, one that answers every call with why: a server whose
     job database is corrupt still starts, says so on every route, and stops."""
     try:
-        return config.open(name)
+        return open_backend(config, name)
     except DistrainError as e:
         return cast(Backend, Unopened(name, str(e)))
 

@@ -22,7 +22,7 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
-from .backends.base import ClusterTensorBoard
+from .records import ClusterTensorBoard
 from .errors import Unavailable
 
 RECORD_HEADER = struct.Struct("<QI")  # a record's length and its checksum; the data and the data's checksum follow

@@ -602,7 +602,7 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
 
 def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin, tmp_path):
     """A replica's command first installs requirements.txt and reports, in one line, what its Python has
-    (cluster_install.py). Its image here is a fresh environment, and its requirements a wheel in the code. The
+    (incluster/install.py). Its image here is a fresh environment, and its requirements a wheel in the code. The
     server takes the report out of the log into the job's provenance; with the pod gone, a CLI reads the same
     report from the output volume."""
     workspace, image = tmp_path / "workspace", tmp_path / "image"
@@ -1959,7 +1959,7 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
 
 def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_runs(control_plane, admin, tmp_path):
     """The first job with a time to be kept (policy.ttl_after_finished) makes the namespace's janitor: a CronJob
-    whose pod runs cluster_janitor.py with a service account of its own. Jobs of two owners end and their time
+    whose pod runs incluster/janitor.py with a service account of its own. Jobs of two owners end and their time
     passes while no Jupyter server runs; a run of the janitor deletes both, with everything they owned, keeps
     their outputs, and keeps a job whose time is not over."""
     def cli_of(owner: str) -> KubeBackend:

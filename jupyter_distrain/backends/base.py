@@ -1,135 +1,20 @@
-"""The contract every backend keeps, and the records it answers with. The job manager holds backends
-only through this Protocol; a backend is named in `c.Distrain.backend_classes` and made by `from_config`."""
+"""The contract every backend keeps. The job manager holds backends only through this Protocol; a backend is
+named in `c.Distrain.backend_classes` and made by `from_config` (see open_backend)."""
 
 from __future__ import annotations
 
 import builtins  # `list` is also a method name below
-import getpass
 import logging
-import os
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypedDict, TypeVar, Union, cast
+from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypeVar
+
+from ..records import JobRecord, JobSummary, TensorBoardTarget
 
 if TYPE_CHECKING:
-    import ssl
-
     from ..config import Distrain
     from ..logs import LogLine
 
 
-class ReplicaRecord(TypedDict):
-    """One replica of a job's current run (times in seconds since the epoch)."""
-
-    name: str  # <role>-<index>
-    role: str
-    idx: int
-    phase: str  # policy.Phase
-    exit_code: int | None
-    reason: str
-    address: str | None  # host:port its peers reach it at
-    node: str | None  # the machine it runs on, once placed (on Kubernetes, its pod's node)
-    pid: int | None  # local only
-    restarts: int
-    started: float | None
-    finished: float | None
-
-
-class EventRecord(TypedDict):
-    time: float | None
-    type: str  # Normal or Warning
-    replica: str  # "" for the job's own
-    reason: str
-    message: str
-
-
-class JobState(TypedDict):
-    """What a job is and where it stands: the fields a list and a job's own view share."""
-
-    name: str
-    backend: str
-    owner: str  # who submitted it ("" for a job made before jobs had owners)
-    phase: str  # policy.Phase
-    reason: str
-    message: str
-    exit_code: int | None
-    run: int  # 1, then one more per restart
-    created: float
-    started: float | None
-    finished: float | None
-    expires: float | None  # when it is removed, once finished, for its policy.ttl_after_finished (spec.expires)
-
-
-STATE_FIELDS = tuple(JobState.__annotations__)
-
-
-class JobSummary(JobState):
-    """A job as the list shows it: no spec, no events, its replicas counted by phase."""
-
-    replica_phases: dict[str, int]  # phase: how many of the current run's replicas are in it
-
-
-SUMMARY_FIELDS = tuple(JobSummary.__annotations__)
-
-
-class JobFields(JobState):
-
-    output_dir: str
-    spec: dict
-    replicas: list[ReplicaRecord]
-    logs: list[str]  # the logs of the current run, for `replica=`: local setup, then each replica
-
-
-class JobRecord(JobFields, total=False):
-    """A job as every backend reports it (manager.public turns it into the API's JSON)."""
-
-    events: list[EventRecord]  # the most recent, when asked for
-    engine: str  # on Kubernetes, what runs the job: jobset or pods
-    supervision: str  # on Kubernetes, what happens to the job while no Jupyter server runs ("" when nothing)
-    # what the current run ran on, as far as it is known: python, requirements and packages (locally
-    # supervisor.environment, on Kubernetes cluster_install.py's report); on Kubernetes also the image and
-    # its digests as the pods report them
-    environment: dict
-
-
-@dataclass(frozen=True)
-class EventFiles:
-    """A job's event files, each replica's in a directory named after it, that this server shows with its own
-    TensorBoard."""
-
-    logdir: Path
-
-
-@dataclass(frozen=True)
-class ClusterTensorBoard:
-    """A TensorBoard already running in a cluster: its URL (through the API server's service proxy from
-    outside the cluster, its Service inside), with the headers and TLS settings a request needs."""
-
-    url: str
-    headers: dict = field(default_factory=dict)
-    tls: ssl.SSLContext | None = None  # for https: None trusts the system's certificate authorities
-
-
-TensorBoardTarget = Union[EventFiles, ClusterTensorBoard]
-
-
-def summary(job: JobRecord) -> JobSummary:
-    """The job as the list shows it."""
-    return cast(JobSummary, {**{key: job[key] for key in STATE_FIELDS},  # type: ignore[literal-required]
-                             "replica_phases": dict(Counter(r["phase"] for r in job["replicas"]))})
-
-
-def current_owner() -> str:
-    """Who submits and sees jobs: JupyterHub's user (its single-user servers, and their terminals and kernels,
-    have $JUPYTERHUB_USER), else the operating-system user."""
-    return os.environ.get("JUPYTERHUB_USER") or getpass.getuser()
-
-
-def sees(viewer: str, owner: str, see_all: bool) -> bool:
-    """Whether `viewer` sees a job (or a stored secret) of `owner`: their own, one made before there were
-    owners (""), or with `see_all` (an admin's server) every one."""
-    return see_all or owner in ("", viewer)
 SomeBackend = TypeVar("SomeBackend", bound="Backend")
 
 

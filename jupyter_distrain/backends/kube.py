@@ -7,7 +7,7 @@
 - "kubeflow": the Training Operator's TFJob, PyTorchJob or PaddleJob, enforced in the cluster likewise;
   its conditions and pods give the job's state (`kubeflow_state`); the operator counts no restarts, so
   this backend records those it sees (`count_restarts`).
-- "sweep": a sweep, whose controller runs in the cluster (cluster_sweep.py, in its Job's pod): it launches
+- "sweep": a sweep, whose controller runs in the cluster (incluster/sweep.py, in its Job's pod): it launches
   the trials, jobs of their own, and records the sweep's status, which this backend only reads.
 - "pods": bare pods and Services, for clusters with neither engine. This backend supervises them: it
   applies the lifecycle policy as they change (`reconcile`), so a job stops being supervised while no
@@ -65,8 +65,9 @@ from ..policy import (FINISHED, STOP_REQUESTED, Event, Phase, Replica, deadline_
 from ..spec import expires, gpu_type, gpus, replica_name, replicas
 from ..sweep import is_sweep
 from . import manifests
-from .base import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, sees, summary
-from .cluster_tensorboard import SECRET_HEADER
+from ..owners import sees
+from ..records import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, summary
+from ..incluster.tensorboard import SECRET_HEADER
 from .kube_client import in_cluster, load_client, with_deadlines
 from .kube_logs import (append, from_pods_log, from_volume, last_stamp, line_batches, read_provenance,
                         seconds_since)
@@ -1115,7 +1116,7 @@ class KubeBackend:
 
     def read_volume_logs(self, name: str, run: int) -> bool:
         """Merge what the job's replicas wrote to its output volume in run `run` into the run's log files;
-        lines copied from pods/log already are the same bytes (cluster_logtee.py's stamps) and are skipped.
+        lines copied from pods/log already are the same bytes (incluster/logtee.py's stamps) and are skipped.
         A failure becomes a Warning event on the job (and False): pods/log still gives what it has."""
         try:
             self._read_volume_logs(name, run)

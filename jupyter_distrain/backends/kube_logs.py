@@ -22,12 +22,12 @@ def stamp(k8s_time: bytes) -> str:
     return f"{whole}.{(fraction + '000000')[:6]}Z"
 
 
-TEE_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")  # cluster_logtee.py's, the log files' format
+TEE_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")  # incluster/logtee.py's, the log files' format
 
 
 def from_pods_log(raw: bytes) -> bytes:
     """A pods/log line (`<the runtime's time> <text>`) as a log file line. A replica's command runs under
-    cluster_logtee.py, which stamped the text itself as it wrote the same line to the output volume: that
+    incluster/logtee.py, which stamped the text itself as it wrote the same line to the output volume: that
     stamp is kept, so both copies are the same bytes. Other lines get the runtime's time."""
     when, _, text = raw.partition(b" ")
     if TEE_STAMP.match(text):
@@ -46,12 +46,12 @@ def bounded(line: bytes) -> bytes:
     return line.rstrip(b"\r")[:logs.STAMP_LEN + 1 + logs.MAX_LINE]
 
 
-PROVENANCE = b"distrain-provenance "  # the line of cluster_install.py's report
+PROVENANCE = b"distrain-provenance "  # the line of incluster/install.py's report
 PROVENANCE_FILE = "provenance.json"  # in a run's log directory
 
 
 def keep_provenance(lines: list[bytes], directory: Path) -> list[bytes]:
-    """The log file `lines` except cluster_install.py's report of what a replica's Python has, which becomes
+    """The log file `lines` except incluster/install.py's report of what a replica's Python has, which becomes
     the run's provenance in `directory` if it has none yet: every replica runs the same image and
     requirements, so the first report stands for the run."""
     kept = []
@@ -120,7 +120,7 @@ def last_stamp(path: Path) -> str | None:
 
 def append(path: Path, lines: list[bytes]) -> None:
     """Append the log file lines (`<stamp> <text>`) not yet in the file: newer than its last line, or as old
-    but not among the lines it holds with that time; cluster_install.py's report goes to the run's provenance
+    but not among the lines it holds with that time; incluster/install.py's report goes to the run's provenance
     instead (keep_provenance). A lock makes concurrent copiers (server and CLI) safe. The directory is made
     only for lines: a pod that logged nothing never brings back the directory of a deleted job."""
     lines = keep_provenance(lines, path.parent)

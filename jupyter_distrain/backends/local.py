@@ -46,7 +46,8 @@ from ..spec import expires, gpus, replicas
 from ..store import Store
 from ..sweep import is_sweep
 from . import procs
-from .base import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary, current_owner, sees
+from ..owners import current_owner, sees
+from ..records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 
 if TYPE_CHECKING:
     from ..config import Distrain

@@ -27,8 +27,8 @@ With a `queue` (jobset or kubeflow), the JobSet or the operator's job carries Ku
 starts suspended: Kueue admits it (unsuspends it) when its ClusterQueue has the quota.
 
 A replica's pod, whatever the engine: the code fetched by an init container at the pinned commit,
-requirements installed (cluster_install.py, which then reports in one line what the replica's Python has),
-the command run under cluster_logtee.py, which stamps each line and writes it both to the container's
+requirements installed (incluster/install.py, which then reports in one line what the replica's Python has),
+the command run under incluster/logtee.py, which stamps each line and writes it both to the container's
 output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
     Pod       <job>-logs            while the server reads those files (they outlive the pods): serves
                                     them read-only from the output volume, then is deleted
@@ -40,7 +40,7 @@ output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
                                     its Secret's secret; it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
 A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
-ConfigMaps the sweep's owns, from the cluster (backends/cluster_sweep.py runs sweep.Controller):
+ConfigMaps the sweep's owns, from the cluster (incluster/sweep.py runs sweep.Controller):
     ServiceAccount, Role, RoleBinding <sweep>-sweeper
                                     the controller's identity: what this server's Role grants (rbac.yaml),
                                     but making sweeps
@@ -49,7 +49,7 @@ ConfigMaps the sweep's owns, from the cluster (backends/cluster_sweep.py runs sw
                                     trials' event files, the sweep's links to them
 The namespace's janitor, every owner's, made with the first job that has a policy.ttl_after_finished (janitor):
     ServiceAccount, Role, RoleBinding, CronJob distrain-janitor
-                                    on c.Distrain.janitor_schedule, a pod running cluster_janitor.py deletes the
+                                    on c.Distrain.janitor_schedule, a pod running incluster/janitor.py deletes the
                                     jobs past that time, whether or not a Jupyter server runs
 """
 
@@ -65,15 +65,15 @@ from pathlib import Path
 
 import yaml
 
-from .. import snapshot, storage
+from .. import incluster, snapshot, storage
 from ..clusterenv import Dirs, replica_env
 from ..code import CREDENTIAL_HELPER
 from ..config import Distrain
 from ..errors import FieldError, SpecError
+from ..incluster import tensorboard as board
 from ..policy import success_replicas
 from ..spec import gpu_type, gpus, render_command, replica_name, replicas
 from ..sweep import is_sweep
-from . import cluster_tensorboard
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
@@ -96,9 +96,9 @@ TENSORBOARD_PORT = 6006
 BOARD_SUFFIX, BOARD_KEY = "-tensorboard", "secret"  # the TensorBoard's objects, its Secret's key (board_secret)
 # the Secrets a job makes are named after it so: no credentials' name ends so
 JOB_SECRET_SUFFIXES = {snapshot.SECRET_SUFFIX: "jobs' snapshots of changes", BOARD_SUFFIX: "jobs' TensorBoards"}
-TENSORBOARD_PROGRAM = (Path(__file__).parent / "cluster_tensorboard.py").read_text()
-TEE_PROGRAM = (Path(__file__).parent / "cluster_logtee.py").read_text()
-READER_PROGRAM = (Path(__file__).parent / "cluster_logreader.py").read_text()
+TENSORBOARD_PROGRAM = incluster.source("tensorboard")
+TEE_PROGRAM = incluster.source("logtee")
+READER_PROGRAM = incluster.source("logreader")
 HOLDS_OUTPUTS = f"{GROUP}/holds-outputs"  # a claim's label: owners' outputs are in its owners/ directory
 RESUME = "resume.json"  # in a job's ConfigMap: the volume and directory it resumes from (mounted at /resume)
 VOLUME_LOGS = ".distrain/logs"  # in the output volume: <job's uid>/<run>/<replica>.log (volume_logs)
@@ -299,7 +299,7 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, owner: dict, rest
     }
 
 
-INSTALL_PROGRAM = (Path(__file__).parent / "cluster_install.py").read_text()
+INSTALL_PROGRAM = incluster.source("install")
 INSTALL = f"python -c {shlex.quote(INSTALL_PROGRAM)} || exit 1"  # requirements.txt, then what the Python has
 
 
@@ -567,7 +567,7 @@ def tensorboard_name(job: str) -> str:
 
 
 def board_secret(spec: dict, settings: Distrain, owner: dict) -> dict:
-    """The Secret holding what the job's TensorBoard asks of every request (cluster_tensorboard.py), made with
+    """The Secret holding what the job's TensorBoard asks of every request (incluster/tensorboard.py), made with
     the job and kept across its restarts, so a Jupyter server that read it once keeps it."""
     meta = metadata(tensorboard_name(spec["name"]), settings, {**labels(spec["name"]), COMPONENT: "tensorboard"},
                     owner)
@@ -592,10 +592,10 @@ def tensorboard(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
         "image": settings.controller_image or settings.default_images["tensorflow"],
         "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{logdir}",
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
-        "env": [{"name": cluster_tensorboard.SECRET_VARIABLE,
+        "env": [{"name": board.SECRET_VARIABLE,
                  "valueFrom": {"secretKeyRef": {"name": name, "key": BOARD_KEY}}}],
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
-        "readinessProbe": {"httpGet": {"path": cluster_tensorboard.PROBE_PATH, "port": TENSORBOARD_PORT}},
+        "readinessProbe": {"httpGet": {"path": board.PROBE_PATH, "port": TENSORBOARD_PORT}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
@@ -647,7 +647,7 @@ def sweeper(spec: dict, settings: Distrain, owner: dict) -> list[dict]:
     volume, mount = output_volume(spec, settings, owner, read_only=False, owners_directory=True)
     container = {
         "name": "sweeper", "image": settings.controller_image,
-        "command": ["python", "-m", "jupyter_distrain.backends.cluster_sweep", spec["name"], "--namespace", ns,
+        "command": ["python", "-m", "jupyter_distrain.incluster.sweep", spec["name"], "--namespace", ns,
                     "--owner", settings.owner, "--output", "/output"],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
@@ -663,12 +663,12 @@ JANITOR = "distrain-janitor"
 
 
 def janitor(settings: Distrain) -> list[dict]:
-    """The namespace's janitor, every owner's: its identity and the CronJob that runs cluster_janitor.py on
+    """The namespace's janitor, every owner's: its identity and the CronJob that runs incluster/janitor.py on
     `settings.janitor_schedule`, one run at a time, keeping the last run's pod of each outcome."""
     own = {**MANAGED, COMPONENT: "janitor"}
     meta = {"name": JANITOR, "namespace": settings.namespace, "labels": own}
     container = {"name": "janitor", "image": settings.controller_image,
-                 "command": ["python", "-m", "jupyter_distrain.backends.cluster_janitor",
+                 "command": ["python", "-m", "jupyter_distrain.incluster.janitor",
                              "--namespace", settings.namespace],
                  "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
     pod = {"serviceAccountName": JANITOR, "restartPolicy": "Never", "containers": [container]}
@@ -707,7 +707,7 @@ def volume_logs(root: dict) -> str:
 
 def log_reader(spec: dict, settings: Distrain, owner: dict) -> dict:
     """A pod serving, read-only, the log files the job's replicas wrote to its output volume
-    (cluster_logreader.py)."""
+    (incluster/logreader.py)."""
     container = {
         "name": "reader",
         "command": ["python", "-c", READER_PROGRAM, volume_logs(owner), str(LOG_READER_PORT)],

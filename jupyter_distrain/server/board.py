@@ -2,7 +2,7 @@
 TensorBoard's app, served by tornado with HTTP/1.1 keep-alive, so the proxy sends every request on a
 connection it keeps (TensorBoard's own server closes each connection after one answer). The app runs on
 threads, as under TensorBoard's own server. It answers only requests that carry the secret its environment
-holds (cluster_tensorboard.SECRET_VARIABLE), which only this user can read: any other user of the machine can
+holds (incluster/tensorboard.py's SECRET_VARIABLE), which only this user can read: any other user of the machine can
 connect to its port, not read a job's scalars."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from tensorboard import default, main_lib, program
 from tensorboard.plugins import base_plugin
 from tornado import httpserver, netutil, wsgi
 
-from ..backends.cluster_tensorboard import SECRET_VARIABLE, requiring_secret  # a cluster's board's guard too
+from ..incluster.tensorboard import SECRET_VARIABLE, requiring_secret  # a cluster's board's guard too
 
 THREADS = 8
 

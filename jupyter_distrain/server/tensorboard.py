@@ -43,8 +43,8 @@ from tornado.iostream import StreamClosedError
 from ..backends import procs
 # a board answers only requests carrying its secret in this header: the port is anyone's to connect to, the
 # secret only this user's (the local board's environment) or the job's (a cluster board's Secret) to read
-from ..backends.cluster_tensorboard import SECRET_HEADER, SECRET_VARIABLE
-from ..backends.base import EventFiles, TensorBoardTarget
+from ..incluster.tensorboard import SECRET_HEADER, SECRET_VARIABLE
+from ..records import EventFiles, TensorBoardTarget
 from ..manager import JobManager
 from .base import AUTH_RESOURCE, JUPYTER_QUERY, JsonErrors, authorize, call, in_thread
 from .relay import Connections, relay

@@ -1,4 +1,4 @@
-"""The namespace's janitor: `python -m jupyter_distrain.backends.cluster_janitor --namespace NS`, the command of
+"""The namespace's janitor: `python -m jupyter_distrain.incluster.janitor --namespace NS`, the command of
 the CronJob distrain-janitor (manifests.janitor). Each run deletes every owner's jobs whose time to be kept once
 finished (policy.ttl_after_finished) is over, as a Jupyter server or `distrain prune` would, so they go
 whether or not one runs. Outputs stay. Exits 1 if a job it should delete could not be."""
@@ -11,9 +11,8 @@ import tempfile
 import time
 
 from ..config import Distrain
-from ..errors import DistrainError
 from ..manager import JobManager
-from .kube import KubeBackend
+from ..backends.kube import KubeBackend
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -24,13 +23,10 @@ def main(argv: list[str] | None = None) -> None:
         settings = Distrain(namespace=args.namespace, root=root, see_all_owners=True)
         manager = JobManager({"kubernetes": KubeBackend(settings)}, settings)
         failed = False
-        for job in manager.expired(time.time()):
-            try:
-                manager.delete(job["name"])
-                print(f"deleted {job['name']} of {job['owner'] or 'no owner'}, past its time to be kept", flush=True)
-            except DistrainError as e:
-                failed = True
-                print(f"cannot delete {job['name']}, past its time to be kept: {e}", flush=True)
+        for job, error in manager.delete_expired(time.time()):
+            failed = failed or error is not None
+            print(f"cannot delete {job['name']}, past its time to be kept: {error}" if error else
+                  f"deleted {job['name']} of {job['owner'] or 'no owner'}, past its time to be kept", flush=True)
     sys.exit(1 if failed else 0)
 
 
