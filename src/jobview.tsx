@@ -1,20 +1,22 @@
 import { ReactWidget } from '@jupyterlab/apputils';
-import { Poll } from '@lumino/polling';
 import * as React from 'react';
 
 import {
   isGone,
   Job,
+  JobEvent,
   JobSummary,
   jobsAPI,
+  Replica,
   ReplicaMetrics,
   Scalars,
   serverAPI,
   Trials
 } from './api';
 import { ScalarChart } from './charts';
-import { age, bytes, FINISHED, until, why } from './format';
 import { JobActions, PhaseBadge } from './components';
+import { age, bytes, FINISHED, until, why } from './format';
+import { usePoll } from './polling';
 import { Provenance } from './provenance';
 import { SweepTrials } from './sweep';
 
@@ -28,6 +30,77 @@ export interface IJobViewActions {
   onDeleted: () => void;
 }
 
+/** What the job view shows of a job, refreshed as it changes. */
+interface IJobDetails {
+  job: Job | null;
+  /** What each replica uses now. */
+  metrics: ReplicaMetrics[];
+  /** One tag of what the job logs to its event files; none for a sweep. */
+  scalars: Scalars | null;
+  /** A sweep's trials; none for another job. */
+  trials: Trials | null;
+  /** Why the last refresh failed; '' when it did not. */
+  error: string;
+}
+
+/**
+ * A job's details, polled every `interval` milliseconds (a finished job's ten
+ * times less often) until it no longer exists; `chooseTag` picks the scalars'
+ * tag, `refresh` polls at once.
+ */
+function useJobDetails(
+  name: string,
+  interval: number
+): IJobDetails & {
+  refresh: () => Promise<void>;
+  chooseTag: (tag: string) => void;
+} {
+  const [details, setDetails] = React.useState<IJobDetails>({
+    job: null,
+    metrics: [],
+    scalars: null,
+    trials: null,
+    error: ''
+  });
+  const tag = React.useRef<string>();
+  const refresh = usePoll(
+    `jupyter-distrain:job:${name}`,
+    interval,
+    async poll => {
+      try {
+        const job = await jobsAPI.get(name);
+        const sweep = Boolean(job.spec.sweep);
+        const [metrics, scalars, trials] = await Promise.all([
+          serverAPI.metrics(name),
+          // none while its TensorBoard (Kubernetes) cannot answer
+          sweep ? null : serverAPI.scalars(name, tag.current).catch(() => null),
+          sweep ? serverAPI.trials(name) : null
+        ]);
+        setDetails({ job, metrics, scalars, trials, error: '' });
+        // A finished job changes no more until a restart: check now and then.
+        poll.frequency = {
+          ...poll.frequency,
+          interval: FINISHED.has(job.phase) ? 10 * interval : interval
+        };
+      } catch (reason) {
+        const gone = isGone(reason);
+        setDetails(current => ({
+          ...current,
+          error: gone ? `${name} no longer exists` : (reason as Error).message
+        }));
+        if (gone) {
+          void poll.stop();
+        }
+      }
+    }
+  );
+  const chooseTag = (chosen: string) => {
+    tag.current = chosen;
+    void refresh();
+  };
+  return { ...details, refresh, chooseTag };
+}
+
 /**
  * One job: its phase, replicas (with exit code, reason, where they run and what
  * they use), events, and the ways to its logs and TensorBoards; a sweep's
@@ -36,71 +109,22 @@ export interface IJobViewActions {
 export function JobView(
   props: { name: string; interval: number } & IJobViewActions
 ): JSX.Element {
-  const [job, setJob] = React.useState<Job | null>(null);
-  const [metrics, setMetrics] = React.useState<ReplicaMetrics[]>([]);
-  const [scalars, setScalars] = React.useState<Scalars | null>(null);
-  const [trials, setTrials] = React.useState<Trials | null>(null);
-  const tag = React.useRef<string>();
-  const [error, setError] = React.useState('');
-  const poll = React.useRef<Poll>();
-
-  React.useEffect(() => {
-    const refresh = async () => {
-      try {
-        const fresh = await jobsAPI.get(props.name);
-        const sweep = Boolean(fresh.spec.sweep);
-        const [used, logged, tried] = await Promise.all([
-          serverAPI.metrics(props.name),
-          // none while its TensorBoard (Kubernetes) cannot answer
-          sweep
-            ? null
-            : serverAPI.scalars(props.name, tag.current).catch(() => null),
-          sweep ? serverAPI.trials(props.name) : null
-        ]);
-        setJob(fresh);
-        setMetrics(used);
-        setScalars(logged);
-        setTrials(tried);
-        setError('');
-        // A finished job changes no more until a restart: check now and then.
-        const interval = FINISHED.has(fresh.phase)
-          ? 10 * props.interval
-          : props.interval;
-        current.frequency = { ...current.frequency, interval };
-      } catch (reason) {
-        if (isGone(reason)) {
-          setError(`${props.name} no longer exists`);
-          void current.stop();
-        } else {
-          setError((reason as Error).message);
-        }
-      }
-    };
-    const current = new Poll({
-      factory: refresh,
-      frequency: { interval: props.interval, backoff: false },
-      standby: 'when-hidden',
-      name: `jupyter-distrain:job:${props.name}`
-    });
-    poll.current = current;
-    return () => current.dispose();
-  }, [props.name, props.interval]);
-
+  const { job, metrics, scalars, trials, error, refresh, chooseTag } =
+    useJobDetails(props.name, props.interval);
   if (!job) {
     return <div className="jp-distrain-job-view">{error || 'Loading…'}</div>;
   }
-  const use = new Map(metrics.map(m => [m.replica, m]));
-  const tensorboard = job.spec.tensorboard?.enabled;
+  const tensorboard = Boolean(job.spec.tensorboard?.enabled);
+  // An action done: the job is gone (deleted), or shown as it is now.
   const after = async () => {
-    if (
-      !(await jobsAPI.get(job.name).then(
-        () => true,
-        () => false
-      ))
-    ) {
+    const deleted = await jobsAPI.get(job.name).then(
+      () => false,
+      () => true
+    );
+    if (deleted) {
       props.onDeleted();
     } else {
-      await poll.current?.refresh();
+      await refresh();
     }
   };
   return (
@@ -117,42 +141,7 @@ export function JobView(
           This job is {job.supervision}.
         </div>
       )}
-      <dl className="jp-distrain-job-facts">
-        <dt>Backend</dt>
-        <dd>
-          {job.engine ? `${job.backend} (engine: ${job.engine})` : job.backend}
-        </dd>
-        {job.spec.queue && (
-          <>
-            <dt>Queue</dt>
-            <dd>{job.spec.queue}</dd>
-          </>
-        )}
-        <dt>Run</dt>
-        <dd>{job.run}</dd>
-        <dt>Created</dt>
-        <dd title={job.created}>{age(job.created)} ago</dd>
-        <dt>Exit code</dt>
-        <dd>{job.exit_code ?? '–'}</dd>
-        <dt>Output</dt>
-        <dd className="jp-distrain-mono">{job.output_dir}</dd>
-        {(job.expires || job.spec.policy?.ttl_after_finished) && (
-          <>
-            <dt>Kept</dt>
-            <dd className="jp-distrain-expires" title={job.expires ?? ''}>
-              {job.expires
-                ? `until ${new Date(job.expires).toLocaleString()} (in ${until(job.expires)}), then deleted with its logs; the output stays`
-                : `${job.spec.policy?.ttl_after_finished} once finished, then deleted with its logs; the output stays`}
-            </dd>
-          </>
-        )}
-        <dt>Hyperparameters</dt>
-        <dd className="jp-distrain-mono jp-distrain-hyperparameter-values">
-          {Object.entries(job.spec.hyperparameters ?? {})
-            .map(([key, value]) => `${key} = ${JSON.stringify(value)}`)
-            .join(', ') || '–'}
-        </dd>
-      </dl>
+      <JobFacts job={job} />
       <div className="jp-distrain-job-links">
         <button
           className="jp-Button jp-mod-styled jp-mod-accept"
@@ -169,109 +158,192 @@ export function JobView(
           </button>
         )}
       </div>
-      {trials && (
+      {trials ? (
         <SweepTrials
           trials={trials}
           openJob={props.openJob}
           onFinetune={() => props.onFinetune(job.name)}
         />
-      )}
-      {!trials && (
-        <>
-          <h3>Replicas</h3>
-          <div className="jp-distrain-table-scroll">
-            <table className="jp-distrain-table jp-distrain-replicas">
-              <thead>
-                <tr>
-                  <th>Replica</th>
-                  <th>Phase</th>
-                  <th>Exit code</th>
-                  <th>Reason</th>
-                  <th></th>
-                  <th>Node</th>
-                  <th>Restarts</th>
-                  <th>Started</th>
-                  <th>Finished</th>
-                  <th>CPU</th>
-                  <th>Memory</th>
-                  <th>GPU</th>
-                </tr>
-              </thead>
-              <tbody>
-                {job.replicas.map(replica => {
-                  const used = use.get(replica.name);
-                  return (
-                    <tr key={replica.name} data-replica={replica.name}>
-                      <td>{replica.name}</td>
-                      <td>
-                        <PhaseBadge phase={replica.phase} />
-                      </td>
-                      <td>{replica.exit_code ?? ''}</td>
-                      <td className="jp-distrain-reason">{replica.reason}</td>
-                      <td className="jp-distrain-row-links">
-                        <button
-                          className="jp-Button jp-mod-minimal"
-                          onClick={() => props.openLogs(job.name, replica.name)}
-                        >
-                          Logs
-                        </button>
-                        {tensorboard && (
-                          <button
-                            className="jp-Button jp-mod-minimal"
-                            onClick={() =>
-                              props.openTensorBoard(job.name, replica.name)
-                            }
-                          >
-                            TensorBoard
-                          </button>
-                        )}
-                      </td>
-                      <td
-                        className="jp-distrain-mono jp-distrain-node"
-                        title={replica.address ?? ''}
-                      >
-                        {replica.node ?? ''}
-                      </td>
-                      <td>{replica.restarts}</td>
-                      <td title={replica.started ?? ''}>
-                        {replica.started ? `${age(replica.started)} ago` : ''}
-                      </td>
-                      <td title={replica.finished ?? ''}>
-                        {replica.finished ? `${age(replica.finished)} ago` : ''}
-                      </td>
-                      <td>
-                        {typeof used?.cpu_percent === 'number'
-                          ? `${used.cpu_percent.toFixed(0)}%`
-                          : ''}
-                      </td>
-                      <td>
-                        {typeof used?.memory_bytes === 'number'
-                          ? bytes(used.memory_bytes)
-                          : ''}
-                      </td>
-                      <td>
-                        {typeof used?.gpu_utilization === 'number'
-                          ? `${used.gpu_utilization.toFixed(0)}%, ${used.gpu_memory_mib?.toFixed(0)} MiB`
-                          : ''}
-                      </td>
-                    </tr>
-                  );
-                })}
-              </tbody>
-            </table>
-          </div>
-        </>
-      )}
-      {scalars && (
-        <ScalarChart
-          scalars={scalars}
-          onTag={name => {
-            tag.current = name;
-            void poll.current?.refresh();
-          }}
+      ) : (
+        <ReplicaTable
+          job={job}
+          metrics={metrics}
+          tensorboard={tensorboard}
+          openLogs={props.openLogs}
+          openTensorBoard={props.openTensorBoard}
         />
       )}
+      {scalars && <ScalarChart scalars={scalars} onTag={chooseTag} />}
       <Provenance job={job} openJob={props.openJob} />
+      <EventTable events={job.events ?? []} />
+    </div>
+  );
+}
+
+/**
+ * Where the job runs, its run, age, exit code and output, how long it is kept,
+ * and its hyperparameters.
+ */
+function JobFacts(props: { job: Job }): JSX.Element {
+  const { job } = props;
+  return (
+    <dl className="jp-distrain-job-facts">
+      <dt>Backend</dt>
+      <dd>
+        {job.engine ? `${job.backend} (engine: ${job.engine})` : job.backend}
+      </dd>
+      {job.spec.queue && (
+        <>
+          <dt>Queue</dt>
+          <dd>{job.spec.queue}</dd>
+        </>
+      )}
+      <dt>Run</dt>
+      <dd>{job.run}</dd>
+      <dt>Created</dt>
+      <dd title={job.created}>{age(job.created)} ago</dd>
+      <dt>Exit code</dt>
+      <dd>{job.exit_code ?? '–'}</dd>
+      <dt>Output</dt>
+      <dd className="jp-distrain-mono">{job.output_dir}</dd>
+      {(job.expires || job.spec.policy?.ttl_after_finished) && (
+        <>
+          <dt>Kept</dt>
+          <dd className="jp-distrain-expires" title={job.expires ?? ''}>
+            {job.expires
+              ? `until ${new Date(job.expires).toLocaleString()} (in ${until(job.expires)}), then deleted with its logs; the output stays`
+              : `${job.spec.policy?.ttl_after_finished} once finished, then deleted with its logs; the output stays`}
+          </dd>
+        </>
+      )}
+      <dt>Hyperparameters</dt>
+      <dd className="jp-distrain-mono jp-distrain-hyperparameter-values">
+        {Object.entries(job.spec.hyperparameters ?? {})
+          .map(([key, value]) => `${key} = ${JSON.stringify(value)}`)
+          .join(', ') || '–'}
+      </dd>
+    </dl>
+  );
+}
+
+type ReplicaLinks = Pick<IJobViewActions, 'openLogs' | 'openTensorBoard'> & {
+  /** Whether the job runs TensorBoard, so each replica has one to open. */
+  tensorboard: boolean;
+};
+
+/**
+ * The job's replicas, a row each: phase, exit, links to its logs and
+ * TensorBoard, node, restarts, times and what it uses.
+ */
+function ReplicaTable(
+  props: { job: Job; metrics: ReplicaMetrics[] } & ReplicaLinks
+): JSX.Element {
+  const { job, ...links } = props;
+  const use = new Map(props.metrics.map(m => [m.replica, m]));
+  return (
+    <>
+      <h3>Replicas</h3>
+      <div className="jp-distrain-table-scroll">
+        <table className="jp-distrain-table jp-distrain-replicas">
+          <thead>
+            <tr>
+              <th>Replica</th>
+              <th>Phase</th>
+              <th>Exit code</th>
+              <th>Reason</th>
+              <th></th>
+              <th>Node</th>
+              <th>Restarts</th>
+              <th>Started</th>
+              <th>Finished</th>
+              <th>CPU</th>
+              <th>Memory</th>
+              <th>GPU</th>
+            </tr>
+          </thead>
+          <tbody>
+            {job.replicas.map(replica => (
+              <ReplicaRow
+                key={replica.name}
+                job={job.name}
+                replica={replica}
+                used={use.get(replica.name)}
+                {...links}
+              />
+            ))}
+          </tbody>
+        </table>
+      </div>
+    </>
+  );
+}
+
+function ReplicaRow(
+  props: {
+    job: string;
+    replica: Replica;
+    used?: ReplicaMetrics;
+  } & ReplicaLinks
+): JSX.Element {
+  const { job, replica, used } = props;
+  return (
+    <tr data-replica={replica.name}>
+      <td>{replica.name}</td>
+      <td>
+        <PhaseBadge phase={replica.phase} />
+      </td>
+      <td>{replica.exit_code ?? ''}</td>
+      <td className="jp-distrain-reason">{replica.reason}</td>
+      <td className="jp-distrain-row-links">
+        <button
+          className="jp-Button jp-mod-minimal"
+          onClick={() => props.openLogs(job, replica.name)}
+        >
+          Logs
+        </button>
+        {props.tensorboard && (
+          <button
+            className="jp-Button jp-mod-minimal"
+            onClick={() => props.openTensorBoard(job, replica.name)}
+          >
+            TensorBoard
+          </button>
+        )}
+      </td>
+      <td
+        className="jp-distrain-mono jp-distrain-node"
+        title={replica.address ?? ''}
+      >
+        {replica.node ?? ''}
+      </td>
+      <td>{replica.restarts}</td>
+      <td title={replica.started ?? ''}>
+        {replica.started ? `${age(replica.started)} ago` : ''}
+      </td>
+      <td title={replica.finished ?? ''}>
+        {replica.finished ? `${age(replica.finished)} ago` : ''}
+      </td>
+      <td>
+        {typeof used?.cpu_percent === 'number'
+          ? `${used.cpu_percent.toFixed(0)}%`
+          : ''}
+      </td>
+      <td>
+        {typeof used?.memory_bytes === 'number' ? bytes(used.memory_bytes) : ''}
+      </td>
+      <td>
+        {typeof used?.gpu_utilization === 'number'
+          ? `${used.gpu_utilization.toFixed(0)}%, ${used.gpu_memory_mib?.toFixed(0)} MiB`
+          : ''}
+      </td>
+    </tr>
+  );
+}
+
+/** The job's events, a row each, oldest first. */
+function EventTable(props: { events: JobEvent[] }): JSX.Element {
+  return (
+    <>
       <h3>Events</h3>
       <div className="jp-distrain-table-scroll">
         <table className="jp-distrain-table jp-distrain-events">
@@ -285,7 +357,7 @@ export function JobView(
             </tr>
           </thead>
           <tbody>
-            {(job.events ?? []).map((event, index) => (
+            {props.events.map((event, index) => (
               <tr
                 key={index}
                 className={`jp-distrain-event-${event.type.toLowerCase()}`}
@@ -302,7 +374,7 @@ export function JobView(
           </tbody>
         </table>
       </div>
-    </div>
+    </>
   );
 }
 
