@@ -5,31 +5,52 @@ import {
   runIcon,
   searchIcon
 } from '@jupyterlab/ui-components';
-import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 import { FixedSizeList, ListOnScrollProps } from 'react-window';
 
-import {
-  isGone,
-  isRefused,
-  Job,
-  jobsAPI,
-  logsDownloadURL,
-  logStream
-} from './api';
+import { logsDownloadURL } from './api';
 import { LogBuffer } from './logbuffer';
+import { ILogStream, Status, useLogStream } from './logstream';
 
 const ROW_HEIGHT = 18;
-const RECONNECT_MS = 1000;
-const MAX_RECONNECT_MS = 30_000;
-const RUN_CHECK_MS = 3000; // how often a view of the latest run looks for a restart
 const REPLICA_COLORS = 6;
 
-type Status =
-  | { state: 'connecting' | 'following' | 'paused' }
-  | { state: 'ended'; phase: string }
-  | { state: 'error'; message: string };
+/**
+ * The numbers of the held lines that contain `query`, null without one; the lines
+ * that arrive are searched as they come, all again when the query or the buffer
+ * changes or its lines were reordered.
+ */
+function useSearch(held: LogBuffer, query: string): number[] | null {
+  const found = React.useRef({
+    held,
+    query: '',
+    upTo: 0,
+    reordered: 0,
+    lines: [] as number[]
+  });
+  if (!query) {
+    return null;
+  }
+  const last = found.current;
+  if (
+    last.held !== held ||
+    last.query !== query ||
+    last.reordered !== held.reordered
+  ) {
+    found.current = {
+      held,
+      query,
+      upTo: held.end,
+      reordered: held.reordered,
+      lines: held.search(query)
+    };
+  } else if (last.upTo < held.end) {
+    last.lines.push(...held.search(query, last.upTo));
+    last.upTo = held.end;
+  }
+  return found.current.lines.filter(n => n >= held.first);
+}
 
 /**
  * The live log of one run of a job (the latest unless `run` is given), one
@@ -48,162 +69,200 @@ export function LogView(props: {
   onRun: (run: number | undefined) => void;
 }): JSX.Element {
   const { name, replica } = props;
-  const [job, setJob] = React.useState<Job | null>(null);
   const [paused, setPaused] = React.useState(false);
-  const [status, setStatus] = React.useState<Status>({ state: 'connecting' });
   const [query, setQuery] = React.useState('');
-  const [, setVersion] = React.useState(0);
-  const buffer = React.useRef(new LogBuffer());
-  const matches = React.useRef<{
-    query: string;
-    upTo: number;
-    reordered: number;
-    lines: number[];
-  }>({ query: '', upTo: 0, reordered: 0, lines: [] });
-  const list = React.useRef<FixedSizeList>(null);
-  const following = React.useRef(true);
-  const [box, size] = useSize<HTMLDivElement>();
-  const run = props.run ?? job?.run;
+  const stream = useLogStream(name, replica, props.run, paused);
+  const { held } = stream;
+  const rows = useSearch(held, query);
+  const count = rows ? rows.length : held.end - held.first;
+  return (
+    <div className="jp-distrain-logs">
+      <LogToolbar
+        name={name}
+        replica={replica}
+        onReplica={props.onReplica}
+        pinnedRun={props.run}
+        onRun={props.onRun}
+        stream={stream}
+        paused={paused}
+        onPause={setPaused}
+        query={query}
+        onQuery={setQuery}
+        count={count}
+      />
+      <LogLines
+        held={held}
+        rows={rows}
+        count={count}
+        replica={replica}
+        query={query}
+      />
+    </div>
+  );
+}
 
-  // The job, for its replicas and runs; a view of the latest run checks now
-  // and then for a restart.
-  const pinned = props.run !== undefined;
-  React.useEffect(() => {
-    const poll = new Poll({
-      factory: () =>
-        jobsAPI.get(name).then(setJob, error => {
-          if (isGone(error)) {
-            setStatus({ state: 'error', message: `${name} no longer exists` });
-            void poll.stop();
-          }
-        }),
-      frequency: { interval: pinned ? Poll.NEVER : RUN_CHECK_MS },
-      standby: 'when-hidden',
-      name: `jupyter-distrain:logs:${name}`
-    });
-    return () => poll.dispose();
-  }, [name, pinned]);
-
-  // A new replica or run starts a new buffer.
-  React.useEffect(() => {
-    buffer.current = new LogBuffer();
-    matches.current = { query: '', upTo: 0, reordered: 0, lines: [] };
-    following.current = true;
-    setVersion(v => v + 1);
-  }, [name, replica, run]);
-
-  React.useEffect(() => {
-    if (run === undefined) {
-      return;
-    }
-    if (paused) {
-      setStatus({ state: 'paused' });
-      return;
-    }
-    let socket: WebSocket;
-    let done = false;
-    let frame = 0;
-    let retry: ReturnType<typeof setTimeout>;
-    let delay = RECONNECT_MS;
-    const redraw = () => {
-      frame ||= requestAnimationFrame(() => {
-        frame = 0;
-        setVersion(v => v + 1);
-      });
-    };
-    const retryLater = () => {
-      if (!done) {
-        retry = setTimeout(connect, delay);
-        delay = Math.min(2 * delay, MAX_RECONNECT_MS);
-      }
-    };
-    const connect = () => {
-      setStatus({ state: 'connecting' });
-      let opened = false;
-      socket = logStream(name, {
-        replica: replica || undefined,
-        cursor: buffer.current.cursor,
-        run
-      });
-      socket.onopen = () => {
-        opened = true;
-        delay = RECONNECT_MS;
-        setStatus({ state: 'following' });
-      };
-      socket.onmessage = event => {
-        const message = JSON.parse(event.data);
-        if (message.type === 'lines') {
-          buffer.current.append(message.replica, message.data, message.offset);
-          redraw();
-        } else if (message.type === 'end') {
-          done = true;
-          // The job's phase is its latest run's: an earlier run just ended.
-          setStatus({
-            state: 'ended',
-            phase: pinned ? '' : message.phase
-          });
-        } else if (message.type === 'error') {
-          done = true;
-          setStatus({ state: 'error', message: message.message });
-        }
-      };
-      // Closed without a last word: retry. A stream refused before it opened
-      // tells the browser nothing, so the same log is asked over HTTP (no lines):
-      // refused there too (no such job, replica or run), it ends with the reason.
-      socket.onclose = () => {
-        if (done) {
-          return;
-        }
-        setStatus({ state: 'connecting' });
-        if (opened) {
-          retryLater();
-          return;
-        }
-        jobsAPI
-          .logs(name, { replica: replica || undefined, run, tail: 0 })
-          .then(retryLater, error => {
-            if (!isRefused(error)) {
-              retryLater();
-            } else if (!done) {
-              done = true;
-              setStatus({ state: 'error', message: error.message });
-            }
-          });
-      };
-    };
-    connect();
-    return () => {
-      done = true;
-      clearTimeout(retry);
-      cancelAnimationFrame(frame);
-      socket.close();
-    };
-  }, [name, replica, run, paused]);
-
+/**
+ * The run and replica shown, pause, search and download, and how the stream
+ * stands.
+ */
+function LogToolbar(props: {
+  name: string;
+  replica: string;
+  onReplica: (replica: string) => void;
+  /** The run asked for; undefined: the latest. */
+  pinnedRun: number | undefined;
+  onRun: (run: number | undefined) => void;
+  stream: ILogStream;
+  paused: boolean;
+  onPause: (paused: boolean) => void;
+  query: string;
+  onQuery: (query: string) => void;
+  /** The lines shown: all held, or those matching the query. */
+  count: number;
+}): JSX.Element {
+  const { name, replica, paused, query } = props;
+  const { job, run } = props.stream;
   const latest = job?.run ?? 1;
-  const runs = Array.from({ length: latest - 1 }, (_, i) => latest - 1 - i);
   // The logs of the job's current run; the one shown stays listed when it has none.
   const offered = job?.logs ?? [];
   const replicas =
     !replica || offered.includes(replica) ? offered : [...offered, replica];
-  const held = buffer.current;
-  let rows: number[] | null = null; // line numbers shown when searching
-  if (query) {
-    const found = matches.current;
-    if (found.query !== query || found.reordered !== held.reordered) {
-      matches.current = {
-        query,
-        upTo: held.end,
-        reordered: held.reordered,
-        lines: held.search(query)
-      };
-    } else if (found.upTo < held.end) {
-      found.lines.push(...held.search(query, found.upTo));
-      found.upTo = held.end;
-    }
-    rows = matches.current.lines.filter(n => n >= held.first);
-  }
-  const count = rows ? rows.length : held.end - held.first;
+  return (
+    <div className="jp-distrain-logs-toolbar">
+      {latest > 1 && (
+        <RunChoice
+          latest={latest}
+          value={props.pinnedRun}
+          onRun={props.onRun}
+        />
+      )}
+      <select
+        className="jp-mod-styled"
+        aria-label="Replica"
+        value={replica}
+        onChange={event => props.onReplica(event.target.value)}
+      >
+        <option value="">All replicas</option>
+        {replicas.map(r => (
+          <option key={r} value={r}>
+            {r}
+          </option>
+        ))}
+      </select>
+      <button
+        className="jp-Button jp-mod-minimal"
+        title={paused ? 'Resume' : 'Pause'}
+        aria-label={paused ? 'Resume' : 'Pause'}
+        onClick={() => props.onPause(!paused)}
+      >
+        {paused ? (
+          <runIcon.react tag="span" elementSize="small" />
+        ) : (
+          <pauseIcon.react tag="span" elementSize="small" />
+        )}
+      </button>
+      <label className="jp-distrain-logs-search">
+        <searchIcon.react tag="span" elementSize="small" />
+        <input
+          className="jp-mod-styled"
+          type="search"
+          placeholder="Search"
+          aria-label="Search the log"
+          value={query}
+          onChange={event => props.onQuery(event.target.value)}
+        />
+      </label>
+      <a
+        className="jp-Button jp-mod-minimal"
+        href={logsDownloadURL(name, replica || undefined, run)}
+        download
+        title="Download the whole log"
+        aria-label="Download the whole log"
+      >
+        <downloadIcon.react tag="span" elementSize="small" />
+      </a>
+      <LogStatus
+        stream={props.stream}
+        latest={latest}
+        searching={query !== ''}
+        count={props.count}
+      />
+    </div>
+  );
+}
+
+/** The runs of a job, latest first: `value` undefined follows the latest. */
+function RunChoice(props: {
+  latest: number;
+  value: number | undefined;
+  onRun: (run: number | undefined) => void;
+}): JSX.Element {
+  const { latest } = props;
+  const earlier = Array.from({ length: latest - 1 }, (_, i) => latest - 1 - i);
+  return (
+    <select
+      className="jp-mod-styled"
+      aria-label="Run"
+      value={props.value ?? ''}
+      onChange={event =>
+        props.onRun(event.target.value ? Number(event.target.value) : undefined)
+      }
+    >
+      <option value="">Run {latest} (latest)</option>
+      {earlier.map(n => (
+        <option key={n} value={n}>
+          Run {n}
+        </option>
+      ))}
+    </select>
+  );
+}
+
+/**
+ * How the stream stands, with the run when the job has several, how many lines
+ * are shown (or match the search), and how many earlier ones are not kept.
+ */
+function LogStatus(props: {
+  stream: ILogStream;
+  latest: number;
+  searching: boolean;
+  count: number;
+}): JSX.Element {
+  const { run, status, held } = props.stream;
+  return (
+    <span className="jp-distrain-logs-status" data-state={status.state}>
+      {run !== undefined && props.latest > 1 ? `Run ${run} · ` : ''}
+      {describe(status)}
+      {props.searching
+        ? ` · ${props.count} matching`
+        : ` · ${props.count} lines`}
+      {held.first > 0
+        ? ` (${held.first} earlier not kept: download for all)`
+        : ''}
+    </span>
+  );
+}
+
+/**
+ * The lines (`rows`, when searching) as a list that draws only the rows in
+ * view; it follows the end as lines arrive, until scrolled up, and again once
+ * scrolled back to the end or shown another log.
+ */
+function LogLines(props: {
+  held: LogBuffer;
+  rows: number[] | null;
+  count: number;
+  replica: string;
+  query: string;
+}): JSX.Element {
+  const { held, rows, count, replica, query } = props;
+  const list = React.useRef<FixedSizeList>(null);
+  const following = React.useRef(true);
+  const [box, size] = useSize<HTMLDivElement>();
+
+  React.useLayoutEffect(() => {
+    following.current = true;
+  }, [held]);
 
   React.useLayoutEffect(() => {
     if (following.current && count > 0) {
@@ -219,95 +278,19 @@ export function LogView(props: {
   };
 
   return (
-    <div className="jp-distrain-logs">
-      <div className="jp-distrain-logs-toolbar">
-        {latest > 1 && (
-          <select
-            className="jp-mod-styled"
-            aria-label="Run"
-            value={props.run ?? ''}
-            onChange={event =>
-              props.onRun(
-                event.target.value ? Number(event.target.value) : undefined
-              )
-            }
-          >
-            <option value="">Run {latest} (latest)</option>
-            {runs.map(n => (
-              <option key={n} value={n}>
-                Run {n}
-              </option>
-            ))}
-          </select>
-        )}
-        <select
-          className="jp-mod-styled"
-          aria-label="Replica"
-          value={replica}
-          onChange={event => props.onReplica(event.target.value)}
-        >
-          <option value="">All replicas</option>
-          {replicas.map(r => (
-            <option key={r} value={r}>
-              {r}
-            </option>
-          ))}
-        </select>
-        <button
-          className="jp-Button jp-mod-minimal"
-          title={paused ? 'Resume' : 'Pause'}
-          aria-label={paused ? 'Resume' : 'Pause'}
-          onClick={() => setPaused(!paused)}
-        >
-          {paused ? (
-            <runIcon.react tag="span" elementSize="small" />
-          ) : (
-            <pauseIcon.react tag="span" elementSize="small" />
-          )}
-        </button>
-        <label className="jp-distrain-logs-search">
-          <searchIcon.react tag="span" elementSize="small" />
-          <input
-            className="jp-mod-styled"
-            type="search"
-            placeholder="Search"
-            aria-label="Search the log"
-            value={query}
-            onChange={event => setQuery(event.target.value)}
-          />
-        </label>
-        <a
-          className="jp-Button jp-mod-minimal"
-          href={logsDownloadURL(name, replica || undefined, run)}
-          download
-          title="Download the whole log"
-          aria-label="Download the whole log"
-        >
-          <downloadIcon.react tag="span" elementSize="small" />
-        </a>
-        <span className="jp-distrain-logs-status" data-state={status.state}>
-          {run !== undefined && latest > 1 ? `Run ${run} · ` : ''}
-          {describe(status)}
-          {query ? ` · ${count} matching` : ` · ${count} lines`}
-          {held.first > 0
-            ? ` (${held.first} earlier not kept: download for all)`
-            : ''}
-        </span>
-      </div>
-      <div className="jp-distrain-logs-body" ref={box}>
-        <FixedSizeList
-          ref={list}
-          height={size.height}
-          width={size.width}
-          itemCount={count}
-          itemSize={ROW_HEIGHT}
-          overscanCount={20}
-          onScroll={onScroll}
-          itemData={{ held, rows, replica, query, end: held.end }}
-        >
-          {LogRow}
-        </FixedSizeList>
-      </div>
+    <div className="jp-distrain-logs-body" ref={box}>
+      <FixedSizeList
+        ref={list}
+        height={size.height}
+        width={size.width}
+        itemCount={count}
+        itemSize={ROW_HEIGHT}
+        overscanCount={20}
+        onScroll={onScroll}
+        itemData={{ held, rows, replica, query, end: held.end }}
+      >
+        {LogRow}
+      </FixedSizeList>
     </div>
   );
 }
