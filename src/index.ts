@@ -23,7 +23,7 @@ import {
 } from '@jupyterlab/ui-components';
 import { Widget } from '@lumino/widgets';
 
-import { JobSummary, tensorboardURL } from './api';
+import { tensorboardURL } from './api';
 // Not './form': a lib/form.js left by a build before the split would win.
 import { NewJobWidget } from './form/index';
 import { JobsModel, JobsWidget } from './jobs';
@@ -89,10 +89,415 @@ class JobTab<T extends Widget> extends MainAreaWidget<T> {
   }
 }
 
+/** The tabs of each kind, for finding an open one and restoring them. */
+interface ITrackers {
+  forms: WidgetTracker<JobTab<NewJobWidget>>;
+  views: WidgetTracker<JobTab<JobViewWidget>>;
+  logs: WidgetTracker<JobTab<LogsWidget>>;
+  boards: WidgetTracker<JobTab<IFrame>>;
+}
+
+/** What the commands share: the app, the jobs, the tabs, and the settings as they are now. */
+interface IContext {
+  app: JupyterFrontEnd;
+  model: JobsModel;
+  trackers: ITrackers;
+  settings: {
+    /** How often to refresh, in milliseconds. */
+    interval: number;
+    /** The backend a new job's form starts on; empty: the server's default. */
+    defaultBackend: string;
+  };
+}
+
 /**
  * The distributed-training sidebar and its tabs: new job, job view, logs and
  * TensorBoard, all restored after a reload.
  */
+function activate(
+  app: JupyterFrontEnd,
+  settingRegistry: ISettingRegistry | null,
+  restorer: ILayoutRestorer | null,
+  palette: ICommandPalette | null,
+  launcher: ILauncher | null,
+  browser: IDefaultFileBrowser | null
+): void {
+  const settings = { interval: 2000, defaultBackend: '' };
+  const context: IContext = {
+    app,
+    model: new JobsModel(settings.interval),
+    trackers: {
+      forms: new WidgetTracker({ namespace: `${NAMESPACE}-new-job` }),
+      views: new WidgetTracker({ namespace: `${NAMESPACE}-job` }),
+      logs: new WidgetTracker({ namespace: `${NAMESPACE}-logs` }),
+      boards: new WidgetTracker({ namespace: `${NAMESPACE}-tensorboard` })
+    },
+    settings
+  };
+  addSidebar(context, restorer);
+  addNewJobCommands(context, browser);
+  addOpenJobCommand(context);
+  addOpenLogsCommand(context);
+  addOpenTensorBoardCommand(context);
+  if (restorer) {
+    restoreTabs(restorer, context.trackers);
+  }
+  addLaunchItems(app, palette, launcher);
+  if (settingRegistry) {
+    followSettings(settingRegistry, context);
+  }
+}
+
+/** Show the tab `tracker` has for it, or add the one `create` makes. */
+function showTab<T extends Widget>(
+  shell: JupyterFrontEnd.IShell,
+  tracker: WidgetTracker<JobTab<T>>,
+  found: (tab: JobTab<T>) => boolean,
+  create: () => JobTab<T>
+): JobTab<T> {
+  let tab = tracker.find(found);
+  if (!tab) {
+    tab = create();
+    void tracker.add(tab);
+    shell.add(tab, 'main');
+  }
+  shell.activateById(tab.id);
+  return tab;
+}
+
+/** The sidebar: the jobs list with a "New job" button, and the command that shows it. */
+function addSidebar(context: IContext, restorer: ILayoutRestorer | null): void {
+  const { commands, shell } = context.app;
+  const panel = new SidePanel();
+  panel.id = PANEL_ID;
+  panel.title.icon = distrainIcon;
+  panel.title.caption = 'Distributed training';
+  panel.addWidget(
+    new JobsWidget(
+      context.model,
+      job => void commands.execute(CommandIDs.openJob, { name: job.name }),
+      job => void commands.execute(CommandIDs.newJob, { clone: job.name })
+    )
+  );
+  panel.toolbar.addItem(
+    'new-job',
+    new ToolbarButton({
+      icon: addIcon,
+      label: 'New job',
+      tooltip: "Train this notebook's repository",
+      onClick: () => void commands.execute(CommandIDs.newJob)
+    })
+  );
+  shell.add(panel, 'left', { rank: 650 });
+  restorer?.add(panel, PANEL_ID);
+
+  commands.addCommand(CommandIDs.open, {
+    label: 'Show Training Jobs',
+    icon: distrainIcon,
+    execute: () => shell.activateById(PANEL_ID)
+  });
+}
+
+/**
+ * The new-job form's command, for the code around a notebook or directory, a
+ * clone or a fine-tune; and "Train this notebook's repo…", for the notebook
+ * chosen in the file browser or in focus.
+ */
+function addNewJobCommands(
+  context: IContext,
+  browser: IDefaultFileBrowser | null
+): void {
+  const { commands, shell } = context.app;
+
+  /** The notebook in focus, else the file browser's directory. */
+  const currentPath = (): string => {
+    const path = (shell.currentWidget as any)?.context?.path;
+    if (typeof path === 'string' && path.endsWith('.ipynb')) {
+      return path;
+    }
+    return browser?.model.path ?? '';
+  };
+
+  commands.addCommand(CommandIDs.newJob, {
+    label: args => (args.isLauncher ? 'Training Job' : 'New Training Job…'),
+    caption:
+      "Configure a training job for the code around a notebook, a copy of a job (clone), or a fine-tune of a sweep's best trial",
+    icon: distrainIcon,
+    execute: args => {
+      const clone = args.clone as string | undefined;
+      const finetune = args.finetune as string | undefined;
+      const path =
+        clone || finetune
+          ? ''
+          : ((args.path ?? args.cwd ?? currentPath()) as string);
+      // A form's tab is the notebook's or directory's, the cloned job's or the fine-tuned sweep's.
+      const key = clone
+        ? `clone:${clone}`
+        : finetune
+          ? `finetune:${finetune}`
+          : `path:${path}`;
+      return showTab(
+        shell,
+        context.trackers.forms,
+        tab => tab.job === key,
+        () => newJobTab(context, key, { path, clone, finetune })
+      );
+    }
+  });
+
+  commands.addCommand(CommandIDs.trainNotebook, {
+    label: "Train this notebook's repo…",
+    icon: distrainIcon,
+    execute: () => {
+      const selected = browser?.selectedItems().next();
+      const path =
+        selected && !selected.done && selected.value.type === 'notebook'
+          ? selected.value.path
+          : currentPath();
+      return commands.execute(CommandIDs.newJob, { path });
+    }
+  });
+}
+
+/** A new-job form's tab; a submitted job's form closes, and its view and logs open. */
+function newJobTab(
+  context: IContext,
+  key: string,
+  source: { path: string; clone?: string; finetune?: string }
+): JobTab<NewJobWidget> {
+  const { app, model, settings } = context;
+  const { commands } = app;
+  const { path, clone, finetune } = source;
+  const form = new NewJobWidget({
+    ...source,
+    backend: settings.defaultBackend,
+    contents: app.serviceManager.contents,
+    onSubmitted: job => {
+      tab.dispose();
+      void model.poll.refresh();
+      void commands.execute(CommandIDs.openJob, { name: job.name });
+      void commands.execute(CommandIDs.openLogs, { name: job.name });
+    }
+  });
+  const tab = new JobTab(form, key);
+  tab.id = `${NAMESPACE}-new-job-${key}`;
+  if (clone) {
+    tab.name(clone, 'clone');
+  } else if (finetune) {
+    tab.name(finetune, 'fine-tune');
+  } else {
+    tab.name(path.split('/').pop() || 'root', 'new job');
+    tab.title.caption = `New job for ${path || 'the root directory'}`;
+  }
+  return tab;
+}
+
+/** The command that opens a job's view. */
+function addOpenJobCommand(context: IContext): void {
+  const { commands, shell } = context.app;
+  commands.addCommand(CommandIDs.openJob, {
+    label: args => `Open Training Job ${args.name ?? ''}`,
+    execute: args => {
+      const name = args.name as string;
+      return showTab(
+        shell,
+        context.trackers.views,
+        tab => tab.job === name,
+        () => jobViewTab(context, name)
+      );
+    }
+  });
+}
+
+/**
+ * A job's view as a tab, whose links open its logs, TensorBoards, clones and
+ * trials; it closes once the job is deleted.
+ */
+function jobViewTab(context: IContext, name: string): JobTab<JobViewWidget> {
+  const { model, settings } = context;
+  const { commands } = context.app;
+  const view = new JobViewWidget(name, {
+    interval: settings.interval,
+    openLogs: (job, replica) =>
+      void commands.execute(CommandIDs.openLogs, { name: job, replica }),
+    openTensorBoard: (job, replica) =>
+      void commands.execute(CommandIDs.openTensorBoard, { name: job, replica }),
+    onClone: job =>
+      void commands.execute(CommandIDs.newJob, { clone: job.name }),
+    onFinetune: sweep =>
+      void commands.execute(CommandIDs.newJob, { finetune: sweep }),
+    openJob: job => void commands.execute(CommandIDs.openJob, { name: job }),
+    onDeleted: () => {
+      tab.dispose();
+      void model.poll.refresh();
+    }
+  });
+  const tab = new JobTab(view, name);
+  tab.id = `${NAMESPACE}-job-${name}`;
+  tab.name(name);
+  return tab;
+}
+
+/**
+ * The command that opens a job's logs tab (one a job), showing the replica
+ * asked for, if any, and the latest run.
+ */
+function addOpenLogsCommand(context: IContext): void {
+  const { commands, shell } = context.app;
+  const { logs } = context.trackers;
+  commands.addCommand(CommandIDs.openLogs, {
+    label: args => `Logs of ${args.name ?? 'a training job'}`,
+    execute: args => {
+      const name = args.name as string;
+      const replica = (args.replica as string) ?? '';
+      const tab = showTab(
+        shell,
+        logs,
+        tab => tab.job === name,
+        () => logsTab(logs, name, replica)
+      );
+      if (tab.content.replica !== replica && args.replica !== undefined) {
+        tab.content.choose(replica);
+      }
+      tab.content.showRun(undefined); // asked for the logs: the latest run's
+    }
+  });
+}
+
+/** A job's logs as a tab, labelled with the replica shown, which it saves as it changes. */
+function logsTab(
+  tracker: WidgetTracker<JobTab<LogsWidget>>,
+  name: string,
+  replica: string
+): JobTab<LogsWidget> {
+  const view = new LogsWidget(name, replica);
+  const tab = new JobTab(view, name);
+  tab.id = `${NAMESPACE}-logs-${name}`;
+  const label = () =>
+    tab.name(view.replica ? `${name}/${view.replica}` : name, 'logs', listIcon);
+  view.replicaChanged.connect(() => {
+    label();
+    void tracker.save(tab);
+  });
+  label();
+  return tab;
+}
+
+/** The command that opens the TensorBoard of a job's replica ('all': of all of them). */
+function addOpenTensorBoardCommand(context: IContext): void {
+  const { commands, shell } = context.app;
+  commands.addCommand(CommandIDs.openTensorBoard, {
+    label: args =>
+      `TensorBoard of ${args.name ?? 'a training job'}${args.replica ? `/${args.replica}` : ''}`,
+    execute: args => {
+      const name = args.name as string;
+      const replica = (args.replica as string) || 'all';
+      showTab(
+        shell,
+        context.trackers.boards,
+        tab => tab.job === name && tab.replica === replica,
+        () => tensorBoardTab(name, replica)
+      );
+    }
+  });
+}
+
+/** The TensorBoard of a job's replica as a tab. */
+function tensorBoardTab(name: string, replica: string): JobTab<IFrame> {
+  const frame = new IFrame({
+    sandbox: [
+      'allow-scripts',
+      'allow-same-origin',
+      'allow-forms',
+      'allow-popups',
+      'allow-downloads'
+    ]
+  });
+  frame.url = tensorboardURL(name, replica);
+  const tab = new JobTab(frame, name, replica);
+  tab.id = `${NAMESPACE}-tensorboard-${name}-${replica}`;
+  tab.name(`${name}/${replica}`, 'TensorBoard', lineFormIcon);
+  return tab;
+}
+
+/** Reopen, after a reload, the tabs that were open, each by its command. */
+function restoreTabs(restorer: ILayoutRestorer, trackers: ITrackers): void {
+  void restorer.restore(trackers.forms, {
+    command: CommandIDs.newJob,
+    args: tab => {
+      const [source, ...rest] = tab.job.split(':');
+      return { [source]: rest.join(':') };
+    },
+    // never empty (the restorer skips a tab named ''): "path:" for the root's form
+    name: tab => tab.job
+  });
+  void restorer.restore(trackers.views, {
+    command: CommandIDs.openJob,
+    args: tab => ({ name: tab.job }),
+    name: tab => tab.job
+  });
+  void restorer.restore(trackers.logs, {
+    command: CommandIDs.openLogs,
+    args: tab => ({ name: tab.job, replica: tab.content.replica }),
+    name: tab => tab.job
+  });
+  void restorer.restore(trackers.boards, {
+    command: CommandIDs.openTensorBoard,
+    args: tab => ({ name: tab.job, replica: tab.replica }),
+    name: tab => `${tab.job}/${tab.replica}`
+  });
+}
+
+/** The commands' places in the palette, the launcher and the notebooks' context menus. */
+function addLaunchItems(
+  app: JupyterFrontEnd,
+  palette: ICommandPalette | null,
+  launcher: ILauncher | null
+): void {
+  for (const command of [CommandIDs.open, CommandIDs.newJob]) {
+    palette?.addItem({ command, category: 'Distributed Training' });
+  }
+  launcher?.add({
+    command: CommandIDs.newJob,
+    category: 'Other',
+    rank: 1,
+    args: { isLauncher: true }
+  });
+  for (const selector of [
+    '.jp-DirListing-item[data-file-type="notebook"]',
+    '.jp-Notebook'
+  ]) {
+    app.contextMenu.addItem({
+      command: CommandIDs.trainNotebook,
+      selector,
+      rank: 20
+    });
+  }
+}
+
+/** Keep the refresh interval and the default backend as the settings say, now and as they change. */
+function followSettings(
+  settingRegistry: ISettingRegistry,
+  context: IContext
+): void {
+  settingRegistry
+    .load(PLUGIN_ID)
+    .then(loaded => {
+      const update = () => {
+        const { settings, model } = context;
+        settings.interval = loaded.get('refreshInterval').composite as number;
+        model.interval = settings.interval;
+        settings.defaultBackend = loaded.get('defaultBackend')
+          .composite as string;
+      };
+      update();
+      loaded.changed.connect(update);
+    })
+    .catch(reason => {
+      console.warn('jupyter-distrain: could not load settings', reason);
+    });
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: PLUGIN_ID,
   description:
@@ -105,316 +510,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     ILauncher,
     IDefaultFileBrowser
   ],
-  activate: (
-    app: JupyterFrontEnd,
-    settingRegistry: ISettingRegistry | null,
-    restorer: ILayoutRestorer | null,
-    palette: ICommandPalette | null,
-    launcher: ILauncher | null,
-    browser: IDefaultFileBrowser | null
-  ): void => {
-    const { commands, shell } = app;
-    let interval = 2000;
-    let defaultBackend = ''; // the settings'; empty: the server's default
-    const model = new JobsModel(interval);
-
-    const forms = new WidgetTracker<JobTab<NewJobWidget>>({
-      namespace: `${NAMESPACE}-new-job`
-    });
-    const views = new WidgetTracker<JobTab<JobViewWidget>>({
-      namespace: `${NAMESPACE}-job`
-    });
-    const logs = new WidgetTracker<JobTab<LogsWidget>>({
-      namespace: `${NAMESPACE}-logs`
-    });
-    const boards = new WidgetTracker<JobTab<IFrame>>({
-      namespace: `${NAMESPACE}-tensorboard`
-    });
-
-    /** Show the tab `tracker` has for it, or add the one `create` makes. */
-    const show = <T extends Widget>(
-      tracker: WidgetTracker<JobTab<T>>,
-      found: (tab: JobTab<T>) => boolean,
-      create: () => JobTab<T>
-    ): JobTab<T> => {
-      let tab = tracker.find(found);
-      if (!tab) {
-        tab = create();
-        void tracker.add(tab);
-        shell.add(tab, 'main');
-      }
-      shell.activateById(tab.id);
-      return tab;
-    };
-
-    const panel = new SidePanel();
-    panel.id = PANEL_ID;
-    panel.title.icon = distrainIcon;
-    panel.title.caption = 'Distributed training';
-    const openJob = (job: JobSummary) =>
-      void commands.execute(CommandIDs.openJob, { name: job.name });
-    const cloneJob = (job: JobSummary) =>
-      void commands.execute(CommandIDs.newJob, { clone: job.name });
-    panel.addWidget(new JobsWidget(model, openJob, cloneJob));
-    panel.toolbar.addItem(
-      'new-job',
-      new ToolbarButton({
-        icon: addIcon,
-        label: 'New job',
-        tooltip: "Train this notebook's repository",
-        onClick: () => void commands.execute(CommandIDs.newJob)
-      })
-    );
-    shell.add(panel, 'left', { rank: 650 });
-    restorer?.add(panel, PANEL_ID);
-
-    /** The notebook in focus, else the file browser's directory. */
-    const currentPath = (): string => {
-      const context = (shell.currentWidget as any)?.context;
-      if (
-        typeof context?.path === 'string' &&
-        context.path.endsWith('.ipynb')
-      ) {
-        return context.path;
-      }
-      return browser?.model.path ?? '';
-    };
-
-    commands.addCommand(CommandIDs.open, {
-      label: 'Show Training Jobs',
-      icon: distrainIcon,
-      execute: () => shell.activateById(PANEL_ID)
-    });
-
-    commands.addCommand(CommandIDs.newJob, {
-      label: args => (args.isLauncher ? 'Training Job' : 'New Training Job…'),
-      caption:
-        "Configure a training job for the code around a notebook, a copy of a job (clone), or a fine-tune of a sweep's best trial",
-      icon: distrainIcon,
-      execute: args => {
-        const clone = args.clone as string | undefined;
-        const finetune = args.finetune as string | undefined;
-        const path =
-          clone || finetune
-            ? ''
-            : ((args.path ?? args.cwd ?? currentPath()) as string);
-        // A form's tab is the notebook's or directory's, the cloned job's or the fine-tuned sweep's.
-        const key = clone
-          ? `clone:${clone}`
-          : finetune
-            ? `finetune:${finetune}`
-            : `path:${path}`;
-        return show(
-          forms,
-          tab => tab.job === key,
-          () => {
-            const form = new NewJobWidget({
-              path,
-              clone,
-              finetune,
-              backend: defaultBackend,
-              contents: app.serviceManager.contents,
-              onSubmitted: job => {
-                tab.dispose();
-                void model.poll.refresh();
-                void commands.execute(CommandIDs.openJob, { name: job.name });
-                void commands.execute(CommandIDs.openLogs, { name: job.name });
-              }
-            });
-            const tab = new JobTab(form, key);
-            tab.id = `${NAMESPACE}-new-job-${key}`;
-            if (clone) {
-              tab.name(clone, 'clone');
-            } else if (finetune) {
-              tab.name(finetune, 'fine-tune');
-            } else {
-              tab.name(path.split('/').pop() || 'root', 'new job');
-              tab.title.caption = `New job for ${path || 'the root directory'}`;
-            }
-            return tab;
-          }
-        );
-      }
-    });
-
-    commands.addCommand(CommandIDs.trainNotebook, {
-      label: "Train this notebook's repo…",
-      icon: distrainIcon,
-      execute: () => {
-        const selected = browser?.selectedItems().next();
-        const path =
-          selected && !selected.done && selected.value.type === 'notebook'
-            ? selected.value.path
-            : currentPath();
-        return commands.execute(CommandIDs.newJob, { path });
-      }
-    });
-
-    commands.addCommand(CommandIDs.openJob, {
-      label: args => `Open Training Job ${args.name ?? ''}`,
-      execute: args => {
-        const name = args.name as string;
-        return show(
-          views,
-          tab => tab.job === name,
-          () => {
-            const tab = new JobTab(
-              new JobViewWidget(name, {
-                interval,
-                openLogs: (job, replica) =>
-                  void commands.execute(CommandIDs.openLogs, {
-                    name: job,
-                    replica
-                  }),
-                openTensorBoard: (job, replica) =>
-                  void commands.execute(CommandIDs.openTensorBoard, {
-                    name: job,
-                    replica
-                  }),
-                onClone: cloneJob,
-                onFinetune: sweep =>
-                  void commands.execute(CommandIDs.newJob, { finetune: sweep }),
-                openJob: job =>
-                  void commands.execute(CommandIDs.openJob, { name: job }),
-                onDeleted: () => {
-                  tab.dispose();
-                  void model.poll.refresh();
-                }
-              }),
-              name
-            );
-            tab.id = `${NAMESPACE}-job-${name}`;
-            tab.name(name);
-            return tab;
-          }
-        );
-      }
-    });
-
-    commands.addCommand(CommandIDs.openLogs, {
-      label: args => `Logs of ${args.name ?? 'a training job'}`,
-      execute: args => {
-        const name = args.name as string;
-        const replica = (args.replica as string) ?? '';
-        const tab = show(
-          logs,
-          tab => tab.job === name,
-          () => {
-            const view = new LogsWidget(name, replica);
-            const tab = new JobTab(view, name);
-            tab.id = `${NAMESPACE}-logs-${name}`;
-            const label = () =>
-              tab.name(
-                view.replica ? `${name}/${view.replica}` : name,
-                'logs',
-                listIcon
-              );
-            view.replicaChanged.connect(() => {
-              label();
-              void logs.save(tab);
-            });
-            label();
-            return tab;
-          }
-        );
-        if (tab.content.replica !== replica && args.replica !== undefined) {
-          tab.content.choose(replica);
-        }
-        tab.content.showRun(undefined); // asked for the logs: the latest run's
-      }
-    });
-
-    commands.addCommand(CommandIDs.openTensorBoard, {
-      label: args =>
-        `TensorBoard of ${args.name ?? 'a training job'}${args.replica ? `/${args.replica}` : ''}`,
-      execute: args => {
-        const name = args.name as string;
-        const replica = (args.replica as string) || 'all';
-        show(
-          boards,
-          tab => tab.job === name && tab.replica === replica,
-          () => {
-            const frame = new IFrame({
-              sandbox: [
-                'allow-scripts',
-                'allow-same-origin',
-                'allow-forms',
-                'allow-popups',
-                'allow-downloads'
-              ]
-            });
-            frame.url = tensorboardURL(name, replica);
-            const tab = new JobTab(frame, name, replica);
-            tab.id = `${NAMESPACE}-tensorboard-${name}-${replica}`;
-            tab.name(`${name}/${replica}`, 'TensorBoard', lineFormIcon);
-            return tab;
-          }
-        );
-      }
-    });
-
-    if (restorer) {
-      void restorer.restore(forms, {
-        command: CommandIDs.newJob,
-        args: tab => {
-          const [source, ...rest] = tab.job.split(':');
-          return { [source]: rest.join(':') };
-        },
-        // never empty (the restorer skips a tab named ''): "path:" for the root's form
-        name: tab => tab.job
-      });
-      void restorer.restore(views, {
-        command: CommandIDs.openJob,
-        args: tab => ({ name: tab.job }),
-        name: tab => tab.job
-      });
-      void restorer.restore(logs, {
-        command: CommandIDs.openLogs,
-        args: tab => ({ name: tab.job, replica: tab.content.replica }),
-        name: tab => tab.job
-      });
-      void restorer.restore(boards, {
-        command: CommandIDs.openTensorBoard,
-        args: tab => ({ name: tab.job, replica: tab.replica }),
-        name: tab => `${tab.job}/${tab.replica}`
-      });
-    }
-
-    for (const command of [CommandIDs.open, CommandIDs.newJob]) {
-      palette?.addItem({ command, category: 'Distributed Training' });
-    }
-    launcher?.add({
-      command: CommandIDs.newJob,
-      category: 'Other',
-      rank: 1,
-      args: { isLauncher: true }
-    });
-    for (const selector of [
-      '.jp-DirListing-item[data-file-type="notebook"]',
-      '.jp-Notebook'
-    ]) {
-      app.contextMenu.addItem({
-        command: CommandIDs.trainNotebook,
-        selector,
-        rank: 20
-      });
-    }
-
-    settingRegistry
-      ?.load(PLUGIN_ID)
-      .then(settings => {
-        const update = () => {
-          interval = settings.get('refreshInterval').composite as number;
-          model.interval = interval;
-          defaultBackend = settings.get('defaultBackend').composite as string;
-        };
-        update();
-        settings.changed.connect(update);
-      })
-      .catch(reason => {
-        console.warn('jupyter-distrain: could not load settings', reason);
-      });
-  }
+  activate
 };
 
 export default plugin;
