@@ -62,11 +62,13 @@ export class JobsModel {
 
   /**
    * Read the scalars of the running jobs, and of each finished one once (they
-   * change no more): at most SCALAR_READS a refresh, the running first, and
-   * none of a job whose last read has not answered yet. Each shows as it comes.
+   * change no more): at most SCALAR_READS a refresh, the running first, none of
+   * a job whose last read has not answered yet, and READS_AT_ONCE at a time, the
+   * others queued until the next refresh replaces the queue. Each shows as it
+   * comes.
    */
   private readScalars(jobs: JobSummary[]): void {
-    const due = jobs
+    this._due = jobs
       .filter(
         job =>
           !this._reading.has(job.name) &&
@@ -76,16 +78,21 @@ export class JobsModel {
         (a, b) => Number(FINISHED.has(a.phase)) - Number(FINISHED.has(b.phase))
       )
       .slice(0, SCALAR_READS);
-    for (const job of due) {
-      this._reading.add(job.name);
-      void serverAPI
-        .scalars(job.name)
-        .catch(() => null)
-        .then(found => {
-          this._reading.delete(job.name);
-          if (!this._jobs.some(listed => listed.name === job.name)) {
-            return; // deleted meanwhile
-          }
+    while (this._reading.size < READS_AT_ONCE && this._due.length) {
+      this.readScalarsOf(this._due.shift()!);
+    }
+  }
+
+  /** Read one job's scalars, then the next due job's. */
+  private readScalarsOf(job: JobSummary): void {
+    this._reading.add(job.name);
+    void serverAPI
+      .scalars(job.name)
+      .catch(() => null)
+      .then(found => {
+        this._reading.delete(job.name);
+        // unless it was deleted meanwhile
+        if (this._jobs.some(listed => listed.name === job.name)) {
           this._scalars.delete(job.name);
           if (found?.tag && Object.keys(found.runs).length) {
             this._scalars.set(job.name, found);
@@ -93,8 +100,12 @@ export class JobsModel {
           // a running job's until it finishes (undefined never matches a finish time)
           this._scalarsRead.set(job.name, job.finished ?? undefined);
           this._changed.emit();
-        });
-    }
+        }
+        const next = this._due.shift();
+        if (next) {
+          this.readScalarsOf(next);
+        }
+      });
   }
 
   /** Drop the scalars of the jobs no longer listed. */
@@ -119,10 +130,18 @@ export class JobsModel {
   private _scalarsRead = new Map<string, string | null | undefined>();
   /** The jobs whose scalars are being read. */
   private _reading = new Set<string>();
+  /** The jobs whose scalars are read next. */
+  private _due: JobSummary[] = [];
   private _changed = new Signal<this, void>(this);
 }
 
 const SCALAR_READS = 20;
+/**
+ * The browser opens at most six connections to the server, which the list, the
+ * open tabs and the rest of JupyterLab share: slow scalars take no more than
+ * this many.
+ */
+const READS_AT_ONCE = 3;
 
 function announce(job: JobSummary): void {
   const detail = why(job) ? ` (${why(job)})` : '';
