@@ -12,7 +12,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from jupyter_distrain.backends.procs import free_ports
+from jupyter_distrain.backends.local.processes import free_ports
 from jupyter_distrain.spec import validate
 from jupyter_distrain.store import Store
 

@@ -96,8 +96,8 @@ def measure_kubernetes(requests: int = 30) -> list[tuple]:
 def finished_roots(namespace: str):
     """The ConfigMaps of `JOBS` finished 5-replica jobs, as the Kubernetes backend records them."""
     from jupyter_distrain import spec as spec_
-    from jupyter_distrain.backends import manifests
-    from jupyter_distrain.backends.kube_state import new_status
+    from jupyter_distrain.backends.kubernetes import render as manifests
+    from jupyter_distrain.backends.kubernetes.state import new_status
     from jupyter_distrain.config import Distrain
 
     settings, now = Distrain(namespace=namespace), time.time()

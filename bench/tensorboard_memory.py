@@ -16,7 +16,7 @@ import urllib.request
 import psutil
 from harness import HEADERS, Server, table
 
-from jupyter_distrain.backends.procs import free_ports
+from jupyter_distrain.backends.local.processes import free_ports
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 
 WRITE = """

@@ -2,7 +2,7 @@
 
 `addresses` maps each role to its replicas' "host:port", in index order: 127.0.0.1 ports on the
 local backend, stable DNS names on Kubernetes (manifests.host). The port after a replica's is the
-replica's too (procs.replica_ports locally; a pod's are all its own).
+replica's too (processes.replica_ports locally; a pod's are all its own).
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ DEFAULT_IMAGES = {
     "python": "python:3.11-slim",
 }
 BACKEND_CLASSES = {"local": "jupyter_distrain.backends.local.LocalBackend",
-                   "kubernetes": "jupyter_distrain.backends.kube.KubeBackend"}
+                   "kubernetes": "jupyter_distrain.backends.kubernetes.KubeBackend"}
 
 
 # Where a pod finds its service account's namespace (Kubernetes mounts it there).

@@ -81,7 +81,7 @@ class JobRecord(JobFields, total=False):
     engine: str  # on Kubernetes, what runs the job: jobset or pods
     supervision: str  # on Kubernetes, what happens to the job while no Jupyter server runs ("" when nothing)
     # what the current run ran on, as far as it is known: python, requirements and packages (locally
-    # supervisor.environment, on Kubernetes incluster/install.py's report); on Kubernetes also the image and
+    # backends/local/venvs.describe, on Kubernetes incluster/install.py's report); on Kubernetes also the image and
     # its digests as the pods report them
     environment: dict
 

@@ -11,6 +11,7 @@ from typing import Callable
 
 import psutil
 import pytest
+import requests
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
@@ -135,7 +136,7 @@ SUPERVISOR_EXIT_SECONDS = 10  # a supervisor exits last, right after it recorded
 def own_outputs(root: Path) -> Path:
     """The default outputs directory of this user's local jobs under the storage root `root`."""
     from jupyter_distrain import storage
-    from jupyter_distrain.backends.base import current_owner
+    from jupyter_distrain.owners import current_owner
 
     return root / "outputs" / storage.OWNERS / storage.owner_dir(current_owner())
 
@@ -145,7 +146,7 @@ def assert_nothing_left(root: Path, timeout: float = 10) -> None:
     (0: none of a job reported finished runs), but for the supervisors, which may take a few more to exit."""
     def patience(process: psutil.Process) -> float:
         try:
-            supervisor = "jupyter_distrain.backends.supervisor" in process.cmdline()
+            supervisor = "jupyter_distrain.backends.local.supervisor" in process.cmdline()
         except psutil.Error:
             return float("inf")  # gone meanwhile
         return max(timeout, SUPERVISOR_EXIT_SECONDS) if supervisor else timeout
@@ -166,7 +167,7 @@ class JupyterServer:
 
     def __init__(self, tmp_path: Path, *args: str, app: str = "server", root_dir: Path | None = None,
                  python: Path = Path(sys.executable), env: dict | None = None):
-        from jupyter_distrain.backends.procs import free_ports
+        from jupyter_distrain.backends.local.processes import free_ports
 
         self.root = tmp_path / "distrain-home"
         self.root_dir = root_dir or tmp_path / "notebooks"
@@ -204,6 +205,13 @@ class JupyterServer:
             return True
         except (urllib.error.URLError, ConnectionError):
             return False
+
+    def rest(self, method: str, route: str, **options) -> requests.Response:
+        """A request to this server's REST API, `route` under distrain/api/ (e.g. "jobs/fit/stop"), with its
+        token; `options` as requests.request takes them (json=, params=, data=, timeout=: 120 s unless given)."""
+        options.setdefault("timeout", 120)
+        headers = {**self.headers, **options.pop("headers", {})}
+        return requests.request(method, f"{self.url}/distrain/api/{route}", headers=headers, **options)
 
     def launchers(self) -> list[psutil.Process]:
         """The server's launcher (LocalBackend.start)."""
@@ -358,7 +366,7 @@ def remove_janitor(admin) -> None:
     from controlplane.cluster import NAMESPACE
     from kubernetes import client
 
-    from jupyter_distrain.backends import manifests
+    from jupyter_distrain.backends.kubernetes import render as manifests
 
     client.BatchV1Api(admin.api_client).delete_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
     rbac = client.RbacAuthorizationV1Api(admin.api_client)

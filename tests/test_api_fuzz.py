@@ -1,11 +1,10 @@
 """Fuzz the whole REST API from its own OpenAPI document, against a real `jupyter server` process."""
 
 import json
-import urllib.request
 
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 
 from conftest import JupyterServer, assert_nothing_left, processes_of
 from jupyter_distrain import spec as spec_
@@ -66,9 +65,7 @@ def test_hostile_values_on_every_route_get_a_4xx_in_strict_json(server):
     import http.client
     from urllib.parse import urlsplit
 
-    request = urllib.request.Request(f"{server.url}/distrain/api/jobs", method="POST", headers=server.headers,
-                                     data=json.dumps({"name": "target", "command": "true"}).encode())
-    assert urllib.request.urlopen(request, timeout=120).status == 201
+    assert server.rest("POST", "jobs", json={"name": "target", "command": "true"}).status_code == 201
     document = openapi_document()
     components = document["components"]["parameters"]
     host = urlsplit(server.url).netloc
@@ -107,20 +104,44 @@ def test_hostile_values_on_every_route_get_a_4xx_in_strict_json(server):
     assert not [a for a in answers if a[0] >= 500], [a for a in answers if a[0] >= 500]
 
 
-def test_fuzzing_left_only_whole_jobs(server):
-    """Runs after the fuzz: every stored job is valid and complete; no directory belongs to no job."""
+# The operations that make, change or end jobs, in this order (the last deletes the job the others act on).
+JOB_OPERATIONS = [("/jobs", "POST"), ("/jobs/{name}/clone", "POST"), ("/jobs/{name}/restart", "POST"),
+                  ("/jobs/{name}/stop", "POST"), ("/jobs/{name}", "DELETE")]
+
+
+def test_fuzzed_jobs_are_whole_or_absent(server):
+    """Requests generated for every operation that makes, changes or ends a job (those naming one name a job made
+    for them): every job stored after, theirs and any the module's other tests made, is valid and
+    complete, and no directory belongs to no job. Then every job is deleted, and nothing of them is left."""
+    acted_on = {"name": "acted-on", "command": "sleep 5"}
+    assert server.rest("POST", "jobs", json=acted_on).status_code == 201
+    for path, method in JOB_OPERATIONS:
+        send_generated(schema[path][method], server, {"name": acted_on["name"]})
     store = Store(server.root / "jobs.sqlite")
     jobs = store.jobs()
+    assert jobs, "the fuzzing made no job: nothing was checked"
     for job in jobs:
         assert spec_.validate(job["spec"]) == job["spec"]
         assert [r["name"] for r in job["replicas"]] == [f"{role}-{i}" for role, i in spec_.replicas(job["spec"])]
     on_disk = {p.name for p in (server.root / "jobs").iterdir()} if (server.root / "jobs").exists() else set()
     assert on_disk == {job["name"] for job in jobs}
     for job in jobs:
-        request = urllib.request.Request(f"{server.url}/distrain/api/jobs/{job['name']}", method="DELETE",
-                                         headers=server.headers)
-        assert urllib.request.urlopen(request, timeout=120).status == 204
+        assert server.rest("DELETE", f"jobs/{job['name']}").status_code == 204
     assert_nothing_left(server.root)
-    assert json.load(urllib.request.urlopen(urllib.request.Request(
-        f"{server.url}/distrain/api/jobs", headers=server.headers))) == []
+    assert server.rest("GET", "jobs").json() == []
 
+
+def send_generated(operation, server, path_parameters: dict) -> None:
+    """Requests generated for `operation` from its documentation, its path's parameters replaced by ours; none
+    is answered with a 5xx."""
+    base_url = server.url + openapi_document()["servers"][0]["url"]
+
+    @given(case=operation.as_strategy())
+    @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
+    def send(case):
+        if case.path_parameters:
+            case.path_parameters = {**case.path_parameters, **path_parameters}
+        response = case.call(base_url=base_url, headers=server.headers, timeout=120)
+        assert response.status_code < 500, (case.method, case.formatted_path, response.text)
+
+    send()

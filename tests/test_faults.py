@@ -16,8 +16,7 @@ import requests
 from conftest import (CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, distrain_command, processes_of,
                       wait, write_spec)
 from jupyter_distrain import spec as spec_
-from jupyter_distrain.backends import procs
-from jupyter_distrain.backends.local import LocalBackend
+from jupyter_distrain.backends.local import LocalBackend, processes
 from jupyter_distrain.errors import StorageFull
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 from jupyter_distrain.store import Store
@@ -242,7 +241,7 @@ def test_a_server_killed_in_the_middle_of_a_change_leaves_everything_agreeing(tm
         for job in jobs:
             stored = store.job(job["name"])
             if job["phase"] not in FINISHED:
-                assert procs.alive(stored["supervisor_pid"], stored["supervisor_started"]), (verb, job)
+                assert processes.alive(stored["supervisor_pid"], stored["supervisor_started"]), (verb, job)
             else:  # its supervisor's last moments may still be under way
                 assert_nothing_left_of(server.root, job["name"])
         assert {p.name for p in (server.root / "jobs").iterdir()} <= {job["name"] for job in jobs}, verb
@@ -307,17 +306,17 @@ def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_no
     spec = spec_.validate(sleeper("busy"))
     backend.store.insert_job("busy", "local", spec, str(backend.output_dir(spec, backend.owner)),
                              spec_.replicas(spec), backend.owner)
-    unlaunched = backend.record("busy")  # read between recording a run and starting its supervisor
+    unlaunched = backend.row("busy")  # read between recording a run and starting its supervisor
     running = lambda: backend.get("busy")["replicas"][0]["phase"] == "Running"  # noqa: E731
     backend.restart("busy")
     wait(running, "the first run's replica started", 60)
-    first = backend.record("busy")
+    first = backend.row("busy")
     backend.restart("busy")
     wait(running, "the second run's replica started", 60)
-    going = backend.record("busy")
+    going = backend.row("busy")
     for stale in (unlaunched, first):
-        assert backend.reconcile(stale) == going
-    assert procs.alive(going["replicas"][0]["pid"], going["replicas"][0]["pid_started"])
+        assert backend.end_if_vanished(stale) == going
+    assert processes.alive(going["replicas"][0]["pid"], going["replicas"][0]["pid_started"])
     backend.delete("busy")
     assert_nothing_left(tmp_path)
 

@@ -1,5 +1,6 @@
 """A private repository over HTTP with basic auth: the password reaches git and nothing else."""
 
+import functools
 import json
 import subprocess
 import time
@@ -7,7 +8,6 @@ from pathlib import Path
 
 import githost
 import pytest
-import requests
 from conftest import assert_nothing_left, write_spec
 
 from jupyter_distrain import code
@@ -71,20 +71,17 @@ def test_the_users_own_git_credential_helper_still_reads_a_private_repository(cl
 
 
 def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, private_repo):
-    api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
     host = private_repo.split("/")[2]
+    put = functools.partial(jupyter_server.rest, "PUT")
     refused = [
-        requests.put(f"{api}/secrets/Bad_Name", json={"username": USER, "password": PASSWORD, "host": host},
-                     headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "host": host}, headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json=[USER, PASSWORD], headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD}, headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD,
-                                                        "host": "https://example.com/"}, headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": f"{PASSWORD}\nhost=evil",
-                                                        "host": host}, headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", json=None, headers=headers),
-        requests.put(f"{api}/secrets/repo-creds", data=b"null", headers=headers),
+        put("secrets/Bad_Name", json={"username": USER, "password": PASSWORD, "host": host}),
+        put("secrets/repo-creds", json={"username": USER, "host": host}),
+        put("secrets/repo-creds", json=[USER, PASSWORD]),
+        put("secrets/repo-creds", json={"username": USER, "password": PASSWORD}),
+        put("secrets/repo-creds", json={"username": USER, "password": PASSWORD, "host": "https://example.com/"}),
+        put("secrets/repo-creds", json={"username": USER, "password": f"{PASSWORD}\nhost=evil", "host": host}),
+        put("secrets/repo-creds", json=None),
+        put("secrets/repo-creds", data=b"null"),
     ]
     assert [r.status_code for r in refused] == [400] * 8
     assert [e["path"] for e in refused[0].json()["errors"]] == ["name"]
@@ -93,34 +90,33 @@ def test_credentials_stored_over_rest_are_never_read_back(jupyter_server, privat
     assert [e["path"] for r in refused[3:6] for e in r.json()["errors"]] == ["host", "host", "password"]
     assert "without newlines" in refused[5].json()["errors"][0]["message"] and PASSWORD not in refused[5].text
     assert refused[7].json() == {"message": "the request body must be a JSON object {...}, not null"}
-    assert requests.get(f"{api}/secrets", headers=headers).json() == []
+    assert jupyter_server.rest("GET", "secrets").json() == []
 
-    stored = requests.put(f"{api}/secrets/repo-creds", json={"username": USER, "password": PASSWORD, "host": host},
-                          headers=headers)
+    stored = put("secrets/repo-creds", json={"username": USER, "password": PASSWORD, "host": host})
     assert (stored.status_code, stored.text) == (204, "")
-    assert requests.get(f"{api}/secrets", headers=headers).json() == [{"name": "repo-creds"}]
+    assert jupyter_server.rest("GET", "secrets").json() == [{"name": "repo-creds"}]
     secret_file = jupyter_server.root / "secrets" / "repo-creds.json"
     assert secret_file.stat().st_mode & 0o777 == 0o600
 
     spec = {"name": "private", "code": {"git": private_repo, "ref": "main", "credentials": "repo-creds"},
             "command": "python train.py"}
-    created = requests.post(f"{api}/jobs", json=spec, headers=headers)
+    created = jupyter_server.rest("POST", "jobs", json=spec)
     assert created.status_code == 201, created.text
     deadline = time.monotonic() + 120
-    while (job := requests.get(f"{api}/jobs/private", headers=headers)).json()["phase"] not in ("Succeeded", "Failed"):
+    while (job := jupyter_server.rest("GET", "jobs/private")).json()["phase"] not in ("Succeeded", "Failed"):
         assert time.monotonic() < deadline, job.text
         time.sleep(0.3)
-    logs = requests.get(f"{api}/jobs/private/logs", headers=headers).text
+    logs = jupyter_server.rest("GET", "jobs/private/logs").text
     assert job.json()["phase"] == "Succeeded" and "trained from the private repo" in logs, logs
     assert PASSWORD not in created.text + job.text + logs
     for path in [*jupyter_server.root.rglob("*"), Path(jupyter_server.log.name)]:
         if path.is_file() and path != secret_file:
             assert PASSWORD.encode() not in path.read_bytes(), path
 
-    assert requests.delete(f"{api}/jobs/private", headers=headers).status_code == 204
-    assert requests.delete(f"{api}/secrets/repo-creds", headers=headers).status_code == 204
+    assert jupyter_server.rest("DELETE", "jobs/private").status_code == 204
+    assert jupyter_server.rest("DELETE", "secrets/repo-creds").status_code == 204
     assert not secret_file.exists()
-    assert requests.delete(f"{api}/secrets/repo-creds", headers=headers).status_code == 404
+    assert jupyter_server.rest("DELETE", "secrets/repo-creds").status_code == 404
     assert_nothing_left(jupyter_server.root)
 
 

@@ -37,10 +37,10 @@ from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REAS
 from kubernetes import client
 
 from jupyter_distrain import spec as spec_, storage
-from jupyter_distrain.backends import kube_state, manifests
-from jupyter_distrain.backends.kube import Controller, KubeBackend
-from jupyter_distrain.backends.kube_state import event_time, new_status, newest
-from jupyter_distrain.backends.kube_watch import Cache, KubeError, WorkQueue, listers
+from jupyter_distrain.backends.kubernetes import KubeBackend, render as manifests, state as kube_state
+from jupyter_distrain.backends.kubernetes.controller import NamespaceController
+from jupyter_distrain.backends.kubernetes.state import event_time, new_status, newest
+from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, WorkQueue, listers
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import RunNotFound, SpecError
 from jupyter_distrain.jobjson import job_json, provenance
@@ -105,7 +105,7 @@ def backend(control_plane, tmp_path, engine):
     """The backend as the Jupyter server runs it: the restricted user's token, a watch-fed controller."""
     api = control_plane.client(RESTRICTED)
     kube = KubeBackend(settings(tmp_path / "distrain-home", engine=engine), api)
-    controller = Controller(kube, logging.getLogger("test"))
+    controller = NamespaceController(kube, logging.getLogger("test"))
     yield kube
     try:
         controller.stop()
@@ -355,7 +355,7 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
     assert not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
     assert not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items
     assert not backend.exists("gone")
-    assert not (backend.root / "gone").exists()
+    assert not (backend.home / "gone").exists()
 
 
 
@@ -475,7 +475,7 @@ def test_on_a_shared_volume_each_owner_writes_resumes_reads_and_purges_only_thei
         claim = admin.read_namespaced_persistent_volume_claim("team-results", NAMESPACE)
         assert claim.metadata.labels[manifests.HOLDS_OUTPUTS] == "true"
         purger = manifests.purger(bob.get("bout")["spec"], bob.settings,
-                                  bob.api.sanitize_for_serialization(bob._root("bout")))
+                                  bob.api.sanitize_for_serialization(bob.job_root("bout")))
         assert purger["spec"]["containers"][0]["command"][-2:] == ["/output", "owners/bob/aj"]
 
         for volume in ("distrain-outputs", "team-results"):
@@ -883,7 +883,7 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
             # with the Training Operator's TFJob, auto runs the jobs it can run on it, the rest on pods; a server
             # that started before the engine was installed watches its jobs too
             server = KubeBackend(settings(tmp_path / "server"), api)
-            controller = Controller(server, logging.getLogger("test"))
+            controller = NamespaceController(server, logging.getLogger("test"))
             try:
                 bare.create(yaml.safe_load((BIN / "crds" / "kubeflow.org_tfjobs.yaml").read_text()))
                 wait(lambda: "tfjobs" in kube.engines(), "the API server serves TFJobs")
@@ -948,7 +948,7 @@ def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(contr
         api_version, resource = manifests.engine_resource(tf_spec("lost", workers=1), engine)
         group, version = api_version.split("/")
         custom.delete_namespaced_custom_object(group, version, NAMESPACE, resource, "lost")  # by hand, mid-run
-        wait(lambda: kube._workload_fresh(kube._root("lost")) is None, "the engine's object is gone")
+        wait(lambda: kube._workload_fresh(kube.job_root("lost")) is None, "the engine's object is gone")
         root = admin.read_namespaced_config_map("lost", NAMESPACE)
         asked_long_ago(root)
         admin.replace_namespaced_config_map("lost", NAMESPACE, root)
@@ -960,7 +960,7 @@ def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(contr
             assert job["expires"] == job["finished"] + 3600
         assert sorted(j["name"] for j in kube.list() if j["phase"] == "Failed") == ["interrupted", "lost"]
         kube.restart("lost")
-        assert kube._workload_fresh(kube._root("lost")) is not None and kube.get("lost")["phase"] != "Failed"
+        assert kube._workload_fresh(kube.job_root("lost")) is not None and kube.get("lost")["phase"] != "Failed"
     finally:
         for name in ("interrupted", "lost"):
             admin.delete_namespaced_config_map(name, NAMESPACE)
@@ -1048,7 +1048,7 @@ def test_a_supervised_replica_whose_pod_never_came_is_lost(control_plane, backen
         assert ps["finished"] == pytest.approx(missing + kube_state.WORKLOAD_GRACE)
     assert cli.get("just-asked")["phase"] == "Pending"
     cli.restart("unmade")
-    assert {p.metadata.labels[manifests.REPLICA] for p in cli._pods_fresh("unmade")} == {"chief-0", "ps-0", "worker-0"}
+    assert {p.metadata.labels[manifests.REPLICA] for p in cli.job_pods_fresh("unmade")} == {"chief-0", "ps-0", "worker-0"}
     assert cli.get("unmade")["phase"] != "Failed"
 
 
@@ -1435,7 +1435,7 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
                 assert all(c.security_context.capabilities.drop == ["ALL"]
                            for c in [*pod.spec.containers, *(pod.spec.init_containers or [])])
             kube._create(manifests.log_reader(tf_spec(f"confined-{engine}"), kube.settings,
-                                              kube.api.sanitize_for_serialization(kube._root_fresh(f"confined-{engine}"))))
+                                              kube.api.sanitize_for_serialization(kube.job_root_fresh(f"confined-{engine}"))))
             kube.delete(f"confined-{engine}")
     finally:
         admin.delete_namespace(namespace)
@@ -1707,7 +1707,7 @@ def test_watches_resume_from_their_version_without_listing_again(control_plane, 
     watches = apiserver_requests(control_plane, "WATCH", "configmaps")
     started = time.monotonic()
     kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
-    controller = Controller(kube, logging.getLogger("test"), watch_timeout=1)
+    controller = NamespaceController(kube, logging.getLogger("test"), watch_timeout=1)
     try:
         kube.submit(tf_spec("resumed", workers=1))  # its changes cross many one-second watches
         wait_job(kube, "resumed", lambda j: j["phase"] == "Running", "the job runs")
@@ -1784,7 +1784,7 @@ def test_a_job_gone_while_other_workers_begin_runs_loses_no_run(control_plane, a
     caplog.set_level(logging.ERROR, logger="test")
     home = settings(tmp_path / "home", engine="jobset")
     kube = KubeBackend(home, control_plane.client(RESTRICTED))
-    controller = Controller(kube, logging.getLogger("test"))
+    controller = NamespaceController(kube, logging.getLogger("test"))
     jobs = [f"noted-{i}" for i in range(6)]
     try:
         for name in jobs[:3]:  # roots alone: their JobSets are never made, the controller notes their runs
@@ -1827,14 +1827,14 @@ def test_a_finished_runs_stray_pod_is_deleted(control_plane, backend, admin):
 def test_a_stop_requested_on_a_stale_version_is_recorded(control_plane, admin, tmp_path):
     kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))  # no controller: as the CLI
     kube.submit(tf_spec("stale-stop", workers=1))
-    stale = kube._root_fresh("stale-stop")
+    stale = kube.job_root_fresh("stale-stop")
     admin.patch_namespaced_config_map("stale-stop", NAMESPACE, {"metadata": {"annotations": {"touched": "yes"}}})
     stale_once = iter([stale])  # what a cache a step behind shows stop: its status write meets a 409
-    kube._root = lambda name: next(stale_once, None) or KubeBackend._root(kube, name)
+    kube.job_root = lambda name: next(stale_once, None) or KubeBackend.job_root(kube, name)
     try:
         assert kube.stop("stale-stop")["phase"] == "Stopped"
     finally:
-        del kube._root
+        del kube.job_root
         kube.delete("stale-stop")
 
 
@@ -1847,7 +1847,7 @@ def test_a_reconcile_that_loses_the_status_write_announces_nothing(control_plane
         wait_job(kube, "raced", lambda j: j["phase"] == "Running", "the job runs")
         end(admin, "raced", "worker-0", 143)
         wait(lambda: any(p.status.phase == "Failed" for p in pods_of(admin, "raced", "worker-0")), "the worker ends")
-        root, pods = kube._root_fresh("raced"), newest(kube._pods_fresh("raced"))  # what both reconciles see
+        root, pods = kube.job_root_fresh("raced"), newest(kube.job_pods_fresh("raced"))  # what both reconciles see
         kube.reconcile(root, pods)
         kube.reconcile(root, pods)  # a step behind: its status write meets a 409
         job = kube.get("raced")

@@ -13,7 +13,7 @@ import psutil
 import pytest
 from conftest import assert_nothing_left, own_outputs, processes_of, write_spec, write_wheel
 
-from jupyter_distrain.backends.procs import replica_ports
+from jupyter_distrain.backends.local.processes import replica_ports
 from jupyter_distrain.store import Store
 
 SLEEPER = "python -c 'import time; print(\"up\", flush=True); time.sleep(600)'"
@@ -471,9 +471,9 @@ def test_top_reports_usage(cli, tmp_path):
 
 
 def test_gpu_request_beyond_this_machine_is_refused(cli, tmp_path):
-    from jupyter_distrain.backends import procs
+    from jupyter_distrain.backends.local import processes
 
-    have = len(procs.gpus())
+    have = len(processes.gpus())
     spec = {"name": "gpus", "command": "true", "replicas": {"worker": {"count": 2, "resources": {"gpus": have + 1}}}}
     result = cli("submit", "-f", str(write_spec(tmp_path / "job", spec)), check=False)
     assert result.returncode == 1

@@ -10,8 +10,8 @@ import time
 import pytest
 
 from jupyter_distrain import logs
-from jupyter_distrain.backends import manifests
-from jupyter_distrain.backends.kube_logs import from_pods_log, from_volume
+from jupyter_distrain.backends.kubernetes import render as manifests
+from jupyter_distrain.backends.kubernetes.loglines import from_pods_log, from_volume
 
 
 def write(path, *chunks):

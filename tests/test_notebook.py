@@ -85,20 +85,18 @@ def kernel(jupyter_server):
 
 def wait_phase(server, name: str, phases=("Succeeded", "Failed", "Stopped"), timeout: float = 120) -> dict:
     deadline = time.monotonic() + timeout
-    while (job := requests.get(f"{server.url}/distrain/api/jobs/{name}", headers=server.headers).json())["phase"] \
-            not in phases:
+    while (job := server.rest("GET", f"jobs/{name}").json())["phase"] not in phases:
         assert time.monotonic() < deadline, job
         time.sleep(0.2)
     return job
 
 
 def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
-    api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
     assert kernel.run("%load_ext jupyter_distrain") == ""
 
     submitted = kernel.run("%distrain submit --name fit -p epochs=3 -- python train.py --epochs {{ epochs }}")
     assert "<b>fit</b> (local)" in submitted, submitted
-    job = requests.get(f"{api}/jobs/fit", headers=headers).json()  # the server's job
+    job = jupyter_server.rest("GET", "jobs/fit").json()  # the server's job
     assert job["spec"]["code"] == {"path": str(jupyter_server.root_dir)}  # the notebook's own directory
     followed = kernel.run("%distrain logs fit -f")  # returns when the job ends
     assert "[worker-0] epoch 3/3 loss" in followed and "[worker-0] done epoch 3" in followed, followed
@@ -127,7 +125,7 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     kernel.restart()
     listed = kernel.run("%load_ext jupyter_distrain\n%distrain list")
     assert "<b>fit</b>" in listed and "<b>long</b>" in listed and "0/1 replicas running" in listed, listed
-    assert {j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()} == {"fit", "long"}
+    assert {j["name"] for j in jupyter_server.rest("GET", "jobs").json()} == {"fit", "long"}
     assert kernel.run("%distrain delete fit\n%distrain delete long") == "job fit deleted\njob long deleted\n"
     kernel.close()  # the kernel inherits DISTRAIN_HOME, as the jobs' processes do
     assert_nothing_left(jupyter_server.root)
@@ -227,7 +225,6 @@ def test_without_a_server_the_magics_say_what_is_wrong(tmp_path):
 
 
 def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, kernel):
-    api, headers = f"{jupyter_server.url}/distrain/api", jupyter_server.headers
     kernel.run("from jupyter_distrain.widgets import JobForm, JobMonitor\nform = JobForm()")
     assert kernel.run("print(sorted(form.fields), [b.description for b in form.counts.children])") == (
         "['code', 'command', 'data', 'framework', 'gpus', 'hyperparameters', 'image', 'name', 'output', "
@@ -253,16 +250,16 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
                                            and any("tick 7" in v for v in values(states))))
     tails = [v for v in updates if "[worker-0] tick 0" in v]
     assert len(tails) >= 2 and "tick 7" not in tails[0], "the log tail grew while the job ran"
-    assert requests.get(f"{api}/jobs/ticking", headers=headers).json()["phase"] == "Succeeded"
+    assert jupyter_server.rest("GET", "jobs/ticking").json()["phase"] == "Succeeded"
 
     # Stop, from a monitor of a long job
-    requests.post(f"{api}/jobs", headers=headers, json={
+    jupyter_server.rest("POST", "jobs", json={
         "name": "long", "code": {"path": str(jupyter_server.root_dir)}, "command": "python train.py --epochs 100000"})
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
     assert kernel.run("monitor = JobMonitor('long')\nprint(monitor.stop()['phase'], monitor.stop_button.disabled)") == \
         "Stopped True\n"
     assert "<b>Stopped</b>: Stopped" not in kernel.run("print(monitor.header.value)")
     for name in ("ticking", "long"):
-        assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
+        assert jupyter_server.rest("DELETE", f"jobs/{name}").status_code == 204
     kernel.close()
     assert_nothing_left(jupyter_server.root)

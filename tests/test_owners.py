@@ -8,7 +8,6 @@ import sqlite3
 import time
 
 import pytest
-import requests
 
 from conftest import CLI, EXAMPLES, JupyterServer, processes_of, write_spec
 from jupyter_distrain import config as config_
@@ -52,13 +51,12 @@ def test_each_owner_sees_and_touches_only_their_own_jobs(tmp_path):
 
         server = JupyterServer(tmp_path, env={**os.environ, "JUPYTERHUB_USER": "alice"})
         try:
-            api, headers = f"{server.url}/distrain/api", server.headers
-            assert [j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()] == ["alices"]
-            cluster = requests.get(f"{api}/cluster", headers=headers).json()
+            assert [j["name"] for j in server.rest("GET", "jobs").json()] == ["alices"]
+            cluster = server.rest("GET", "cluster").json()
             assert (cluster["owner"], cluster["see_all_owners"]) == ("alice", False)
             for method, route in (("GET", ""), ("DELETE", ""), ("POST", "/restart"), ("POST", "/stop"),
                                   ("POST", "/clone"), ("GET", "/logs"), ("GET", "/metrics")):
-                answer = requests.request(method, f"{api}/jobs/bobs{route}", headers=headers)
+                answer = server.rest(method, f"jobs/bobs{route}")
                 assert (answer.status_code, answer.json()) == (404, {"message": "no job named 'bobs'"}), route
         finally:
             server.stop()
@@ -90,7 +88,7 @@ def test_jobs_stored_before_owners_gain_the_column_and_stay_everyones(tmp_path):
     assert "owner" not in {row[1] for row in sqlite3.connect(database).execute("PRAGMA table_info(jobs)")}
     backend = LocalBackend(tmp_path, owner="alice")
     assert [(job["name"], job["owner"]) for job in backend.store.jobs()] == [("old", "")]
-    assert backend.visible(backend.record("old")) and LocalBackend(tmp_path, owner="bob").record("old")
+    assert backend.visible(backend.row("old")) and LocalBackend(tmp_path, owner="bob").row("old")
 
 
 def test_each_owners_secrets_are_their_own(tmp_path):
@@ -112,6 +110,23 @@ def test_each_owners_secrets_are_their_own(tmp_path):
     assert alice.credential_names() == ["shared"]
 
 
+def finished(manager: JobManager, name: str) -> dict:
+    """The job once it finished, as it must: succeeded."""
+    deadline = time.monotonic() + 60
+    while (job := manager.get(name))["finished"] is None:
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+    assert job["phase"] == "Succeeded", job
+    return job
+
+
+def refused(manager: JobManager, **fields) -> dict[str, str]:
+    """Why a dry run of a job with these fields is refused, by field."""
+    with pytest.raises(SpecError) as caught:
+        manager.submit({"name": "refused", "command": "true", **fields}, dry_run=True)
+    return {e.path: e.message for e in caught.value.errors}
+
+
 def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_own(tmp_path):
     """Two owners on one storage root (and one volume): each job's output lands in its owner's own directory
     whatever path its spec names; reading, resuming from or purging another owner's is refused unless the
@@ -122,19 +137,6 @@ def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_
 
     def manager(owner: str, **settings) -> JobManager:
         return JobManager.from_config(config_.Distrain(root=str(root), owner=owner, **settings))
-
-    def finished(manager: JobManager, name: str) -> dict:
-        deadline = time.monotonic() + 60
-        while (job := manager.get(name))["finished"] is None:
-            assert time.monotonic() < deadline, job
-            time.sleep(0.1)
-        assert job["phase"] == "Succeeded", job
-        return job
-
-    def refused(manager: JobManager, **fields) -> dict[str, str]:
-        with pytest.raises(SpecError) as caught:
-            manager.submit({"name": "refused", "command": "true", **fields}, dry_run=True)
-        return {e.path: e.message for e in caught.value.errors}
 
     alice, bob, carol = manager("alice"), manager("bob@example.org"), manager("carol", see_all_owners=True)
     writes = "echo $DISTRAIN_JOB > $DISTRAIN_OUTPUT_DIR/result"

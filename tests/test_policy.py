@@ -1,7 +1,7 @@
 """The lifecycle policy, shared by every backend."""
 
 from jupyter_distrain import spec as spec_
-from jupyter_distrain.backends import manifests
+from jupyter_distrain.backends.kubernetes import render as manifests
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.policy import Phase, Replica, decide
 

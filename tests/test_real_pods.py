@@ -27,7 +27,7 @@ from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTOR
 from kubernetes import client
 
 from jupyter_distrain import storage
-from jupyter_distrain.backends import manifests
+from jupyter_distrain.backends.kubernetes import render as manifests
 from jupyter_distrain.owners import current_owner
 
 # the cluster (its images built once per machine) starts untimed; each test has the suite's 300 s

@@ -6,7 +6,6 @@ import json
 import os
 
 import pytest
-import requests
 
 from conftest import CLI, EXAMPLES, JupyterServer, write_spec
 from jupyter_distrain.client import Client
@@ -85,8 +84,7 @@ def test_every_rule_is_refused_by_rest_client_and_cli_naming_the_field_and_nothi
     cli = CLI(server.root, tmp_path)
     cli.env.update(JUPYTER_CONFIG_DIR=str(config_dir))
     try:
-        api, headers = f"{server.url}/distrain/api", server.headers
-        cluster = requests.get(f"{api}/cluster", headers=headers).json()
+        cluster = server.rest("GET", "cluster").json()
         assert cluster["limits"] == {"host_paths": [str(allowed)], "images": ["registry.example.com/*"],
                                      "max_replicas": 3, "max_gpus_per_replica": 1, "max_gpus_per_job": 2,
                                      "max_deadline_seconds": 3600, "gpu_types": ["a100"], "ttl_after_finished": "7d"}
@@ -95,7 +93,7 @@ def test_every_rule_is_refused_by_rest_client_and_cli_naming_the_field_and_nothi
             fields = json.loads(json.dumps(fields).replace("ALLOWED", str(allowed)))
             spec = job("refused", **fields)
             for dry_run in ("true", "false"):
-                answer = requests.post(f"{api}/jobs?dry_run={dry_run}", json=spec, headers=headers)
+                answer = server.rest("POST", "jobs", params={"dry_run": dry_run}, json=spec)
                 assert answer.status_code == 400, (fields, answer.text)
                 assert [(e["path"], says in e["message"]) for e in answer.json()["errors"]] == [(path, True)], \
                     answer.json()
@@ -104,13 +102,13 @@ def test_every_rule_is_refused_by_rest_client_and_cli_naming_the_field_and_nothi
             assert [e.path for e in refused.value.errors] == [path]
             typed = cli("submit", "-f", str(write_spec(tmp_path / "spec", spec)), check=False)
             assert typed.returncode == 1 and path in typed.stderr and says in typed.stderr, typed.stderr
-        assert requests.get(f"{api}/jobs", headers=headers).json() == []
+        assert server.rest("GET", "jobs").json() == []
         assert not (server.root / "jobs").exists() or not list((server.root / "jobs").iterdir())
 
         # within the rules: the admin's deadline is the job's when it names none; output in an allowed directory
         within = job("within", output={"host_path": str(allowed / "results")}, image="registry.example.com/py:3",
                      command="echo kept > $DISTRAIN_OUTPUT_DIR/result.txt", replicas={"worker": {"count": 2}})
-        created = requests.post(f"{api}/jobs", json=within, headers=headers)
+        created = server.rest("POST", "jobs", json=within)
         assert created.status_code == 201, created.text
         assert created.json()["spec"]["policy"]["deadline_seconds"] == 3600
         assert cli.wait("within")["phase"] == "Succeeded"

@@ -6,7 +6,6 @@ import os
 import subprocess
 import time
 
-import requests
 import yaml
 from conftest import SHOW, JupyterServer, assert_nothing_left, git, repository_state
 
@@ -75,43 +74,39 @@ def test_over_rest_a_checkout_under_the_servers_root_and_a_clone_that_carries_it
     """A clone carries the snapshot, and so does a spec copied from the job (the form's clone) that names it in
     ?snapshot_of=; a copy that does not, or names a job without that snapshot, is refused."""
     server = JupyterServer(tmp_path, root_dir=tmp_path)
-    api = f"{server.url}/distrain/api/jobs"
     try:
         spec = yaml.safe_load((checkout / "distrain.yaml").read_text())
         spec["code"]["changes_from"] = "work"  # relative to the server's root, as the panel sends it
-        answer = requests.post(api, json=spec, headers=server.headers)
+        answer = server.rest("POST", "jobs", json=spec)
         assert answer.status_code == 201, answer.text
         taken = answer.json()["spec"]["code"]["snapshot"]
         assert taken["checkout"] == str(checkout)
-        answer = requests.post(f"{api}/mine/clone", json={}, headers=server.headers)
+        answer = server.rest("POST", "jobs/mine/clone", json={})
         assert answer.status_code == 201, answer.text
         assert answer.json()["spec"]["code"]["snapshot"] == taken
 
         copy = {**answer.json()["spec"], "name": "mine-3"}
-        check = f"{server.url}/distrain/api/check"
         (tmp_path / "leads-out").symlink_to(tmp_path.parent)
         for outside in ("..", str(tmp_path.parent), "leads-out", "work/../.."):  # resolved, links too
             draft = {**spec, "name": "outside", "code": {**spec["code"], "changes_from": outside}}
-            verdict = requests.post(check, json=draft, headers=server.headers).json()
+            verdict = server.rest("POST", "check", json=draft).json()
             assert [(e["path"], e["message"]) for e in verdict["errors"]] == [
                 ("code.changes_from", f"{tmp_path.parent} is outside the server's root ({tmp_path}): name a "
                                       "checkout under it")], outside
-        refused = requests.post(check, json=copy, headers=server.headers).json()["errors"]
+        refused = server.rest("POST", "check", json=copy).json()["errors"]
         assert [error["path"] for error in refused] == ["code.snapshot"]
-        requests.post(api, json={"name": "plain", "command": "true"}, headers=server.headers).raise_for_status()
-        assert requests.post(check, params={"snapshot_of": "plain"}, json=copy,
-                             headers=server.headers).json()["errors"] == refused
-        assert requests.post(check, params={"snapshot_of": "mine"}, json=copy,
-                             headers=server.headers).json()["errors"] == []
-        answer = requests.post(api, params={"snapshot_of": "mine"}, json=copy, headers=server.headers)
+        server.rest("POST", "jobs", json={"name": "plain", "command": "true"}).raise_for_status()
+        assert server.rest("POST", "check", params={"snapshot_of": "plain"}, json=copy).json()["errors"] == refused
+        assert server.rest("POST", "check", params={"snapshot_of": "mine"}, json=copy).json()["errors"] == []
+        answer = server.rest("POST", "jobs", params={"snapshot_of": "mine"}, json=copy)
         assert answer.status_code == 201, answer.text
         for name in ("mine", "mine-2", "mine-3"):
-            while (job := requests.get(f"{api}/{name}", headers=server.headers).json())["finished"] is None:
+            while (job := server.rest("GET", f"jobs/{name}").json())["finished"] is None:
                 time.sleep(0.2)
-            logs = requests.get(f"{api}/{name}/logs", headers=server.headers).text
+            logs = server.rest("GET", f"jobs/{name}/logs").text
             assert job["phase"] == "Succeeded" and "[worker-0] train.py: print('edited')" in logs, logs
-            assert requests.delete(f"{api}/{name}", headers=server.headers).status_code == 204
-        assert requests.delete(f"{api}/plain", headers=server.headers).status_code == 204
+            assert server.rest("DELETE", f"jobs/{name}").status_code == 204
+        assert server.rest("DELETE", "jobs/plain").status_code == 204
         assert_nothing_left(server.root)
     finally:
         server.stop()

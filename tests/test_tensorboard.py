@@ -71,6 +71,9 @@ def boards(root) -> list[psutil.Process]:
     return [p for p in tensorboards(root) if BOARD_PROGRAM in p.cmdline()]
 
 
+CHIEF = ("distrain", "tensorboard", "tf", "chief-0")  # the page of the job's chief
+
+
 async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(fetch, root, jp_base_url, jp_serverapp,
                                                                                http_server_client):
     spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
@@ -80,40 +83,49 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
     response = await fetch("distrain", "api", "jobs", method="POST", body=json.dumps(spec))
     assert response.code == 201
 
-    chief = ("distrain", "tensorboard", "tf", "chief-0")
-
     async def live_loss():
         job = json.loads((await fetch("distrain", "api", "jobs", "tf")).body)
         assert job["phase"] in ("Pending", "Running"), job
-        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="tf/chief-0", tag="loss")
+        scalars = await fetch(*CHIEF, "data", "plugin", "scalars", "scalars", run="tf/chief-0", tag="loss")
         return scalars.code == 200 and len(json.loads(scalars.body)) >= 2
 
     await wait_until(live_loss)  # scalars arrive while the job is still running
-
-    # the replica's page is the board showing the replica's runs (each named <job>/<replica>[/...])
     mount = f"{jp_base_url}distrain/tensorboard/tf/chief-0/"
-    for path in (chief, (*chief[:-1], "chief-0/")):
+    await pages_show_their_runs_with_fonts_under_the_proxy(fetch, jp_base_url, mount)
+    board_without_the_secret_shows_nothing(root)
+    await posts_reach_the_board_from_this_site_only(http_server_client, jp_serverapp, mount)
+    await the_board_shows_every_loss_the_job_logged(fetch, root)
+    await another_job_joins_the_running_board(fetch, root)
+    await the_board_stops_when_idle_and_with_its_last_job(fetch, root)
+    assert_nothing_left(root)
+
+
+async def pages_show_their_runs_with_fonts_under_the_proxy(fetch, jp_base_url, mount):
+    """The replica's page is the board showing the replica's runs (each named <job>/<replica>[/...]); its fonts
+    (TensorBoard names them at the site's root) are asked for under the proxy."""
+    for path in (CHIEF, (*CHIEF[:-1], "chief-0/")):
         page = await fetch(*path)
         location = urlsplit(page.headers["Location"])
         assert page.code == 302 and location.path == mount, page.headers
         assert parse_qs(location.query) == {"runFilter": ["^tf/chief-0(/|$)"]}
-    page = await fetch(*chief[:-1], "chief-0/", runFilter="^tf/chief-0(/|$)")
+    page = await fetch(*CHIEF[:-1], "chief-0/", runFilter="^tf/chief-0(/|$)")
     assert page.code == 200 and b"<tb-webapp>" in page.body
     whole = await fetch("distrain", "tensorboard", "tf", "all/")
     assert whole.code == 302 and parse_qs(urlsplit(whole.headers["Location"]).query) == {"runFilter": ["^tf/"]}
 
-    # the page's fonts (TensorBoard names them at the site's root) are asked for under the proxy
     fonts = {url.decode() for url in re.findall(rb"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.body)}
     assert len(fonts) > 10 and all(url.startswith(f"{mount}font-roboto/") for url in fonts), fonts
     for url in fonts:
         font = await fetch(url[len(jp_base_url):])
         assert font.code == 200 and font.headers["Content-Type"] == "font/woff2" and font.body, url
 
-    runs = await fetch(*chief, "data", "runs")
+    runs = await fetch(*CHIEF, "data", "runs")
     assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body), runs.body
     assert len(runs.headers.get_list("Server")) == 1, runs.headers  # Jupyter's, not also the board's behind it
 
-    # the board's port is open to anyone on this machine; without the server's secret it shows nothing
+
+def board_without_the_secret_shows_nothing(root):
+    """The board's port is open to anyone on this machine; without the server's secret it shows nothing."""
     (board,) = boards(root)
     port = board.cmdline()[board.cmdline().index("--port") + 1]
     for secret in ({}, {"X-Distrain-Board-Secret": "guessed"}):
@@ -121,8 +133,10 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
         assert (direct.status_code, direct.text) == (403, "this TensorBoard answers its Jupyter server only\n")
     assert "DISTRAIN_BOARD_SECRET" not in " ".join(board.cmdline())
 
-    # a POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
-    # another site, or with no Origin and no XSRF token, it never reaches TensorBoard
+
+async def posts_reach_the_board_from_this_site_only(http_server_client, jp_serverapp, mount):
+    """A POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
+    another site, or with no Origin and no XSRF token, it never reaches TensorBoard."""
     login = await http_server_client.fetch(f"{mount}data/runs?token={jp_serverapp.identity_provider.token}")
     cookies = "; ".join(c.split(";")[0] for c in login.headers.get_list("Set-Cookie"))
     assert login.code == 200 and "username-" in cookies
@@ -140,6 +154,10 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
     no_origin = await post_with_cookie(None)
     assert no_origin.code == 403 and "_xsrf" in json.loads(no_origin.body)["message"], no_origin.body
 
+
+async def the_board_shows_every_loss_the_job_logged(fetch, root):
+    """Once the job is stopped, every loss its chief printed is on the board, and on the whole job's page; the
+    proxy keeps its connections to the board open, so requests one after another open no new one."""
     stopped = await fetch("distrain", "api", "jobs", "tf", "stop", method="POST", body="")
     assert json.loads(stopped.body)["phase"] == "Stopped"
     logs = (await fetch("distrain", "api", "jobs", "tf", "logs", replica="chief-0")).body.decode()
@@ -147,70 +165,79 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
     assert len(printed) >= 2
 
     async def all_points():
-        scalars = await fetch(*chief, "data", "plugin", "scalars", "scalars", run="tf/chief-0", tag="loss")
+        scalars = await fetch(*CHIEF, "data", "plugin", "scalars", "scalars", run="tf/chief-0", tag="loss")
         points = {step: value for _, step, value in json.loads(scalars.body)}
         return points if set(printed) <= set(points) else None
 
     points = await wait_until(all_points, timeout=90)
     assert {step: round(points[step], 4) for step in printed} == printed
 
-    # the whole job's page is the same board
     runs = await fetch("distrain", "tensorboard", "tf", "all", "data", "runs")
     assert runs.code == 200 and "tf/chief-0" in json.loads(runs.body)
     [board] = boards(root)
-
-    # the proxy keeps its connections to the board open: requests one after another open no new one
     port = int(board.cmdline()[board.cmdline().index("--port") + 1])
     kept = lambda: {c.laddr for c in psutil.Process().net_connections()  # noqa: E731
                     if c.raddr and c.raddr.port == port and c.status == psutil.CONN_ESTABLISHED}
     before = kept()
     for _ in range(5):
-        assert (await fetch(*chief, "data", "runs")).code == 200
+        assert (await fetch(*CHIEF, "data", "runs")).code == 200
     assert before and kept() == before
 
-    # another job joins the running board: its runs are there at the first request
-    async def submit_scalars(name):
-        spec = {"name": name, "code": {"path": str(EXAMPLES / "python")}, "tensorboard": {"enabled": True},
-                "command": "python -c 'import os; print(\"events in\", os.environ[\"DISTRAIN_LOG_DIR\"])'"}
-        assert (await fetch("distrain", "api", "jobs", method="POST", body=json.dumps(spec))).code == 201
-        await wait_until(lambda: done(name))
-        logs = (await fetch("distrain", "api", "jobs", name, "logs")).body.decode()
-        write_scalars(re.search(r"events in (\S+)", logs)[1], "accuracy", [0.5, 0.75])
 
-    async def done(name):
-        assert (await fetch(*chief, "data", "runs")).code == 200  # the board is in use meanwhile: it stays
-        return json.loads((await fetch("distrain", "api", "jobs", name)).body)["phase"] == "Succeeded"
+async def another_job_joins_the_running_board(fetch, root):
+    """Another job joins the running board: its runs are there at the first request. The board is in use
+    meanwhile (the first job's page asks), so it stays."""
+    [board] = boards(root)
+    spec = {"name": "more", "code": {"path": str(EXAMPLES / "python")}, "tensorboard": {"enabled": True},
+            "command": "python -c 'import os; print(\"events in\", os.environ[\"DISTRAIN_LOG_DIR\"])'"}
+    assert (await fetch("distrain", "api", "jobs", method="POST", body=json.dumps(spec))).code == 201
 
-    await submit_scalars("more")
+    async def in_use_until(done):
+        assert (await fetch(*CHIEF, "data", "runs")).code == 200
+        return await done()
+
+    async def succeeded():
+        return json.loads((await fetch("distrain", "api", "jobs", "more")).body)["phase"] == "Succeeded"
+
+    await wait_until(lambda: in_use_until(succeeded))
+    logs = (await fetch("distrain", "api", "jobs", "more", "logs")).body.decode()
+    # on a thread: this loop serves the board's requests while TensorBoard's writer is imported and writes
+    writing = asyncio.ensure_future(asyncio.to_thread(write_scalars, re.search(r"events in (\S+)", logs)[1],
+                                                      "accuracy", [0.5, 0.75]))
+
+    async def written():
+        return writing.done()
+
+    await wait_until(lambda: in_use_until(written))
+    writing.result()
     runs = await fetch("distrain", "tensorboard", "more", "worker-0", "data", "runs")
     assert "more/worker-0" in json.loads(runs.body) and "tf/chief-0" in json.loads(runs.body)
     assert boards(root) == [board]
 
-    # the idle board stops by itself; a request starts it again, and the other job joins it again
+
+async def the_board_stops_when_idle_and_with_its_last_job(fetch, root):
+    """The idle board stops by itself; a request starts it again, and the other job joins it again. Deleting a
+    job takes it off the board; deleting its last one stops the board."""
     await wait_until(lambda: not tensorboards(root), timeout=IDLE_TIMEOUT * 4)
-    again = await fetch(*chief, "data", "plugin", "scalars", "tags")
+    again = await fetch(*CHIEF, "data", "plugin", "scalars", "tags")
     assert again.code == 200 and "loss" in json.loads(again.body)["tf/chief-0"]
     more = await fetch("distrain", "tensorboard", "more", "all", "data", "plugin", "scalars", "tags")
     assert more.code == 200 and "accuracy" in json.loads(more.body)["more/worker-0"]
     [board] = boards(root)
 
-    # deleting a job takes it off the board; deleting its last one stops the board; nothing is left
     assert (await fetch("distrain", "api", "jobs", "more", method="DELETE")).code == 204
     assert boards(root) == [board] and [link.name for link in (root / "tensorboards").glob("*/*")] == ["tf"]
     assert (await fetch("distrain", "tensorboard", "more", "all", "data", "runs")).code == 404
     assert (await fetch("distrain", "api", "jobs", "tf", method="DELETE")).code == 204
     assert not tensorboards(root)
     assert not list((root / "tensorboards").iterdir())  # nor the directory of links
-    assert (await fetch(*chief[:-1], "chief-0/")).code == 404
-    assert_nothing_left(root)
+    assert (await fetch(*CHIEF[:-1], "chief-0/")).code == 404
 
 
 def test_stopping_the_server_stops_its_tensorboards(jupyter_server):
     server = jupyter_server
     spec = {"name": "quick", "code": {"path": str(EXAMPLES / "python")}, "command": "python train.py"}
-    request = urllib.request.Request(f"{server.url}/distrain/api/jobs", data=json.dumps(spec).encode(),
-                                     method="POST", headers=server.headers)
-    assert urllib.request.urlopen(request, timeout=60).status == 201
+    assert server.rest("POST", "jobs", json=spec).status_code == 201
     board = urllib.request.Request(f"{server.url}/distrain/tensorboard/quick/all/data/runs", headers=server.headers)
     assert urllib.request.urlopen(board, timeout=120).status == 200
     assert tensorboards(server.root)

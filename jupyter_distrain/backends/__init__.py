@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # mypy checks that each backend keeps the contract
     from ..config import Distrain
     from .base import Backend
-    from .kube import KubeBackend
+    from .kubernetes import KubeBackend
     from .local import LocalBackend
 
     KEEP_THE_CONTRACT: tuple[type[Backend], ...] = (LocalBackend, KubeBackend)

@@ -12,7 +12,7 @@ import time
 
 from ..config import Distrain
 from ..manager import JobManager
-from ..backends.kube import KubeBackend
+from ..backends.kubernetes import KubeBackend
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -15,7 +15,7 @@ from .. import sweep
 from ..config import Distrain
 from ..errors import JobNotFound
 from ..policy import FINISHED, Event, Phase
-from ..backends.kube import KubeBackend
+from ..backends.kubernetes import KubeBackend
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -20,7 +20,7 @@ AUTH_RESOURCE = "distrain"
 READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 JUPYTER_QUERY = frozenset({"token", "_xsrf"})  # Jupyter's own authentication parameters
 # the job manager's calls run on threads of their own, more than the Kubernetes backend lets wait on its API
-# server at once (kube_client.MAX_WAITING): a stalled API server leaves threads to what its watch cache and the
+# server at once (kubernetes/apiclient.py's MAX_WAITING): a stalled API server leaves threads to what its watch cache and the
 # local backend answer
 THREADS = ThreadPoolExecutor(32, thread_name_prefix="distrain")
 

@@ -40,7 +40,7 @@ from jupyter_server.base.handlers import JupyterHandler
 from tornado import httpclient, httputil, web
 from tornado.iostream import StreamClosedError
 
-from ..backends import procs
+from ..backends.local import processes
 # a board answers only requests carrying its secret in this header: the port is anyone's to connect to, the
 # secret only this user's (the local board's environment) or the job's (a cluster board's Secret) to read
 from ..incluster.tensorboard import SECRET_HEADER, SECRET_VARIABLE
@@ -130,14 +130,14 @@ class TensorBoards:
     async def _start(self) -> Board:
         self.runs_root.mkdir(parents=True, exist_ok=True)
         runs = Path(tempfile.mkdtemp(prefix="board.", dir=self.runs_root))
-        port = procs.free_ports(1)[0]
+        port = processes.free_ports(1)[0]
         try:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-m", BOARD_PROGRAM, "--logdir", str(runs), "--host", HOST, "--port", str(port),
                 "--reload_interval", str(RELOAD_SECONDS),
                 env={**os.environ, SECRET_VARIABLE: self.secret[SECRET_HEADER]}, stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True, preexec_fn=procs.dies_with_parent(),  # even if the server is killed
+                start_new_session=True, preexec_fn=processes.dies_with_parent(),  # even if the server is killed
             )
         except BaseException:
             shutil.rmtree(runs, ignore_errors=True)
@@ -212,8 +212,8 @@ class TensorBoards:
 
     async def _terminate(self, board: Board) -> None:
         """SIGTERM to the board's process group (it has a data-server child), SIGKILL if it lingers."""
-        await procs.stop_groups([board.process], STOP_GRACE_SECONDS)
-        procs.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
+        await processes.stop_groups([board.process], STOP_GRACE_SECONDS)
+        processes.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
         board.remove_runs()
 
     def _reap_later(self) -> None:

@@ -1,5 +1,5 @@
-"""Process helpers of the local backend: identity that survives pid reuse, group signals, lifetimes bound to
-a parent (Linux's prctl), GPUs."""
+"""Process helpers of the local backend (and of the server's TensorBoards): identity that survives pid reuse,
+group signals, lifetimes bound to a parent (Linux's prctl), free ports, a process tree's memory, GPUs."""
 
 from __future__ import annotations
 

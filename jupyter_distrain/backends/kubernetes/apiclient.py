@@ -13,9 +13,10 @@ from typing import Any
 import urllib3
 from kubernetes import client, config
 from kubernetes.client import rest
-from urllib3.exceptions import HTTPError, TimeoutError as NoAnswerInTime
+from urllib3.exceptions import HTTPError
+from urllib3.exceptions import TimeoutError as NoAnswerInTime
 
-from .kube_watch import KubeError
+from .watch import KubeError
 
 MAX_WAITING = 16  # short requests in flight at once; the REST handlers' threads are more (server.handlers)
 # a refused or reset connection is tried twice more (an API server restarting); a read that timed out is not:

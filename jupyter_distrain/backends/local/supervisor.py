@@ -1,8 +1,8 @@
 """The supervisor of one local job: a detached process that prepares the code, runs every replica,
 applies the lifecycle policy and leaves nothing behind.
 
-    python -m jupyter_distrain.backends.supervisor --root ROOT NAME
-    python -m jupyter_distrain.backends.supervisor --root ROOT --launcher   (a Jupyter server's, kept warm)
+    python -m jupyter_distrain.backends.local.supervisor --root ROOT NAME
+    python -m jupyter_distrain.backends.local.supervisor --root ROOT --launcher   (a Jupyter server's, warm)
 
 A supervisor is two processes. The launching process forks the outer one into its own session and exits
 once it has recorded its pid, so the job outlives the CLI or the Jupyter server that submitted it. The outer
@@ -13,6 +13,9 @@ then) and exits last: the job's processes are gone once its recorded pid is.
 
 A Jupyter server keeps a launcher ready, this module imported, which forks the launching process of each
 job named on its input: the job's replicas start without waiting for an interpreter and its imports (~85 ms).
+
+The run's setup (its code and requirements) is run_setup.py's; this module runs the replicas and applies the
+lifecycle policy.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shutil
 import signal
 import sys
@@ -32,28 +34,17 @@ from pathlib import Path
 
 import psutil
 
-from .. import code as code_, snapshot, sweep
-from ..clusterenv import Dirs, replica_env
-from ..logs import LogWriter, pump
-from ..policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
-                      restart_event)
-from ..spec import gpus, render_command, replica_name, replicas
-from . import procs, pyenv
-from .local import STOP_GRACE_SECONDS, LocalBackend
+from ... import sweep
+from ...clusterenv import Dirs, replica_env
+from ...logs import LogWriter, pump
+from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
+                       restart_event)
+from ...spec import gpus, render_command, replica_name, replicas
+from . import processes, venvs
+from .backend import STOP_GRACE_SECONDS, LocalBackend
+from .run_setup import RunSetup, SetupFailed
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
-
-
-def environment(env_dir: Path | None) -> dict:
-    """What the job's Python is: its version, the packages installed for its requirements.txt (None without
-    one) and every package it can import, as `name==version`."""
-    own = [str(pyenv.site_packages(env_dir))] if env_dir else []
-    return {"python": platform.python_version(), "requirements": pyenv.installed(own) if env_dir else None,
-            "packages": pyenv.installed(own + [path for path in sys.path if path])}
-
-
-class SetupFailed(Exception):
-    pass
 
 
 @dataclass
@@ -70,7 +61,7 @@ class Supervisor:
         self.backend = backend
         self.store = backend.store
         self.name = name
-        self.job = backend.record(name)
+        self.job = backend.row(name)
         self.spec = self.job["spec"]
         self.states = {replica_name(r, i): Replica(r, i, Phase.PENDING) for r, i in replicas(self.spec)}
         self.running: dict[str, Running] = {}
@@ -88,10 +79,10 @@ class Supervisor:
 
     async def run(self) -> None:
         loop = asyncio.get_running_loop()
-        for sig in procs.TERMINATING:
+        for sig in processes.TERMINATING:
             loop.add_signal_handler(sig, self.stop_requested.set)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, procs.TERMINATING)
-        if self.backend.record(self.name)["stop_requested"]:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, processes.TERMINATING)
+        if self.backend.row(self.name)["stop_requested"]:
             self.stop_requested.set()
         try:
             decision = await self.lifecycle()
@@ -106,9 +97,9 @@ class Supervisor:
         self.finish(decision)
 
     async def lifecycle(self) -> Decision:
-        if not await self.until_stopped(self.prepare()):
+        if not await self.until_stopped(self.set_up()):
             return Decision(Phase.STOPPED, "Stopped", "stopped by request before it started")
-        await self.start()
+        await self.start_replicas()
         recording = asyncio.ensure_future(self.record_environment())  # it takes longer than starting them
         try:
             return await self.watch()
@@ -116,7 +107,7 @@ class Supervisor:
             await recording
 
     async def record_environment(self) -> None:
-        self.store.update_job(self.name, environment=json.dumps(await asyncio.to_thread(environment, self.env_dir)))
+        self.store.update_job(self.name, environment=json.dumps(await asyncio.to_thread(venvs.describe, self.env_dir)))
 
     async def until_stopped(self, coroutine) -> bool:
         """Run `coroutine` unless a stop is requested first (then cancel it); True if it completed."""
@@ -134,89 +125,24 @@ class Supervisor:
             pass
         return False
 
-    # preparing the code
-    async def prepare(self) -> None:
+    async def set_up(self) -> None:
+        """The run's code and requirements in its workspace (run_setup.py)."""
         self.store.update_job(self.name, phase=str(Phase.PENDING), reason="Preparing", message="preparing the code")
         shutil.rmtree(self.workspace, ignore_errors=True)
-        source = self.spec.get("code", {})
-        setup = LogWriter(self.log_dir / "setup.log")
+        setup = RunSetup(self.workspace, LogWriter(self.log_dir / "setup.log"), self.event)
         try:
-            if "git" in source:
-                credentials = self.backend.credentials(source["credentials"]) if source.get("credentials") else None
-                self.event("Cloning", f"cloning {source['git']} at {source['commit'][:12]}")
-                argv, env = code_.git("clone", "--quiet", "--no-checkout", "--", source["git"], str(self.workspace),
-                                      credentials=credentials)
-                await self.setup_step(setup, argv, env, "git clone")
-                if "snapshot" in source:  # the checkout's changes on top: its commits and work tree
-                    for argv, env in snapshot.apply(self.backend.snapshot_file(self.name), self.workspace,
-                                                    source["snapshot"]["commit"]):
-                        await self.setup_step(setup, argv, env, "applying the snapshot of your changes")
-                else:
-                    argv, env = code_.git("-C", str(self.workspace), "checkout", "--quiet", "--detach",
-                                          source["commit"])
-                    await self.setup_step(setup, argv, env, "git checkout")
-            elif "path" in source:
-                await asyncio.to_thread(
-                    shutil.copytree, source["path"], self.workspace, symlinks=True,
-                    ignore=shutil.ignore_patterns(".git", ".ipynb_checkpoints", "__pycache__"),
-                )
-            else:
-                self.workspace.mkdir(parents=True)
-            self.env_dir = await self.install_requirements(setup)
+            await setup.check_out(self.spec.get("code", {}), self.backend.credentials,
+                                  self.backend.snapshot_file(self.name))
+            self.env_dir, self.env = await setup.install_requirements(self.backend.root, self.env)
         finally:
-            setup.close()
-
-    async def install_requirements(self, setup: LogWriter) -> Path | None:
-        """The job's own packages (pyenv): installed, or reused from a job with the same requirements; their
-        environment, None without requirements."""
-        text = pyenv.requirements(self.workspace)
-        if text is None:
-            return None
-        env_dir = pyenv.location(self.backend.root, self.workspace, text)
-        async with pyenv.building(env_dir):
-            if pyenv.is_ready(env_dir):
-                self.event("Reusing", f"reusing the environment of the same requirements.txt ({env_dir})")
-            else:
-                self.event("Installing", "installing requirements.txt")
-                await asyncio.to_thread(pyenv.create, env_dir)
-                argv = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
-                        "--disable-pip-version-check", "--no-input", "-r", str(self.workspace / "requirements.txt")]
-                await self.setup_step(setup, argv, self.env, "pip install -r requirements.txt")
-                pyenv.mark_ready(env_dir)
-        self.env = pyenv.variables(env_dir, self.env)
-        return env_dir
-
-    async def setup_step(self, log: LogWriter, argv: list[str], env: dict, what: str) -> None:
-        process = await asyncio.create_subprocess_exec(
-            *argv, cwd=self.workspace if self.workspace.exists() else None, env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True,
-        )
-        lines: list[bytes] = []
-        output = process.stdout
-        assert output is not None  # a pipe
-
-        async def copy() -> None:
-            while chunk := await output.read(65536):
-                log.feed(chunk)
-                lines[:] = (lines + chunk.splitlines())[-5:]
-
-        try:
-            await asyncio.gather(copy(), process.wait())
-        except asyncio.CancelledError:
-            procs.signal_group(process.pid, signal.SIGKILL)
-            await process.wait()
-            raise
-        if process.returncode:
-            detail = b" | ".join(lines[-3:]).decode(errors="replace")
-            raise SetupFailed(f"{what} failed (exit code {process.returncode}): {detail}")
+            setup.log.close()
 
     # running the replicas
-    async def start(self) -> None:
-        ports = iter(procs.replica_ports(len(self.states)))
+    async def start_replicas(self) -> None:
+        ports = iter(processes.replica_ports(len(self.states)))
         for state in self.states.values():
             self.addresses.setdefault(state.role, []).append(f"127.0.0.1:{next(ports)}")
-        free = iter(str(g["index"]) for g in procs.gpus())
+        free = iter(str(g["index"]) for g in processes.gpus())
         for name, state in self.states.items():
             self.devices[name] = ",".join(next(free) for _ in range(gpus(self.spec, state.role)))
         if self.spec["policy"].get("deadline_seconds"):
@@ -264,7 +190,7 @@ class Supervisor:
         self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None, started=True)
         self.store.update_replica(
             self.name, name, phase=str(Phase.RUNNING), reason="", exit_code=None, pid=process.pid,
-            pid_started=procs.started_at(process.pid), address=self.addresses[role][index], started=time.time(),
+            pid_started=processes.started_at(process.pid), address=self.addresses[role][index], started=time.time(),
             finished=None, restarts=state.restarts,
         )
         self.event("Started", f"started pid {process.pid} at {self.addresses[role][index]}", replica=name)
@@ -320,7 +246,7 @@ class Supervisor:
 
     async def reap(self, running: Running) -> None:
         """After the replica's main process exited: kill what it left in its group, drain its output."""
-        procs.signal_group(running.process.pid, signal.SIGKILL)
+        processes.signal_group(running.process.pid, signal.SIGKILL)
         try:
             await asyncio.wait_for(asyncio.shield(running.pump), DRAIN_SECONDS)
         except asyncio.TimeoutError:  # a process outside the group holds the output open
@@ -331,7 +257,7 @@ class Supervisor:
         """SIGTERM every remaining replica's process group, SIGKILL after the grace period."""
         if not self.running:
             return
-        await procs.stop_groups([r.process for r in self.running.values()], STOP_GRACE_SECONDS)
+        await processes.stop_groups([r.process for r in self.running.values()], STOP_GRACE_SECONDS)
         for name, running in list(self.running.items()):
             self.running.pop(name)
             await self.reap(running)
@@ -441,7 +367,7 @@ def launch(root: Path, name: str) -> None:
     """Start the job's supervisor: this process exits once the outer one has recorded its pid (status 0), or
     failed to (1); the outer and the inner one return when the job is over."""
     # Blocked until the supervisor's handlers are installed, so an early stop is never lost.
-    signal.pthread_sigmask(signal.SIG_BLOCK, procs.TERMINATING)
+    signal.pthread_sigmask(signal.SIG_BLOCK, processes.TERMINATING)
     recorded, record = os.pipe()
     if os.fork():  # the launching process: done once the outer supervisor's pid is recorded
         os.close(record)
@@ -454,15 +380,15 @@ def launch(root: Path, name: str) -> None:
     os.dup2(null, 0)
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
-    identity = os.getpid(), procs.started_at(os.getpid())
+    identity = os.getpid(), processes.started_at(os.getpid())
     backend.store.update_job(name, supervisor_pid=identity[0], supervisor_started=identity[1])
     backend.store.close()  # no connection crosses a fork
-    procs.become_subreaper()
+    processes.become_subreaper()
     supervisor = os.fork()
     if not supervisor:
         os.close(record)
         backend = LocalBackend(root, see_all=True)
-        kind = SweepSupervisor if sweep.is_sweep(backend.record(name)["spec"]) else Supervisor
+        kind = SweepSupervisor if sweep.is_sweep(backend.row(name)["spec"]) else Supervisor
         asyncio.run(kind(backend, name).run())
         return
     os.write(record, b"1")
@@ -474,14 +400,14 @@ def outlive(backend: LocalBackend, name: str, supervisor: int, identity: tuple[i
     """The outer supervisor, `identity` as recorded: pass stop signals on to the inner one and reap the orphans
     this subreaper adopts until the inner one exits; then kill every process left, and record the job's end if
     the inner one did not (it was killed)."""
-    for sig in procs.TERMINATING:
+    for sig in processes.TERMINATING:
         signal.signal(sig, lambda sig, _: os.kill(supervisor, sig))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, procs.TERMINATING)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, processes.TERMINATING)
     while True:
         pid, status = os.waitpid(-1, 0)
         if pid == supervisor:
             break
-    for sig in procs.TERMINATING:
+    for sig in processes.TERMINATING:
         signal.signal(sig, signal.SIG_IGN)
     for process in psutil.Process().children(recursive=True):
         try:

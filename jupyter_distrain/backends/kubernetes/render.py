@@ -61,19 +61,19 @@ import re
 import secrets
 import shlex
 from dataclasses import dataclass
-from pathlib import Path
+from importlib.resources import files
 
 import yaml
 
-from .. import incluster, snapshot, storage
-from ..clusterenv import Dirs, replica_env
-from ..code import CREDENTIAL_HELPER
-from ..config import Distrain
-from ..errors import FieldError, SpecError
-from ..incluster import tensorboard as board
-from ..policy import success_replicas
-from ..spec import gpu_type, gpus, render_command, replica_name, replicas
-from ..sweep import is_sweep
+from ... import incluster, snapshot, storage
+from ...clusterenv import Dirs, replica_env
+from ...code import CREDENTIAL_HELPER
+from ...config import Distrain
+from ...errors import FieldError, SpecError
+from ...incluster import tensorboard as board
+from ...policy import success_replicas
+from ...spec import gpu_type, gpus, render_command, replica_name, replicas
+from ...sweep import is_sweep
 
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
@@ -624,7 +624,7 @@ CONTROLLER_MAKING = {"serviceaccounts", "roles", "rolebindings", "cronjobs"}  # 
 def controller_rules() -> list[dict]:
     """What this product's controllers in the cluster (a sweep's, the janitor) may do: what this server's Role
     grants, but make controllers."""
-    documents = yaml.safe_load_all((Path(__file__).parent.parent / "rbac.yaml").read_text())
+    documents = yaml.safe_load_all((files("jupyter_distrain") / "rbac.yaml").read_text())
     role = next(doc for doc in documents if doc["kind"] == "Role")
     return [rule for rule in role["rules"] if not CONTROLLER_MAKING & set(rule["resources"])]
 

@@ -15,6 +15,7 @@ import fcntl
 import hashlib
 import importlib.metadata
 import os
+import platform
 import re
 import shutil
 import site
@@ -75,6 +76,14 @@ def installed(paths: list[str]) -> list[str]:
         if name:
             found.setdefault(re.sub(r"[-_.]+", "-", name).lower(), f"{name}=={dist.version}")
     return sorted(found.values(), key=str.lower)
+
+
+def describe(env_dir: Path | None) -> dict:
+    """What the job's Python is: its version, the packages installed for its requirements.txt (None without
+    one) and every package it can import, as `name==version`."""
+    own = [str(site_packages(env_dir))] if env_dir else []
+    return {"python": platform.python_version(), "requirements": installed(own) if env_dir else None,
+            "packages": installed(own + [path for path in sys.path if path])}
 
 
 def create(env_dir: Path) -> None:

@@ -14,9 +14,9 @@ from typing import Any, Callable, Iterator
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
-from ..errors import DistrainError
-from .kube_state import event_job
-from .manifests import JOB, MANAGED
+from ...errors import DistrainError
+from .render import JOB, MANAGED
+from .state import event_job
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())
 

@@ -11,9 +11,9 @@ from typing import Iterable, cast
 
 from kubernetes import client
 
-from ..policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
-from ..spec import replica_name, replicas
-from .manifests import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
+from ...policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
+from ...spec import replica_name, replicas
+from .render import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
 
 GPU = "nvidia.com/gpu"
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache

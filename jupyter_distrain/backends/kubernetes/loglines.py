@@ -12,7 +12,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .. import logs
+from ... import logs
 
 
 def stamp(k8s_time: bytes) -> str:

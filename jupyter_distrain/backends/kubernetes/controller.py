@@ -1,0 +1,160 @@
+"""The namespace controller: the watch-fed cache of the jobs kept current, the policy applied to supervised jobs,
+logs copied as they are written."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from contextlib import suppress
+from typing import TYPE_CHECKING
+
+from kubernetes import client
+
+from ...errors import JobNotFound
+from ...policy import (
+    FINISHED,
+)
+from .render import SWEEP, replica_of
+from .state import (
+    WORKLOAD_GRACE,
+    current_run,
+    deadline_left,
+    ended_pod,
+    engine_of,
+    newest,
+    unmade,
+)
+from .watch import WATCH_TIMEOUT, Cache, WorkQueue, listers
+
+if TYPE_CHECKING:
+    from .backend import KubeBackend
+
+
+class NamespaceController:
+    """Keeps the backend's cache current and applies the policy to every job a change touches (or to `job`
+    alone), a few jobs at a time and each job by one worker at a time (see WorkQueue); copies running pods'
+    logs into the log files as they are written."""
+
+    WORKERS = 4
+
+    def __init__(self, backend: KubeBackend, log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
+        self.backend, self.log = backend, log
+        self.queue = WorkQueue()
+        self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
+        self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
+        # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
+        # the one worker that has the job (see WorkQueue)
+        self.runs: dict[str, dict[int, bool]] = {}
+        self.stopping = False
+        self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
+                        for i in range(1 if job else self.WORKERS)]
+        for worker in self.workers:
+            worker.start()
+        self.cache = backend.cache = Cache(lambda: listers(backend.api, backend.ns, backend.engines(), job),
+                                           self.queue.add, log, watch_timeout)
+        self.cache.start()
+
+    def _work(self) -> None:
+        while (name := self.queue.get()) is not None:
+            try:
+                try:
+                    root = self.backend.job_root(name)
+                except JobNotFound:  # deleted, or another owner's
+                    self.runs.pop(name, None)
+                else:
+                    if engine_of(root) == SWEEP:
+                        continue  # its controller runs it in the cluster; it has no pods or logs
+                    self._read_volume_first(root)
+                    pods = self.backend.job_pods(name)
+                    if engine_of(root) == "pods":
+                        self.backend.reconcile(root, newest(pods))
+                        self._remind(name)
+                    else:  # the engine applies the policy; copy what ended pods logged
+                        if engine_of(root) == "kubeflow":
+                            self.backend.count_restarts(root, pods)
+                        self.backend.copy_logs(name, pods, ended=True)
+                    self._follow(name, pods)
+                    self._mark_complete(root, pods)
+            except Exception:
+                self.log.exception("reconciling job %s", name)
+            finally:
+                self.queue.done(name)
+
+    def _read_volume_first(self, root: client.V1ConfigMap) -> None:
+        """Before this process copies anything of a run from pods/log: if the run began while it was not
+        watching, merge in what the replicas wrote to the output volume, which holds the lines of pods that
+        are gone (pods/log brings only later lines after those a log file has)."""
+        name, run = root.metadata.name, current_run(root)
+        runs = self.runs.setdefault(name, {})
+        if run not in runs:
+            runs[run] = False  # tried once
+            began = self.backend.get(name, events=0)["started"] or self.backend.run_over(root)
+            missing = began and not self.backend.logs_complete(name, run)
+            runs[run] = not missing or self.backend.read_volume_logs(name, run)
+
+    def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
+        """Once the cluster has ended a run whose lines this process has all, and its pods have ended."""
+        name, run = root.metadata.name, current_run(root)
+        if (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
+                and self.backend.run_over(root)):
+            self.backend.mark_logs_complete(name, run)
+
+    def _remind(self, name: str) -> None:
+        """Reconcile a supervised job again at its deadline, or when a pod it lacks is missing (no change in the
+        cluster marks either)."""
+        root = self.backend.job_root(name)
+        status = json.loads(root.data["status.json"])
+        if status["phase"] in FINISHED:
+            return
+        spec, now = json.loads(root.data["spec.json"]), time.time()
+        times = [deadline_left(spec, status["started"]),
+                 *(asked + WORKLOAD_GRACE - now for asked in unmade(status, newest(self.backend.job_pods(name))).values())]
+        left = min((t for t in times if t is not None), default=None)
+        if previous := self.reminders.pop(name, None):
+            previous.cancel()
+        if left is not None:
+            timer = threading.Timer(max(left, 0) + 0.1, self._reminded, (name,))
+            timer.daemon = True
+            self.reminders[name] = timer
+            timer.start()
+
+    def _reminded(self, name: str) -> None:
+        self.reminders.pop(name, None)
+        self.queue.add(name)
+
+    def _follow(self, job: str, pods: list[client.V1Pod]) -> None:
+        for pod in pods:
+            replica, uid = replica_of(pod.metadata.labels), pod.metadata.uid
+            if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers:
+                thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
+                                          name=f"distrain-logs-{pod.metadata.name}")
+                self.followers[uid] = thread
+                thread.start()
+
+    def _copy(self, job: str, replica: str, pod: client.V1Pod) -> None:
+        try:
+            while not self.stopping:
+                self.backend.archive(job, replica, pod, follow=True)
+                current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
+                if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
+                    self.backend.archive(job, replica, current or pod)
+                    return
+                time.sleep(0.5)  # the stream ended while the container runs: pick up where the file ends
+        except Exception:
+            if not self.stopping:
+                self.log.exception("copying the log of %s", pod.metadata.name)
+        finally:
+            self.followers.pop(pod.metadata.uid, None)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for timer in list(self.reminders.values()):
+            timer.cancel()
+        self.cache.stop()
+        self.queue.shut_down()
+        for response in list(self.backend.streams):
+            with suppress(ValueError, RuntimeError):  # raised when its connection is closed already
+                response.shutdown()  # unblocks the copier reading it
+        for thread in [*self.workers, *self.cache.threads, *list(self.followers.values())]:
+            thread.join(10)  # none is left reading a connection as the process exits

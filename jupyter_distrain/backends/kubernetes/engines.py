@@ -1,0 +1,261 @@
+"""What the cluster serves and holds: the engines a job can run on and which one it does, the queues, the
+refusals of what the cluster can never run, and its capacity."""
+
+from __future__ import annotations
+
+import builtins  # `list` is also a method name below
+import json
+from pathlib import PurePosixPath
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from ... import snapshot as snapshot_
+from ... import storage, sweep
+from ...errors import FieldError, JobNotFound, SpecError
+from ...spec import gpu_type, gpus, replica_name, replicas
+from ...sweep import is_sweep
+from . import render
+from .objects import NamespaceObjects, owner_of
+from .render import SWEEP
+from .state import (
+    GPU,
+    node_gpus,
+)
+from .watch import KubeError, api_error
+
+SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
+              "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
+
+class EngineChoice(NamespaceObjects):
+    """Picks each job's engine and refuses, before anything is made, what the cluster can never run."""
+
+    def engines(self) -> dict[str, str]:
+        """The engines' resources the cluster serves (jobsets, tfjobs, pytorchjobs, paddlejobs, and Kueue's
+        workloads), each with its API version."""
+        groups = self._call(lambda: client.ApisApi(self.api).get_api_versions().groups, "list the cluster's APIs")
+        served = {f"{g.name}/{v.version}" for g in groups for v in g.versions}
+        out = {"jobsets": render.JOBSET_API} if render.JOBSET_API in served else {}
+        if render.KUBEFLOW_API in served:
+            group, version = render.KUBEFLOW_API.split("/")
+            kinds = {k.plural for k in render.KUBEFLOW.values()}
+            try:
+                resources = self.custom.get_api_resources(group, version).resources
+            except ApiException as e:  # a CRD just installed: the group is listed before it serves
+                if e.status != 404:
+                    raise api_error(e, "list Kubeflow's resources") from None
+                resources = []
+            out.update({r.name: render.KUBEFLOW_API for r in resources if r.name in kinds})
+        if render.KUEUE_API in served:
+            out["workloads"] = render.KUEUE_API
+        return out
+
+    def engine(self, spec: dict | None = None) -> tuple[str, str]:
+        """The engine new jobs (or the job `spec`) run on, by c.Distrain.kubernetes_engine and what the
+        cluster serves, and why. "auto" prefers JobSet, then the Training Operator for the jobs it can run."""
+        if spec is not None and is_sweep(spec):
+            return SWEEP, "a sweep's controller runs in the cluster (a Job) and launches its trials"
+        wanted = self.settings.kubernetes_engine
+        if wanted == "pods":
+            return "pods", f"c.Distrain.kubernetes_engine is 'pods': jobs are {SUPERVISED}"
+        served = self.engines()
+        if wanted in ("auto", "jobset") and "jobsets" in served:
+            return "jobset", ("the cluster serves JobSet (jobset.x-k8s.io/v1alpha2): its controller enforces each "
+                              "job's lifecycle in the cluster")
+        if wanted == "jobset":
+            raise KubeError("c.Distrain.kubernetes_engine is 'jobset' but the cluster does not serve "
+                            "jobset.x-k8s.io/v1alpha2: an admin installs JobSet (see the README), or choose 'auto'")
+        kinds = sorted({k.kind for k in render.KUBEFLOW.values() if k.plural in served})
+        if not kinds:
+            if wanted == "kubeflow":
+                raise KubeError("c.Distrain.kubernetes_engine is 'kubeflow' but the cluster does not serve "
+                                "kubeflow.org/v1: an admin installs Kubeflow's Training Operator, or choose 'auto'")
+            return "pods", f"the cluster serves neither JobSet nor Kubeflow's Training Operator: jobs are {SUPERVISED}"
+        why = (f"the cluster serves Kubeflow's Training Operator ({', '.join(kinds)}): it enforces each job's "
+               "lifecycle in the cluster")
+        framework = (spec or {}).get("framework", "python")
+        kind = render.KUBEFLOW.get(framework)
+        if spec and kind and kind.kind not in kinds:
+            missing = f"the cluster's Training Operator serves no {kind.kind}"
+            if wanted == "kubeflow":
+                raise KubeError(f"c.Distrain.kubernetes_engine is 'kubeflow' but {missing}")
+            return "pods", f"{missing}: this job is {SUPERVISED}"
+        refusal = render.kubeflow_refusal(spec) if spec and wanted == "auto" else None
+        if refusal:
+            return "pods", f"the Training Operator cannot run this job ({refusal.message.split('; ')[0]}): it is {SUPERVISED}"
+        if not spec and wanted == "auto":
+            why += f"; jobs it cannot run are {SUPERVISED}"
+        return "kubeflow", why
+
+    def queues(self) -> builtins.list[str] | None:
+        """The namespace's Kueue LocalQueues, which a job's `queue` names; None without Kueue."""
+        group, version = render.KUEUE_API.split("/")
+        try:
+            found = self.custom.list_namespaced_custom_object(group, version, self.ns, "localqueues")["items"]
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise api_error(e, "list Kueue's local queues") from None
+        return sorted(q["metadata"]["name"] for q in found)
+
+    def check(self, spec: dict, new_job: bool = True, engine: str | None = None) -> None:
+        """Refuse, before anything is created, what the cluster can never run; then let the API server
+        (and the engine's admission webhooks) validate every object of the job on `engine` (default: the
+        one new jobs run on) in a server-side dry run, so a bad spec never half-creates a job."""
+        engine = engine or self.engine(spec)[0]
+        if is_sweep(spec):
+            self._check_sweep(spec)  # its last trial checked as a job covers every field the sweep passes on
+        elif errors := self._refusals(spec, engine):
+            raise SpecError(errors)
+        owner = render.root(spec, self.settings, engine, self.resume_source(spec))
+        objects = render.workload(spec, self.settings, owner, engine)
+        if new_job:  # a restart: the root and the TensorBoard exist
+            objects = [owner, *objects, *render.tensorboard(spec, self.settings, owner)]
+        for obj in objects:
+            if obj["kind"] != "RoleBinding":  # its Role (checked: this identity may grant it) is not made yet
+                self._create(obj, dry_run=True)
+
+    def _refusals(self, spec: dict, engine: str) -> builtins.list[FieldError]:
+        """What the cluster can never run of the job on `engine`: its code, GPUs, name, queue and volumes."""
+        errors = render.refusals(spec, engine)
+        if "path" in spec.get("code", {}):
+            errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
+        if error := snapshot_.too_large(spec, render.SNAPSHOT_LIMIT, "a Secret holds"):
+            errors.append(error)
+        errors += self._gpu_refusals(spec)
+        if engine == "jobset":
+            longest = max(len(replica_name(r, i)) for r, i in replicas(spec))
+            limit = 63 - len("--0-0-abcde") - longest
+            if len(spec["name"]) > limit:
+                errors.append(FieldError("name", f"at most {limit} characters for this job on JobSet: its pods' names "
+                                                 f"(<name>-<replica>-0-0-<5 characters>) must fit in 63"))
+        if "queue" in spec and engine != "pods":  # on pods, render.refusals says why not
+            queues = self.queues()
+            if queues is None:
+                errors.append(FieldError("queue", "the cluster has no Kueue (kueue.x-k8s.io): an admin installs it "
+                                                  "(see the README), or leave the queue out"))
+            elif spec["queue"] not in queues:
+                errors.append(FieldError("queue", f"no LocalQueue {spec['queue']!r} in namespace {self.ns}; queues: "
+                                                  f"{', '.join(queues) or 'none'}"))
+        claims = {c.metadata.name: c for c in self._call(
+            lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
+        for field_, source in (("data", spec.get("data")), ("output", render.output_source(spec, self.settings))):
+            if source and "volume" in source and source["volume"] not in claims:
+                errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
+                                         f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
+        data = spec.get("data", {})
+        if data.get("volume") in claims:
+            holds_others = data["volume"] == self.settings.output_claim or \
+                (claims[data["volume"]].metadata.labels or {}).get(render.HOLDS_OUTPUTS) == "true"
+            parts = PurePosixPath(data.get("path", "")).parts
+            if problem := storage.reading_problem(parts, self.owner, self.settings.read_others_outputs, holds_others):
+                errors.append(FieldError(storage.source_field("data", data),
+                                         f"{'/'.join((data['volume'], *parts))} {problem}"))
+        return errors
+
+    def resume_source(self, spec: dict, owner: str | None = None) -> dict | None:
+        """The claim and directory a job of `owner` (default: this backend's) resumes from, for its
+        resume_from: job:NAME: that job's output, if they see it, else, once it is deleted, the directory of
+        its name in their own on the output claim. None for no resume_from or a path in the image."""
+        resume = spec.get("resume_from", "")
+        if not resume.startswith("job:"):
+            return None
+        owner, name = self.owner if owner is None else owner, resume[4:]
+        try:
+            earlier = self.job_root(name)
+        except JobNotFound:
+            return {"volume": self.settings.output_claim, "path": "/".join((*storage.area(owner), name))}
+        earlier_spec = json.loads(earlier.data["spec.json"])
+        source = render.output_source(earlier_spec, self.settings)
+        if "host_path" in source:
+            raise SpecError([FieldError("resume_from", f"job {name!r} wrote its output to the host path "
+                                                       f"{source['host_path']}, which only its nodes have; "
+                                                       "name a checkpoint's path instead")])
+        return {"volume": source["volume"], "path": storage.output_path(earlier_spec, owner_of(earlier))}
+
+    def _mark_holding_outputs(self, spec: dict) -> None:
+        """Label the claim the job writes its output to as one holding owners' outputs (HOLDS_OUTPUTS), for
+        every later job that reads it as data: its owners/ directory is no one's to read whole."""
+        source = render.output_source(spec, self.settings)
+        if "volume" in source:
+            self._call(lambda: self.core.patch_namespaced_persistent_volume_claim(
+                source["volume"], self.ns, {"metadata": {"labels": {render.HOLDS_OUTPUTS: "true"}}}),
+                f"label volume {source['volume']}")
+
+    def _gpu_refusals(self, spec: dict) -> builtins.list[FieldError]:
+        """The roles asking for more GPUs than the largest node (of their GPU type) has; none where this
+        identity may not list nodes (a sweep's controller: its trials were checked when it was submitted)."""
+        try:
+            nodes = self.core.list_node().items
+        except ApiException as e:
+            if e.status != 403:
+                raise api_error(e, "list nodes") from None
+            return []
+        errors = []
+        for role in spec["replicas"]:
+            kind = gpu_type(spec, role)
+            selector = render.gpu_nodes(spec, role, self.settings).get("node_selector", {})
+            largest = {n.metadata.name: node_gpus(n) for n in nodes
+                       if selector.items() <= (n.metadata.labels or {}).items()}
+            most = max(largest.values(), default=0)
+            if gpus(spec, role) > most:
+                have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
+                errors.append(FieldError(f"replicas.{role}.resources.gpus",
+                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest "
+                                         f"{f'{kind} ' if kind else ''}node has {most} ({have})"))
+        return errors
+
+    def _check_sweep(self, spec: dict) -> None:
+        """What a sweep needs on Kubernetes, then its trials checked as jobs of their own: the last, which has
+        the longest name (they differ in their names and hyperparameters alone)."""
+        errors = [] if self.settings.controller_image else [FieldError(
+            "sweep", "this server names no image for the sweep's controller: an admin sets "
+                     "c.Distrain.controller_image (an image with jupyter-distrain installed)")]
+        errors += [FieldError(f"output.{key}", "each trial writes to its own directory on the output volume "
+                                               "(<volume>/<trial>): a sweep names its output.volume alone")
+                   for key in ("path", "host_path") if key in spec.get("output", {})]
+        if errors:
+            raise SpecError(errors)
+        self.check(sweep.trials(spec)[-1])
+
+    def cluster(self) -> dict:
+        engine, why = self.engine()
+        nodes = self._call(lambda: self.core.list_node().items, "list nodes")
+        pods, counted = self._live_pods()
+        held = sum(int((c.resources.limits or {}).get(GPU, 0)) for p in pods if p.spec.node_name
+                   for c in p.spec.containers if c.resources)
+        capacity = sum(node_gpus(n) for n in nodes)
+        claims = self._call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")
+        return {
+            "backend": self.name,
+            "engine": {"name": engine, "reason": why},
+            "namespaces": [self.ns],
+            "volumes": sorted(c.metadata.name for c in claims),
+            "queues": self.queues() or [],
+            "cpus": int(sum(quantity((n.status.allocatable or {}).get("cpu", "0")) for n in nodes)),
+            "memory_bytes": int(sum(quantity((n.status.allocatable or {}).get("memory", "0")) for n in nodes)),
+            "gpus": {"capacity": capacity, "available": max(capacity - held, 0), "held_in": counted,
+                     "devices": [{"node": n.metadata.name, "gpus": node_gpus(n)} for n in nodes if node_gpus(n)]},
+        }
+
+    def _live_pods(self) -> tuple[builtins.list[client.V1Pod], str]:
+        """The pods not finished, of every namespace, or of the jobs' namespace only where the service
+        account may not list the others (README: narrowing its rights); and which of the two."""
+        live = "status.phase!=Succeeded,status.phase!=Failed"
+        try:
+            return self.core.list_pod_for_all_namespaces(field_selector=live).items, "every namespace"
+        except ApiException as e:
+            if e.status != 403:
+                raise api_error(e, "list pods") from None
+        return self._call(lambda: self.core.list_namespaced_pod(self.ns, field_selector=live).items,
+                          "list pods"), self.ns
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes quantity (500m, 4, 16Gi) as a number."""
+    suffixes = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
+                "Ti": 2**40}
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if value.endswith(suffix):
+            return float(value[:-len(suffix)]) * suffixes[suffix]
+    return float(value)

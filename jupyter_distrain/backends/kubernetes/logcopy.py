@@ -1,0 +1,169 @@
+"""Logs copied from pods/log into files under the storage root as they are written, so they outlive the pods;
+the lines that only the output volume holds are read back through a short-lived reader pod."""
+
+from __future__ import annotations
+
+import builtins  # `list` is also a method name below
+import json
+import time
+from pathlib import Path
+from typing import Callable
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from urllib3.exceptions import HTTPError
+
+from ... import logs
+from ...errors import DistrainError
+from ...policy import (
+    Event,
+)
+from . import render
+from .loglines import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
+from .objects import NamespaceObjects
+from .render import RUN, replica_of
+from .state import (
+    created,
+    current_run,
+    ended_pod,
+    why_not_running,
+)
+from .watch import KubeError
+
+COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run
+READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image may be pulled first)
+LOG_SILENCE = 300  # seconds a followed log may send nothing before it is asked for again
+LOGS_GRACE = 30  # seconds a follower waits, past a run's end, for a controller to copy its last lines
+
+class LogCopier(NamespaceObjects):
+    """Copies a job's lines into its run's log files."""
+
+    def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
+        """Each replica's log file of a run (default: the current one), or only `replica`'s."""
+        root = self.job_root(name)
+        current = current_run(root)
+        run = logs.run_of(name, run, current)
+        directory = self._log_dir(name, run)
+        directory.mkdir(parents=True, exist_ok=True)  # watched by live streams
+        names = list(json.loads(root.data["status.json"])["replicas"]) if run == current else None
+        return logs.run_files(name, directory, names, replica)
+
+    def _until_lines_copied(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
+        """`over()`, and the run's lines all in its files: the cluster ends a run as its pods end, and a
+        controller copies what they logged after that (and marks it done), or LOGS_GRACE seconds later."""
+        seen_over: list[float] = []
+
+        def finished() -> bool:
+            if not over():
+                return False
+            seen_over[:] = seen_over or [time.monotonic()]
+            return self.logs_complete(name, run) or time.monotonic() - seen_over[0] > LOGS_GRACE
+        return finished
+
+    def catch_up(self, name: str) -> None:
+        """Copy whatever the job's pods logged since their files' last lines; first, once a run has ended,
+        what its replicas wrote to the output volume."""
+        root = self.job_root(name)
+        run = current_run(root)
+        unread = self.run_over(root) and not self.logs_complete(name, run)
+        read = unread and self.read_volume_logs(name, run)
+        self.copy_logs(name, self.job_pods(name))
+        if read:
+            self.mark_logs_complete(name, run)
+
+    def copy_logs(self, job: str, pods: builtins.list[client.V1Pod], ended: bool = False) -> None:
+        """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
+        last lines, oldest pods first: a replica's restarts in order."""
+        for pod in sorted(pods, key=created):
+            if not ended or ended_pod(pod):
+                self.archive(job, replica_of(pod.metadata.labels), pod)
+
+    def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
+        """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
+        until the container ends."""
+        if not pod.status.container_statuses and pod.status.phase == "Pending":
+            return
+        run = (pod.metadata.labels or {}).get(RUN)  # none on pods made before runs were labelled: the current run
+        path = (self._log_dir(job, int(run)) if run else self.log_dir(job)) / f"{replica}.log"
+        since = last_stamp(path)
+        try:
+            response = self.core.read_namespaced_pod_log(
+                pod.metadata.name, self.ns, container=pod.spec.containers[0].name, timestamps=True, follow=follow,
+                _preload_content=False, _request_timeout=(self.settings.kubernetes_timeout,
+                                                          LOG_SILENCE if follow else self.settings.kubernetes_timeout),
+                **({"since_seconds": seconds_since(since)} if since else {}))
+        except ApiException:
+            return  # not started, or gone: nothing to copy
+        self.streams.add(response)
+        try:
+            with response:
+                for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
+                    append(path, [from_pods_log(line) for line in lines])
+        except HTTPError:  # silent too long (a connection that died unseen, or a quiet container): ask again
+            if not follow:
+                raise
+        finally:
+            self.streams.discard(response)
+
+    def logs_complete(self, name: str, run: int) -> bool:
+        return (self._log_dir(name, run) / COMPLETE).exists()
+
+    def mark_logs_complete(self, name: str, run: int) -> None:
+        directory = self._log_dir(name, run)
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / COMPLETE).touch()
+
+    def read_volume_logs(self, name: str, run: int) -> bool:
+        """Merge what the job's replicas wrote to its output volume in run `run` into the run's log files;
+        lines copied from pods/log already are the same bytes (incluster/logtee.py's stamps) and are skipped.
+        A failure becomes a Warning event on the job (and False): pods/log still gives what it has."""
+        try:
+            self._read_volume_logs(name, run)
+            return True
+        except (DistrainError, ApiException, HTTPError, OSError, ValueError) as e:
+            self.record(name, Event("LogsNotRead", "the lines the replicas wrote to the output volume could not "
+                                                   f"be read: {e}", type="Warning"))
+            return False
+
+    def _read_volume_logs(self, name: str, run: int) -> None:
+        root = self.job_root_fresh(name)
+        reader = render.log_reader(json.loads(root.data["spec.json"]), self.settings,
+                                      self.api.sanitize_for_serialization(root))
+        pod = reader["metadata"]["name"]
+        with self.reading:
+            self._delete_pod_named(pod)  # one a stopped process left
+            self._create(reader)
+            try:
+                self._wait_serving(pod)
+                for file in json.loads(self._from_reader(pod, str(run)).read()):
+                    if not isinstance(file, str) or not render.LOG_FILE.fullmatch(file):
+                        raise ValueError(f"the reader listed {file!r}, which is no replica's log")
+                    self._import(self._from_reader(pod, f"{run}/{file}"), self._log_dir(name, run) / file)
+            finally:
+                self._delete_pod_named(pod)
+
+    def _from_reader(self, pod: str, path: str = ""):
+        """GET `path` from a log reader pod through the API server's pod proxy (a streaming response)."""
+        options = {"_preload_content": False, "_request_timeout": (10, 60)}
+        target = f"{pod}:{render.LOG_READER_PORT}"
+        if path:
+            return self.core.connect_get_namespaced_pod_proxy_with_path(target, self.ns, path, **options)
+        return self.core.connect_get_namespaced_pod_proxy(target, self.ns, **options)
+
+    def _wait_serving(self, pod: str) -> None:
+        """Until the reader answers; it fails if its pod ends or it takes READER_TIMEOUT."""
+        deadline = time.monotonic() + READER_TIMEOUT
+        while True:
+            try:
+                return self._from_reader(pod).release_conn()
+            except ApiException as e:
+                status = self._read_pod_status(pod)
+                if status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
+                    raise KubeError(f"its reader pod {pod} did not serve ({why_not_running(status)}; "
+                                    f"{e.status} {e.reason})") from None
+                time.sleep(0.5)
+
+    def _import(self, response, path: Path) -> None:
+        with response:  # a last line without its newline is still being written: pods/log brings it
+            for lines in line_batches(response.stream(logs.READ_CHUNK), partial=False):
+                append(path, [line for line in map(from_volume, lines) if line])

@@ -1,0 +1,98 @@
+"""A run's setup, before its replicas start: its code in the workspace (a git commit, with a snapshot's changes
+on top, or a copied directory) and the Python environment of its requirements.txt (venvs.py), each step's
+output in the run's setup log."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import sys
+from pathlib import Path
+from typing import Callable
+
+from ... import git, snapshot
+from ...logs import LogWriter
+from . import processes, venvs
+
+
+class SetupFailed(Exception):
+    pass
+
+
+class RunSetup:
+    """Prepares a run's workspace: `log` takes each step's output, `event(reason, message)` records each stage
+    as an event of the job; a step that fails raises SetupFailed."""
+
+    def __init__(self, workspace: Path, log: LogWriter, event: Callable[[str, str], None]):
+        self.workspace = workspace
+        self.log = log
+        self.event = event
+
+    async def check_out(self, source: dict, credentials: Callable[[str], dict], bundle: Path) -> None:
+        """The code the spec's `source` names in the workspace: a git commit, with the snapshot's changes (from
+        `bundle`) on top if it has one, a copy of a directory, or none; `credentials(secret)` for a private
+        repository."""
+        if "git" in source:
+            secret = credentials(source["credentials"]) if source.get("credentials") else None
+            self.event("Cloning", f"cloning {source['git']} at {source['commit'][:12]}")
+            argv, env = git.command("clone", "--quiet", "--no-checkout", "--", source["git"], str(self.workspace),
+                                    credentials=secret)
+            await self.step(argv, env, "git clone")
+            if "snapshot" in source:  # the checkout's changes on top: its commits and work tree
+                for argv, env in snapshot.apply(bundle, self.workspace, source["snapshot"]["commit"]):
+                    await self.step(argv, env, "applying the snapshot of your changes")
+            else:
+                argv, env = git.command("checkout", "--quiet", "--detach", source["commit"], directory=self.workspace)
+                await self.step(argv, env, "git checkout")
+        elif "path" in source:
+            await asyncio.to_thread(
+                shutil.copytree, source["path"], self.workspace, symlinks=True,
+                ignore=shutil.ignore_patterns(".git", ".ipynb_checkpoints", "__pycache__"),
+            )
+        else:
+            self.workspace.mkdir(parents=True)
+
+    async def install_requirements(self, root: Path, env: dict[str, str]) -> tuple[Path | None, dict[str, str]]:
+        """The job's own packages (venvs.py, under the storage `root`): installed, or reused from a job with the
+        same requirements; their environment (None without requirements) and `env` with it active."""
+        text = venvs.requirements(self.workspace)
+        if text is None:
+            return None, env
+        env_dir = venvs.location(root, self.workspace, text)
+        async with venvs.building(env_dir):
+            if venvs.is_ready(env_dir):
+                self.event("Reusing", f"reusing the environment of the same requirements.txt ({env_dir})")
+            else:
+                self.event("Installing", "installing requirements.txt")
+                await asyncio.to_thread(venvs.create, env_dir)
+                argv = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
+                        "--disable-pip-version-check", "--no-input", "-r", str(self.workspace / "requirements.txt")]
+                await self.step(argv, env, "pip install -r requirements.txt")
+                venvs.mark_ready(env_dir)
+        return env_dir, venvs.variables(env_dir, env)
+
+    async def step(self, argv: list[str], env: dict, what: str) -> None:
+        process = await asyncio.create_subprocess_exec(
+            *argv, cwd=self.workspace if self.workspace.exists() else None, env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True,
+        )
+        lines: list[bytes] = []
+        output = process.stdout
+        assert output is not None  # a pipe
+
+        async def copy() -> None:
+            while chunk := await output.read(65536):
+                self.log.feed(chunk)
+                lines[:] = (lines + chunk.splitlines())[-5:]
+
+        try:
+            await asyncio.gather(copy(), process.wait())
+        except asyncio.CancelledError:
+            processes.signal_group(process.pid, signal.SIGKILL)
+            await process.wait()
+            raise
+        if process.returncode:
+            detail = b" | ".join(lines[-3:]).decode(errors="replace")
+            raise SetupFailed(f"{what} failed (exit code {process.returncode}): {detail}")
