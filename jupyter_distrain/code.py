@@ -14,14 +14,6 @@ from .git import CREDENTIAL_HELPER  # noqa: F401
 SHA = re.compile(r"^[0-9a-f]{40}$")
 
 
-def git(*args: str, credentials: dict | None = None) -> tuple[list[str], dict[str, str]]:
-    """git.command's argv and environment, asked the old way (`-C DIRECTORY ...` to run in a directory): the
-    backends' supervisor asks so until it calls git.command."""
-    if args[:1] == ("-C",):
-        return git_.command(*args[2:], directory=Path(args[1]), credentials=credentials)
-    return git_.command(*args, credentials=credentials)
-
-
 def git_host(url: str) -> str:
     """The host (with its port, if any) that git names in its credential requests for `url`; "" for a path."""
     parts = urlsplit(url)

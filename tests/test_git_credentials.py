@@ -10,7 +10,7 @@ import githost
 import pytest
 from conftest import assert_nothing_left, write_spec
 
-from jupyter_distrain import code
+from jupyter_distrain import git
 
 USER, PASSWORD = "alice", "s3cr3t-Pa55word"
 
@@ -136,7 +136,7 @@ def test_a_secret_goes_only_to_the_host_it_was_stored_for(cli, tmp_path, private
     assert "secret 'repo-creds' names no host" in refused.stderr
     assert cli.json("list") == []
 
-    argv, env = code.git("credential", "fill", credentials={"username": USER, "password": PASSWORD, "host": host})
+    argv, env = git.command("credential", "fill", credentials={"username": USER, "password": PASSWORD, "host": host})
     for asked, answered in ((host, True), ("elsewhere.example.com", False)):
         filled = subprocess.run(argv, input=f"protocol=http\nhost={asked}\n\n", env=env, capture_output=True,
                                 text=True)
