@@ -109,32 +109,32 @@ function isEmpty(value: Draft): boolean {
 }
 
 /**
- * The spec with the replicas the framework allows, and at least one.
+ * Of `replicas`, the roles the framework allows; at least one worker.
  */
-export function withFramework(
+export function replicasFor(
   root: Schema,
-  draft: Draft,
+  replicas: Draft | undefined,
   framework: string
 ): Draft {
   const roles = rolesFor(root, framework);
   const kept = Object.fromEntries(
-    Object.entries(draft.replicas ?? {}).filter(([role]) =>
-      roles.includes(role)
-    )
+    Object.entries(replicas ?? {}).filter(([role]) => roles.includes(role))
   );
-  const replicas = Object.keys(kept).length ? kept : { worker: { count: 1 } };
-  return { ...draft, framework, replicas };
+  return Object.keys(kept).length ? kept : { worker: { count: 1 } };
 }
 
 /**
  * Distributed: a replica count per role, starting from two workers. Not
  * distributed: one worker, keeping the resources of the workers.
  */
-export function withDistributed(draft: Draft, distributed: boolean): Draft {
-  const worker = draft.replicas?.worker ?? {};
+export function distributedReplicas(
+  replicas: Draft | undefined,
+  distributed: boolean
+): Draft {
+  const worker = replicas?.worker ?? {};
   const count = distributed ? Math.max(worker.count ?? 1, 2) : 1;
-  const others = distributed ? draft.replicas : {};
-  return { ...draft, replicas: { ...others, worker: { ...worker, count } } };
+  const others = distributed ? replicas : {};
+  return { ...others, worker: { ...worker, count } };
 }
 
 export function isDistributed(draft: Draft): boolean {

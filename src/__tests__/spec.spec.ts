@@ -11,8 +11,8 @@ import {
   schemaAt,
   setIn,
   specForFile,
-  withDistributed,
-  withFramework
+  distributedReplicas,
+  replicasFor
 } from '../spec';
 
 const COMMIT = 'a'.repeat(40);
@@ -88,14 +88,11 @@ describe('editing a draft', () => {
   });
 
   it('keeps only the roles a framework allows, and at least a worker', () => {
-    const draft = { replicas: { chief: { count: 1 }, worker: { count: 3 } } };
-    expect(withFramework(schema, draft, 'pytorch').replicas).toEqual({
+    const replicas = { chief: { count: 1 }, worker: { count: 3 } };
+    expect(replicasFor(schema, replicas, 'pytorch')).toEqual({
       worker: { count: 3 }
     });
-    expect(
-      withFramework(schema, { replicas: { chief: { count: 1 } } }, 'python')
-        .replicas
-    ).toEqual({
+    expect(replicasFor(schema, { chief: { count: 1 } }, 'python')).toEqual({
       worker: { count: 1 }
     });
   });
@@ -108,18 +105,20 @@ describe('editing a draft', () => {
       }
     };
     expect(isDistributed(distributed)).toBe(true);
-    const single = withDistributed(distributed, false);
+    const single = {
+      replicas: distributedReplicas(distributed.replicas, false)
+    };
     expect(single.replicas).toEqual({
       worker: { count: 1, resources: { gpus: 1 } }
     });
     expect(isDistributed(single)).toBe(false);
     // Ticking "Distributed" on a single worker makes it distributed at once.
-    const again = withDistributed(single, true);
+    const again = { replicas: distributedReplicas(single.replicas, true) };
     expect(again.replicas).toEqual({
       worker: { count: 2, resources: { gpus: 1 } }
     });
     expect(isDistributed(again)).toBe(true);
-    expect(withDistributed(distributed, true).replicas).toEqual(
+    expect(distributedReplicas(distributed.replicas, true)).toEqual(
       distributed.replicas
     );
   });

@@ -2,7 +2,7 @@ import * as React from 'react';
 
 import { fieldErrors, secretsAPI } from '../api';
 import { Draft, getIn, Schema, schemaAt, setIn } from '../spec';
-import { Field } from './fields';
+import { Field, SetDraft } from './fields';
 
 /**
  * Git repository (URL, ref, pinned commit) or local directory, as the schema's
@@ -11,7 +11,7 @@ import { Field } from './fields';
 export function CodeFields(props: {
   schema: Schema;
   draft: Draft;
-  set: (path: string, value: unknown) => void;
+  set: SetDraft;
   field: Field;
   /** What to know about the code before training it. */
   notes: string[];

@@ -8,6 +8,12 @@ import { Schema, schemaAt } from '../spec';
  */
 export type Field = (path: string, input?: JSX.Element) => JSX.Element;
 
+/**
+ * Set the draft's value at `path` (undefined or '' removes it): how every part
+ * of the form changes the draft.
+ */
+export type SetDraft = (path: string, value: unknown) => void;
+
 export function Section(props: {
   title?: string;
   children: React.ReactNode;

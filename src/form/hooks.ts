@@ -9,7 +9,8 @@ import {
   jobsAPI,
   serverAPI
 } from '../api';
-import { Draft, prefill, Schema } from '../spec';
+import { Draft, prefill, Schema, setIn } from '../spec';
+import { SetDraft } from './fields';
 
 /** How long typing pauses before the server checks the spec. */
 const VALIDATE_DELAY_MS = 300;
@@ -109,7 +110,12 @@ export function useDraft(source: IFormSource) {
     }
   }, [backend, loaded]);
 
-  return { loaded, loadError, draft, setDraft, backend, setBackend };
+  const set: SetDraft = React.useCallback(
+    (path, value) => setDraft(current => setIn(current, path, value)),
+    []
+  );
+
+  return { loaded, loadError, draft, set, backend, setBackend };
 }
 
 /**

@@ -11,7 +11,6 @@ import {
   rolesFor,
   Schema,
   schemaAt,
-  setIn,
   specForFile
 } from '../spec';
 import { CodeFields } from './code';
@@ -34,7 +33,7 @@ interface IFormProps extends IFormSource {
  * come from the job spec's JSON Schema; the server checks the spec as it is typed.
  */
 export function NewJobForm(props: IFormProps): JSX.Element {
-  const { loaded, loadError, draft, setDraft, backend, setBackend } =
+  const { loaded, loadError, draft, set, backend, setBackend } =
     useDraft(props);
   const { errors, setErrors, checked } = useDryRun(
     draft,
@@ -60,8 +59,6 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     errors,
     shownFields(schema, draft, roles)
   );
-  const set = (path: string, value: unknown) =>
-    setDraft(current => setIn(current, path, value));
   const field: Field = (path, input) => (
     <SchemaField
       key={path}
@@ -124,7 +121,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           schema={schema}
           cluster={cluster}
           draft={draft}
-          setDraft={setDraft}
+          set={set}
           field={field}
           backend={backend}
           setBackend={setBackend}
@@ -136,7 +133,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           cluster={cluster}
           draft={draft}
           roles={roles}
-          onChange={setDraft}
+          set={set}
           errors={byField}
         />
       </Section>

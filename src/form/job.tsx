@@ -1,15 +1,8 @@
 import * as React from 'react';
 
 import { Backend, Cluster } from '../api';
-import {
-  choicesWith,
-  Draft,
-  Schema,
-  schemaAt,
-  setIn,
-  withFramework
-} from '../spec';
-import { Field, SchemaInput } from './fields';
+import { choicesWith, Draft, replicasFor, Schema, schemaAt } from '../spec';
+import { Field, SchemaInput, SetDraft } from './fields';
 
 /**
  * Where the job runs, its name, framework, command and image, and with Kueue
@@ -20,14 +13,12 @@ export function JobFields(props: {
   schema: Schema;
   cluster: Cluster;
   draft: Draft;
-  setDraft: React.Dispatch<React.SetStateAction<Draft>>;
+  set: SetDraft;
   field: Field;
   backend: string;
   setBackend: (backend: string) => void;
 }): JSX.Element {
-  const { schema, cluster, draft, setDraft, field, backend } = props;
-  const set = (key: string, value: string) =>
-    setDraft(current => setIn(current, key, value));
+  const { schema, cluster, draft, set, field, backend } = props;
   return (
     <>
       <BackendField
@@ -41,9 +32,11 @@ export function JobFields(props: {
         <SchemaInput
           node={schemaAt(schema, 'framework') ?? {}}
           value={draft.framework}
-          onChange={value =>
-            setDraft(current => withFramework(schema, current, String(value)))
-          }
+          onChange={value => {
+            const framework = String(value);
+            set('framework', framework);
+            set('replicas', replicasFor(schema, draft.replicas, framework));
+          }}
         />
       )}
       {field(

@@ -3,17 +3,16 @@ import * as React from 'react';
 import { Cluster } from '../api';
 import {
   choicesWith,
+  distributedReplicas,
   Draft,
   getIn,
   isDistributed,
   parseValue,
   Schema,
-  schemaAt,
-  setIn,
-  withDistributed
+  schemaAt
 } from '../spec';
-import { Errors, errorsUnder, Limit } from './fields';
-import { limitNote } from './limits';
+import { Errors, errorsUnder, Limit, SetDraft } from './fields';
+import { limitNote, Limits } from './limits';
 
 /**
  * One replica, or a count per role when distributed, with GPUs (and how many the
@@ -25,126 +24,47 @@ export function ReplicaFields(props: {
   cluster: Cluster;
   draft: Draft;
   roles: string[];
-  onChange: (draft: Draft) => void;
+  set: SetDraft;
   errors: Map<string, string[]>;
 }): JSX.Element {
-  const { schema, cluster, draft, onChange } = props;
+  const { schema, cluster, draft, set } = props;
   // The person's choice: counts typed on the way (say, 1 worker before the ps)
   // do not flip it.
   const [distributed, setDistributed] = React.useState(() =>
     isDistributed(draft)
   );
   const roles = distributed ? props.roles : ['worker'];
-  const gpus = cluster.gpus ?? { capacity: 0, available: 0 };
   const { limits } = cluster;
-  const typed = roles.some(role =>
-    getIn(draft, `replicas.${role}.resources.gpu_type`)
-  );
-  const gpuTypes = limits.gpu_types.length > 0 || typed;
-  const replicaSchema = schemaAt(schema, 'replicas.worker') ?? {};
-  const column = (key: string) => {
-    const node =
-      key === 'count'
-        ? replicaSchema.properties?.count
-        : schemaAt(schema, `replicas.worker.resources.${key}`);
-    return node?.description ?? '';
-  };
-  const cell = (
-    role: string,
-    key: string,
-    type: 'integer' | 'text',
-    max?: number | null
-  ) => {
-    const path = `replicas.${role}.${key}`;
-    const value = getIn(draft, path);
-    return (
-      <td>
-        <input
-          className="jp-mod-styled"
-          aria-label={`${role} ${key.replace('resources.', '')}`}
-          type={type === 'integer' ? 'number' : 'text'}
-          min={type === 'integer' ? 0 : undefined}
-          max={max ?? undefined}
-          value={value ?? ''}
-          placeholder={
-            key === 'count' ? '0' : key === 'resources.gpus' ? '0' : 'any'
-          }
-          onChange={event => {
-            const text = event.target.value;
-            const parsed =
-              text === ''
-                ? undefined
-                : type === 'integer'
-                  ? Number(text)
-                  : parseValue(text);
-            if (key === 'count' && !parsed) {
-              onChange(setIn(draft, `replicas.${role}`, undefined));
-            } else {
-              onChange(setIn(draft, path, parsed));
-            }
-          }}
-        />
-      </td>
-    );
-  };
+  const gpuTypes =
+    limits.gpu_types.length > 0 ||
+    roles.some(role => getIn(draft, `replicas.${role}.resources.gpu_type`));
   return (
     <>
-      <label className="jp-distrain-field jp-distrain-inline">
-        <input
-          type="checkbox"
-          checked={distributed}
-          onChange={event => {
-            setDistributed(event.target.checked);
-            onChange(withDistributed(draft, event.target.checked));
-          }}
-        />
-        <span className="jp-distrain-label">
-          Distributed: several replicas, each in a role
-        </span>
-      </label>
+      <DistributedSwitch
+        checked={distributed}
+        onChange={checked => {
+          setDistributed(checked);
+          set('replicas', distributedReplicas(draft.replicas, checked));
+        }}
+      />
       <table className="jp-distrain-replicas-form">
-        <thead>
-          <tr>
-            <th>Role</th>
-            {distributed && <th title={column('count')}>Count</th>}
-            <th title={column('gpus')}>
-              GPUs each{' '}
-              <span className="jp-distrain-help">
-                ({gpus.available} of {gpus.capacity} free)
-              </span>
-            </th>
-            {gpuTypes && <th title={column('gpu_type')}>GPU type</th>}
-            <th title={column('cpu')}>CPU</th>
-            <th title={column('memory')}>Memory</th>
-          </tr>
-        </thead>
+        <ReplicaHeader
+          schema={schema}
+          gpus={cluster.gpus ?? { capacity: 0, available: 0 }}
+          distributed={distributed}
+          gpuTypes={gpuTypes}
+        />
         <tbody>
           {roles.map(role => (
-            <tr key={role} data-role={role}>
-              <td>{role}</td>
-              {distributed &&
-                cell(role, 'count', 'integer', limits.max_replicas)}
-              {cell(
-                role,
-                'resources.gpus',
-                'integer',
-                limits.max_gpus_per_replica
-              )}
-              {gpuTypes && (
-                <GpuTypeCell
-                  role={role}
-                  types={limits.gpu_types}
-                  value={getIn(draft, `replicas.${role}.resources.gpu_type`)}
-                  onChange={value =>
-                    onChange(
-                      setIn(draft, `replicas.${role}.resources.gpu_type`, value)
-                    )
-                  }
-                />
-              )}
-              {cell(role, 'resources.cpu', 'text')}
-              {cell(role, 'resources.memory', 'text')}
-            </tr>
+            <ReplicaRow
+              key={role}
+              role={role}
+              limits={limits}
+              draft={draft}
+              set={set}
+              distributed={distributed}
+              gpuTypes={gpuTypes}
+            />
           ))}
         </tbody>
       </table>
@@ -159,6 +79,128 @@ export function ReplicaFields(props: {
       ))}
       <Errors messages={props.errors.get('replicas')} />
     </>
+  );
+}
+
+function DistributedSwitch(props: {
+  checked: boolean;
+  onChange: (distributed: boolean) => void;
+}): JSX.Element {
+  return (
+    <label className="jp-distrain-field jp-distrain-inline">
+      <input
+        type="checkbox"
+        checked={props.checked}
+        onChange={event => props.onChange(event.target.checked)}
+      />
+      <span className="jp-distrain-label">
+        Distributed: several replicas, each in a role
+      </span>
+    </label>
+  );
+}
+
+/** The columns' headings, each with its schema's description as its title. */
+function ReplicaHeader(props: {
+  schema: Schema;
+  gpus: NonNullable<Cluster['gpus']>;
+  /** Whether to show the count column, and the GPU type's. */
+  distributed: boolean;
+  gpuTypes: boolean;
+}): JSX.Element {
+  const { schema, gpus } = props;
+  const describe = (field: string) =>
+    schemaAt(schema, `replicas.worker.${field}`)?.description ?? '';
+  return (
+    <thead>
+      <tr>
+        <th>Role</th>
+        {props.distributed && <th title={describe('count')}>Count</th>}
+        <th title={describe('resources.gpus')}>
+          GPUs each{' '}
+          <span className="jp-distrain-help">
+            ({gpus.available} of {gpus.capacity} free)
+          </span>
+        </th>
+        {props.gpuTypes && (
+          <th title={describe('resources.gpu_type')}>GPU type</th>
+        )}
+        <th title={describe('resources.cpu')}>CPU</th>
+        <th title={describe('resources.memory')}>Memory</th>
+      </tr>
+    </thead>
+  );
+}
+
+/** One role's count (when distributed) and resources per replica. */
+function ReplicaRow(props: {
+  role: string;
+  limits: Limits;
+  draft: Draft;
+  set: SetDraft;
+  distributed: boolean;
+  gpuTypes: boolean;
+}): JSX.Element {
+  const { role, limits, draft, set } = props;
+  const gpuType = `replicas.${role}.resources.gpu_type`;
+  const input = (key: string, max?: number | null) => (
+    <ReplicaInput role={role} field={key} max={max} draft={draft} set={set} />
+  );
+  return (
+    <tr data-role={role}>
+      <td>{role}</td>
+      {props.distributed && input('count', limits.max_replicas)}
+      {input('resources.gpus', limits.max_gpus_per_replica)}
+      {props.gpuTypes && (
+        <GpuTypeCell
+          role={role}
+          types={limits.gpu_types}
+          value={getIn(draft, gpuType)}
+          onChange={value => set(gpuType, value)}
+        />
+      )}
+      {input('resources.cpu')}
+      {input('resources.memory')}
+    </tr>
+  );
+}
+
+/**
+ * A role's count or resource (`field`, under the role): counts and GPUs are
+ * whole numbers, CPU and memory as typed; a count of none removes the role.
+ */
+function ReplicaInput(props: {
+  role: string;
+  field: string;
+  max?: number | null;
+  draft: Draft;
+  set: SetDraft;
+}): JSX.Element {
+  const { role, field, set } = props;
+  const path = `replicas.${role}.${field}`;
+  const integer = field === 'count' || field === 'resources.gpus';
+  return (
+    <td>
+      <input
+        className="jp-mod-styled"
+        aria-label={`${role} ${field.replace('resources.', '')}`}
+        type={integer ? 'number' : 'text'}
+        min={integer ? 0 : undefined}
+        max={props.max ?? undefined}
+        value={getIn(props.draft, path) ?? ''}
+        placeholder={integer ? '0' : 'any'}
+        onChange={event => {
+          const text = event.target.value;
+          const value =
+            text === '' ? undefined : integer ? Number(text) : parseValue(text);
+          if (field === 'count' && !value) {
+            set(`replicas.${role}`, undefined);
+          } else {
+            set(path, value);
+          }
+        }}
+      />
+    </td>
   );
 }
 
