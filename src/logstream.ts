@@ -42,6 +42,8 @@ export function useLogStream(
   const pinned = pinnedRun !== undefined;
   const run = pinnedRun ?? job?.run;
 
+  // The job, for its replicas and runs; a view of the latest run checks now
+  // and then for a restart.
   usePoll(
     `jupyter-distrain:logs:${name}`,
     pinned ? Poll.NEVER : RUN_CHECK_MS,
@@ -54,6 +56,7 @@ export function useLogStream(
       })
   );
 
+  // A new replica or run starts a new buffer.
   React.useEffect(() => {
     buffer.current = new LogBuffer();
     setVersion(v => v + 1);
