@@ -96,7 +96,7 @@ def measure_kubernetes(requests: int = 30) -> list[tuple]:
 def finished_roots(namespace: str):
     """The ConfigMaps of `JOBS` finished 5-replica jobs, as the Kubernetes backend records them."""
     from jupyter_distrain import spec as spec_
-    from jupyter_distrain.backends.kubernetes import render as manifests
+    from jupyter_distrain.backends.kubernetes import render
     from jupyter_distrain.backends.kubernetes.state import new_status
     from jupyter_distrain.config import Distrain
 
@@ -109,7 +109,7 @@ def finished_roots(namespace: str):
         status.update(phase="Succeeded", reason="Completed", exit_code=0, started=now, finished=now)
         for replica in status["replicas"].values():
             replica.update(phase="Succeeded", exit_code=0, started=now, finished=now)
-        root = manifests.root(spec, settings, "jobset")
+        root = render.root(spec, settings, "jobset")
         root["data"]["status.json"] = json.dumps(status)
         yield root
 

@@ -343,14 +343,15 @@ def render(settings: Distrain, spec_file: str) -> None:
     import yaml
 
     from . import snapshot
-    from .backends.kubernetes import render as rendering
+    from .backends.kubernetes import podspec
+    from .backends.kubernetes import render
     from .rules import AdminRules
 
-    rules = AdminRules.from_config(settings, rendering.HOST_PATHS_BY_DEFAULT)
+    rules = AdminRules.from_config(settings, podspec.HOST_PATHS_BY_DEFAULT)
     spec = code.resolve(rules.apply(spec_.validate(spec_.load_file(spec_file))), Path(spec_file).parent)
     spec, bundle = snapshot.pin(spec)
     engine = "jobset" if settings.kubernetes_engine == "auto" else settings.kubernetes_engine
-    click.echo(yaml.safe_dump_all(rendering.render(spec, settings, engine, bundle), sort_keys=False), nl=False)
+    click.echo(yaml.safe_dump_all(render.render(spec, settings, engine, bundle), sort_keys=False), nl=False)
 
 
 @main.group()

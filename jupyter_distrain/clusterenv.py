@@ -1,7 +1,7 @@
 """Pure functions from (spec, replica addresses) to each replica's environment. No I/O.
 
 `addresses` maps each role to its replicas' "host:port", in index order: 127.0.0.1 ports on the
-local backend, stable DNS names on Kubernetes (manifests.host). The port after a replica's is the
+local backend, stable DNS names on Kubernetes (podspec.host). The port after a replica's is the
 replica's too (processes.replica_ports locally; a pod's are all its own).
 """
 

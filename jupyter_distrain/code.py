@@ -8,8 +8,6 @@ from urllib.parse import urlsplit
 
 from . import git as git_
 from .errors import FieldError, SpecError
-# backends.kubernetes.render imports CREDENTIAL_HELPER from here, until it takes it from .git
-from .git import CREDENTIAL_HELPER  # noqa: F401
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
 

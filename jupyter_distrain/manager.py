@@ -15,7 +15,7 @@ from . import code, snapshot, spec as spec_, sweep
 from .backends import open_backend
 from .backends.base import Backend
 from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget
-from .backends.kubernetes.render import JOB_SECRET_SUFFIXES
+from .backends.kubernetes.naming import JOB_SECRET_SUFFIXES
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .jobjson import iso, pinned_image

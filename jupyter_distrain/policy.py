@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Mapping
 
+from . import reasons
 from .spec import chief, replica_name
 from .spec import replicas as replicas_of  # `replicas` names a job's replica states below
 
@@ -57,7 +58,7 @@ class Decision:
     stop_others: bool = False  # stop every replica still running (the job has ended)
 
 
-STOP_REQUESTED = Decision(Phase.STOPPED, "Stopped", "stopped by request", stop_others=True)
+STOP_REQUESTED = Decision(Phase.STOPPED, reasons.STOPPED, "stopped by request", stop_others=True)
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ class Ending:
 
 def restart_event(replica: Replica) -> Event:
     """The event of a failed replica the policy restarts."""
-    return Event("Restarting", f"restart {replica.restarts + 1} after exit code {replica.exit_code}",
+    return Event(reasons.RESTARTING, f"restart {replica.restarts + 1} after exit code {replica.exit_code}",
                  replica.name, "Warning")
 
 
@@ -90,7 +91,7 @@ def ending(decision: Decision, replicas: list[Replica], now: float) -> Ending:
     """The end of a job: its phase, reason and exit code; every replica not finished yet is stopped
     (NeverStarted if it never ran)."""
     why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
-    stopped = {r.name: {"phase": str(Phase.STOPPED), "reason": why if r.started else "NeverStarted",
+    stopped = {r.name: {"phase": str(Phase.STOPPED), "reason": why if r.started else reasons.NEVER_STARTED,
                         "finished": now if r.started else None}
                for r in replicas if r.phase not in FINISHED}
     job = {"phase": str(decision.phase), "reason": decision.reason, "message": decision.message,
@@ -102,7 +103,8 @@ def ending(decision: Decision, replicas: list[Replica], now: float) -> Ending:
 
 def deadline_exceeded(spec: dict) -> Decision:
     """The end of a job that ran longer than its policy's deadline_seconds."""
-    return Decision(Phase.FAILED, "DeadlineExceeded", f"the job ran longer than {spec['policy']['deadline_seconds']} s",
+    return Decision(Phase.FAILED, reasons.DEADLINE_EXCEEDED,
+                    f"the job ran longer than {spec['policy']['deadline_seconds']} s",
                     stop_others=True)
 
 
@@ -138,19 +140,21 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
         label = "all workers" if spec["policy"]["success"] == "all-workers" else training[0].name
         return Decision(
             Phase.SUCCEEDED,
-            reason="Completed",
+            reason=reasons.COMPLETED,
             message=" and ".join([label, *(r.name for r in evaluators)]) + " succeeded",
             exit_code=0,
             stop_others=True,
         )
     if all(r.phase in FINISHED for r in replicas):
-        return Decision(Phase.STOPPED, reason="Stopped", message="every replica stopped", stop_others=True)
+        return Decision(Phase.STOPPED, reason=reasons.STOPPED, message="every replica stopped", stop_others=True)
     if any(r.phase == Phase.PENDING for r in replicas):
         pending = ", ".join(r.name for r in replicas if r.phase == Phase.PENDING)
-        return Decision(Phase.PENDING, reason="ReplicasPending", message=f"waiting for {pending}", restart=restart)
+        return Decision(Phase.PENDING, reason=reasons.REPLICAS_PENDING, message=f"waiting for {pending}",
+                        restart=restart)
     if all(r.phase == Phase.SUCCEEDED for r in training):
         evaluating = ", ".join(r.name for r in evaluators if r.phase != Phase.SUCCEEDED)
-        return Decision(Phase.RUNNING, reason="Evaluating", message=f"training succeeded; waiting for {evaluating}",
+        return Decision(Phase.RUNNING, reason=reasons.EVALUATING,
+                        message=f"training succeeded; waiting for {evaluating}",
                         restart=restart)
     return Decision(Phase.RUNNING, restart=restart)
 

@@ -75,7 +75,7 @@ class JobFields(JobState):
 
 
 class JobRecord(JobFields, total=False):
-    """A job as every backend reports it (manager.public turns it into the API's JSON)."""
+    """A job as every backend reports it (jobjson.job_json turns it into the API's JSON)."""
 
     events: list[EventRecord]  # the most recent, when asked for
     engine: str  # on Kubernetes, what runs the job: jobset or pods

@@ -17,6 +17,7 @@ from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from . import reasons
 from . import spec as spec_
 from .errors import DistrainError, FieldError, JobNotFound, SpecError
 from .policy import FINISHED, STOP_REQUESTED, Decision, Phase
@@ -261,7 +262,7 @@ class Controller:
             self.phases[trial["name"]] = self.backend.submit(trial, self.bundle)["phase"]
         except DistrainError as e:  # e.g. a job of that name was made meanwhile: the others go on
             self.phases[trial["name"]] = str(Phase.FAILED)
-            self.say("TrialNotLaunched", f"{trial['name']} ({shown}): {e}")
+            self.say(reasons.TRIAL_NOT_LAUNCHED, f"{trial['name']} ({shown}): {e}")
             return
         self.say("Launched", f"{trial['name']}: {shown}")
         self.show_on_board(trial, values)
@@ -289,7 +290,7 @@ class Controller:
             others = [points for other, points in curves.items() if other != name]
             why = clearly_worse(curves[name], others, rule["after_steps"], self.goal)
             if why:
-                self.say("EarlyStopped", f"{name}: {why}")
+                self.say(reasons.EARLY_STOPPED, f"{name}: {why}")
                 self.phases[name] = (await asyncio.to_thread(self.backend.stop, name))["phase"]
 
     @property
@@ -299,8 +300,8 @@ class Controller:
     def ending(self) -> Decision:
         done = self.progress()  # none waiting, none running
         if str(Phase.SUCCEEDED) in self.phases.values():
-            return Decision(Phase.SUCCEEDED, "Completed", f"every trial has finished: {done}")
-        return Decision(Phase.FAILED, "TrialsFailed", f"no trial succeeded: {done}")
+            return Decision(Phase.SUCCEEDED, reasons.COMPLETED, f"every trial has finished: {done}")
+        return Decision(Phase.FAILED, reasons.TRIALS_FAILED, f"no trial succeeded: {done}")
 
     def progress(self) -> str:
         """The trials' phases, for the sweep's message while it runs."""

@@ -31,13 +31,25 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
-from conftest import (CLI, JupyterServer, assert_nothing_left, at_once, distrain_command, remove_janitor,
-                      wait, write_scalars, write_spec, write_wheel)
+from conftest import (
+    CLI,
+    JupyterServer,
+    assert_nothing_left,
+    at_once,
+    distrain_command,
+    remove_janitor,
+    wait,
+    write_scalars,
+    write_spec,
+    write_wheel,
+)
 from controlplane.cluster import ADMIN, BIN, EXIT_CODE, HOST_IP, NAMESPACE, REASON, RESTRICTED, image_id
 from kubernetes import client
 
-from jupyter_distrain import spec as spec_, storage
-from jupyter_distrain.backends.kubernetes import KubeBackend, render as manifests, state as kube_state
+from jupyter_distrain import spec as spec_
+from jupyter_distrain import storage
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, render
+from jupyter_distrain.backends.kubernetes import state as kube_state
 from jupyter_distrain.backends.kubernetes.controller import NamespaceController
 from jupyter_distrain.backends.kubernetes.state import event_time, new_status, newest
 from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, WorkQueue, listers
@@ -112,10 +124,10 @@ def backend(control_plane, tmp_path, engine):
     finally:  # the next test starts from an empty namespace whatever happened
         with control_plane.client(ADMIN) as admin_api:
             core = client.CoreV1Api(admin_api)
-            for cm in core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items:
+            for cm in core.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items:
                 core.delete_namespaced_config_map(cm.metadata.name, NAMESPACE, propagation_policy="Foreground")
             wait(lambda: not core.list_namespaced_pod(NAMESPACE).items
-                 and not core.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+                 and not core.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items,
                  "the test's jobs and their pods deleted")
     api.close()
 
@@ -136,8 +148,8 @@ def replica(job: dict, name: str) -> dict:
 
 def pods_of(admin: client.CoreV1Api, job: str, replica_: str | None = None) -> list[client.V1Pod]:
     """The job's pods (or one replica's), oldest first."""
-    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}={job},{manifests.ROLE}").items
-    return sorted([p for p in pods if replica_ in (None, manifests.replica_of(p.metadata.labels))],
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}={job},{naming.ROLE}").items
+    return sorted([p for p in pods if replica_ in (None, naming.replica_of(p.metadata.labels))],
                   key=lambda p: p.metadata.creation_timestamp)
 
 
@@ -156,7 +168,7 @@ def end(admin: client.CoreV1Api, job: str, replica_: str, code: int, reason: str
 
 def running(admin: client.CoreV1Api, job: str) -> list[str]:
     """The replicas whose pods still run (or are pending)."""
-    return sorted(manifests.replica_of(p.metadata.labels) for p in pods_of(admin, job)
+    return sorted(naming.replica_of(p.metadata.labels) for p in pods_of(admin, job)
                   if p.status.phase in ("Pending", "Running"))
 
 
@@ -165,7 +177,7 @@ def dry_run_create(admin: client.CoreV1Api, objects: list[dict]) -> None:
     validated, nothing stored."""
     custom = client.CustomObjectsApi(admin.api_client)
     for obj in objects:
-        if obj["apiVersion"] in (manifests.JOBSET_API, manifests.KUBEFLOW_API):
+        if obj["apiVersion"] in (naming.JOBSET_API, naming.KUBEFLOW_API):
             group, version = obj["apiVersion"].split("/")
             custom.create_namespaced_custom_object(group, version, NAMESPACE, obj["kind"].lower() + "s", obj,
                                                    dry_run="All")
@@ -181,7 +193,7 @@ def names(items) -> set[str]:
 def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     spec = tf_spec("render-check", gpus=1, data={"volume": "datasets", "path": "mnist"},
                    code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
-    objects = manifests.render(spec, SETTINGS, "pods")
+    objects = render.render(spec, SETTINGS, "pods")
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4
     dry_run_create(admin, objects)
     assert not admin.list_namespaced_pod(NAMESPACE).items
@@ -215,7 +227,7 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     pods = pods_of(admin, "tf-ok")
     assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
     nodes = {r["name"]: r["node"] for r in job_json(backend.get("tf-ok"))["replicas"]}  # as the job view shows them
-    assert nodes == {manifests.replica_of(p.metadata.labels): p.spec.node_name for p in pods}
+    assert nodes == {naming.replica_of(p.metadata.labels): p.spec.node_name for p in pods}
     image = pods[0].spec.containers[0].image
     assert job["environment"] == {"image": image, "image_digests": [image_id(image)]}  # as the pods report it
     services = names(admin.list_namespaced_service(NAMESPACE).items)
@@ -235,7 +247,7 @@ def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(con
     assert (replica(job, "ps-0")["phase"], replica(job, "ps-0")["reason"]) == ("Stopped", "job succeeded")
     if engine == "pods":  # the supervisor cleans up; the JobSet keeps its finished pods until the job is deleted
         wait(lambda: not pods_of(admin, "tf-ok"), "every pod is deleted")
-        assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{manifests.JOB}=tf-ok").items
+        assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{naming.JOB}=tf-ok").items
     # what ran is recorded with the job, its pods gone or not; reproducing it runs that image by its digest
     assert backend.get("tf-ok")["environment"]["image_digests"] == [image_id(image)]
     reproduced = JobManager({"kubernetes": backend}, backend.settings).clone("tf-ok", dry_run=True, reproduce=True)
@@ -341,7 +353,7 @@ def test_deleting_the_jobs_configmap_deletes_everything_it_owns(control_plane, b
     backend.submit(tf_spec("gc"))
     wait_job(backend, "gc", lambda j: j["phase"] == "Running", "the job runs")
     admin.delete_namespaced_config_map("gc", NAMESPACE)  # no cascade asked for: the garbage collector's work
-    selector = f"{manifests.JOB}=gc"
+    selector = f"{naming.JOB}=gc"
     wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
          and not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items,
          "the garbage collector deleted the pods and services", 60)
@@ -351,7 +363,7 @@ def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, 
     backend.submit(tf_spec("gone"))
     wait_job(backend, "gone", lambda j: j["phase"] == "Running", "the job runs")
     backend.delete("gone")
-    selector = f"{manifests.JOB}=gone"
+    selector = f"{naming.JOB}=gone"
     assert not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
     assert not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items
     assert not backend.exists("gone")
@@ -392,7 +404,7 @@ def test_every_verb_at_once_on_one_job_ends_consistent(control_plane, backend, a
     if backend.exists("hammered"):
         backend.delete("hammered")
     wait(lambda: not pods_of(admin, "hammered") and not admin.list_namespaced_config_map(
-        NAMESPACE, label_selector=f"{manifests.JOB}=hammered").items, "nothing of the job is left")
+        NAMESPACE, label_selector=f"{naming.JOB}=hammered").items, "nothing of the job is left")
 
 
 def test_each_owner_sees_and_touches_only_their_own_jobs(control_plane, admin, tmp_path):
@@ -411,8 +423,8 @@ def test_each_owner_sees_and_touches_only_their_own_jobs(control_plane, admin, t
         alice.submit(tf_spec("alices", workers=1))
         bob.submit(tf_spec("bobs", workers=1))
         root = admin.read_namespaced_config_map("alices", NAMESPACE)
-        assert root.metadata.labels[manifests.OWNER] == "alice-example.com"
-        assert root.metadata.annotations[manifests.OWNER] == "alice@example.com"
+        assert root.metadata.labels[naming.OWNER] == "alice-example.com"
+        assert root.metadata.annotations[naming.OWNER] == "alice@example.com"
         wait(lambda: [j["name"] for j in alice.list()] == ["alices"], "alice's server lists her job only")
         assert [(j["name"], j["owner"]) for j in bob.list()] == [("bobs", "bob")]
         wait_job(bob, "bobs", lambda j: j["phase"] == "Running", "bob's job runs")
@@ -425,10 +437,10 @@ def test_each_owner_sees_and_touches_only_their_own_jobs(control_plane, admin, t
         assert sorted((j["name"], j["owner"]) for j in carol.list()) == [("alices", "alice@example.com"),
                                                                          ("bobs", "bob")]
         pods = wait(lambda: pods_of(admin, "alices"), "alice's pods")  # every object of a job names its owner
-        assert {p.metadata.labels[manifests.OWNER] for p in pods} == {"alice-example.com"}
+        assert {p.metadata.labels[naming.OWNER] for p in pods} == {"alice-example.com"}
         carol.restart("bobs")  # an admin's restart keeps the job its owner's
-        wait(lambda: {p.metadata.labels[manifests.OWNER] for p in pods_of(admin, "bobs")
-                      if p.metadata.labels[manifests.RUN] == "2"} == {"bob"}, "the second run's pods are bob's")
+        wait(lambda: {p.metadata.labels[naming.OWNER] for p in pods_of(admin, "bobs")
+                      if p.metadata.labels[naming.RUN] == "2"} == {"bob"}, "the second run's pods are bob's")
         carol.delete("bobs")
         assert not bob.exists("bobs")
         alice.delete("alices")
@@ -473,8 +485,8 @@ def test_on_a_shared_volume_each_owner_writes_resumes_reads_and_purges_only_thei
         assert mounts("bout") == {"/output": "owners/bob/aj", "/resume": "owners/bob/aj"}
         assert mounts("again")["/resume"] == "owners/alice%40example.com/aj"
         claim = admin.read_namespaced_persistent_volume_claim("team-results", NAMESPACE)
-        assert claim.metadata.labels[manifests.HOLDS_OUTPUTS] == "true"
-        purger = manifests.purger(bob.get("bout")["spec"], bob.settings,
+        assert claim.metadata.labels[naming.HOLDS_OUTPUTS] == "true"
+        purger = render.purger(bob.get("bout")["spec"], bob.settings,
                                   bob.api.sanitize_for_serialization(bob.job_root("bout")))
         assert purger["spec"]["containers"][0]["command"][-2:] == ["/output", "owners/bob/aj"]
 
@@ -498,7 +510,7 @@ def test_on_a_shared_volume_each_owner_writes_resumes_reads_and_purges_only_thei
                 admin.delete_namespaced_config_map(job, NAMESPACE)
         admin.delete_namespaced_persistent_volume_claim("team-results", NAMESPACE)
         wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items
-             and not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+             and not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items,
              "the test's jobs and pods deleted")
 
 
@@ -592,7 +604,7 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
         wait(lambda: (second.log_dir("outlived") / ".complete").exists(), "the run's logs are marked complete")
         cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
         assert [(line.time, line.text) for line in cli.logs("outlived")] == written
-        readers = f"{manifests.COMPONENT}=log-reader"
+        readers = f"{naming.COMPONENT}=log-reader"
         wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=readers).items, "no reader is left")
     finally:
         second.delete("outlived")
@@ -649,7 +661,7 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
     """On "kubeflow" a role's replicas share one template: the operator sets TF_CONFIG, and each pod runs the
     branch of its index with clusterenv's variables. Policies the operator cannot keep are refused."""
     spec = tf_spec("kf-env", policy={"restart": "exit-code", "max_restarts": 2, "deadline_seconds": 600})
-    objects = manifests.render(spec, SETTINGS, "kubeflow")
+    objects = render.render(spec, SETTINGS, "kubeflow")
     assert [o["kind"] for o in objects] == ["ConfigMap", "TFJob"]
     tfjob = objects[1]["spec"]
     assert tfjob["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2, "activeDeadlineSeconds": 600}
@@ -658,9 +670,9 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
     assert {r["template"]["spec"]["activeDeadlineSeconds"] for r in tfjob["tfReplicaSpecs"].values()} == {600}
     dry_run_create(admin, objects)
     with pytest.raises(SpecError, match="a TFJob with these replicas succeeds as 'chief' says, not 'all-workers'"):
-        manifests.render(tf_spec("kf-all", policy={"success": "all-workers"}), SETTINGS, "kubeflow")
+        render.render(tf_spec("kf-all", policy={"success": "all-workers"}), SETTINGS, "kubeflow")
     with pytest.raises(SpecError, match="runs tensorflow, keras, pytorch and paddle jobs, not python ones"):
-        manifests.render(spec_.validate({"name": "py", "command": "python a.py"}), SETTINGS, "kubeflow")
+        render.render(spec_.validate({"name": "py", "command": "python a.py"}), SETTINGS, "kubeflow")
 
     admin_custom = client.CustomObjectsApi(admin.api_client)
     admin_custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", objects[1])
@@ -683,10 +695,10 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
 
 def branch_env(pod: client.V1Pod) -> dict[str, str]:
     """The variables the "kubeflow" engine's script exports in the pod's branch (its index's), with the pod's."""
-    script = pod.spec.containers[0].command[-1].removeprefix(manifests.INSTALL + "\n").replace("exec /bin/sh -c", ":") + "; env -0"
+    script = pod.spec.containers[0].command[-1].removeprefix(podspec.INSTALL + "\n").replace("exec /bin/sh -c", ":") + "; env -0"
     own = {e.name: e.value for e in pod.spec.containers[0].env if e.value is not None}
     exported = subprocess.run(["sh", "-c", script], env={**own, "DISTRAIN_INDEX": pod.metadata.labels[
-        manifests.KUBEFLOW_INDEX], "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True).stdout
+        naming.KUBEFLOW_INDEX], "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True).stdout
     return dict(entry.split("=", 1) for entry in exported.split("\0")[:-1] if "=" in entry)
 
 
@@ -697,7 +709,7 @@ def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, adm
     the Services it makes."""
     example = spec_.load_file(Path(__file__).parent.parent / "examples" / "paddle-ps" / "distrain.yaml")
     spec = spec_.validate({**example, "code": {"git": "https://example.com/team/models.git", "commit": COMMIT}})
-    objects = manifests.render(spec, SETTINGS, "jobset")
+    objects = render.render(spec, SETTINGS, "jobset")
     # the TensorBoard's last
     assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet", "Secret", "Deployment", "Service"]
     dry_run_create(admin, objects[:2])
@@ -709,7 +721,7 @@ def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, adm
     assert {e["PADDLE_GLOO_HTTP_ENDPOINT"] for e in env.values()} == {f"{env['ps-0']['POD_IP']}:2223"}
     assert pservers[0] == f"{env['ps-0']['POD_IP']}:2222"
 
-    objects = manifests.render(spec, SETTINGS, "kubeflow")
+    objects = render.render(spec, SETTINGS, "kubeflow")
     assert [o["kind"] for o in objects] == ["ConfigMap", "PaddleJob", "Secret", "Deployment", "Service"]
     assert {t: r["replicas"] for t, r in objects[1]["spec"]["paddleReplicaSpecs"].items()} == {"Master": 2, "Worker": 2}
     dry_run_create(admin, objects[:2])
@@ -769,7 +781,7 @@ def test_a_snapshot_travels_in_a_secret_that_fetch_code_applies(control_plane, a
     assert clone["spec"]["code"]["snapshot"] == taken and kube.snapshot(clone["name"]) == bundle
     for name in ("snapped", clone["name"]):
         manager.delete(name)
-    wait(lambda: not admin.list_namespaced_secret(NAMESPACE, label_selector=f"{manifests.JOB}=snapped").items,
+    wait(lambda: not admin.list_namespaced_secret(NAMESPACE, label_selector=f"{naming.JOB}=snapped").items,
          "the garbage collector deletes the Secret with its job")
 
     (checkout / "weights.bin").write_bytes(os.urandom(3 << 19))
@@ -777,7 +789,7 @@ def test_a_snapshot_travels_in_a_secret_that_fetch_code_applies(control_plane, a
                                         r"1.0 MiB a Secret holds"):
         manager.submit({**spec, "name": "too-big"})
     assert not kube.exists("too-big") and not admin.list_namespaced_secret(
-        NAMESPACE, label_selector=f"{manifests.JOB}=too-big").items
+        NAMESPACE, label_selector=f"{naming.JOB}=too-big").items
 
 
 @pytest.fixture(scope="module")
@@ -822,7 +834,7 @@ def test_kueue_holds_a_job_in_its_queue_until_there_is_quota(backend, admin, kue
         backend.submit({**queued_spec("lost"), "queue": "elsewhere"})
     assert not backend.exists("lost")
     with pytest.raises(SpecError, match="Kueue queues JobSets and the Training Operator's jobs"):
-        manifests.render(queued_spec("bare"), SETTINGS, "pods")
+        render.render(queued_spec("bare"), SETTINGS, "pods")
 
     backend.submit(queued_spec("first"))
     wait_job(backend, "first", lambda j: j["phase"] == "Running", "Kueue admits the first job", 60)
@@ -835,7 +847,7 @@ def test_kueue_holds_a_job_in_its_queue_until_there_is_quota(backend, admin, kue
     wait_job(backend, "third", lambda j: j["phase"] == "Queued", "a third job waits too")
     stopped = backend.stop("third")  # a queued job stops as any other: its engine's object (and Kueue's) go
     assert (stopped["phase"], [r["phase"] for r in stopped["replicas"]]) == ("Stopped", ["Stopped", "Stopped"])
-    group, version = manifests.KUEUE_API.split("/")
+    group, version = naming.KUEUE_API.split("/")
     custom = client.CustomObjectsApi(admin.api_client)
     wait(lambda: not any(o["name"] == "third" for w in custom.list_namespaced_custom_object(
         group, version, NAMESPACE, "workloads")["items"] for o in w["metadata"].get("ownerReferences", [])),
@@ -860,11 +872,11 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
             with pytest.raises(KubeError, match="kubernetes_engine is 'jobset' but the cluster does not serve "
                                                 "jobset.x-k8s.io/v1alpha2"):
                 wanted.submit(tf_spec("nowhere"))
-            assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+            assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
             with pytest.raises(KubeError, match="kubernetes_engine is 'kubeflow' but the cluster does not serve "
                                                 "kubeflow.org/v1"):
                 KubeBackend(settings(tmp_path / "home", engine="kubeflow"), api).submit(tf_spec("nowhere"))
-            assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+            assert not client.CoreV1Api(api).list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
             kube = KubeBackend(settings(tmp_path / "home"), api)
             assert kube.cluster()["engine"] == {
                 "name": "pods", "reason": "the cluster serves neither JobSet nor Kubeflow's Training Operator: jobs are "
@@ -911,7 +923,7 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
 
                 # a job a JobSet ran, in a cluster that serves JobSets no more: a server's cache and a CLI's reads
                 # show the same job (its engine object is gone), neither fails
-                orphan = manifests.root(tf_spec("orphan"), settings(tmp_path / "home"), "jobset")
+                orphan = render.root(tf_spec("orphan"), settings(tmp_path / "home"), "jobset")
                 orphan["data"]["status.json"] = json.dumps(new_status(tf_spec("orphan")))
                 client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, orphan)
                 read = kube.get("orphan")
@@ -939,13 +951,13 @@ def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(contr
         data["status.json"] = json.dumps({**json.loads(data["status.json"]), "requested": long_ago})
 
     kept = {"policy": {"ttl_after_finished": "1h"}}
-    interrupted = manifests.root(tf_spec("interrupted", workers=1, **kept), settings(tmp_path / "x"), engine)
+    interrupted = render.root(tf_spec("interrupted", workers=1, **kept), settings(tmp_path / "x"), engine)
     interrupted["data"]["status.json"] = json.dumps(new_status(tf_spec("interrupted", workers=1)))
     asked_long_ago(interrupted)
     admin.create_namespaced_config_map(NAMESPACE, interrupted)
     kube.submit(tf_spec("lost", workers=1, **kept))
     try:
-        api_version, resource = manifests.engine_resource(tf_spec("lost", workers=1), engine)
+        api_version, resource = naming.engine_resource(tf_spec("lost", workers=1), engine)
         group, version = api_version.split("/")
         custom.delete_namespaced_custom_object(group, version, NAMESPACE, resource, "lost")  # by hand, mid-run
         wait(lambda: kube._workload_fresh(kube.job_root("lost")) is None, "the engine's object is gone")
@@ -965,7 +977,7 @@ def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(contr
         for name in ("interrupted", "lost"):
             admin.delete_namespaced_config_map(name, NAMESPACE)
         wait(lambda: not admin.list_namespaced_pod(NAMESPACE).items
-             and not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items,
+             and not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items,
              "the test's jobs and pods deleted")
 
 
@@ -1029,11 +1041,11 @@ def test_a_supervised_replica_whose_pod_never_came_is_lost(control_plane, backen
 
     def interrupted(name: str, asked: float, made: tuple = ()) -> None:
         spec = tf_spec(name, workers=1)
-        root = manifests.root(spec, settings(tmp_path / "x", engine="pods"), "pods")
+        root = render.root(spec, settings(tmp_path / "x", engine="pods"), "pods")
         root["data"]["status.json"] = json.dumps({**new_status(spec), "requested": asked})
         owner = admin.api_client.sanitize_for_serialization(admin.create_namespaced_config_map(NAMESPACE, root))
         for role, index in made:
-            admin.create_namespaced_pod(NAMESPACE, manifests.pod(spec, role, index, SETTINGS, owner, run=1))
+            admin.create_namespaced_pod(NAMESPACE, podspec.pod(spec, role, index, SETTINGS, owner, run=1))
 
     missing = now - kube_state.WORKLOAD_GRACE + 3  # asked for so long ago that its pods are missing in 3 s
     interrupted("unmade", missing)
@@ -1048,7 +1060,7 @@ def test_a_supervised_replica_whose_pod_never_came_is_lost(control_plane, backen
         assert ps["finished"] == pytest.approx(missing + kube_state.WORKLOAD_GRACE)
     assert cli.get("just-asked")["phase"] == "Pending"
     cli.restart("unmade")
-    assert {p.metadata.labels[manifests.REPLICA] for p in cli.job_pods_fresh("unmade")} == {"chief-0", "ps-0", "worker-0"}
+    assert {p.metadata.labels[naming.REPLICA] for p in cli.job_pods_fresh("unmade")} == {"chief-0", "ps-0", "worker-0"}
     assert cli.get("unmade")["phase"] != "Failed"
 
 
@@ -1085,7 +1097,7 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     assert refused.status_code == 400
     assert refused.json()["errors"][0]["path"] == "replicas.worker.resources.gpus"
     assert requests.post(f"{api}/jobs?dry_run=true", json=spec, headers=headers).status_code == 200
-    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
 
     created = requests.post(f"{api}/jobs", json=spec, headers=headers)
     assert created.status_code == 201, created.text
@@ -1120,14 +1132,14 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     cli("restart", "via-rest-2")
     wait(lambda: requests.get(f"{api}/jobs/via-rest-2", headers=headers).json()["phase"] == "Running",
          "the restarted clone runs")
-    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=via-rest-2,{manifests.RUN}=2").items
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=via-rest-2,{naming.RUN}=2").items
     assert len(pods) == 3 and {p.spec.containers[0].image for p in pods} == {CONFIGURED_IMAGE}
     assert {v.persistent_volume_claim.claim_name for p in pods for v in p.spec.volumes
             if v.persistent_volume_claim} == {"datasets"}
     cli("delete", "via-rest-2")
     assert requests.delete(f"{api}/jobs/via-rest", headers=headers).status_code == 204
     assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
-    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
 
 
 def test_forbidden_answers_reach_the_user_as_a_clear_error(control_plane, tmp_path):
@@ -1243,7 +1255,7 @@ def test_one_server_offers_both_backends(control_plane, tmp_path, admin):
             assert requests.post(f"{api}/jobs/{name}/stop", headers=headers).json()["phase"] == "Stopped"
             assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
         assert requests.get(f"{api}/jobs", headers=headers).json() == []
-        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=manifests.JOB).items
+        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=naming.JOB).items
         assert_nothing_left(server.root)
     finally:
         server.stop()
@@ -1263,7 +1275,7 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         mount = container.volume_mounts[0]
         mine = f"{storage.OWNERS}/{storage.owner_dir(SETTINGS.owner)}"  # the server's owner is this user
         assert (mount.mount_path, mount.sub_path, mount.read_only) == ("/output", f"{mine}/tb-job", True)
-        selector = f"{manifests.COMPONENT}=tensorboard,{manifests.JOB}=tb-job"
+        selector = f"{naming.COMPONENT}=tensorboard,{naming.JOB}=tb-job"
         pod = wait(lambda: next((p for p in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
                                  if p.status.pod_ip == HOST_IP), None), "the TensorBoard pod runs", 60)
 
@@ -1272,7 +1284,7 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
         tensorboard = control_plane.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            direct = f"http://{HOST_IP}:{manifests.TENSORBOARD_PORT}"  # as any pod of the namespace reaches it
+            direct = f"http://{HOST_IP}:{podspec.TENSORBOARD_PORT}"  # as any pod of the namespace reaches it
             probe = container.readiness_probe.http_get.path
 
             def ready() -> bool:
@@ -1283,7 +1295,7 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             wait(ready, "the TensorBoard is ready", 60)
             assert requests.get(f"{direct}/data/runs").status_code == 403  # no secret: nothing read
             secret = core.read_namespaced_secret("tb-job-tensorboard", NAMESPACE)
-            assert secret.metadata.annotations == {manifests.OWNER: SETTINGS.owner}
+            assert secret.metadata.annotations == {naming.OWNER: SETTINGS.owner}
             assert [o.name for o in secret.metadata.owner_references] == ["tb-job"]
             board = f"{kube_server.url}/distrain/tensorboard/tb-job"
             runs = wait(lambda: (r := requests.get(f"{board}/all/data/runs", headers=headers)).ok and r.json(),
@@ -1313,10 +1325,10 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             tensorboard.wait()
 
         assert requests.delete(f"{api}/jobs/tb-job", headers=headers).status_code == 204
-        wait(lambda: not apps.list_namespaced_deployment(NAMESPACE, label_selector=manifests.JOB).items
-             and not core.list_namespaced_service(NAMESPACE, label_selector=manifests.JOB).items
-             and not core.list_namespaced_secret(NAMESPACE, label_selector=manifests.JOB).items
-             and not core.list_namespaced_pod(NAMESPACE, label_selector=manifests.JOB).items,
+        wait(lambda: not apps.list_namespaced_deployment(NAMESPACE, label_selector=naming.JOB).items
+             and not core.list_namespaced_service(NAMESPACE, label_selector=naming.JOB).items
+             and not core.list_namespaced_secret(NAMESPACE, label_selector=naming.JOB).items
+             and not core.list_namespaced_pod(NAMESPACE, label_selector=naming.JOB).items,
              "the garbage collector deleted the TensorBoard", 60)
 
 
@@ -1327,7 +1339,7 @@ def test_credentials_from_the_form_become_a_secret_that_pods_only_reference(cont
     assert stored.status_code == 204, stored.text
     secret = admin.read_namespaced_secret("git-login", NAMESPACE)
     assert secret.type == "kubernetes.io/basic-auth"
-    assert secret.metadata.labels == {**manifests.MANAGED, manifests.OWNER: manifests.label_value(getpass.getuser())}
+    assert secret.metadata.labels == {**naming.MANAGED, naming.OWNER: naming.label_value(getpass.getuser())}
     assert requests.get(f"{api}/secrets", headers=headers).json() == [{"name": "git-login"}]
 
     spec = {"name": "private-code", "framework": "python", "command": "python train.py",
@@ -1360,9 +1372,9 @@ def test_only_secrets_made_here_for_this_owner_are_read_replaced_or_deleted(cont
     admin.create_namespaced_secret(NAMESPACE, client.V1Secret(
         metadata=client.V1ObjectMeta(name="registry"), type="kubernetes.io/basic-auth",
         string_data={"username": "team", "password": "their-password", "host": "example.com"}))
-    bobs_root = {"metadata": {"name": "bobs-job", "annotations": {manifests.OWNER: "bob"}}}
-    snapshot = manifests.snapshot_secret(chief_spec("bobs-job"), SETTINGS, bobs_root, b"bundle")
-    assert snapshot["metadata"]["annotations"] == {manifests.OWNER: "bob"}
+    bobs_root = {"metadata": {"name": "bobs-job", "annotations": {naming.OWNER: "bob"}}}
+    snapshot = render.snapshot_secret(chief_spec("bobs-job"), SETTINGS, bobs_root, b"bundle")
+    assert snapshot["metadata"]["annotations"] == {naming.OWNER: "bob"}
     admin.create_namespaced_secret(NAMESPACE, {**snapshot, "metadata": {**snapshot["metadata"], "annotations": {}}})
     for suffix, whose in (("snapshot", "jobs' snapshots of changes"), ("tensorboard", "jobs' TensorBoards")):
         taken = requests.put(f"{api}/secrets/future-{suffix}", json={"username": "me", "password": "mine",
@@ -1425,7 +1437,7 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
         for engine in ("pods", "jobset"):
             kube = backend(engine, "restricted")
             kube.submit(tf_spec(f"confined-{engine}", workers=1, tensorboard={"enabled": True}))
-            job = f"{manifests.JOB}=confined-{engine}"
+            job = f"{naming.JOB}=confined-{engine}"
             pods = wait(lambda: [p for p in admin.list_namespaced_pod(namespace, label_selector=job).items
                                  if p.status.phase == "Running"] if len(admin.list_namespaced_pod(
                                      namespace, label_selector=job).items) == 4 else None,
@@ -1434,7 +1446,7 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
                 assert pod.spec.security_context.run_as_user == 1000
                 assert all(c.security_context.capabilities.drop == ["ALL"]
                            for c in [*pod.spec.containers, *(pod.spec.init_containers or [])])
-            kube._create(manifests.log_reader(tf_spec(f"confined-{engine}"), kube.settings,
+            kube._create(render.log_reader(tf_spec(f"confined-{engine}"), kube.settings,
                                               kube.api.sanitize_for_serialization(kube.job_root_fresh(f"confined-{engine}"))))
             kube.delete(f"confined-{engine}")
     finally:
@@ -1486,16 +1498,16 @@ def test_the_admins_rules_hold_and_a_gpu_type_places_replicas_on_its_nodes(contr
             with pytest.raises(SpecError) as refused:
                 jobs.submit(spec("untyped", **worker))
             assert [(e.path, e.message) for e in refused.value.errors] == [(path, says)]
-        assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+        assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
 
         jobs.submit(spec("typed", gpus=1, gpu_type="a100"))
         placed = wait(lambda: (pods := pods_of(admin, "typed")) and len(pods) == 3
                       and all(p.spec.node_name for p in pods) and pods, "the scheduler places the three replicas")
-        nodes = {manifests.replica_of(p.metadata.labels): p.spec.node_name for p in placed}
+        nodes = {naming.replica_of(p.metadata.labels): p.spec.node_name for p in placed}
         assert nodes["worker-0"] == nodes["worker-1"] == "a100-0" and nodes["chief-0"] != "a100-0", nodes
         for pod in placed:
             assert (pod.spec.priority_class_name, pod.spec.priority) == ("training", 1000)
-            typed = pod.metadata.labels[manifests.ROLE] == "worker"
+            typed = pod.metadata.labels[naming.ROLE] == "worker"
             assert pod.spec.node_selector == (a100["node_selector"] if typed else None)
             assert any(t.key == "gpu" and t.value == "a100" for t in pod.spec.tolerations or []) == typed
         jobs.delete("typed")
@@ -1525,7 +1537,7 @@ def test_restart_runs_the_job_again_with_the_edited_spec(control_plane, backend,
     job = wait_job(backend, "again", lambda j: j["phase"] == "Running", "the restarted job runs")
     assert job["run"] == 2 and job["exit_code"] is None
     assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Running"] * 3
-    assert [p.metadata.labels[manifests.RUN] for p in pods_of(admin, "again", "chief-0")] == ["2"]
+    assert [p.metadata.labels[naming.RUN] for p in pods_of(admin, "again", "chief-0")] == ["2"]
     control_plane.write_log(pod_name(admin, "again", "chief-0"), "run 2 step 1")
     wait(lambda: chief_lines(backend, "again") == ["run 2 step 1"], "run 2's log is copied into its own run")
     assert chief_lines(backend, "again", run=1) == ["run 1 step 1"]
@@ -1575,7 +1587,7 @@ def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plan
 # the cache and the work queue
 def configmap(name: str, version: str, status: str = "") -> client.V1ConfigMap:
     return client.V1ConfigMap(metadata=client.V1ObjectMeta(name=name, resource_version=version,
-                                                           labels={**manifests.MANAGED, manifests.JOB: name}),
+                                                           labels={**naming.MANAGED, naming.JOB: name}),
                               data={"status.json": status})
 
 
@@ -1788,14 +1800,14 @@ def test_a_job_gone_while_other_workers_begin_runs_loses_no_run(control_plane, a
     jobs = [f"noted-{i}" for i in range(6)]
     try:
         for name in jobs[:3]:  # roots alone: their JobSets are never made, the controller notes their runs
-            root = manifests.root(tf_spec(name), home, "jobset")
+            root = render.root(tf_spec(name), home, "jobset")
             root["data"]["status.json"] = json.dumps(new_status(tf_spec(name)))
             admin.create_namespaced_config_map(NAMESPACE, root)
         wait(lambda: len(kube.list()) == 3, "the controller sees the jobs")
         time.sleep(1)
         controller.queue.add(SlowlyCompared("deleted-meanwhile"))
         for name in jobs[3:]:
-            root = manifests.root(tf_spec(name), home, "jobset")
+            root = render.root(tf_spec(name), home, "jobset")
             root["data"]["status.json"] = json.dumps(new_status(tf_spec(name)))
             admin.create_namespaced_config_map(NAMESPACE, root)
         wait(lambda: len(kube.list()) == 6, "the controller sees the new jobs")
@@ -1814,12 +1826,12 @@ def test_a_finished_runs_stray_pod_is_deleted(control_plane, backend, admin):
     backend.submit(spec)
     wait_job(backend, "strays", lambda j: j["phase"] == "Running", "the job runs")
     backend.stop("strays")
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=strays").items,
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=strays").items,
          "the stopped job's pods are deleted")
     # a reconcile that lost the status write to the stop replaced a replica as the job stopped
     owner = admin.api_client.sanitize_for_serialization(admin.read_namespaced_config_map("strays", NAMESPACE))
-    admin.create_namespaced_pod(NAMESPACE, manifests.pod(spec, "worker", 0, SETTINGS, owner, restarts=1))
-    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=strays").items,
+    admin.create_namespaced_pod(NAMESPACE, podspec.pod(spec, "worker", 0, SETTINGS, owner, restarts=1))
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=strays").items,
          "the stray pod is deleted")
     assert backend.get("strays")["phase"] == "Stopped"
 
@@ -1895,17 +1907,17 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
                            "sweep": {"parameters": {"lr": {"values": [0.1, 0.2, 0.3]}}, "parallelism": 2}})
     with pytest.raises(SpecError, match="c.Distrain.controller_image"):
         backend.submit(spec)
-    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
     backend.settings.controller_image = "registry.example.com/notebook:1"
     job = backend.submit(spec)
     assert (job["engine"], job["replicas"]) == ("sweep", [])
 
     def trials() -> list[str]:
         return sorted(cm.metadata.name for cm in admin.list_namespaced_config_map(
-            NAMESPACE, label_selector=manifests.JOB).items if cm.metadata.name != "hp")
+            NAMESPACE, label_selector=naming.JOB).items if cm.metadata.name != "hp")
 
     def controller() -> client.V1Pod | None:  # the sweep's, running (its Job makes a new one if it goes)
-        pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.COMPONENT}=sweeper").items
+        pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.COMPONENT}=sweeper").items
         return next((p for p in pods if p.status.phase == "Running" and not p.metadata.deletion_timestamp), None)
 
     wait(lambda: trials() == ["hp-1", "hp-2"], "the sweep's controller launched two trials", 60)
@@ -1953,7 +1965,7 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     assert f"/output/hp/{logdir}" in container.command  # of the owner's, where the sweep's links lead
 
     backend.delete("hp")  # its trials go with it, by the garbage collector
-    wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=manifests.JOB).items
+    wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
          and not admin.list_namespaced_pod(NAMESPACE).items, "the sweep, its trials and their pods are gone", 60)
 
 
@@ -1975,10 +1987,10 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
     outputs = control_plane.dir / "volumes" / "distrain-outputs"
     try:
         ada.submit(job("ada-done", "1s"))
-        cron = batch.read_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+        cron = batch.read_namespaced_cron_job(naming.JANITOR, NAMESPACE)
         assert cron.spec.schedule == "*/5 * * * *" and cron.spec.concurrency_policy == "Forbid"
         pod = cron.spec.job_template.spec.template.spec
-        assert (pod.service_account_name, pod.containers[0].image) == (manifests.JANITOR, "registry.example.com/notebook:1")
+        assert (pod.service_account_name, pod.containers[0].image) == (naming.JANITOR, "registry.example.com/notebook:1")
         bob.submit(job("bob-done", "1s"))
         bob.submit(job("bob-kept", "1h"))
         for name in ("ada-done", "bob-done", "bob-kept"):
@@ -2000,7 +2012,7 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
         said = (control_plane.dir / "logs" / f"{janitor.metadata.name}.log").read_text()
         assert "deleted ada-done of ada" in said and "deleted bob-done of bob" in said and "bob-kept" not in said
         for name in ("ada-done", "bob-done"):
-            wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=f"{manifests.JOB}={name}").items
+            wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=f"{naming.JOB}={name}").items
                  and not pods_of(admin, name), f"{name} and everything it owned are gone")
             assert (outputs / name / "model.bin").read_bytes() == b"weights"
         assert [j["name"] for j in bob.list()] == ["bob-kept"]
@@ -2035,7 +2047,7 @@ def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod
             (outputs / directory / "model.bin").write_bytes(b"weights")
         for name in outputs_of:
             backend.delete(name, purge_output=name != "kept")
-            assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}={name}").items
+            assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}={name}").items
         assert not (outputs / "purged").exists() and not (outputs / "team" / "run-7").exists()
         assert all((directory / "model.bin").exists() for directory in (outputs / "kept", outputs / "team" / "other",
                                                                         outside))

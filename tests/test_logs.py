@@ -10,7 +10,7 @@ import time
 import pytest
 
 from jupyter_distrain import logs
-from jupyter_distrain.backends.kubernetes import render as manifests
+from jupyter_distrain.backends.kubernetes import podspec
 from jupyter_distrain.backends.kubernetes.loglines import from_pods_log, from_volume
 
 
@@ -86,7 +86,7 @@ def test_follow_sees_new_lines_and_stops_when_finished(tmp_path, watched):
 
 def tee(log, *command, **options):
     """The program a Kubernetes replica's container runs its command under, run here."""
-    return subprocess.Popen([sys.executable, "-c", manifests.TEE_PROGRAM, str(log), *command],
+    return subprocess.Popen([sys.executable, "-c", podspec.TEE_PROGRAM, str(log), *command],
                             stdout=subprocess.PIPE, **options)
 
 

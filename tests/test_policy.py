@@ -1,7 +1,7 @@
 """The lifecycle policy, shared by every backend."""
 
 from jupyter_distrain import spec as spec_
-from jupyter_distrain.backends.kubernetes import render as manifests
+from jupyter_distrain.backends.kubernetes import podspec, render
 from jupyter_distrain.config import Distrain
 from jupyter_distrain.policy import Phase, Replica, decide
 
@@ -72,8 +72,8 @@ def test_the_evaluator_finishes_its_last_evaluation_before_the_job_succeeds():
     assert decide(spec, [*workers, Replica("evaluator", 0, F, 1)]).phase == F
 
     settings = Distrain()
-    owner = manifests.root(spec, settings, "jobset")
-    assert manifests.jobset(spec, settings, owner)["spec"]["successPolicy"] == {
+    owner = render.root(spec, settings, "jobset")
+    assert podspec.jobset(spec, settings, owner)["spec"]["successPolicy"] == {
         "operator": "All", "targetReplicatedJobs": ["worker-0", "worker-1", "evaluator-0"]}
-    refusal = manifests.kubeflow_refusal(spec)
+    refusal = podspec.kubeflow_refusal(spec)
     assert refusal is not None and refusal.path == "replicas.evaluator"

@@ -15,11 +15,11 @@ from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
 
+import conftest
 import githost
 import pytest
 import requests
 import yaml
-import conftest
 from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, remove_janitor, write_wheel
 from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
@@ -27,7 +27,7 @@ from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTOR
 from kubernetes import client
 
 from jupyter_distrain import storage
-from jupyter_distrain.backends.kubernetes import render as manifests
+from jupyter_distrain.backends.kubernetes import naming
 from jupyter_distrain.owners import current_owner
 
 # the cluster (its images built once per machine) starts untimed; each test has the suite's 300 s
@@ -350,12 +350,12 @@ def test_tensorflow_trains_across_pods_with_its_requirements_and_its_tensorboard
 
         scalars = wait(lambda: (r := requests.get(f"{api}/jobs/{name}/scalars", headers=server.headers)).ok
                        and r.json()["runs"], "the job's TensorBoard pod serves its scalars", 120)
-        board = f"{manifests.COMPONENT}=tensorboard,{manifests.JOB}={name}"
+        board = f"{naming.COMPONENT}=tensorboard,{naming.JOB}={name}"
         [pod] = admin.list_namespaced_pod(NAMESPACE, label_selector=board).items
         assert pod.spec.containers[0].image == PRODUCT_IMAGE  # which has TensorBoard
         assert [step for step, _ in scalars["chief-0"]] == [50, 100], scalars
 
-        replicas = f"{manifests.JOB}={name},{manifests.ROLE}"
+        replicas = f"{naming.JOB}={name},{naming.ROLE}"
         admin.delete_collection_namespaced_pod(NAMESPACE, label_selector=replicas, grace_period_seconds=0)
         wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=replicas).items, "the pods gone")
         assert cli("logs", name).stdout == logs  # read from the volume by a log reader pod
@@ -482,7 +482,7 @@ def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pod
         assert (sweep["phase"], trials) == ("Succeeded", {f"grid-{n}": "Succeeded" for n in range(1, 5)}), sweep
         said = {cli("logs", name).stdout for name in trials}
         assert said == {f"[worker-0] a={a} b={b}\n" for a in (1, 2) for b in (1, 2)}
-        [controller] = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.COMPONENT}=sweeper").items
+        [controller] = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.COMPONENT}=sweeper").items
         assert (controller.spec.containers[0].image, controller.status.phase) == (PRODUCT_IMAGE, "Succeeded")
     finally:
         cli("delete", "grid")
@@ -497,7 +497,7 @@ def test_the_janitors_pod_deletes_a_job_past_its_time(cli, admin):
     try:
         wait(lambda: (expires := cli.json("get", "brief")["expires"]) and datetime.fromisoformat(expires).timestamp()
              < time.time(), "the job's time is over", 240)
-        cron = batch.read_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+        cron = batch.read_namespaced_cron_job(naming.JANITOR, NAMESPACE)
         batch.create_namespaced_job(NAMESPACE, client.V1Job(  # what the CronJob controller does on its schedule
             metadata=client.V1ObjectMeta(name="janitor-now", labels=cron.spec.job_template.metadata.labels),
             spec=cron.spec.job_template.spec))
@@ -551,7 +551,7 @@ def test_kueue_holds_a_job_over_quota_and_runs_it_once_admitted(cli, admin, kueu
         submit(cli, spec("second", 0))
         job = cli.wait("second", until=lambda j: j["phase"] == "Queued" and j["reason"] != "Queued", timeout=60)
         assert job["reason"] == "Pending" and "insufficient unused quota for cpu" in job["message"], job
-        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{manifests.JOB}=second").items
+        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=second").items
         assert cli.wait("first", timeout=120)["phase"] == "Succeeded"
         assert cli.wait("second", timeout=180)["phase"] == "Succeeded"
     finally:

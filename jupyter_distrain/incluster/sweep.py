@@ -1,5 +1,5 @@
 """A sweep's controller in the cluster: `python -m jupyter_distrain.incluster.sweep SWEEP`, the command
-of the sweep's Job (manifests.sweeper). It runs sweep.Controller with the pod's service account, acting for the
+of the sweep's Job (render.sweeper). It runs sweep.Controller with the pod's service account, acting for the
 sweep's owner, so the sweep goes on whether or not a Jupyter server runs. The sweep's ConfigMap is its record:
 the spec and the server's settings are read from it, the status (progress, end) written to it, and a stop
 requested there stops the running trials. A controller that replaces one that failed takes its trials over."""

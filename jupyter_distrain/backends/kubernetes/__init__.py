@@ -1,11 +1,19 @@
 """The Kubernetes backend: jobs as objects in a namespace, run by an engine in the cluster (see backend.py).
 
-    backend.py    the backend's verbs (submit, get, stop, restart, delete, logs...) and its controller
-    render.py     the objects of a job, per engine, as plain dicts (no I/O)
-    state.py      a job's status from its objects (the engines', the pods')
-    watch.py      the watch-fed cache of the namespace and the work queue of changed jobs
-    loglines.py   the lines of the log files copied from pods/log and the output volume
-    apiclient.py  the API client, each request with its deadline
+    backend.py      KubeBackend: the verbs that change jobs (submit, stop, restart, delete), logs, start/close
+    observe.py      a job as it stands, from its objects (get, list); over
+    reconcile.py    the lifecycle policy applied to jobs on bare pods (engine "pods"); over
+    logcopy.py      pods/log copied into log files, the output volume's lines read back
+    engines.py      which engine runs a job, what the cluster can never run, queues and capacity
+    credentials.py  git credentials as Secrets
+    objects.py      the namespace's objects read (through the cache when watching) and written
+    controller.py   NamespaceController: the cache kept current, the policy applied as objects change
+    watch.py        the watch-fed cache and the work queue of changed jobs
+    state.py        a job's status from its objects (pure)
+    render.py       every object of a job (pure): its ConfigMap, workload and companions (TensorBoard,
+                    sweeper, janitor, log reader, purger); podspec.py the replicas' pods and the engines'
+                    objects; naming.py the labels, names and APIs they share
+    loglines.py     the lines of the log files; apiclient.py the API client, each request with its deadline
 """
 
 from .backend import KubeBackend

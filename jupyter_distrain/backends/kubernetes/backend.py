@@ -6,7 +6,7 @@
   JobSet's conditions, its Jobs and pods give the job's state (`jobset_state`).
 - "kubeflow": the Training Operator's TFJob, PyTorchJob or PaddleJob, enforced in the cluster likewise;
   its conditions and pods give the job's state (`kubeflow_state`); the operator counts no restarts, so
-  this backend records those it sees (`count_restarts`).
+  this backend records those it sees (`record_restarts`).
 - "sweep": a sweep, whose controller runs in the cluster (incluster/sweep.py, in its Job's pod): it launches
   the trials, jobs of their own, and records the sweep's status, which this backend only reads.
 - "pods": bare pods and Services, for clusters with neither engine. This backend supervises them: it
@@ -22,18 +22,16 @@ keeps observing running jobs:
                        Training Operator labels it with); their live state
     Events             the scheduler's, the engine's and the job's own
 
-`NamespaceController` keeps a watch-fed cache of the namespace's jobs, workloads, pods and events (no LIST per
-request), applies the policy to "pods" jobs as they change, and copies logs; without it (the CLI) each
-call reads the cluster (and applies the policy once). Logs are copied from the pods/log API into files
+`NamespaceController` (controller.py) keeps a watch-fed cache of the namespace's jobs, workloads, pods and
+events (no LIST per request), applies the policy to "pods" jobs as they change, and copies logs; without it (the
+CLI) each call reads the cluster (and applies the policy once). Logs are copied from the pods/log API into files
 under the storage root as they are written, so they remain readable after the pods are gone:
 <root>/kubernetes/<namespace>/<job>/logs/<run>/<replica>.log, each pod's into the directory of the run its
 label names. Each pod also writes its lines to the job's output volume; a run this process did not watch
 from its start may have lines only there (pods gone while no server ran), so those are merged in first,
 through a short-lived reader pod, and a run's directory is marked complete once it holds every line.
 
-Beside it: render.py renders the objects per engine, kube_state.py reads a job's state from them,
-kube_watch.py watches the namespace, kube_logs.py appends pods/log lines to the log files, kube_client.py
-gives every request to the API server its deadline.
+This module holds the verbs that change jobs; the package's __init__ lists the parts they stand on.
 """
 
 from __future__ import annotations
@@ -45,14 +43,13 @@ import logging
 import shutil
 import ssl
 import time
-from collections import Counter
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ... import logs, storage
+from ... import logs, reasons
 from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
@@ -61,30 +58,19 @@ from ...policy import (
     Event,
     run_ended,
 )
-from ...records import ClusterTensorBoard, EventRecord, JobRecord, JobSummary, summary
-from ...spec import expires
-from . import render
+from ...records import ClusterTensorBoard, JobRecord
+from . import naming, podspec, render
 from .controller import NamespaceController
 from .credentials import CredentialStore
-from .engines import SUPERVISED, EngineChoice
 from .logcopy import READER_TIMEOUT
-from .loglines import read_provenance
+from .naming import SWEEP
 from .objects import owner_of
-from .reconcile import PodSupervisor
-from .render import SWEEP
+from .observe import JobObserver
 from .state import (
     current_run,
     engine_of,
-    event_time,
-    event_view,
-    jobset_state,
-    kubeflow_state,
     new_status,
     newest,
-    queued,
-    replica_key,
-    replica_state,
-    seconds,
     stopped_status,
     why_not_running,
 )
@@ -93,8 +79,8 @@ from .watch import KubeError, api_error
 if TYPE_CHECKING:
     from ...config import Distrain
 
-class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
-    default_host_paths: tuple[str, ...] | None = render.HOST_PATHS_BY_DEFAULT
+class KubeBackend(JobObserver, CredentialStore):
+    default_host_paths: tuple[str, ...] | None = podspec.HOST_PATHS_BY_DEFAULT
     controller: NamespaceController | None = None  # while started
 
     @classmethod
@@ -116,9 +102,9 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
         """The job's one TensorBoard (a replica is one of its runs)."""
         if not spec["tensorboard"]["enabled"]:
             raise DistrainError(f"job {spec['name']} runs no TensorBoard: its tensorboard.enabled is false")
-        service, port = render.tensorboard_name(spec["name"]), render.TENSORBOARD_PORT
+        service, port = naming.tensorboard_name(spec["name"]), podspec.TENSORBOARD_PORT
         try:
-            secret = self.core.read_namespaced_secret(service, self.ns).data[render.BOARD_KEY]
+            secret = self.core.read_namespaced_secret(service, self.ns).data[naming.BOARD_KEY]
             board = {SECRET_HEADER: base64.b64decode(secret).decode()}
         except ApiException as e:
             if e.status != 404:
@@ -143,14 +129,6 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
             context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         return context
 
-    def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
-        """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
-        it is queued Kueue's Workload: see kube_state.jobset_state and kubeflow_state."""
-        workload = self._workload(root)
-        admission = self._admission(root.metadata.name) if queued(workload, None) else None  # why it waits
-        if engine_of(root) == "jobset":
-            return jobset_state(root, workload, self._jobs(root.metadata.name), pods, admission)
-        return kubeflow_state(root, workload, pods, admission)
 
     def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
         with self.changing(spec["name"]):
@@ -159,23 +137,23 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
     def _submit(self, spec: dict, snapshot: bytes | None) -> JobRecord:
         engine, why = self.engine(spec)
         self.check(spec, engine=engine)
-        owner = render.root(spec, self.settings, engine, self.resume_source(spec))
-        owner["data"]["status.json"] = json.dumps(new_status(spec))
+        root_dict = render.root(spec, self.settings, engine, self.resume_source(spec))
+        root_dict["data"]["status.json"] = json.dumps(new_status(spec))
         if "trial_of" in spec:  # deleting the sweep deletes it, whatever its controller was doing then
             parent = self.api.sanitize_for_serialization(self.job_root_fresh(spec["trial_of"]))
-            owner["metadata"]["ownerReferences"] = [render.owned_by(parent)]
+            root_dict["metadata"]["ownerReferences"] = [naming.owned_by(parent)]
         self._mark_holding_outputs(spec)
-        owner = self._create(owner)
+        root_dict = self._create(root_dict)
         try:
             if snapshot is not None:
-                self._create(render.snapshot_secret(spec, self.settings, owner, snapshot))
-            self._start(spec, owner, engine)
-            for obj in render.tensorboard(spec, self.settings, owner):
+                self._create(render.snapshot_secret(spec, self.settings, root_dict, snapshot))
+            self._start(spec, root_dict, engine)
+            for obj in render.tensorboard(spec, self.settings, root_dict):
                 self._create(obj)
         except DistrainError:
             self._delete_root(spec["name"])
             raise
-        self.record(spec["name"], Event("Submitted", f"job accepted; engine {engine}: {why}"))
+        self.record(spec["name"], Event(reasons.SUBMITTED, f"job accepted; engine {engine}: {why}"))
         self._make_janitor(spec)
         return self.get(spec["name"])
 
@@ -192,46 +170,16 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
                 self._create(obj, exists_ok=True)
             self.janitor_made = True
         except DistrainError as e:
-            self.record(spec["name"], Event("NoJanitor", "the cluster cannot delete this job when its time to be "
-                                                         f"kept is over, only a Jupyter server can: {e}", type="Warning"))
+            self.record(spec["name"], Event(reasons.NO_JANITOR, "the cluster cannot delete this job when its time "
+                                            f"to be kept is over, only a Jupyter server can: {e}", type="Warning"))
 
-    def _start(self, spec: dict, owner: dict, engine: str, run: int = 1) -> None:
-        for obj in render.workload(spec, self.settings, owner, engine, run):
+    def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1) -> None:
+        for obj in render.workload(spec, self.settings, root_dict, engine, run):
             self._create(obj)
 
-    def get(self, name: str, events: int = 20) -> JobRecord:
-        job = self._current(self.job_root(name))
-        if events:
-            names = [r["name"] for r in job["replicas"]]
-            # not those of an earlier job of the same name, which Kubernetes keeps for an hour
-            own = [e for e in self._events(name, names) if (event_time(e) or 0) >= int(job["created"])]
-            job["events"] = [cast(EventRecord, event_view(e, name, names))
-                             for e in sorted(own, key=lambda e: event_time(e) or 0)][-events:]
-        return job
 
-    def _current(self, root: client.V1ConfigMap) -> JobRecord:
-        """The job of `root` as it stands: observed from its engine, or from its pods on "pods" (reconciled
-        here unless this process's controller does)."""
-        if engine_of(root) == SWEEP:  # as its controller records it
-            return self._view(root, {})
-        pods = self.job_pods(root.metadata.name)
-        if engine_of(root) == "pods":
-            return self._view(*self.reconcile(root, newest(pods))) if not self.cache else self._view(root, newest(pods))
-        if json.loads(root.data["status.json"])["phase"] in FINISHED:  # recorded as it ended: nothing to observe
-            return self._view(root, newest(pods))
-        return self._view(root, newest(pods), self._observe(root, pods))
 
-    def list(self) -> list[JobSummary]:
-        return [self._summary(root) for root in self._roots()]
 
-    def _summary(self, root: client.V1ConfigMap) -> JobSummary:
-        """The job as the list shows it: a finished one (most of a long list) straight from its recorded
-        status."""
-        status = json.loads(root.data["status.json"])
-        if status["phase"] not in FINISHED:
-            return summary(self._current(root))
-        return cast(JobSummary, {**self._state(root, json.loads(root.data["spec.json"]), status, status.get("run", 1)),
-                                 "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values()))})
 
     def stop(self, name: str) -> JobRecord:
         """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
@@ -251,7 +199,7 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
                 if observed["phase"] in FINISHED:
                     self._end_workload(root)
                     return self.get(name)
-                status = stopped_status(observed)
+                status = stopped_status(observed, time.time())
             status["stop_requested"] = True
             if self._write_status(root, status):
                 break
@@ -261,7 +209,7 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
         if engine_of(root) == SWEEP:
             self._wait_ended(name)
         elif engine_of(root) != "pods":
-            self.record(name, Event("Stopped", "stopped by request", type="Warning"))
+            self.record(name, Event(reasons.STOPPED, "stopped by request", type="Warning"))
             self._end_workload(root)
         else:
             self.reconcile(self.job_root_fresh(name), newest(self.job_pods_fresh(name)))
@@ -310,12 +258,12 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
     def snapshot(self, name: str) -> bytes | None:
         self.job_root(name)  # JobNotFound for another owner's
         try:
-            secret = self.core.read_namespaced_secret(render.snapshot_name(name), self.ns)
+            secret = self.core.read_namespaced_secret(naming.snapshot_name(name), self.ns)
         except ApiException as e:
             if e.status == 404:
                 return None
             raise api_error(e, f"read the snapshot of {name}") from None
-        return base64.b64decode(secret.data[render.SNAPSHOT_KEY])
+        return base64.b64decode(secret.data[podspec.SNAPSHOT_KEY])
 
     def _restart(self, name: str, spec: dict | None, snapshot: bytes | None) -> JobRecord:
         root = self.job_root_fresh(name)
@@ -331,28 +279,28 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
         status = new_status(spec)
         status["run"] = current_run(root) + 1
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
-                          "cluster.json": json.dumps(render.addresses(spec, self.ns, engine), sort_keys=True)})
-        root.data.pop(render.RESUME, None)
+                          "cluster.json": json.dumps(podspec.addresses(spec, self.ns, engine), sort_keys=True)})
+        root.data.pop(naming.RESUME, None)
         if resume := self.resume_source(spec, owner_of(root)):
-            root.data[render.RESUME] = json.dumps(resume, sort_keys=True)
+            root.data[naming.RESUME] = json.dumps(resume, sort_keys=True)
         with self._writing("configmaps", name) as write:
             root = self._call(lambda: self.core.replace_namespaced_config_map(name, self.ns, root), f"restart {name}")
             write.put(root)
-        owner = self.api.sanitize_for_serialization(root)
+        root_dict = self.api.sanitize_for_serialization(root)
         if snapshot is not None or "snapshot" not in spec.get("code", {}):  # edited: its own snapshot, or none
-            self._delete("Secret", render.snapshot_name(name))
+            self._delete("Secret", naming.snapshot_name(name))
         if snapshot is not None:
-            self._create(render.snapshot_secret(spec, self.settings, owner, snapshot))
-        self._start(spec, owner, engine, status["run"])
+            self._create(render.snapshot_secret(spec, self.settings, root_dict, snapshot))
+        self._start(spec, root_dict, engine, status["run"])
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
-            self._replace_tensorboard(spec, owner)
-        self.record(name, Event("Restarted", "job restarted"))
+            self._replace_tensorboard(spec, root_dict)
+        self.record(name, Event(reasons.RESTARTED, "job restarted"))
         return self.get(name)
 
-    def _replace_tensorboard(self, spec: dict, owner: dict) -> None:
+    def _replace_tensorboard(self, spec: dict, root_dict: dict) -> None:
         for kind in ("Deployment", "Service"):
-            self._delete(kind, render.tensorboard_name(spec["name"]))
-        for obj in render.tensorboard(spec, self.settings, owner):
+            self._delete(kind, naming.tensorboard_name(spec["name"]))
+        for obj in render.tensorboard(spec, self.settings, root_dict):
             self._create(obj, exists_ok=obj["kind"] == "Secret")  # its secret stays the job's
 
     def _wait_gone(self, name: str, timeout: float = 60) -> None:
@@ -402,39 +350,7 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
                 return  # deleted by another: the watch brings (or brought) its deletion
             write.forget()
 
-    def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod], status: dict | None = None) -> JobRecord:
-        """The job as every backend reports it (see manager.public): its status as recorded in `root`, or
-        `status` (the JobSet engine's), with each unfinished replica's state from its pod in `pods`."""
-        spec = json.loads(root.data["spec.json"])
-        stored = json.loads(root.data["status.json"])
-        status = stored if stored["phase"] in FINISHED or status is None else status
-        settled = status["phase"] in FINISHED or status is not stored  # the replicas' states are final or observed
-        cluster = json.loads(root.data["cluster.json"])
-        rows, digests = [], set[str]()
-        for name, recorded in status["replicas"].items():
-            role, index = replica_key(name)
-            live = recorded if settled else replica_state(recorded, pods.get(name))
-            rows.append({"name": name, "role": role, "idx": index, "pid": None, "address": cluster[role][index],
-                         **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
-                         "message": live.get("message", ""), "node": live.get("node")})
-            digests.update(filter(None, [live.get("image_id")]))
-        run = current_run(root)
-        return cast(JobRecord, {
-            **self._state(root, spec, status, run),
-            "output_dir": output_location(spec, self.settings, owner_of(root)),
-            "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
-            "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
-            "environment": {"image": render.image(spec, self.settings), "image_digests": sorted(digests),
-                            **read_provenance(self._log_dir(root.metadata.name, run))},
-        })
 
-    def _state(self, root: client.V1ConfigMap, spec: dict, status: dict, run: int) -> dict:
-        """The job's own fields (JobState), from its ConfigMap, its spec and a status."""
-        return {"name": root.metadata.name, "backend": self.name,
-                "owner": owner_of(root), "run": run,
-                "created": seconds(root.metadata.creation_timestamp),
-                "expires": expires(spec["policy"].get("ttl_after_finished"), status["finished"]),
-                **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")}}
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
              follow: bool = False, finished: Callable[[], bool] | None = None,
@@ -465,11 +381,3 @@ class KubeBackend(PodSupervisor, EngineChoice, CredentialStore):
         """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""
         return [{"replica": r["name"], "phase": r["phase"], "cpu_percent": None, "memory_bytes": None,
                  "gpu_memory_mib": None, "gpu_utilization": None} for r in self.get(name, events=0)["replicas"]]
-
-
-def output_location(spec: dict, settings: Distrain, owner: str) -> str:
-    """Where a job of `owner` keeps its output: a host path, or pvc://<claim>/<its directory>."""
-    source = render.output_source(spec, settings)
-    if "host_path" in source:
-        return source["host_path"]
-    return f"pvc://{source['volume']}/{storage.output_path(spec, owner)}"

@@ -15,7 +15,7 @@ from ...errors import JobNotFound
 from ...policy import (
     FINISHED,
 )
-from .render import SWEEP, replica_of
+from .naming import SWEEP, replica_of
 from .state import (
     WORKLOAD_GRACE,
     current_run,
@@ -28,7 +28,7 @@ from .state import (
 from .watch import WATCH_TIMEOUT, Cache, WorkQueue, listers
 
 if TYPE_CHECKING:
-    from .backend import KubeBackend
+    from .observe import JobObserver
 
 
 class NamespaceController:
@@ -38,7 +38,7 @@ class NamespaceController:
 
     WORKERS = 4
 
-    def __init__(self, backend: KubeBackend, log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
+    def __init__(self, backend: JobObserver, log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
         self.backend, self.log = backend, log
         self.queue = WorkQueue()
         self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
@@ -72,7 +72,7 @@ class NamespaceController:
                         self._remind(name)
                     else:  # the engine applies the policy; copy what ended pods logged
                         if engine_of(root) == "kubeflow":
-                            self.backend.count_restarts(root, pods)
+                            self.backend.record_restarts(root, pods)
                         self.backend.copy_logs(name, pods, ended=True)
                     self._follow(name, pods)
                     self._mark_complete(root, pods)
@@ -108,7 +108,7 @@ class NamespaceController:
         if status["phase"] in FINISHED:
             return
         spec, now = json.loads(root.data["spec.json"]), time.time()
-        times = [deadline_left(spec, status["started"]),
+        times = [deadline_left(spec, status["started"], now),
                  *(asked + WORKLOAD_GRACE - now for asked in unmade(status, newest(self.backend.job_pods(name))).values())]
         left = min((t for t in times if t is not None), default=None)
         if previous := self.reminders.pop(name, None):

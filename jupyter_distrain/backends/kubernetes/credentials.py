@@ -9,9 +9,9 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ...errors import FieldError, SpecError
-from . import render
+from . import naming
+from .naming import JOB, MANAGED, OWNER
 from .objects import NamespaceObjects
-from .render import JOB, MANAGED, OWNER
 from .watch import SELECTOR, api_error
 
 
@@ -46,7 +46,7 @@ class CredentialStore(NamespaceObjects):
         """Create the Secret, or replace one this extension made for this owner; any other Secret of that name
         is left alone and the name refused."""
         metadata = client.V1ObjectMeta(name=secret, namespace=self.ns,
-                                       labels={**MANAGED, OWNER: render.label_value(self.owner)},
+                                       labels={**MANAGED, OWNER: naming.label_value(self.owner)},
                                        annotations={OWNER: self.owner})
         body = client.V1Secret(metadata=metadata, type="kubernetes.io/basic-auth",
                                string_data={"username": username, "password": password, "host": host})

@@ -15,9 +15,9 @@ from ... import storage, sweep
 from ...errors import FieldError, JobNotFound, SpecError
 from ...spec import gpu_type, gpus, replica_name, replicas
 from ...sweep import is_sweep
-from . import render
+from . import naming, podspec, render
+from .naming import SWEEP
 from .objects import NamespaceObjects, owner_of
-from .render import SWEEP
 from .state import (
     GPU,
     node_gpus,
@@ -35,19 +35,19 @@ class EngineChoice(NamespaceObjects):
         workloads), each with its API version."""
         groups = self._call(lambda: client.ApisApi(self.api).get_api_versions().groups, "list the cluster's APIs")
         served = {f"{g.name}/{v.version}" for g in groups for v in g.versions}
-        out = {"jobsets": render.JOBSET_API} if render.JOBSET_API in served else {}
-        if render.KUBEFLOW_API in served:
-            group, version = render.KUBEFLOW_API.split("/")
-            kinds = {k.plural for k in render.KUBEFLOW.values()}
+        out = {"jobsets": naming.JOBSET_API} if naming.JOBSET_API in served else {}
+        if naming.KUBEFLOW_API in served:
+            group, version = naming.KUBEFLOW_API.split("/")
+            kinds = {k.plural for k in naming.KUBEFLOW.values()}
             try:
                 resources = self.custom.get_api_resources(group, version).resources
             except ApiException as e:  # a CRD just installed: the group is listed before it serves
                 if e.status != 404:
                     raise api_error(e, "list Kubeflow's resources") from None
                 resources = []
-            out.update({r.name: render.KUBEFLOW_API for r in resources if r.name in kinds})
-        if render.KUEUE_API in served:
-            out["workloads"] = render.KUEUE_API
+            out.update({r.name: naming.KUBEFLOW_API for r in resources if r.name in kinds})
+        if naming.KUEUE_API in served:
+            out["workloads"] = naming.KUEUE_API
         return out
 
     def engine(self, spec: dict | None = None) -> tuple[str, str]:
@@ -65,7 +65,7 @@ class EngineChoice(NamespaceObjects):
         if wanted == "jobset":
             raise KubeError("c.Distrain.kubernetes_engine is 'jobset' but the cluster does not serve "
                             "jobset.x-k8s.io/v1alpha2: an admin installs JobSet (see the README), or choose 'auto'")
-        kinds = sorted({k.kind for k in render.KUBEFLOW.values() if k.plural in served})
+        kinds = sorted({k.kind for k in naming.KUBEFLOW.values() if k.plural in served})
         if not kinds:
             if wanted == "kubeflow":
                 raise KubeError("c.Distrain.kubernetes_engine is 'kubeflow' but the cluster does not serve "
@@ -74,13 +74,13 @@ class EngineChoice(NamespaceObjects):
         why = (f"the cluster serves Kubeflow's Training Operator ({', '.join(kinds)}): it enforces each job's "
                "lifecycle in the cluster")
         framework = (spec or {}).get("framework", "python")
-        kind = render.KUBEFLOW.get(framework)
+        kind = naming.KUBEFLOW.get(framework)
         if spec and kind and kind.kind not in kinds:
             missing = f"the cluster's Training Operator serves no {kind.kind}"
             if wanted == "kubeflow":
                 raise KubeError(f"c.Distrain.kubernetes_engine is 'kubeflow' but {missing}")
             return "pods", f"{missing}: this job is {SUPERVISED}"
-        refusal = render.kubeflow_refusal(spec) if spec and wanted == "auto" else None
+        refusal = podspec.kubeflow_refusal(spec) if spec and wanted == "auto" else None
         if refusal:
             return "pods", f"the Training Operator cannot run this job ({refusal.message.split('; ')[0]}): it is {SUPERVISED}"
         if not spec and wanted == "auto":
@@ -89,7 +89,7 @@ class EngineChoice(NamespaceObjects):
 
     def queues(self) -> builtins.list[str] | None:
         """The namespace's Kueue LocalQueues, which a job's `queue` names; None without Kueue."""
-        group, version = render.KUEUE_API.split("/")
+        group, version = naming.KUEUE_API.split("/")
         try:
             found = self.custom.list_namespaced_custom_object(group, version, self.ns, "localqueues")["items"]
         except ApiException as e:
@@ -107,17 +107,17 @@ class EngineChoice(NamespaceObjects):
             self._check_sweep(spec)  # its last trial checked as a job covers every field the sweep passes on
         elif errors := self._refusals(spec, engine):
             raise SpecError(errors)
-        owner = render.root(spec, self.settings, engine, self.resume_source(spec))
-        objects = render.workload(spec, self.settings, owner, engine)
+        root_dict = render.root(spec, self.settings, engine, self.resume_source(spec))
+        objects = render.workload(spec, self.settings, root_dict, engine)
         if new_job:  # a restart: the root and the TensorBoard exist
-            objects = [owner, *objects, *render.tensorboard(spec, self.settings, owner)]
+            objects = [root_dict, *objects, *render.tensorboard(spec, self.settings, root_dict)]
         for obj in objects:
             if obj["kind"] != "RoleBinding":  # its Role (checked: this identity may grant it) is not made yet
                 self._create(obj, dry_run=True)
 
     def _refusals(self, spec: dict, engine: str) -> builtins.list[FieldError]:
         """What the cluster can never run of the job on `engine`: its code, GPUs, name, queue and volumes."""
-        errors = render.refusals(spec, engine)
+        errors = podspec.refusals(spec, engine)
         if "path" in spec.get("code", {}):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         if error := snapshot_.too_large(spec, render.SNAPSHOT_LIMIT, "a Secret holds"):
@@ -129,7 +129,7 @@ class EngineChoice(NamespaceObjects):
             if len(spec["name"]) > limit:
                 errors.append(FieldError("name", f"at most {limit} characters for this job on JobSet: its pods' names "
                                                  f"(<name>-<replica>-0-0-<5 characters>) must fit in 63"))
-        if "queue" in spec and engine != "pods":  # on pods, render.refusals says why not
+        if "queue" in spec and engine != "pods":  # on pods, podspec.refusals says why not
             queues = self.queues()
             if queues is None:
                 errors.append(FieldError("queue", "the cluster has no Kueue (kueue.x-k8s.io): an admin installs it "
@@ -139,14 +139,14 @@ class EngineChoice(NamespaceObjects):
                                                   f"{', '.join(queues) or 'none'}"))
         claims = {c.metadata.name: c for c in self._call(
             lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
-        for field_, source in (("data", spec.get("data")), ("output", render.output_source(spec, self.settings))):
+        for field_, source in (("data", spec.get("data")), ("output", podspec.output_source(spec, self.settings))):
             if source and "volume" in source and source["volume"] not in claims:
                 errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
         data = spec.get("data", {})
         if data.get("volume") in claims:
             holds_others = data["volume"] == self.settings.output_claim or \
-                (claims[data["volume"]].metadata.labels or {}).get(render.HOLDS_OUTPUTS) == "true"
+                (claims[data["volume"]].metadata.labels or {}).get(naming.HOLDS_OUTPUTS) == "true"
             parts = PurePosixPath(data.get("path", "")).parts
             if problem := storage.reading_problem(parts, self.owner, self.settings.read_others_outputs, holds_others):
                 errors.append(FieldError(storage.source_field("data", data),
@@ -166,7 +166,7 @@ class EngineChoice(NamespaceObjects):
         except JobNotFound:
             return {"volume": self.settings.output_claim, "path": "/".join((*storage.area(owner), name))}
         earlier_spec = json.loads(earlier.data["spec.json"])
-        source = render.output_source(earlier_spec, self.settings)
+        source = podspec.output_source(earlier_spec, self.settings)
         if "host_path" in source:
             raise SpecError([FieldError("resume_from", f"job {name!r} wrote its output to the host path "
                                                        f"{source['host_path']}, which only its nodes have; "
@@ -176,10 +176,10 @@ class EngineChoice(NamespaceObjects):
     def _mark_holding_outputs(self, spec: dict) -> None:
         """Label the claim the job writes its output to as one holding owners' outputs (HOLDS_OUTPUTS), for
         every later job that reads it as data: its owners/ directory is no one's to read whole."""
-        source = render.output_source(spec, self.settings)
+        source = podspec.output_source(spec, self.settings)
         if "volume" in source:
             self._call(lambda: self.core.patch_namespaced_persistent_volume_claim(
-                source["volume"], self.ns, {"metadata": {"labels": {render.HOLDS_OUTPUTS: "true"}}}),
+                source["volume"], self.ns, {"metadata": {"labels": {naming.HOLDS_OUTPUTS: "true"}}}),
                 f"label volume {source['volume']}")
 
     def _gpu_refusals(self, spec: dict) -> builtins.list[FieldError]:
@@ -194,7 +194,7 @@ class EngineChoice(NamespaceObjects):
         errors = []
         for role in spec["replicas"]:
             kind = gpu_type(spec, role)
-            selector = render.gpu_nodes(spec, role, self.settings).get("node_selector", {})
+            selector = podspec.gpu_nodes(spec, role, self.settings).get("node_selector", {})
             largest = {n.metadata.name: node_gpus(n) for n in nodes
                        if selector.items() <= (n.metadata.labels or {}).items()}
             most = max(largest.values(), default=0)

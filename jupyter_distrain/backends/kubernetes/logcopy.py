@@ -13,15 +13,15 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from urllib3.exceptions import HTTPError
 
-from ... import logs
+from ... import logs, reasons
 from ...errors import DistrainError
 from ...policy import (
     Event,
 )
 from . import render
 from .loglines import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
+from .naming import RUN, replica_of
 from .objects import NamespaceObjects
-from .render import RUN, replica_of
 from .state import (
     created,
     current_run,
@@ -121,8 +121,8 @@ class LogCopier(NamespaceObjects):
             self._read_volume_logs(name, run)
             return True
         except (DistrainError, ApiException, HTTPError, OSError, ValueError) as e:
-            self.record(name, Event("LogsNotRead", "the lines the replicas wrote to the output volume could not "
-                                                   f"be read: {e}", type="Warning"))
+            self.record(name, Event(reasons.LOGS_NOT_READ, "the lines the replicas wrote to the output volume "
+                                    f"could not be read: {e}", type="Warning"))
             return False
 
     def _read_volume_logs(self, name: str, run: int) -> None:

@@ -22,9 +22,9 @@ from ...policy import (
     FINISHED,
     Event,
 )
-from . import render
+from . import naming
 from .apiclient import in_cluster, load_client, with_deadlines
-from .render import JOB, OWNER, ROLE, SWEEP, object_name, replica_of
+from .naming import JOB, OWNER, ROLE, SWEEP, object_name, replica_of
 from .state import (
     current_run,
     engine_of,
@@ -44,7 +44,7 @@ OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service
                "RoleBinding": ("rbac", "role_binding"), "Job": ("batch", "job"), "CronJob": ("batch", "cron_job")}
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
-          **{k.kind: k.plural for k in render.KUBEFLOW.values()}}
+          **{k.kind: k.plural for k in naming.KUBEFLOW.values()}}
 
 class NamespaceObjects:
     """The jobs' objects in one namespace, for one owner (see `visible`)."""
@@ -145,7 +145,7 @@ class NamespaceObjects:
     @staticmethod
     def _engine_api(root: client.V1ConfigMap) -> tuple[str, str, str]:
         """(group, version, resource) of the object that runs the job on its engine (a JobSet, a TFJob...)."""
-        api_version, resource = render.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
+        api_version, resource = naming.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
         group, version = api_version.split("/")
         return group, version, resource
 
@@ -170,14 +170,14 @@ class NamespaceObjects:
         (the view may wait a little longer for the objects that explain the end)."""
         if json.loads(root.data["status.json"])["phase"] in FINISHED:
             return True
-        return engine_of(root) not in ("pods", SWEEP) and run_end(root, self._workload(root)) is not None
+        return engine_of(root) not in ("pods", SWEEP) and run_end(root, self._workload(root), time.time()) is not None
 
     def _admission(self, name: str) -> dict | None:
         """Kueue's Workload for the job (owned by the job's JobSet or TFJob..., named as the job)."""
         if self.cache:
             workloads = self.cache.items("workloads") if self.cache.holds("workloads") else []
         else:
-            group, version = render.KUEUE_API.split("/")
+            group, version = naming.KUEUE_API.split("/")
             workloads = self._call(lambda: self.custom.list_namespaced_custom_object(
                 group, version, self.ns, "workloads")["items"], "list Kueue's workloads")
         return next((w for w in workloads if any(o["name"] == name for o in w["metadata"].get("ownerReferences", []))),
@@ -215,7 +215,7 @@ class NamespaceObjects:
         options = {"dry_run": "All"} if dry_run else {}
         with self._writing(None if dry_run else CACHED.get(kind), name) as write:
             try:
-                if obj["apiVersion"] in (render.JOBSET_API, render.KUBEFLOW_API):
+                if obj["apiVersion"] in (naming.JOBSET_API, naming.KUBEFLOW_API):
                     group, version = obj["apiVersion"].split("/")
                     made = Resource(self.custom.create_namespaced_custom_object(
                         group, version, self.ns, kind.lower() + "s", obj, **options))

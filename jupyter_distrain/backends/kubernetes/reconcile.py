@@ -8,6 +8,7 @@ import time
 
 from kubernetes import client
 
+from ... import reasons
 from ...policy import (
     FINISHED,
     STOP_REQUESTED,
@@ -19,9 +20,9 @@ from ...policy import (
     restart_event,
 )
 from ...spec import replica_name, replicas
-from . import render
+from . import podspec
 from .logcopy import LogCopier
-from .render import RUN, object_name
+from .naming import RUN, object_name
 from .state import (
     WORKLOAD_GRACE,
     count_restarts,
@@ -60,25 +61,27 @@ class PodSupervisor(LogCopier):
         if status["phase"] in FINISHED:
             self._delete_strays(spec["name"], current_run(root), pods)
             return root, pods
-        states = {name: replica_state(status["replicas"][name], pods.get(name)) for name in status["replicas"]}
+        now = time.time()
+        states = {name: replica_state(status["replicas"][name], pods.get(name), now) for name in status["replicas"]}
         for name, asked in unmade(status, pods).items():
-            if time.time() > asked + WORKLOAD_GRACE:
+            if now > asked + WORKLOAD_GRACE:
                 missing_pod(states[name], asked)
         self.copy_logs(spec["name"], list(pods.values()), ended=True)
         before = json.dumps(status, sort_keys=True)
         status["replicas"] = states
         policy = policy_replicas(states)
         if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
-            status["started"] = time.time()
+            status["started"] = now
         decision = (STOP_REQUESTED if status["stop_requested"] else
-                    deadline_exceeded(spec) if deadline_left(spec, status["started"]) == 0 else decide(spec, policy))
+                    deadline_exceeded(spec) if deadline_left(spec, status["started"], now) == 0 else
+                    decide(spec, policy))
         announced = []  # recorded once the status is: a reconcile that loses the write announces nothing
         for replica in policy:
             if replica.name in decision.restart:
                 self._restart_replica(spec, root, replica, states[replica.name], pods.get(replica.name))
                 announced.append(restart_event(replica))
         if decision.phase in FINISHED:
-            end = ending(decision, policy, time.time())
+            end = ending(decision, policy, now)
             self._finish(spec, status, pods, end)
             announced.append(end.event)
         else:
@@ -91,11 +94,11 @@ class PodSupervisor(LogCopier):
         return root, pods if decision.phase not in FINISHED else {}
 
     def _restart_replica(self, spec: dict, root, replica: Replica, state: dict, pod) -> None:
-        state.update(phase=str(Phase.PENDING), reason="Restarting", restarts=state["restarts"] + 1, exit_code=None,
-                     requested=time.time())
+        state.update(phase=str(Phase.PENDING), reason=reasons.RESTARTING, restarts=state["restarts"] + 1,
+                     exit_code=None, requested=time.time())
         if pod is not None:
             self._delete_pod(pod, wait=True)
-        self._create(render.pod(spec, replica.role, replica.index, self.settings,
+        self._create(podspec.pod(spec, replica.role, replica.index, self.settings,
                                    self.api.sanitize_for_serialization(root), state["restarts"], current_run(root)),
                      exists_ok=True)
 
@@ -115,8 +118,8 @@ class PodSupervisor(LogCopier):
         for role, index in replicas(spec):
             self._delete("Service", object_name(spec["name"], replica_name(role, index)))
 
-    def count_restarts(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> None:
-        """Record the replicas' restarts on the kubeflow engine (see kube_state.count_restarts): the operator
+    def record_restarts(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> None:
+        """Record the replicas' restarts on the kubeflow engine (see state.count_restarts): the operator
         replaces a failed pod under its name and counts nothing."""
         status = json.loads(root.data["status.json"])
         if status["phase"] not in FINISHED and count_restarts(status, newest_of_run(root, pods)):

@@ -11,9 +11,10 @@ from typing import Iterable, cast
 
 from kubernetes import client
 
+from ... import reasons
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ...spec import replica_name, replicas
-from .render import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
+from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
 
 GPU = "nvidia.com/gpu"
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
@@ -80,7 +81,7 @@ def engine_end(workload: dict | None) -> tuple[Phase, str, str, float] | None:
     return None
 
 
-def run_end(root: client.V1ConfigMap, workload: dict | None) -> tuple[Phase, str, str, float] | None:
+def run_end(root: client.V1ConfigMap, workload: dict | None, now: float) -> tuple[Phase, str, str, float] | None:
     """How the job's current run ended on its engine (engine_end), or ended for want of the engine's object: a
     run whose object is missing WORKLOAD_GRACE seconds after the run was asked for Failed at that moment,
     whoever observes it, so every observer (a server, the CLI, the janitor) records the same end, and the job's
@@ -89,11 +90,12 @@ def run_end(root: client.V1ConfigMap, workload: dict | None) -> tuple[Phase, str
         return engine_end(workload)
     status = json.loads(root.data["status.json"])
     asked = status.get("requested") or cast(float, seconds(root.metadata.creation_timestamp))
-    if time.time() < asked + WORKLOAD_GRACE:
+    if now < asked + WORKLOAD_GRACE:
         return None
     kind = "JobSet" if root.metadata.labels.get(ENGINE) == "jobset" else "Training Operator job"
-    return (Phase.FAILED, "WorkloadMissing", f"the job's {kind} is missing from the cluster: deleted, or never made "
-                                             "(its submit was interrupted); Restart makes it again",
+    return (Phase.FAILED, reasons.WORKLOAD_MISSING,
+            f"the job's {kind} is missing from the cluster: deleted, or never made (its submit was interrupted); "
+            "Restart makes it again",
             asked + WORKLOAD_GRACE)
 
 
@@ -112,11 +114,11 @@ def queued(workload: dict | None, admission: dict | None) -> tuple[str, str] | N
     return "Queued", f"waiting in queue {queue} until Kueue admits it"
 
 
-def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V1Pod]) -> dict:
+def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V1Pod], now: float) -> dict:
     """A replica's state on the JobSet engine: its newest pod's, as its Job judges it (a failed pod the Job
     replaces is a restart; a failed Job is the replica's end, its deadline's included)."""
     pods = sorted(pods, key=created)
-    state = replica_state(recorded, pods[-1] if pods else None)
+    state = replica_state(recorded, pods[-1] if pods else None, now)
     failed, complete = condition(job, "Failed"), condition(job, "Complete")
     failures = (job.status.failed or 0) if job and job.status else 0
     state["restarts"] = max(failures - 1, 0) if failed else failures
@@ -126,13 +128,13 @@ def jobset_replica(recorded: dict, job: client.V1Job | None, pods: list[client.V
         state["started"] = seconds(job.status.start_time)  # its pods are gone: it started with its Job
     if failed and (failed.reason == "DeadlineExceeded" or state["phase"] != str(Phase.FAILED)):
         state.update(phase=str(Phase.FAILED), reason=failed.reason or "Failed", message=failed.message or "",
-                     finished=seconds(failed.last_transition_time) or time.time(),
+                     finished=seconds(failed.last_transition_time) or now,
                      exit_code=state["exit_code"] if failed.reason != "DeadlineExceeded" else None)
     elif complete and state["phase"] != str(Phase.SUCCEEDED):
-        state.update(phase=str(Phase.SUCCEEDED), reason="Completed", message="", exit_code=0,
-                     finished=seconds(complete.last_transition_time) or time.time())
+        state.update(phase=str(Phase.SUCCEEDED), reason=reasons.COMPLETED, message="", exit_code=0,
+                     finished=seconds(complete.last_transition_time) or now)
     elif not failed and state["phase"] == str(Phase.FAILED):  # its Job makes the next pod
-        state.update(phase=str(Phase.PENDING), reason="Restarting",
+        state.update(phase=str(Phase.PENDING), reason=reasons.RESTARTING,
                      message=f"restart {state['restarts']} after exit code {state['exit_code']}")
     return state
 
@@ -158,9 +160,9 @@ def with_ending(status: dict, end: Ending) -> dict:
 
 def note_unschedulable(status: dict) -> None:
     """Make the job's reason the scheduler's, naming each replica it cannot place."""
-    unschedulable = [(n, s) for n, s in status["replicas"].items() if s["reason"] == "Unschedulable"]
+    unschedulable = [(n, s) for n, s in status["replicas"].items() if s["reason"] == reasons.UNSCHEDULABLE]
     if unschedulable:
-        status.update(reason="Unschedulable", message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
+        status.update(reason=reasons.UNSCHEDULABLE, message="; ".join(f"{n}: {s['message']}" for n, s in unschedulable))
 
 
 def by_replica(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[str, list[client.V1Pod]]:
@@ -178,24 +180,25 @@ def newest_of_run(root: client.V1ConfigMap, pods: list[client.V1Pod]) -> dict[st
 
 
 def jobset_state(root: client.V1ConfigMap, jobset: dict | None, jobs: dict[str, client.V1Job],
-                 pods: list[client.V1Pod], admission: dict | None = None) -> dict:
+                 pods: list[client.V1Pod], admission: dict | None, now: float) -> dict:
     """A JobSet job's status (shaped as `new_status`) from what the cluster shows: the JobSet's controller
     decides when the job ends; policy.py's `decide` and `ending` say it as every backend does."""
     status, mine = json.loads(root.data["status.json"]), by_replica(root, pods)
-    states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []))
+    states = {name: jobset_replica(recorded, jobs.get(name), mine.get(name, []), now)
               for name, recorded in status["replicas"].items()}
-    return engine_state(root, status, states, set(mine), run_end(root, jobset), waiting=queued(jobset, admission))
+    return engine_state(root, status, states, set(mine), run_end(root, jobset, now), now,
+                        waiting=queued(jobset, admission))
 
 
 def kubeflow_state(root: client.V1ConfigMap, workload: dict | None, pods: list[client.V1Pod],
-                   admission: dict | None = None) -> dict:
+                   admission: dict | None, now: float) -> dict:
     """A Training Operator job's status (shaped as `new_status`): each replica's newest pod, its restarts
     as recorded (`count_restarts`); the operator decides when the job ends."""
     status, current = json.loads(root.data["status.json"]), newest_of_run(root, pods)
-    states = {name: replica_state(recorded, current.get(name)) for name, recorded in status["replicas"].items()}
+    states = {name: replica_state(recorded, current.get(name), now) for name, recorded in status["replicas"].items()}
     began = ((workload or {}).get("status") or {}).get("startTime")
-    return engine_state(root, status, states, set(current), run_end(root, workload), began and timestamp(began),
-                        queued(workload, admission))
+    return engine_state(root, status, states, set(current), run_end(root, workload, now), now,
+                        began and timestamp(began), queued(workload, admission))
 
 
 def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
@@ -213,7 +216,7 @@ def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
 
 
 def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict], with_pods: set[str],
-                 end: tuple[Phase, str, str, float] | None, began: float | None = None,
+                 end: tuple[Phase, str, str, float] | None, now: float, began: float | None = None,
                  waiting: tuple[str, str] | None = None) -> dict:
     """The job's status once an engine ran it: the replicas' `states`, judged by policy.py, and the
     engine's `end` (see `engine_end`) once it has one; then `began`, when the engine started the job, stands
@@ -230,12 +233,12 @@ def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict]
             end and end[0] == Phase.FAILED and decision.phase != Phase.FAILED and deadline
             and started and end[3] - min(started) >= deadline):
         decision = deadline_exceeded(spec)
-    if end and decision.phase != end[0] and time.time() - end[3] < SETTLING:
+    if end and decision.phase != end[0] and now - end[3] < SETTLING:
         end = None  # what ended it (a pod, a Job) is still on its way through another watch
     if end:
         phase, reason, message, when = end
         if phase != decision.phase:
-            decision = Decision(phase, "Completed" if phase == Phase.SUCCEEDED else reason, message,
+            decision = Decision(phase, reasons.COMPLETED if phase == Phase.SUCCEEDED else reason, message,
                                 0 if phase == Phase.SUCCEEDED else None)
         return with_ending(status, ending(decision, replicas_, when))
     if decision.phase in FINISHED:  # the engine has yet to act on it
@@ -247,17 +250,17 @@ def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict]
     return status
 
 
-def stopped_status(observed: dict) -> dict:
+def stopped_status(observed: dict, now: float) -> dict:
     """The status a stopped JobSet job keeps: its replicas as they were observed, the unfinished ones stopped."""
-    return with_ending(observed, ending(STOP_REQUESTED, policy_replicas(observed["replicas"]), time.time()))
+    return with_ending(observed, ending(STOP_REQUESTED, policy_replicas(observed["replicas"]), now))
 
 
-def deadline_left(spec: dict, started: float | None) -> float | None:
+def deadline_left(spec: dict, started: float | None, now: float) -> float | None:
     """Seconds until a supervised job's deadline (counted from its start); None without one or before."""
     deadline = spec["policy"].get("deadline_seconds")
     if not deadline or not started:
         return None
-    return max(0.0, started + deadline - time.time())
+    return max(0.0, started + deadline - now)
 
 
 def node_gpus(node: client.V1Node) -> int:
@@ -272,7 +275,7 @@ def current_run(root: client.V1ConfigMap) -> int:
 def new_status(spec: dict) -> dict:
     """The status of a run asked for now (`requested`)."""
     return {
-        "phase": str(Phase.PENDING), "reason": "Created", "message": "", "exit_code": None, "run": 1,
+        "phase": str(Phase.PENDING), "reason": reasons.CREATED, "message": "", "exit_code": None, "run": 1,
         "requested": time.time(),
         "started": None, "finished": None, "stop_requested": False,
         "replicas": {replica_name(r, i): {"phase": str(Phase.PENDING), "reason": "", "message": "", "exit_code": None,
@@ -290,7 +293,7 @@ def unmade(status: dict, pods: dict[str, client.V1Pod]) -> dict[str, float]:
 
 
 def missing_pod(state: dict, asked: float) -> None:
-    state.update(phase=str(Phase.LOST), reason="PodMissing", finished=asked + WORKLOAD_GRACE,
+    state.update(phase=str(Phase.LOST), reason=reasons.POD_MISSING, finished=asked + WORKLOAD_GRACE,
                  message="its pod is missing from the cluster: deleted before it ran, or never made (its submit was "
                          "interrupted); Restart makes it again")
 
@@ -300,13 +303,13 @@ def replica_key(name: str) -> tuple[str, int]:
     return role, int(index)
 
 
-def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
+def replica_state(recorded: dict, pod: client.V1Pod | None, now: float) -> dict:
     """A replica's state from its pod, or from the record when the pod is gone."""
     state = dict(recorded)
     if pod is None:
         if recorded["phase"] == str(Phase.RUNNING):
-            state.update(phase=str(Phase.LOST), reason="PodDeleted", message="its pod was deleted",
-                         finished=time.time())
+            state.update(phase=str(Phase.LOST), reason=reasons.POD_DELETED, message="its pod was deleted",
+                         finished=now)
         return state
     state["restarts"] = int((pod.metadata.annotations or {}).get(RESTARTS, recorded["restarts"]))
     state["node"] = pod.spec.node_name
@@ -320,15 +323,17 @@ def replica_state(recorded: dict, pod: client.V1Pod | None) -> dict:
         running = main.state.running if main and main.state else None
         state.update(phase=str(Phase.RUNNING), reason="", message="",
                      started=seconds(running.started_at) if running and running.started_at else
-                     (recorded["started"] or time.time()))
+                     (recorded["started"] or now))
     elif status.phase in ("Succeeded", "Failed"):
         end = terminated(pod)
         code = end.exit_code if end else (0 if status.phase == "Succeeded" else 1)
         state.update(phase=str(Phase.SUCCEEDED if code == 0 else Phase.FAILED), exit_code=code,
                      # the kubelet's reason for ending the pod (DeadlineExceeded, Evicted) before its container's
-                     reason=status.reason or (end.reason if end and end.reason else ("Completed" if code == 0 else "Error")),
-                     message=status.message or ((end.message or "") if end else ""), started=state["started"] or seconds(status.start_time),
-                     finished=seconds(end.finished_at) if end and end.finished_at else time.time())
+                     reason=status.reason or (end.reason if end and end.reason else
+                                             (reasons.COMPLETED if code == 0 else "Error")),
+                     message=status.message or ((end.message or "") if end else ""),
+                     started=state["started"] or seconds(status.start_time),
+                     finished=seconds(end.finished_at) if end and end.finished_at else now)
     return state
 
 
@@ -358,7 +363,7 @@ def pending_reason(pod: client.V1Pod) -> dict:
         waiting = c.state.waiting if c.state else None
         if waiting and waiting.reason not in (None, "PodInitializing", "ContainerCreating"):
             return {"reason": waiting.reason, "message": waiting.message or ""}
-    return {"reason": "Starting" if pod.spec.node_name else "Scheduling", "message": ""}
+    return {"reason": reasons.STARTING if pod.spec.node_name else reasons.SCHEDULING, "message": ""}
 
 
 def event_time(e: client.CoreV1Event) -> float | None:

@@ -15,7 +15,7 @@ from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
 from ...errors import DistrainError
-from .render import JOB, MANAGED
+from .naming import JOB, MANAGED
 from .state import event_job
 
 SELECTOR = ",".join(f"{k}={v}" for k, v in MANAGED.items())

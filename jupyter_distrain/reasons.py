@@ -1,0 +1,36 @@
+"""The reasons this product gives for a job's, a replica's or an event's state: machine-readable, CamelCase as
+Kubernetes' own, each named once here. A reason that Kubernetes itself reports (a pod's, a Job's) is compared as
+Kubernetes spells it where it is read."""
+
+CREATED = "Created"  # a job made, no replica started yet
+SUBMITTED = "Submitted"  # the job accepted (an event)
+PREPARING = "Preparing"  # the local supervisor fetching code and installing requirements
+CLONING = "Cloning"  # fetching the job's git repository (an event)
+REUSING = "Reusing"  # a Python environment already made for these requirements (an event)
+INSTALLING = "Installing"  # installing the job's requirements (an event)
+SCHEDULING = "Scheduling"  # a pod waiting for a node
+STARTING = "Starting"  # a pod on its node, its containers not running yet
+STARTED = "Started"  # the replicas launched (an event)
+REPLICAS_PENDING = "ReplicasPending"  # some replicas not running yet
+EVALUATING = "Evaluating"  # the trainers done, evaluators still running
+UNSCHEDULABLE = "Unschedulable"  # no node can take a pod (the scheduler's reason, the job's too)
+RESTARTING = "Restarting"  # a failed replica the policy restarts
+RESTARTED = "Restarted"  # the job's next run begun (an event)
+COMPLETED = "Completed"  # the job (or a replica) succeeded
+STOPPED = "Stopped"  # stopped by request
+NEVER_STARTED = "NeverStarted"  # a replica stopped before it ever ran
+DEADLINE_EXCEEDED = "DeadlineExceeded"  # the job ran past policy.deadline_seconds
+POD_MISSING = "PodMissing"  # a supervised replica's pod never came
+POD_DELETED = "PodDeleted"  # a supervised replica's pod deleted by someone else
+WORKLOAD_MISSING = "WorkloadMissing"  # the engine's object of a run is gone
+SETUP_FAILED = "SetupFailed"  # fetching code or installing requirements failed (local)
+SUPERVISOR_ERROR = "SupervisorError"  # the local supervisor failed
+SUPERVISOR_FAILED = "SupervisorFailed"  # the local supervisor could not be started
+SUPERVISOR_VANISHED = "SupervisorVanished"  # the local supervisor died without recording an end
+LAUNCH_INTERRUPTED = "LaunchInterrupted"  # a local launch interrupted before its supervisor ran
+LOG_WRITE_FAILED = "LogWriteFailed"  # a log the disk cannot take
+LOGS_NOT_READ = "LogsNotRead"  # the output volume's lines could not be read back (an event)
+NO_JANITOR = "NoJanitor"  # the namespace's janitor could not be made (an event)
+TRIAL_NOT_LAUNCHED = "TrialNotLaunched"  # a sweep's trial refused (an event)
+EARLY_STOPPED = "EarlyStopped"  # a sweep stopped a trial early (an event)
+TRIALS_FAILED = "TrialsFailed"  # no trial of a sweep succeeded
