@@ -47,7 +47,7 @@ class Distrain(Configurable):
 
     backend_classes = Dict(BACKEND_CLASSES, config=True,
                            help="Each backend's name and the class (module.Class) that implements it "
-                                "(jupyter_distrain.backends.base.Backend).")
+                                "(jupyter_distrain.contract.Backend).")
     backend = Unicode("local", config=True,
                       help="The default backend: 'local' runs every replica as a process on this machine; "
                            "'kubernetes' as a pod in `namespace` (see the README for the RBAC it needs).")

@@ -11,15 +11,16 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
-from . import code, snapshot, spec as spec_, sweep
+from . import code, snapshot, sweep
+from . import spec as spec_
 from .backends import open_backend
-from .backends.base import Backend
-from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget
 from .backends.kubernetes.naming import JOB_SECRET_SUFFIXES
+from .contract import Backend
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .jobjson import iso, pinned_image
 from .logs import LogLine
+from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget
 from .rules import AdminRules
 
 if TYPE_CHECKING:

@@ -25,7 +25,7 @@ from .policy import FINISHED, STOP_REQUESTED, Decision, Phase
 if TYPE_CHECKING:
     import asyncio
 
-    from .backends.base import Backend
+    from .contract import Backend
 
 MAX_TRIALS = 1000
 CHART_POINTS = 200  # of each trial's metric in the sweep's table

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # mypy checks that each backend keeps the contract
     from ..config import Distrain
-    from .base import Backend
+    from ..contract import Backend
     from .kubernetes import KubeBackend
     from .local import LocalBackend
 

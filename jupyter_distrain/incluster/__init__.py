@@ -1,8 +1,8 @@
-"""The programs that run inside the cluster's pods: beside a replica (install: its requirements; logtee: its
-lines stamped onto the output volume), as pods of their own (logreader: a run's lines read back; tensorboard: a
-job's board behind its secret) and as the commands of in-cluster controllers (sweep: a sweep's trials; janitor:
-jobs past their time to be kept). Some are sent as text in a manifest, so the first four import nothing of the
-package."""
+"""The small programs that run inside the cluster's pods beside a job, sent as text in its manifests and run with
+`python -c` in whatever image the pod has: install (a replica's requirements, then what its Python has), logtee
+(its lines stamped onto the output volume), logreader (a run's lines read back), tensorboard (the job's board,
+behind its secret). They import nothing of this package. The controllers that run in the cluster are in
+controllers/."""
 
 from importlib.resources import files
 

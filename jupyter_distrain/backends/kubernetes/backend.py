@@ -7,7 +7,7 @@
 - "kubeflow": the Training Operator's TFJob, PyTorchJob or PaddleJob, enforced in the cluster likewise;
   its conditions and pods give the job's state (`kubeflow_state`); the operator counts no restarts, so
   this backend records those it sees (`record_restarts`).
-- "sweep": a sweep, whose controller runs in the cluster (incluster/sweep.py, in its Job's pod): it launches
+- "sweep": a sweep, whose controller runs in the cluster (controllers/sweep.py, in its Job's pod): it launches
   the trials, jobs of their own, and records the sweep's status, which this backend only reads.
 - "pods": bare pods and Services, for clusters with neither engine. This backend supervises them: it
   applies the lifecycle policy as they change (`reconcile`), so a job stops being supervised while no
@@ -53,11 +53,7 @@ from ... import logs, reasons
 from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
-from ...policy import (
-    FINISHED,
-    Event,
-    run_ended,
-)
+from ...policy import FINISHED, Event, run_ended
 from ...records import ClusterTensorBoard, JobRecord
 from . import naming, podspec, render
 from .controller import NamespaceController
@@ -66,14 +62,7 @@ from .logcopy import READER_TIMEOUT
 from .naming import SWEEP
 from .objects import owner_of
 from .observe import JobObserver
-from .state import (
-    current_run,
-    engine_of,
-    new_status,
-    newest,
-    stopped_status,
-    why_not_running,
-)
+from .state import current_run, engine_of, new_status, newest, stopped_status, why_not_running
 from .watch import KubeError, api_error
 
 if TYPE_CHECKING:

@@ -12,19 +12,9 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from ...errors import JobNotFound
-from ...policy import (
-    FINISHED,
-)
+from ...policy import FINISHED
 from .naming import SWEEP, replica_of
-from .state import (
-    WORKLOAD_GRACE,
-    current_run,
-    deadline_left,
-    ended_pod,
-    engine_of,
-    newest,
-    unmade,
-)
+from .state import WORKLOAD_GRACE, current_run, deadline_left, ended_pod, engine_of, newest, unmade
 from .watch import WATCH_TIMEOUT, Cache, WorkQueue, listers
 
 if TYPE_CHECKING:

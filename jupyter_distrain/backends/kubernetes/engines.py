@@ -18,10 +18,7 @@ from ...sweep import is_sweep
 from . import naming, podspec, render
 from .naming import SWEEP
 from .objects import NamespaceObjects, owner_of
-from .state import (
-    GPU,
-    node_gpus,
-)
+from .state import GPU, node_gpus
 from .watch import KubeError, api_error
 
 SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "

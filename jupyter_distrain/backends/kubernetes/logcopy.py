@@ -15,19 +15,12 @@ from urllib3.exceptions import HTTPError
 
 from ... import logs, reasons
 from ...errors import DistrainError
-from ...policy import (
-    Event,
-)
+from ...policy import Event
 from . import render
 from .loglines import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
 from .naming import RUN, replica_of
 from .objects import NamespaceObjects
-from .state import (
-    created,
-    current_run,
-    ended_pod,
-    why_not_running,
-)
+from .state import created, current_run, ended_pod, why_not_running
 from .watch import KubeError
 
 COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run

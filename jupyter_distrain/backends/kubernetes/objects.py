@@ -18,20 +18,11 @@ from kubernetes.client.exceptions import ApiException
 from ... import logs
 from ...errors import JobConflict, JobNotFound
 from ...owners import sees
-from ...policy import (
-    FINISHED,
-    Event,
-)
+from ...policy import FINISHED, Event
 from . import naming
 from .apiclient import in_cluster, load_client, with_deadlines
 from .naming import JOB, OWNER, ROLE, SWEEP, object_name, replica_of
-from .state import (
-    current_run,
-    engine_of,
-    event_job,
-    involved_replica,
-    run_end,
-)
+from .state import current_run, engine_of, event_job, involved_replica, run_end
 from .watch import SELECTOR, Cache, Resource, Write, api_error
 
 if TYPE_CHECKING:

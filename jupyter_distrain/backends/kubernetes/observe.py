@@ -12,9 +12,7 @@ from typing import TYPE_CHECKING, cast
 from kubernetes import client
 
 from ... import storage
-from ...policy import (
-    FINISHED,
-)
+from ...policy import FINISHED
 from ...records import EventRecord, JobRecord, JobSummary, summary
 from ...spec import expires
 from . import podspec
@@ -23,19 +21,8 @@ from .loglines import read_provenance
 from .naming import SWEEP
 from .objects import owner_of
 from .reconcile import PodSupervisor
-from .state import (
-    current_run,
-    engine_of,
-    event_time,
-    event_view,
-    jobset_state,
-    kubeflow_state,
-    newest,
-    queued,
-    replica_key,
-    replica_state,
-    seconds,
-)
+from .state import (current_run, engine_of, event_time, event_view, jobset_state, kubeflow_state, newest, queued,
+                    replica_key, replica_state, seconds)
 
 if TYPE_CHECKING:
     from ...config import Distrain

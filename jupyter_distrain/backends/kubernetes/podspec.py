@@ -14,28 +14,9 @@ from ...errors import FieldError, SpecError
 from ...git import CREDENTIAL_HELPER
 from ...policy import success_replicas
 from ...spec import gpu_type, gpus, render_command, replica_name, replicas
-from .naming import (
-    JOB,
-    JOBSET_API,
-    KUBEFLOW,
-    KUBEFLOW_API,
-    KUBEFLOW_INDEX,
-    KUBEFLOW_RESTART,
-    QUEUE_NAME,
-    REPLICA,
-    RESTARTS,
-    RESUME,
-    ROLE,
-    RUN,
-    TFJOB,
-    KubeflowKind,
-    job_owner,
-    labels,
-    metadata,
-    object_name,
-    owner_label,
-    snapshot_name,
-)
+from .naming import (JOB, JOBSET_API, KUBEFLOW, KUBEFLOW_API, KUBEFLOW_INDEX, KUBEFLOW_RESTART, QUEUE_NAME, REPLICA,
+                     RESTARTS, RESUME, ROLE, RUN, TFJOB, KubeflowKind, job_owner, labels, metadata, object_name,
+                     owner_label, snapshot_name)
 
 HOST_PATHS_BY_DEFAULT: tuple[str, ...] = ()  # a shared node's files are no job's to mount
 SIGNALS = list(range(128, 256))  # exit codes of a process killed by a signal: what restart "exit-code" retries

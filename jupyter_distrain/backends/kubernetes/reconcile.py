@@ -9,33 +9,13 @@ import time
 from kubernetes import client
 
 from ... import reasons
-from ...policy import (
-    FINISHED,
-    STOP_REQUESTED,
-    Phase,
-    Replica,
-    deadline_exceeded,
-    decide,
-    ending,
-    restart_event,
-)
+from ...policy import FINISHED, STOP_REQUESTED, Phase, Replica, deadline_exceeded, decide, ending, restart_event
 from ...spec import replica_name, replicas
 from . import podspec
 from .logcopy import LogCopier
 from .naming import RUN, object_name
-from .state import (
-    WORKLOAD_GRACE,
-    count_restarts,
-    current_run,
-    deadline_left,
-    missing_pod,
-    newest_of_run,
-    note_unschedulable,
-    policy_replicas,
-    replica_state,
-    unmade,
-    with_ending,
-)
+from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, missing_pod, newest_of_run,
+                    note_unschedulable, policy_replicas, replica_state, unmade, with_ending)
 
 
 class PodSupervisor(LogCopier):

@@ -41,7 +41,7 @@ output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
                                     its Secret's secret; it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
 A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
-ConfigMaps the sweep's owns, from the cluster (incluster/sweep.py runs sweep.Controller):
+ConfigMaps the sweep's owns, from the cluster (controllers/sweep.py runs sweep.Controller):
     ServiceAccount, Role, RoleBinding <sweep>-sweeper
                                     the controller's identity: what this server's Role grants (rbac.yaml),
                                     but making sweeps
@@ -50,7 +50,7 @@ ConfigMaps the sweep's owns, from the cluster (incluster/sweep.py runs sweep.Con
                                     trials' event files, the sweep's links to them
 The namespace's janitor, every owner's, made with the first job that has a policy.ttl_after_finished (janitor):
     ServiceAccount, Role, RoleBinding, CronJob distrain-janitor
-                                    on c.Distrain.janitor_schedule, a pod running incluster/janitor.py deletes the
+                                    on c.Distrain.janitor_schedule, a pod running controllers/janitor.py deletes the
                                     jobs past that time, whether or not a Jupyter server runs
 """
 
@@ -69,43 +69,11 @@ from ...config import Distrain
 from ...incluster import tensorboard as board
 from ...spec import replicas
 from ...sweep import is_sweep
-from .naming import (
-    BOARD_KEY,
-    COMPONENT,
-    ENGINE,
-    JANITOR,
-    JOB,
-    MANAGED,
-    OWNER,
-    RESUME,
-    SWEEP,
-    job_owner,
-    label_value,
-    labels,
-    log_reader_name,
-    metadata,
-    owner_label,
-    purger_name,
-    snapshot_name,
-    sweeper_name,
-    tensorboard_name,
-)
-from .podspec import (
-    SNAPSHOT_KEY,
-    TENSORBOARD_PORT,
-    addresses,
-    image,
-    jobset,
-    kubeflow,
-    output_source,
-    output_volume,
-    pod,
-    runnable,
-    secured,
-    service,
-    volume_and_mount,
-    volume_logs,
-)
+from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, OWNER, RESUME, SWEEP, job_owner, label_value,
+                     labels, log_reader_name, metadata, owner_label, purger_name, snapshot_name, sweeper_name,
+                     tensorboard_name)
+from .podspec import (SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow, output_source, output_volume,
+                      pod, runnable, secured, service, volume_and_mount, volume_logs)
 
 SNAPSHOT_LIMIT = 1 << 20  # the most data a Secret holds
 TENSORBOARD_PROGRAM = incluster.source("tensorboard")
@@ -220,7 +188,7 @@ def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
     volume, mount = output_volume(spec, settings, root, read_only=False, owners_directory=True)
     container = {
         "name": "sweeper", "image": settings.controller_image,
-        "command": ["python", "-m", "jupyter_distrain.incluster.sweep", spec["name"], "--namespace", ns,
+        "command": ["python", "-m", "jupyter_distrain.controllers.sweep", spec["name"], "--namespace", ns,
                     "--owner", settings.owner, "--output", "/output"],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
@@ -233,12 +201,12 @@ def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
 
 
 def janitor(settings: Distrain) -> list[dict]:
-    """The namespace's janitor, every owner's: its identity and the CronJob that runs incluster/janitor.py on
+    """The namespace's janitor, every owner's: its identity and the CronJob that runs controllers/janitor.py on
     `settings.janitor_schedule`, one run at a time, keeping the last run's pod of each outcome."""
     own = {**MANAGED, COMPONENT: "janitor"}
     meta = {"name": JANITOR, "namespace": settings.namespace, "labels": own}
     container = {"name": "janitor", "image": settings.controller_image,
-                 "command": ["python", "-m", "jupyter_distrain.incluster.janitor",
+                 "command": ["python", "-m", "jupyter_distrain.controllers.janitor",
                              "--namespace", settings.namespace],
                  "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
     pod = {"serviceAccountName": JANITOR, "restartPolicy": "Never", "containers": [container]}

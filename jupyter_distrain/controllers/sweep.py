@@ -1,4 +1,4 @@
-"""A sweep's controller in the cluster: `python -m jupyter_distrain.incluster.sweep SWEEP`, the command
+"""A sweep's controller in the cluster: `python -m jupyter_distrain.controllers.sweep SWEEP`, the command
 of the sweep's Job (render.sweeper). It runs sweep.Controller with the pod's service account, acting for the
 sweep's owner, so the sweep goes on whether or not a Jupyter server runs. The sweep's ConfigMap is its record:
 the spec and the server's settings are read from it, the status (progress, end) written to it, and a stop

@@ -8,11 +8,11 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypeVar
 
-from ..records import JobRecord, JobSummary, TensorBoardTarget
+from .records import JobRecord, JobSummary, TensorBoardTarget
 
 if TYPE_CHECKING:
-    from ..config import Distrain
-    from ..logs import LogLine
+    from .config import Distrain
+    from .logs import LogLine
 
 
 SomeBackend = TypeVar("SomeBackend", bound="Backend")

@@ -1,4 +1,4 @@
-"""The namespace's janitor: `python -m jupyter_distrain.incluster.janitor --namespace NS`, the command of
+"""The namespace's janitor: `python -m jupyter_distrain.controllers.janitor --namespace NS`, the command of
 the CronJob distrain-janitor (render.janitor). Each run deletes every owner's jobs whose time to be kept once
 finished (policy.ttl_after_finished) is over, as a Jupyter server or `distrain prune` would, so they go
 whether or not one runs. Outputs stay. Exits 1 if a job it should delete could not be."""
