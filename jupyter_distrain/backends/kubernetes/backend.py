@@ -68,6 +68,7 @@ from .watch import KubeError, api_error
 if TYPE_CHECKING:
     from ...config import Distrain
 
+
 class KubeBackend(JobObserver, CredentialStore):
     default_host_paths: tuple[str, ...] | None = podspec.HOST_PATHS_BY_DEFAULT
     controller: NamespaceController | None = None  # while started

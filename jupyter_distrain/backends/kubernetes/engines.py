@@ -24,6 +24,7 @@ from .watch import KubeError, api_error
 SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
 
+
 class EngineChoice(NamespaceObjects):
     """Picks each job's engine and refuses, before anything is made, what the cluster can never run."""
 

@@ -28,6 +28,7 @@ READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image ma
 LOG_SILENCE = 300  # seconds a followed log may send nothing before it is asked for again
 LOGS_GRACE = 30  # seconds a follower waits, past a run's end, for a controller to copy its last lines
 
+
 class LogCopier(NamespaceObjects):
     """Copies a job's lines into its run's log files."""
 

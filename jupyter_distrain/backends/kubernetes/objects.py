@@ -37,6 +37,7 @@ OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in naming.KUBEFLOW.values()}}
 
+
 class NamespaceObjects:
     """The jobs' objects in one namespace, for one owner (see `visible`)."""
 
