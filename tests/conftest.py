@@ -16,6 +16,7 @@ import yaml
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+pytest_plugins = ["kube_support"]  # the Kubernetes tests' fixtures: admin, engine, backend, kube_server, fresh_logs
 
 
 def distrain_command() -> list[str]:

@@ -1,6 +1,6 @@
 """Owners on the local backend: every job records who submitted it ($JUPYTERHUB_USER, else the OS user);
 each owner's CLI and server list and act on their own jobs only, an admin's see everyone's. (The
-Kubernetes backend's owners are tested in test_kubernetes.py.)"""
+Kubernetes backend's owners are tested in test_kube_owners.py.)"""
 
 import json
 import os

@@ -1,6 +1,6 @@
 """The admin's rules (c.Distrain.allowed_host_paths, allowed_images, max_*, gpu_types), enforced before
 anything of a job is created, by the REST API, the client and the CLI alike, on the local backend. (On
-Kubernetes, and the GPU types' placement: test_kubernetes.py.)"""
+Kubernetes, and the GPU types' placement: test_kube_owners.py.)"""
 
 import json
 import os

@@ -1,0 +1,113 @@
+"""The Kubernetes backend's watch cache and work queue, on their own: the test plays the watch, no control
+plane runs."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+
+from conftest import wait
+from kube_support import cached, configmap
+from kubernetes import client
+
+from jupyter_distrain.backends.kubernetes.watch import Cache, WorkQueue
+
+
+def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_numbers():
+    # not started: the test plays the watch
+    cache = Cache(lambda: {"configmaps": lambda **kw: None}, lambda job: None, logging.getLogger("test"))
+    cache.ready["configmaps"].set()
+    watched = lambda type_, version: cache._deliver("configmaps", type_, configmap("j", version))  # noqa: E731
+    watched("ADDED", "zz-9")
+
+    # the answer comes before the watch delivers the write: shown, and older events skipped until it
+    with cache.writing("configmaps", "j") as write:
+        write.put(configmap("j", "a-10"))  # "smaller" than zz-9 as a string and not a number: versions are opaque
+    assert cached(cache, "j") == "a-10"
+    watched("MODIFIED", "b-3")  # another writer's change, before ours in the stream
+    assert cached(cache, "j") == "a-10"
+    watched("MODIFIED", "a-10")
+    watched("MODIFIED", "0")  # after ours: applies
+    assert cached(cache, "j") == "0"
+
+    # the watch delivers the write (and a later change) before its answer: the answer is stale, dropped
+    with cache.writing("configmaps", "j") as write:
+        watched("MODIFIED", "m-1")
+        watched("MODIFIED", "m-2")
+        write.put(configmap("j", "m-1"))
+    assert cached(cache, "j") == "m-2"
+    watched("MODIFIED", "m-3")  # and nothing waits for an event that has passed
+    assert cached(cache, "j") == "m-3"
+
+    # a deletion: gone at once; changes before it are skipped until its DELETED event; a new one shows
+    with cache.writing("configmaps", "j") as write:
+        write.forget()
+    watched("MODIFIED", "m-4")
+    assert cached(cache, "j") is None
+    watched("DELETED", "m-5")
+    watched("ADDED", "n-1")
+    assert cached(cache, "j") == "n-1"
+
+    # a listing replaces everything: a write in flight across it drops its answer (the watch brings it)
+    listing = client.V1ConfigMapList(metadata=client.V1ListMeta(resource_version="list-1"),
+                                     items=[configmap("j", "n-2")])
+    with cache.writing("configmaps", "j") as write:
+        cache._list("configmaps", lambda: listing)
+        write.put(configmap("j", "n-3"))
+    assert cached(cache, "j") == "n-2" and cache.versions["configmaps"] == "list-1"
+    watched("MODIFIED", "n-3")
+    assert cached(cache, "j") == "n-3" and cache.versions["configmaps"] == "n-3"
+    assert not cache.awaited["configmaps"] and not cache.in_flight["configmaps"]
+
+
+def test_the_work_queue_holds_a_job_once_and_never_gives_it_to_two_workers():
+    work = WorkQueue()
+    for _ in range(100):
+        work.add("a")
+    work.add("b")
+    assert work.get() == "a"
+    for _ in range(50):  # changes while "a" is reconciled: "a" once more, after
+        work.add("a")
+    assert work.get() == "b"
+    work.done("b")
+    assert list(work.waiting) == []
+    work.done("a")
+    assert work.get() == "a" and list(work.waiting) == []
+    work.done("a")
+
+    # a burst from many threads: each job reconciled by one worker at a time, again after its last change
+    ticket = itertools.count()
+    added, started, processed, busy, overlaps = {}, {}, [], set(), []
+
+    def worker():
+        while (name := work.get()) is not None:
+            if name in busy:
+                overlaps.append(name)
+            busy.add(name)
+            started[name] = next(ticket)
+            time.sleep(0.002)
+            processed.append(name)
+            busy.discard(name)
+            work.done(name)
+
+    def burst(names):
+        for i in range(1000):
+            name = names[i % len(names)]
+            added[name] = next(ticket)
+            work.add(name)
+
+    workers = [threading.Thread(target=worker) for _ in range(4)]
+    bursts = [threading.Thread(target=burst, args=([f"job-{i}" for i in range(k, k + 3)],)) for k in (0, 3)]
+    for t in workers + bursts:
+        t.start()
+    for t in bursts:
+        t.join()
+    wait(lambda: not work.waiting and not work.processing, "the queue drains")
+    work.shut_down()
+    for t in workers:
+        t.join(5)
+    assert not overlaps
+    assert all(started[name] > added[name] for name in added)  # every change seen by a later reconcile
+    assert len(processed) < 2000 / 4, len(processed)  # de-duplicated

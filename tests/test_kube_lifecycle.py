@@ -1,0 +1,444 @@
+"""A job's life on the Kubernetes backend, against a real control plane (tests/controlplane), on each engine
+(JobSet's controller, the Training Operator, or the pods this backend supervises): its run, failures,
+restarts, deadline, OOM, GPUs, stop and delete, every verb at once, a restart with an edited spec, stray pods,
+a stale stop, the reconcile's races, following its logs."""
+
+from __future__ import annotations
+
+import json
+import logging
+import subprocess
+import time
+from contextlib import suppress
+
+import pytest
+from conftest import CLI, at_once, distrain_command, wait
+from controlplane.cluster import NAMESPACE, RESTRICTED, image_id
+from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, end, names, pod_name, pods_of, replica, running,
+                          settings, tf_spec, wait_job)
+from kubernetes import client
+
+from jupyter_distrain import spec as spec_
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, render
+from jupyter_distrain.backends.kubernetes import state as kube_state
+from jupyter_distrain.backends.kubernetes.controller import NamespaceController
+from jupyter_distrain.backends.kubernetes.state import event_time, new_status, newest
+from jupyter_distrain.errors import RunNotFound, SpecError
+from jupyter_distrain.jobjson import job_json
+from jupyter_distrain.manager import JobManager
+
+pytestmark = pytest.mark.usefixtures("fresh_logs")
+
+
+@ENGINES
+def test_distributed_job_runs_and_succeeds_with_parameter_servers_cleaned_up(control_plane, backend, admin, engine):
+    job = backend.submit(tf_spec("tf-ok"))
+    assert (job["backend"], job["engine"]) == ("kubernetes", engine)
+    assert bool(job["supervision"]) == (engine == "pods")
+    assert [r["name"] for r in job["replicas"]] == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    chief = pod_name(admin, "tf-ok", "chief-0")
+    control_plane.write_log(chief, "serving at tf-ok-chief-0:2222", "step 1 loss 2.0")
+    job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Running", "the job runs")
+    pods = pods_of(admin, "tf-ok")
+    assert {p.spec.node_name for p in pods} <= {"cpu-0", "gpu-0", "gpu-1"} and all(p.spec.node_name for p in pods)
+    nodes = {r["name"]: r["node"] for r in job_json(backend.get("tf-ok"))["replicas"]}  # as the job view shows them
+    assert nodes == {naming.replica_of(p.metadata.labels): p.spec.node_name for p in pods}
+    image = pods[0].spec.containers[0].image
+    assert job["environment"] == {"image": image, "image_digests": [image_id(image)]}  # as the pods report it
+    services = names(admin.list_namespaced_service(NAMESPACE).items)
+    assert services >= ({"tf-ok"} if engine == "jobset" else {"tf-ok-chief-0", "tf-ok-worker-1"})
+
+    wait(lambda: "step 1" in "".join(line.text for line in backend.logs("tf-ok", replica="chief-0")),
+         "the chief's log is copied while it runs")
+    control_plane.write_log(chief, "step 2 loss 1.0", "done")
+    for name in ("worker-0", "worker-1", "chief-0"):
+        end(admin, "tf-ok", name, 0)
+    start = time.monotonic()
+    wait(lambda: not running(admin, "tf-ok"), "the parameter server's pod is deleted")
+    print(f"{engine}: chief's exit to the parameter server's pod deleted: {time.monotonic() - start:.2f} s")
+    job = wait_job(backend, "tf-ok", lambda j: j["phase"] == "Succeeded", "the job succeeds")
+    assert job["exit_code"] == 0 and job["reason"] == "Completed"
+    assert replica(job, "chief-0")["phase"] == "Succeeded"
+    assert (replica(job, "ps-0")["phase"], replica(job, "ps-0")["reason"]) == ("Stopped", "job succeeded")
+    if engine == "pods":  # the supervisor cleans up; the JobSet keeps its finished pods until the job is deleted
+        wait(lambda: not pods_of(admin, "tf-ok"), "every pod is deleted")
+        assert not admin.list_namespaced_service(NAMESPACE, label_selector=f"{naming.JOB}=tf-ok").items
+    # what ran is recorded with the job, its pods gone or not; reproducing it runs that image by its digest
+    assert backend.get("tf-ok")["environment"]["image_digests"] == [image_id(image)]
+    reproduced = JobManager({"kubernetes": backend}, backend.settings).clone("tf-ok", dry_run=True, reproduce=True)
+    assert (reproduced["name"], reproduced["image"]) == ("tf-ok-2", image_id(image))
+    lines = [line.text for line in backend.logs("tf-ok", replica="chief-0")]
+    assert lines == ["serving at tf-ok-chief-0:2222", "step 1 loss 2.0", "step 2 loss 1.0", "done"]
+    listed = lambda: {e["reason"] for e in backend.get("tf-ok", 100)["events"]}  # noqa: E731
+    held = lambda: [(e.involved_object.name, e.reason, event_time(e))  # noqa: E731
+                    for e in admin.list_namespaced_event(NAMESPACE).items]
+    wait(lambda: {"Submitted", "Scheduled", ENGINE_DONE[engine]} <= listed(),
+         "the job's events and the scheduler's are listed",
+         shown=lambda: f"only {listed()} of {held()}; the job created at {backend.get('tf-ok', 0)['created']}")
+    # the job of this name that an earlier variant ran left its events (Kubernetes keeps them an hour): not shown
+    assert [e["reason"] for e in backend.get("tf-ok", 100)["events"]].count("Submitted") == 1
+
+
+@ENGINES
+def test_chief_failure_fails_the_job_with_its_exit_code_and_deletes_the_rest(control_plane, backend, admin):
+    backend.submit(tf_spec("tf-fail"))
+    wait_job(backend, "tf-fail", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "tf-fail", "chief-0", 3)
+    job = wait_job(backend, "tf-fail", lambda j: j["phase"] == "Failed", "the job fails")
+    assert job["exit_code"] == 3
+    assert "chief-0" in job["reason"] and "code 3" in job["message"]
+    assert replica(job, "chief-0")["exit_code"] == 3
+    assert {replica(job, n)["phase"] for n in ("ps-0", "worker-0", "worker-1")} == {"Stopped"}
+    wait(lambda: not running(admin, "tf-fail"), "the other replicas' pods are deleted")
+
+
+@ENGINES
+def test_a_signal_restarts_a_replica_with_restart_exit_code_and_exit_1_does_not(backend, admin):
+    spec = tf_spec("tf-signal", policy={"restart": "exit-code", "max_restarts": 2})
+    backend.submit(spec)
+    wait_job(backend, "tf-signal", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "tf-signal", "worker-1", 143)  # SIGTERM, as a preempted pod gets
+    # the job's phase follows its replicas' (on "pods", once the supervisor has recorded it)
+    wait_job(backend, "tf-signal", lambda j: replica(j, "worker-1")["restarts"] == 1
+             and replica(j, "worker-1")["phase"] == "Running" and j["phase"] == "Running",
+             "the killed worker, and so the job, runs again")
+    end(admin, "tf-signal", "worker-1", 1)
+    job = wait_job(backend, "tf-signal", lambda j: j["phase"] == "Failed", "exit code 1 fails the job")
+    assert (job["exit_code"], replica(job, "worker-1")["restarts"]) == (1, 1)
+    wait(lambda: not running(admin, "tf-signal"), "every other replica stops")
+
+
+@ENGINES
+def test_the_deadline_fails_the_job(backend, admin):
+    backend.submit(tf_spec("tf-late", policy={"deadline_seconds": 2}))
+    job = wait_job(backend, "tf-late", lambda j: j["phase"] == "Failed", "the deadline fails the job", 60)
+    assert (job["reason"], job["message"]) == ("DeadlineExceeded", "the job ran longer than 2 s")
+    wait(lambda: not running(admin, "tf-late"), "every replica stops")
+
+
+@ENGINES
+def test_oom_killed_replica_shows_its_reason(backend, admin):
+    backend.submit(spec_.validate({"name": "oom", "framework": "tensorflow", "command": "python eat.py",
+                                   "replicas": {"worker": {}},
+                                   "code": {"git": "https://example.com/a.git", "commit": COMMIT}}))
+    wait_job(backend, "oom", lambda j: j["phase"] == "Running", "the job runs")
+    end(admin, "oom", "worker-0", 137, reason="OOMKilled")
+    job = wait_job(backend, "oom", lambda j: j["phase"] == "Failed", "the job fails")
+    assert replica(job, "worker-0")["reason"] == "OOMKilled" and job["exit_code"] == 137
+
+
+def test_impossible_gpu_request_is_refused_before_anything_is_created(backend, admin):
+    with pytest.raises(SpecError) as refused:
+        backend.submit(tf_spec("too-big", gpus=3))
+    assert [e.path for e in refused.value.errors] == ["replicas.worker.resources.gpus"]
+    assert "3 GPUs per worker requested; the largest node has 2" in str(refused.value)
+    assert not backend.exists("too-big")
+    with pytest.raises(SpecError) as refused:
+        backend.submit(tf_spec("a" * 45))
+    assert str(refused.value) == ("invalid job spec: name: at most 44 characters for this job on JobSet: its pods' "
+                                  "names (<name>-<replica>-0-0-<5 characters>) must fit in 63")
+    assert not admin.list_namespaced_pod(NAMESPACE).items
+
+
+def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, admin):
+    backend.submit(tf_spec("gpu-a", workers=2, gpus=2))
+    wait_job(backend, "gpu-a", lambda j: j["phase"] == "Running", "the first job holds every GPU")
+    backend.submit(tf_spec("gpu-b", workers=1, gpus=2))
+    job = wait_job(backend, "gpu-b", lambda j: j["reason"] == "Unschedulable", "the second job waits")
+    assert job["phase"] == "Pending"
+    assert "Insufficient nvidia.com/gpu" in replica(job, "worker-0")["message"]
+    assert "worker-0: " in job["message"] and "Insufficient nvidia.com/gpu" in job["message"]
+    assert backend.cluster()["gpus"] == {"capacity": 4, "available": 0, "held_in": "every namespace",
+                                         "devices": [{"node": "gpu-0", "gpus": 2}, {"node": "gpu-1", "gpus": 2}]}
+    # the README's narrower rights: no pods of other namespaces; GPUs held are then counted in this one
+    rbac = client.RbacAuthorizationV1Api(admin.api_client)
+    capacity = rbac.read_cluster_role("jupyter-distrain-capacity")
+    rbac.patch_cluster_role(capacity.metadata.name, {"rules": [{"apiGroups": [""], "resources": ["nodes"],
+                                                                "verbs": ["list"]}]})
+    try:
+        gpus = wait(lambda: (g := backend.cluster()["gpus"])["held_in"] == NAMESPACE and g, "pods of one namespace")
+        assert (gpus["capacity"], gpus["available"]) == (4, 0)
+    finally:
+        rbac.patch_cluster_role(capacity.metadata.name, {"rules": capacity.rules})
+    backend.delete("gpu-a")
+    wait_job(backend, "gpu-b", lambda j: j["phase"] == "Running", "the second job runs once GPUs are free", 60)
+
+
+def test_deleting_the_jobs_configmap_deletes_everything_it_owns(control_plane, backend, admin):
+    backend.submit(tf_spec("gc"))
+    wait_job(backend, "gc", lambda j: j["phase"] == "Running", "the job runs")
+    admin.delete_namespaced_config_map("gc", NAMESPACE)  # no cascade asked for: the garbage collector's work
+    selector = f"{naming.JOB}=gc"
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+         and not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items,
+         "the garbage collector deleted the pods and services", 60)
+
+
+def test_delete_leaves_nothing_but_keeps_no_logs(control_plane, backend, admin, tmp_path):
+    backend.submit(tf_spec("gone"))
+    wait_job(backend, "gone", lambda j: j["phase"] == "Running", "the job runs")
+    backend.delete("gone")
+    selector = f"{naming.JOB}=gone"
+    assert not admin.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+    assert not admin.list_namespaced_service(NAMESPACE, label_selector=selector).items
+    assert not backend.exists("gone")
+    assert not (backend.home / "gone").exists()
+
+
+def test_every_verb_at_once_on_one_job_ends_consistent(control_plane, backend, admin, tmp_path):
+    """Eight threads submit, stop, restart, delete and read one job for 10 s through one backend (as a
+    server's request threads do): each call either does what it says or is refused as not found or taken
+    (without the backend's per-job lock, some answered errors of the API server: a JobSet that exists, a
+    ConfigMap that does not), and at the end deleting the job leaves nothing in the cluster."""
+    from jupyter_distrain.errors import DistrainError
+
+    verbs = {"submit": lambda: backend.submit(tf_spec("hammered", workers=1)), "stop": lambda: backend.stop("hammered"),
+             "restart": lambda: backend.restart("hammered"), "delete": lambda: backend.delete("hammered"),
+             "get": lambda: backend.get("hammered")}
+    answers, wrong = [], []
+
+    def hammer(seed: int, until: float) -> None:
+        import random
+        choose = random.Random(seed)
+        while time.monotonic() < until:
+            verb = choose.choice(sorted(verbs))
+            try:
+                verbs[verb]()
+                answers.append((verb, 200))
+            except DistrainError as e:
+                answers.append((verb, e.status))
+                if e.status not in (404, 409):
+                    wrong.append((verb, type(e).__name__, str(e)))
+            except Exception as e:  # noqa: BLE001 - every other error is a 500
+                wrong.append((verb, type(e).__name__, str(e)))
+
+    at_once(hammer, count=8, seconds=10)
+    assert not wrong, wrong
+    assert {status for _, status in answers} == {200, 404, 409}, answers  # done, and refused both ways
+    if backend.exists("hammered"):
+        backend.delete("hammered")
+    wait(lambda: not pods_of(admin, "hammered") and not admin.list_namespaced_config_map(
+        NAMESPACE, label_selector=f"{naming.JOB}=hammered").items, "nothing of the job is left")
+
+
+@ENGINES
+def test_a_job_ends_while_no_server_runs_and_a_new_server_shows_all_of_it(control_plane, admin, tmp_path, engine):
+    """The case the engines are for: the cluster ends the job while no Jupyter server (or CLI) runs. On "pods"
+    nothing does until a server starts again, and the job says so."""
+    first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    first.start(logging.getLogger("first"))
+    job = first.submit(tf_spec("survivor"))
+    assert ("supervised by the Jupyter server" in job["supervision"]) == (engine == "pods")
+    wait_job(first, "survivor", lambda j: j["phase"] == "Running", "the job runs")
+    chief = pod_name(admin, "survivor", "chief-0")
+    control_plane.write_log(chief, "step 1 while watched")
+    wait(lambda: first.log_files("survivor", "chief-0")["chief-0"].exists(), "the server copies the chief's log")
+    first.close()  # the Jupyter server goes away; the job runs on in the cluster
+    control_plane.write_log(chief, "step 2 while nobody watched", "done")
+    end(admin, "survivor", "chief-0", 0)
+    if engine != "pods":
+        wait(lambda: not running(admin, "survivor"), "the cluster stops the parameter server and the workers")
+    else:
+        time.sleep(3)
+        assert running(admin, "survivor") == ["ps-0", "worker-0", "worker-1"]  # until a server returns
+    second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    second.start(logging.getLogger("second"))
+    job = wait_job(second, "survivor", lambda j: j["phase"] == "Succeeded", "the new server shows the job's end")
+    assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Succeeded", "Stopped", "Stopped"]
+    wait(lambda: [line.text for line in second.logs("survivor", replica="chief-0")] == [
+        "step 1 while watched", "step 2 while nobody watched", "done"], "the new server copies what the chief logged")
+    if engine != "pods":  # what the engine did while no server ran
+        assert ENGINE_DONE[engine] in {e["reason"] for e in job["events"]}
+    wait(lambda: not running(admin, "survivor"), "nothing runs")
+    second.delete("survivor")
+    second.close()
+
+
+@pytest.mark.parametrize("engine", ["pods"])
+def test_a_supervised_replica_whose_pod_never_came_is_lost(control_plane, backend, admin, tmp_path):
+    """On "pods", where Jupyter servers make and supervise the pods: a replica still without its pod past the
+    grace after it was asked for (its submit was interrupted after the ConfigMap, or after some pods) is Lost,
+    with no change in the cluster to mark it (the watching server reminds itself), as a CLI observing says too;
+    the job fails by its policy; a restart makes the pods again. One asked for just now waits."""
+    cli = KubeBackend(settings(tmp_path / "cli", engine="pods"), control_plane.client(RESTRICTED))
+    now = time.time()
+
+    def interrupted(name: str, asked: float, made: tuple = ()) -> None:
+        spec = tf_spec(name, workers=1)
+        root = render.root(spec, settings(tmp_path / "x", engine="pods"), "pods")
+        root["data"]["status.json"] = json.dumps({**new_status(spec), "requested": asked})
+        owner = admin.api_client.sanitize_for_serialization(admin.create_namespaced_config_map(NAMESPACE, root))
+        for role, index in made:
+            admin.create_namespaced_pod(NAMESPACE, podspec.pod(spec, role, index, SETTINGS, owner, run=1))
+
+    missing = now - kube_state.WORKLOAD_GRACE + 3  # asked for so long ago that its pods are missing in 3 s
+    interrupted("unmade", missing)
+    interrupted("partly", missing, made=[("chief", 0)])
+    interrupted("just-asked", now)
+    for name, lost in (("unmade", ["chief-0", "ps-0", "worker-0"]), ("partly", ["ps-0", "worker-0"])):
+        wait_job(backend, name, lambda j: j["phase"] == "Failed", "the watching server fails the job")
+        job = cli.get(name)  # as it is recorded in the cluster
+        assert job["phase"] == "Failed" and [r["name"] for r in job["replicas"] if r["reason"] == "PodMissing"] == lost
+        ps = next(r for r in job["replicas"] if r["name"] == "ps-0")
+        assert ps["phase"] == "Lost" and "Restart makes it again" in ps["message"]
+        assert ps["finished"] == pytest.approx(missing + kube_state.WORKLOAD_GRACE)
+    assert cli.get("just-asked")["phase"] == "Pending"
+    cli.restart("unmade")
+    assert {p.metadata.labels[naming.REPLICA] for p in cli.job_pods_fresh("unmade")} == {"chief-0", "ps-0", "worker-0"}
+    assert cli.get("unmade")["phase"] != "Failed"
+
+
+def chief_lines(kube: KubeBackend, job: str, run: int | None = None) -> list[str]:
+    return [line.text for line in kube.logs(job, replica="chief-0", run=run)]
+
+
+@ENGINES
+def test_restart_runs_the_job_again_with_the_edited_spec(control_plane, backend, admin):
+    backend.submit(tf_spec("again", workers=1))
+    wait_job(backend, "again", lambda j: j["phase"] == "Running", "the job runs")
+    chief = pod_name(admin, "again", "chief-0")
+    control_plane.write_log(chief, "run 1 step 1")
+    wait(lambda: chief_lines(backend, "again") == ["run 1 step 1"], "run 1's log is copied")
+    end(admin, "again", "chief-0", 3)
+    wait_job(backend, "again", lambda j: j["phase"] == "Failed", "the chief's failure fails the job")
+
+    (control_plane.dir / "pod-logs" / f"{chief}.log").write_text("")  # a new pod of that name logs anew
+    backend.restart("again", tf_spec("again", workers=1, tensorboard={"enabled": True}))
+    job = wait_job(backend, "again", lambda j: j["phase"] == "Running", "the restarted job runs")
+    assert job["run"] == 2 and job["exit_code"] is None
+    assert [replica(job, r)["phase"] for r in ("chief-0", "ps-0", "worker-0")] == ["Running"] * 3
+    assert [p.metadata.labels[naming.RUN] for p in pods_of(admin, "again", "chief-0")] == ["2"]
+    control_plane.write_log(pod_name(admin, "again", "chief-0"), "run 2 step 1")
+    wait(lambda: chief_lines(backend, "again") == ["run 2 step 1"], "run 2's log is copied into its own run")
+    assert chief_lines(backend, "again", run=1) == ["run 1 step 1"]
+    assert sorted(p.name for p in backend.log_dir("again").parent.iterdir()) == ["1", "2"]
+    with pytest.raises(RunNotFound, match="job 'again' has no run 3; runs: 1 to 2"):
+        backend.logs("again", run=3)
+    with client.ApiClient(admin.api_client.configuration) as api:
+        assert names(client.AppsV1Api(api).list_namespaced_deployment(NAMESPACE).items) == {"again-tensorboard"}
+    end(admin, "again", "chief-0", 0)
+    wait_job(backend, "again", lambda j: j["phase"] == "Succeeded", "the second run succeeds")
+
+
+class SlowlyCompared(str):
+    """A job name whose comparisons take a while: it widens the moment a worker spends looking through what the
+    controller keeps of every job, as a long list of jobs would."""
+
+    def __ne__(self, other):
+        time.sleep(0.2)
+        return str.__ne__(self, other)
+
+    def __eq__(self, other):
+        time.sleep(0.2)
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_a_job_gone_while_other_workers_begin_runs_loses_no_run(control_plane, admin, tmp_path, caplog):
+    """Workers forgetting a deleted job while others note new runs neither fail nor lose what the others noted."""
+    caplog.set_level(logging.ERROR, logger="test")
+    home = settings(tmp_path / "home", engine="jobset")
+    kube = KubeBackend(home, control_plane.client(RESTRICTED))
+    controller = NamespaceController(kube, logging.getLogger("test"))
+    jobs = [f"noted-{i}" for i in range(6)]
+    try:
+        for name in jobs[:3]:  # roots alone: their JobSets are never made, the controller notes their runs
+            root = render.root(tf_spec(name), home, "jobset")
+            root["data"]["status.json"] = json.dumps(new_status(tf_spec(name)))
+            admin.create_namespaced_config_map(NAMESPACE, root)
+        wait(lambda: len(kube.list()) == 3, "the controller sees the jobs")
+        time.sleep(1)
+        controller.queue.add(SlowlyCompared("deleted-meanwhile"))
+        for name in jobs[3:]:
+            root = render.root(tf_spec(name), home, "jobset")
+            root["data"]["status.json"] = json.dumps(new_status(tf_spec(name)))
+            admin.create_namespaced_config_map(NAMESPACE, root)
+        wait(lambda: len(kube.list()) == 6, "the controller sees the new jobs")
+        time.sleep(3)
+        assert [f"{r.getMessage()}: {r.exc_info and r.exc_info[1]!r}" for r in caplog.records] == []
+    finally:
+        controller.stop()
+        for name in jobs:
+            with suppress(client.ApiException):
+                admin.delete_namespaced_config_map(name, NAMESPACE)
+
+
+@pytest.mark.parametrize("engine", ["pods"])  # the supervisor's own clean-up
+def test_a_finished_runs_stray_pod_is_deleted(control_plane, backend, admin):
+    spec = tf_spec("strays", workers=1)
+    backend.submit(spec)
+    wait_job(backend, "strays", lambda j: j["phase"] == "Running", "the job runs")
+    backend.stop("strays")
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=strays").items,
+         "the stopped job's pods are deleted")
+    # a reconcile that lost the status write to the stop replaced a replica as the job stopped
+    owner = admin.api_client.sanitize_for_serialization(admin.read_namespaced_config_map("strays", NAMESPACE))
+    admin.create_namespaced_pod(NAMESPACE, podspec.pod(spec, "worker", 0, SETTINGS, owner, restarts=1))
+    wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=strays").items,
+         "the stray pod is deleted")
+    assert backend.get("strays")["phase"] == "Stopped"
+
+
+def test_a_stop_requested_on_a_stale_version_is_recorded(control_plane, admin, tmp_path):
+    kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))  # no controller: as the CLI
+    kube.submit(tf_spec("stale-stop", workers=1))
+    stale = kube.job_root_fresh("stale-stop")
+    admin.patch_namespaced_config_map("stale-stop", NAMESPACE, {"metadata": {"annotations": {"touched": "yes"}}})
+    stale_once = iter([stale])  # what a cache a step behind shows stop: its status write meets a 409
+    kube.job_root = lambda name: next(stale_once, None) or KubeBackend.job_root(kube, name)
+    try:
+        assert kube.stop("stale-stop")["phase"] == "Stopped"
+    finally:
+        del kube.job_root
+        kube.delete("stale-stop")
+
+
+def test_a_reconcile_that_loses_the_status_write_announces_nothing(control_plane, admin, tmp_path):
+    """Two reconciles of one change (two servers, or a server and a CLI) restart the failed replica; the one
+    whose status write meets the other's version (409) records no second restart."""
+    kube = KubeBackend(settings(tmp_path / "home", engine="pods"), control_plane.client(RESTRICTED))  # as the CLI
+    kube.submit(tf_spec("raced", workers=1, policy={"restart": "exit-code", "max_restarts": 2}))
+    try:
+        wait_job(kube, "raced", lambda j: j["phase"] == "Running", "the job runs")
+        end(admin, "raced", "worker-0", 143)
+        wait(lambda: any(p.status.phase == "Failed" for p in pods_of(admin, "raced", "worker-0")), "the worker ends")
+        root, pods = kube.job_root_fresh("raced"), newest(kube.job_pods_fresh("raced"))  # what both reconciles see
+        kube.reconcile(root, pods)
+        kube.reconcile(root, pods)  # a step behind: its status write meets a 409
+        job = kube.get("raced")
+        assert [e["message"] for e in job["events"] if e["reason"] == "Restarting"] == ["restart 1 after exit code 143"]
+        assert replica(job, "worker-0")["restarts"] == 1
+    finally:
+        kube.delete("raced")
+
+
+def test_following_a_jobs_logs_supervises_that_job_alone(control_plane, admin, tmp_path):
+    """`distrain logs --follow` copies and supervises the job it follows (on "pods"), no other of the owner's."""
+    kube = KubeBackend(settings(tmp_path / "home", engine="pods"), control_plane.client(RESTRICTED))
+    for name in ("followed", "unfollowed"):
+        kube.submit(tf_spec(name, workers=1))
+    cli = CLI(tmp_path / "cli-home", tmp_path)
+    cli.env.update(KUBECONFIG=str(control_plane.kubeconfig(RESTRICTED)), DISTRAIN_BACKEND="kubernetes",
+                   DISTRAIN_NAMESPACE=NAMESPACE, DISTRAIN_KUBERNETES_ENGINE="pods")
+    output = tmp_path / "followed.log"
+    with output.open("w") as out:
+        follower = subprocess.Popen([*distrain_command(), "logs", "followed", "--follow", "-r", "chief-0"],
+                                    env=cli.env, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        control_plane.write_log(pod_name(admin, "followed", "chief-0"), "step 1")
+        wait(lambda: "step 1" in output.read_text(), "the follower shows the chief's line")
+        wait_job(kube, "unfollowed", lambda j: j["phase"] == "Running", "the other job runs")
+        end(admin, "unfollowed", "worker-0", 1)  # an end only a supervisor acts on
+        wait(lambda: any(p.status.phase == "Failed" for p in pods_of(admin, "unfollowed", "worker-0")),
+             "the other job's worker ends")
+        time.sleep(3)
+        recorded = lambda name: json.loads(admin.read_namespaced_config_map(name, NAMESPACE).data["status.json"])
+        assert recorded("unfollowed")["phase"] == "Running"  # as it was: nothing of the follower's acted on it
+        end(admin, "followed", "chief-0", 0)
+        assert follower.wait(60) == 0
+        assert recorded("followed")["phase"] == "Succeeded"
+    finally:
+        follower.kill()
+        for name in ("followed", "unfollowed"):
+            kube.delete(name)

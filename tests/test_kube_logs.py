@@ -1,0 +1,169 @@
+"""A Kubernetes job's logs (tests/controlplane): lines that outlive their pod on the output volume, the
+provenance a replica's Python reports, the websocket that streams them."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import threading
+import venv
+from pathlib import Path
+
+import pytest
+import requests
+from conftest import wait, write_wheel
+from controlplane.cluster import NAMESPACE, RESTRICTED
+from kube_support import COMMIT, chief_spec, end, own_outputs, pod_name, pods_of, settings, wait_job
+
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming
+from jupyter_distrain.jobjson import provenance
+
+pytestmark = pytest.mark.usefixtures("fresh_logs")
+
+
+def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+    """Run the pod's main container's command here (ControlPlane.run_here, with `env`); what it prints becomes
+    the pod's pods/log, as a container runtime would keep it. The process reads its stdin."""
+    process = control_plane.run_here(admin, admin.read_namespaced_pod(pod_name_, NAMESPACE), cwd=cwd,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env or {})
+
+    def runtime():
+        for line in process.stdout:
+            control_plane.write_log(pod_name_, line.decode(errors="replace").rstrip("\n"))
+
+    threading.Thread(target=runtime, daemon=True).start()
+    return process
+
+
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_path, engine):
+    """A replica's command runs under the log tee, which stamps each line and writes it to pods/log and to the
+    output volume alike. A server copies the first lines from pods/log and goes away; the replica writes more,
+    ends, and its pod is deleted, pods/log with it. A new server, and a CLI with no copies of its own, read
+    the rest from the volume through a reader pod: every line once, in order, with the tee's own times."""
+    spec = chief_spec("outlived", "cat")
+    first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    first.start(logging.getLogger("first"))
+    first.submit(spec)
+    chief = pod_name(admin, "outlived", "chief-0")
+    wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
+    process = play_kubelet(control_plane, admin, chief, tmp_path)
+    process.stdin.write(b"epoch 1\nepoch 2\n")
+    process.stdin.flush()
+    texts = lambda backend: [line.text for line in backend.logs("outlived", replica="chief-0")]  # noqa: E731
+    wait(lambda: texts(first) == ["epoch 1", "epoch 2"], "the server copies the chief's first lines")
+    first.close()
+
+    process.stdin.write(b"epoch 3\n\xff done\n")  # not even UTF-8
+    process.stdin.close()
+    assert process.wait(30) == 0
+    end(admin, "outlived", "chief-0", 0)
+    observer = KubeBackend(settings(tmp_path / "observer", engine=engine), control_plane.client(RESTRICTED))
+    wait_job(observer, "outlived", lambda j: j["phase"] == "Succeeded", "the cluster ends the job")
+    admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
+    wait(lambda: not pods_of(admin, "outlived"), "the chief's pod is gone, its pods/log with it")
+
+    uid = admin.read_namespaced_config_map("outlived", NAMESPACE).metadata.uid
+    volume = own_outputs(control_plane) / "outlived" / ".distrain" / "logs" / uid / "1"
+    written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
+               (volume / "chief-0.log").read_bytes().splitlines()]
+    (_, report), *written = written  # first what the replica's Python has, which the server keeps apart
+    assert report.startswith("distrain-provenance ")
+    assert [text for _, text in written] == ["epoch 1", "epoch 2", "epoch 3", "\ufffd done"]
+    second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    second.start(logging.getLogger("second"))
+    try:
+        wait(lambda: [(line.time, line.text) for line in second.logs("outlived", replica="chief-0")] == written,
+             "the new server reads the lines the chief wrote while no server ran", 60)
+        wait(lambda: (second.log_dir("outlived") / ".complete").exists(), "the run's logs are marked complete")
+        cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
+        assert [(line.time, line.text) for line in cli.logs("outlived")] == written
+        readers = f"{naming.COMPONENT}=log-reader"
+        wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=readers).items, "no reader is left")
+    finally:
+        second.delete("outlived")
+        second.close()
+        shutil.rmtree(volume.parents[3])
+
+
+def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin, tmp_path):
+    """A replica's command first installs requirements.txt and reports, in one line, what its Python has
+    (incluster/install.py). Its image here is a fresh environment, and its requirements a wheel in the code. The
+    server takes the report out of the log into the job's provenance; with the pod gone, a CLI reads the same
+    report from the output volume."""
+    workspace, image = tmp_path / "workspace", tmp_path / "image"
+    workspace.mkdir()
+    wheel = write_wheel(workspace, "distrain_probe", "VALUE = 42\n")
+    (workspace / "requirements.txt").write_text(f"./{wheel.name}\n")
+    venv.create(image, with_pip=True)
+    spec = chief_spec("provenance", "python -c 'import distrain_probe; print(\"probe\", distrain_probe.VALUE)'")
+    server = KubeBackend(settings(tmp_path / "home", engine="jobset"), control_plane.client(RESTRICTED))
+    server.start(logging.getLogger("server"))
+    try:
+        server.submit(spec)
+        chief = pod_name(admin, "provenance", "chief-0")
+        wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
+        process = play_kubelet(control_plane, admin, chief, workspace,
+                               env={"PATH": f"{image / 'bin'}{os.pathsep}{os.environ['PATH']}"})
+        process.stdin.close()
+        assert process.wait(120) == 0
+        texts = lambda backend: [line.text for line in backend.logs("provenance", replica="chief-0")]  # noqa: E731
+        wait(lambda: "probe 42" in texts(server), "the server copies the chief's log")
+        assert any("Successfully installed distrain-probe-1.0" in text for text in texts(server))
+        assert not [text for text in texts(server) if "distrain-provenance" in text]  # the report is no log line
+        ran = provenance(server.get("provenance"))
+        pip = subprocess.run([image / "bin" / "python", "-m", "pip", "--version"], capture_output=True, text=True)
+        assert ran["python"] == platform.python_version() and ran["requirements"] == ["distrain-probe==1.0"]
+        assert {"distrain-probe==1.0", f"pip=={pip.stdout.split()[1]}"} <= set(ran["packages"])
+        assert not {p for p in ran["packages"] if p.startswith(("kubernetes==", "jupyter-distrain=="))}  # not ours
+
+        end(admin, "provenance", "chief-0", 0)
+        wait_job(server, "provenance", lambda j: j["phase"] == "Succeeded", "the job succeeds")
+        admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
+        wait(lambda: not pods_of(admin, "provenance"), "the chief's pod is gone, its pods/log with it")
+        cli = KubeBackend(settings(tmp_path / "cli", engine="jobset"), control_plane.client(RESTRICTED))
+        assert "probe 42" in texts(cli)
+        assert {key: provenance(cli.get("provenance"))[key] for key in ("python", "requirements", "packages")} == {
+            key: ran[key] for key in ("python", "requirements", "packages")}
+    finally:
+        server.delete("provenance")
+        server.close()
+        shutil.rmtree(own_outputs(control_plane) / "provenance", ignore_errors=True)
+
+
+def test_the_websocket_streams_a_kubernetes_jobs_logs_until_it_ends(control_plane, kube_server, admin):
+    import websocket
+
+    api, headers = kube_server.api, kube_server.headers
+    spec = {"name": "streamed", "framework": "python", "command": "python train.py",
+            "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
+    assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+    job = wait(lambda: (j := requests.get(f"{api}/jobs/streamed", headers=headers).json())["phase"] == "Running" and j,
+               "running")
+    assert job["logs"] == ["worker-0"]  # no setup log in a cluster: the panel offers only these
+    refused = requests.get(f"{api}/jobs/streamed/logs/stream?replica=setup", headers=headers)
+    assert refused.status_code == 400 and refused.json() == {
+        "message": "job 'streamed' has no replica 'setup'; replicas: worker-0"}
+    stream = websocket.create_connection(f"{api.replace('http', 'ws', 1)}/jobs/streamed/logs/stream",
+                                         header=[f"Authorization: {headers['Authorization']}"], timeout=60)
+    try:
+        worker = pod_name(admin, "streamed", "worker-0")
+        control_plane.write_log(worker, "epoch 1", "epoch 2")
+        received = ""
+        while "epoch 2" not in received:
+            message = json.loads(stream.recv())
+            assert message["type"] == "lines", message
+            received += message["data"]
+        control_plane.write_log(worker, "done")
+        end(admin, "streamed", "worker-0", 0)
+        while (message := json.loads(stream.recv()))["type"] == "lines":
+            received += message["data"]
+        assert message == {"type": "end", "phase": "Succeeded", "run": 1}
+        assert [line.split(" ", 1)[1] for line in received.splitlines()] == ["epoch 1", "epoch 2", "done"]
+    finally:
+        stream.close()
+    assert requests.delete(f"{api}/jobs/streamed", headers=headers).status_code == 204

@@ -1,0 +1,364 @@
+"""The Jupyter server and the CLI on the Kubernetes backend (tests/controlplane): REST and CLI, the API
+server's refusals, a stalled API server, both backends in one server, the TensorBoard behind the API server's
+proxy, watches that resume and a watch version that expired."""
+
+from __future__ import annotations
+
+import logging
+import re
+import socket
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
+
+import pytest
+import requests
+import yaml
+from conftest import CLI, JupyterServer, assert_nothing_left, wait, write_scalars
+from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
+from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, configmap, end, pod_name, settings, tf_spec,
+                          wait_job)
+from kubernetes import client
+
+from jupyter_distrain import storage
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec
+from jupyter_distrain.backends.kubernetes.controller import NamespaceController
+from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, listers
+
+pytestmark = pytest.mark.usefixtures("fresh_logs")
+
+
+def test_the_restricted_token_is_refused_clearly_outside_its_namespace(control_plane, tmp_path):
+    kube = KubeBackend(settings(tmp_path, namespace="default"), control_plane.client(RESTRICTED))
+    with pytest.raises(KubeError) as refused:
+        kube.submit(tf_spec("nope"))
+    assert refused.value.status == 403
+    assert "Kubernetes refused to" in str(refused.value) and 'User "distrain-jupyter" cannot' in str(refused.value)
+
+
+def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, admin, tmp_path):
+    api, headers = kube_server.api, kube_server.headers
+    spec = {"name": "via-rest", "framework": "tensorflow", "command": "python train.py",
+            "code": {"git": "https://example.com/models.git", "ref": COMMIT},
+            "replicas": {"chief": {}, "ps": {}, "worker": {"count": 1, "resources": {"gpus": 2}}}}
+    cluster = requests.get(f"{api}/cluster", headers=headers).json()
+    assert cluster["gpus"]["capacity"] == 4
+    assert cluster["engine"]["name"] == "jobset" and "the cluster serves JobSet" in cluster["engine"]["reason"]
+    too_big = {**spec, "replicas": {"worker": {"resources": {"gpus": 8}}}}
+    refused = requests.post(f"{api}/jobs?dry_run=true", json=too_big, headers=headers)
+    assert refused.status_code == 400
+    assert refused.json()["errors"][0]["path"] == "replicas.worker.resources.gpus"
+    assert requests.post(f"{api}/jobs?dry_run=true", json=spec, headers=headers).status_code == 200
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
+
+    created = requests.post(f"{api}/jobs", json=spec, headers=headers)
+    assert created.status_code == 201, created.text
+    assert created.json()["backend"] == "kubernetes"
+    control_plane.write_log(pod_name(admin, "via-rest", "chief-0"), "hello from the chief")
+    wait(lambda: requests.get(f"{api}/jobs/via-rest", headers=headers).json()["phase"] == "Running", "running")
+
+    cli = CLI(kube_server.root, tmp_path)  # a terminal's: the server's config files, as the server exports
+    cli.env.update(JUPYTER_CONFIG_DIR=str(kube_server.config_dir), DISTRAIN_BACKEND="kubernetes")
+    assert [j["name"] for j in cli.json("list")] == ["via-rest"]
+    assert "hello from the chief" in cli("logs", "via-rest", "--replica", "chief-0").stdout
+    wait(lambda: "hello from the chief" in requests.get(f"{api}/jobs/via-rest/logs", headers=headers).text,
+         "the server copied the chief's log")
+
+    end(admin, "via-rest", "chief-0", 0)
+    job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
+    assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",
+                                                              "worker-0": "Stopped"}
+    listed = requests.get(f"{api}/jobs", headers=headers).json()  # the list: replicas counted, no spec
+    assert [(j["name"], j["phase"], j["replica_phases"]) for j in listed] == \
+        [("via-rest", "Succeeded", {"Succeeded": 1, "Stopped": 2})] and "spec" not in listed[0]
+    assert [m["phase"] for m in requests.get(f"{api}/jobs/via-rest/metrics", headers=headers).json()] == \
+        ["Succeeded", "Stopped", "Stopped"]
+
+    # clone over REST; stop, restart and delete from the CLI, which renders pods as the server does
+    clone = requests.post(f"{api}/jobs/via-rest/clone", headers=headers)
+    assert clone.status_code == 201 and clone.json()["name"] == "via-rest-2"
+    assert clone.json()["spec"]["code"]["commit"] == COMMIT
+    wait(lambda: cli.json("get", "via-rest-2")["phase"] == "Running", "the clone runs")
+    cli("stop", "via-rest-2")
+    assert cli.json("get", "via-rest-2")["phase"] == "Stopped"
+    cli("restart", "via-rest-2")
+    wait(lambda: requests.get(f"{api}/jobs/via-rest-2", headers=headers).json()["phase"] == "Running",
+         "the restarted clone runs")
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=via-rest-2,{naming.RUN}=2").items
+    assert len(pods) == 3 and {p.spec.containers[0].image for p in pods} == {CONFIGURED_IMAGE}
+    assert {v.persistent_volume_claim.claim_name for p in pods for v in p.spec.volumes
+            if v.persistent_volume_claim} == {"datasets"}
+    cli("delete", "via-rest-2")
+    assert requests.delete(f"{api}/jobs/via-rest", headers=headers).status_code == 204
+    assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
+
+
+def test_forbidden_answers_reach_the_user_as_a_clear_error(control_plane, tmp_path):
+    server = JupyterServer(tmp_path, "--Distrain.backend=kubernetes", "--Distrain.namespace=default",
+                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}")
+    try:
+        answer = requests.get(f"{server.url}/distrain/api/jobs", headers=server.headers)
+        assert answer.status_code == 403
+        assert "Kubernetes refused to list jobs" in answer.json()["message"]
+        assert 'User \\"distrain-jupyter\\" cannot list resource \\"configmaps\\"' in answer.text
+    finally:
+        server.stop()
+
+
+class StallingRelay:
+    """A relay on a loopback port to the API server that, while stalled, passes no byte either way: a hung API
+    server, whose connections stay open and never answer."""
+
+    def __init__(self, port: int):
+        self.target = ("127.0.0.1", port)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"https://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.passing = threading.Event()
+        self.passing.set()
+        self.sockets: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with suppress(OSError):
+            while True:
+                downstream = self.listener.accept()[0]
+                upstream = socket.create_connection(self.target)
+                self.sockets += [downstream, upstream]
+                for source, sink in ((downstream, upstream), (upstream, downstream)):
+                    threading.Thread(target=self._pipe, args=(source, sink), daemon=True).start()
+
+    def _pipe(self, source: socket.socket, sink: socket.socket) -> None:
+        with suppress(OSError):
+            while data := source.recv(65536):
+                self.passing.wait()
+                sink.sendall(data)
+            sink.shutdown(socket.SHUT_WR)
+
+    def close(self) -> None:
+        self.passing.set()
+        for s in [self.listener, *self.sockets]:
+            s.close()
+
+
+def test_a_stalled_api_server_answers_504_and_the_cache_still_answers(control_plane, tmp_path, admin):
+    """With the API server stalled (connections open, no answer), each request that needs it fails within the
+    server's kubernetes_timeout (504), or at once when many wait already (503), and the job list, served from
+    the watch cache, answers meanwhile; once the API server answers again, so does everything."""
+    relay = StallingRelay(int(control_plane.url.rsplit(":", 1)[1]))
+    kubeconfig = yaml.safe_load(control_plane.kubeconfig(RESTRICTED).read_text())
+    kubeconfig["clusters"][0]["cluster"]["server"] = relay.url
+    (tmp_path / "relayed.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    server = JupyterServer(tmp_path, "--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
+                           f"--Distrain.kubeconfig={tmp_path / 'relayed.kubeconfig'}",
+                           "--Distrain.kubernetes_timeout=2")
+    api, headers = f"{server.url}/distrain/api", server.headers
+    try:
+        spec = {"name": "patient", "command": "python train.py",
+                "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
+        assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+        wait(lambda: [j["name"] for j in requests.get(f"{api}/jobs", headers=headers).json()] == ["patient"],
+             "the job listed")
+        relay.passing.clear()
+        with ThreadPoolExecutor(24) as pool:  # more than wait on Kubernetes at once: some answer 503 at once
+            asked = [pool.submit(requests.get, f"{api}/cluster", headers=headers, timeout=120) for _ in range(24)]
+            time.sleep(0.5)
+            listed = requests.get(f"{api}/jobs", headers=headers, timeout=60)  # before: hung with the threads
+            assert listed.status_code == 200 and [j["name"] for j in listed.json()] == ["patient"]
+            answers = [a.result() for a in asked]
+        assert {a.status_code for a in answers} == {503, 504}
+        assert {a.headers["Content-Type"] for a in answers} == {"application/json"}  # as the OpenAPI document says
+        no_answer = next(a.json()["message"] for a in answers if a.status_code == 504)
+        assert no_answer.startswith("Kubernetes did not answer GET ") and no_answer.endswith(" within 2 s")
+        assert "wait for it already" in next(a.json()["message"] for a in answers if a.status_code == 503)
+        relay.passing.set()
+        wait(lambda: requests.get(f"{api}/cluster", headers=headers).ok, "the server answers again", 60)
+        assert requests.delete(f"{api}/jobs/patient", headers=headers).status_code == 204
+    finally:
+        server.stop()
+        relay.close()
+        with suppress(client.ApiException):
+            admin.delete_namespaced_config_map("patient", NAMESPACE)
+
+
+def test_one_server_offers_both_backends(control_plane, tmp_path, admin):
+    server = JupyterServer(tmp_path, "--Distrain.backends=local", "--Distrain.backends=kubernetes",
+                           f"--Distrain.namespace={NAMESPACE}",
+                           f"--Distrain.kubeconfig={control_plane.kubeconfig(RESTRICTED)}")
+    api, headers = f"{server.url}/distrain/api", server.headers
+    try:
+        cluster = requests.get(f"{api}/cluster", headers=headers).json()
+        assert (cluster["backends"], cluster["default_backend"], cluster["backend"]) == \
+            (["local", "kubernetes"], "local", "local")
+        assert requests.get(f"{api}/cluster?backend=kubernetes", headers=headers).json()["gpus"]["capacity"] == 4
+        bogus = requests.post(f"{api}/jobs?backend=slurm", json={"name": "x", "command": "true"}, headers=headers)
+        assert bogus.status_code == 400 and "enabled: local, kubernetes" in bogus.json()["message"]
+
+        in_cluster = {"name": "twin", "command": "python train.py",
+                      "code": {"git": "https://example.com/models.git", "ref": COMMIT}}
+        assert requests.post(f"{api}/jobs?backend=kubernetes", json=in_cluster, headers=headers).status_code == 201
+        here = {"name": "twin", "command": "sleep 30"}
+        assert requests.post(f"{api}/jobs", json=here, headers=headers).status_code == 409  # names are shared
+        here["name"] = "twin-local"
+        assert requests.post(f"{api}/jobs", json=here, headers=headers).status_code == 201
+        listed = {j["name"]: j["backend"] for j in requests.get(f"{api}/jobs", headers=headers).json()}
+        assert listed == {"twin": "kubernetes", "twin-local": "local"}
+        for name in listed:  # each call goes to the job's own backend
+            assert requests.post(f"{api}/jobs/{name}/stop", headers=headers).json()["phase"] == "Stopped"
+            assert requests.delete(f"{api}/jobs/{name}", headers=headers).status_code == 204
+        assert requests.get(f"{api}/jobs", headers=headers).json() == []
+        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=naming.JOB).items
+        assert_nothing_left(server.root)
+    finally:
+        server.stop()
+
+
+def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(control_plane, kube_server, tmp_path):
+    api, headers = kube_server.api, kube_server.headers
+    spec = {"name": "tb-job", "framework": "tensorflow", "command": "python train.py",
+            "code": {"git": "https://example.com/models.git", "ref": COMMIT},
+            "replicas": {"chief": {}, "worker": {"count": 1}}, "tensorboard": {"enabled": True}}
+    assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+    with control_plane.client(ADMIN) as admin_api:
+        apps, core = client.AppsV1Api(admin_api), client.CoreV1Api(admin_api)
+        deployment = apps.read_namespaced_deployment("tb-job-tensorboard", NAMESPACE)
+        assert [o.name for o in deployment.metadata.owner_references] == ["tb-job"]
+        container = deployment.spec.template.spec.containers[0]
+        mount = container.volume_mounts[0]
+        mine = f"{storage.OWNERS}/{storage.owner_dir(SETTINGS.owner)}"  # the server's owner is this user
+        assert (mount.mount_path, mount.sub_path, mount.read_only) == ("/output", f"{mine}/tb-job", True)
+        selector = f"{naming.COMPONENT}=tensorboard,{naming.JOB}=tb-job"
+        pod = wait(lambda: next((p for p in core.list_namespaced_pod(NAMESPACE, label_selector=selector).items
+                                 if p.status.pod_ip == HOST_IP), None), "the TensorBoard pod runs", 60)
+
+        output = control_plane.dir / "volumes" / "datasets" / mine / "tb-job"  # the server's output_claim
+        write_scalars(output / "training_logs" / "chief-0", "loss", [1.0, 0.5, 0.25])
+        write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
+        tensorboard = control_plane.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            direct = f"http://{HOST_IP}:{podspec.TENSORBOARD_PORT}"  # as any pod of the namespace reaches it
+            probe = container.readiness_probe.http_get.path
+
+            def ready() -> bool:
+                with suppress(requests.ConnectionError):
+                    return requests.get(f"{direct}{probe}").ok
+                return False
+
+            wait(ready, "the TensorBoard is ready", 60)
+            assert requests.get(f"{direct}/data/runs").status_code == 403  # no secret: nothing read
+            secret = core.read_namespaced_secret("tb-job-tensorboard", NAMESPACE)
+            assert secret.metadata.annotations == {naming.OWNER: SETTINGS.owner}
+            assert [o.name for o in secret.metadata.owner_references] == ["tb-job"]
+            board = f"{kube_server.url}/distrain/tensorboard/tb-job"
+            runs = wait(lambda: (r := requests.get(f"{board}/all/data/runs", headers=headers)).ok and r.json(),
+                        "the TensorBoard answers through Jupyter and the API server", 60)
+            assert sorted(runs) == ["chief-0", "worker-0"]
+            scalars = requests.get(f"{board}/all/data/plugin/scalars/scalars", params={"run": "worker-0", "tag": "loss"},
+                                   headers=headers).json()
+            assert [value for _, _, value in scalars] == [2.0, 1.0]
+            # the same numbers in the job's own scalars, asked of its TensorBoard
+            assert requests.get(f"{api}/jobs/tb-job/scalars", headers=headers).json() == {
+                "tags": ["loss"], "tag": "loss", "runs": {"chief-0": [[0, 1.0], [1, 0.5], [2, 0.25]],
+                                                          "worker-0": [[0, 2.0], [1, 1.0]]}}
+            page = requests.get(f"{board}/all/", headers=headers)
+            assert page.ok and "<tb-webapp>" in page.text  # the page passes the API server's proxy
+            fonts = set(re.findall(r"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.text))
+            assert fonts and all(url.startswith("/distrain/tensorboard/tb-job/all/font-roboto/") for url in fonts)
+            font = requests.get(f"{kube_server.url}{min(fonts)}", headers=headers)
+            assert font.ok and font.headers["Content-Type"] == "font/woff2"
+            assert requests.get(f"{board}/all/index.js", headers=headers).headers["Content-Type"].startswith(
+                "text/javascript")
+            one = requests.get(f"{board}/worker-0/", headers=headers, allow_redirects=False)
+            assert one.status_code == 302 and one.headers["Location"].endswith("/worker-0/?runFilter=%5Eworker-0%28%2F%7C%24%29")
+            anonymous = requests.get(f"{board}/all/data/runs", allow_redirects=False)  # no Jupyter token
+            assert anonymous.status_code == 302 and "/login" in anonymous.headers["Location"]
+        finally:
+            tensorboard.terminate()
+            tensorboard.wait()
+
+        assert requests.delete(f"{api}/jobs/tb-job", headers=headers).status_code == 204
+        wait(lambda: not apps.list_namespaced_deployment(NAMESPACE, label_selector=naming.JOB).items
+             and not core.list_namespaced_service(NAMESPACE, label_selector=naming.JOB).items
+             and not core.list_namespaced_secret(NAMESPACE, label_selector=naming.JOB).items
+             and not core.list_namespaced_pod(NAMESPACE, label_selector=naming.JOB).items,
+             "the garbage collector deleted the TensorBoard", 60)
+
+
+def apiserver_requests(control_plane, verb: str, resource: str) -> int:
+    """The API server's count of namespaced `verb` requests on `resource`, from its /metrics."""
+    metrics = requests.get(f"{control_plane.url}/metrics", verify=str(control_plane.dir / "ca.crt"),
+                           headers={"Authorization": f"Bearer {control_plane.tokens[ADMIN]}"}, timeout=10)
+    metrics.raise_for_status()
+    total = 0
+    for line in metrics.text.splitlines():
+        if line.startswith("apiserver_request_total{"):
+            labels, value = line[len("apiserver_request_total{"):].rsplit("} ", 1)
+            fields = dict(re.findall(r'(\w+)="([^"]*)"', labels))
+            if (fields["verb"], fields["resource"], fields["scope"]) == (verb, resource, "namespace"):
+                total += int(float(value))
+    return total
+
+
+def test_watches_resume_from_their_version_without_listing_again(control_plane, admin, tmp_path):
+    kinds = ("configmaps", "pods", "events", "jobs", "jobsets")
+    lists = {k: apiserver_requests(control_plane, "LIST", k) for k in kinds}
+    watches = apiserver_requests(control_plane, "WATCH", "configmaps")
+    started = time.monotonic()
+    kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
+    controller = NamespaceController(kube, logging.getLogger("test"), watch_timeout=1)
+    try:
+        kube.submit(tf_spec("resumed", workers=1))  # its changes cross many one-second watches
+        wait_job(kube, "resumed", lambda j: j["phase"] == "Running", "the job runs")
+        end(admin, "resumed", "chief-0", 0)  # its one LIST of pods finds the chief's
+        wait_job(kube, "resumed", lambda j: j["phase"] == "Succeeded", "the job succeeds")
+        wait(lambda: apiserver_requests(control_plane, "WATCH", "configmaps") >= watches + 4, "four watches ended")
+        assert {k: apiserver_requests(control_plane, "LIST", k) - lists[k] for k in kinds} == \
+            {"configmaps": 1, "pods": 2, "events": 1, "jobs": 1, "jobsets": 1}
+        print(f"{apiserver_requests(control_plane, 'WATCH', 'configmaps') - watches} configmap watches, one LIST per kind,"
+              f" {time.monotonic() - started:.1f} s")
+    finally:
+        if kube.exists("resumed"):
+            kube.delete("resumed")
+        controller.stop()
+
+
+def compact_etcd(control_plane) -> None:
+    """Make etcd forget every version before its current one, as the API server does every few minutes."""
+    revision = requests.post(f"{control_plane.etcd}/v3/kv/range", json={"key": "AA=="}, timeout=10).json()
+    requests.post(f"{control_plane.etcd}/v3/kv/compaction", json={"revision": revision["header"]["revision"]},
+                  timeout=10).raise_for_status()
+
+
+def test_an_expired_watch_version_lists_again_once(control_plane, admin, caplog):
+    caplog.set_level(logging.DEBUG, logger="test")
+    seen = []
+    cache = Cache(lambda: listers(admin.api_client, NAMESPACE, {}), seen.append, logging.getLogger("test")).start()
+    try:
+        admin.create_namespaced_config_map(NAMESPACE, configmap("expiry", None))
+        wait(lambda: cached(cache, "expiry"), "the cache holds the job")
+        cache.items("events")
+        lists = apiserver_requests(control_plane, "LIST", "events")
+        # the events watch fell behind: it resumes from a version etcd has compacted (the API server keeps no
+        # watch cache of events), and is told 410 Gone
+        cache.versions["events"] = "1"
+        compact_etcd(control_plane)
+        cache.watches["events"].stop()
+        wait(lambda: apiserver_requests(control_plane, "LIST", "events") == lists + 1, "the cache lists events again")
+        assert len([r for r in caplog.records if "(410)" in r.getMessage() and "too old" in r.getMessage()]) == 1
+        seen.clear()
+        admin.create_namespaced_event(NAMESPACE, client.CoreV1Event(
+            metadata=client.V1ObjectMeta(generate_name="expiry."), reason="Checked", message="after the relist",
+            involved_object=client.V1ObjectReference(kind="ConfigMap", name="expiry", namespace=NAMESPACE)))
+        wait(lambda: "Checked" in [e.reason for e in cache.items("events")], "the watch from the new listing runs")
+        assert seen == ["expiry"]
+        time.sleep(1)
+        assert apiserver_requests(control_plane, "LIST", "events") == lists + 1
+        cache.stop()
+        for thread in cache.threads:  # each blocked reading its watch (of 300 s) until stop() ended it
+            thread.join(10)
+        assert not [t.name for t in cache.threads if t.is_alive()]
+    finally:
+        cache.stop()
+        admin.delete_namespaced_config_map("expiry", NAMESPACE)
