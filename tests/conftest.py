@@ -362,18 +362,18 @@ def real_cluster(tmp_path_factory):
 
 
 def remove_janitor(admin) -> None:
-    """Delete the namespace's janitor (manifests.janitor) and its identity, as a test that made it leaves the
+    """Delete the namespace's janitor (render.janitor) and its identity, as a test that made it leaves the
     namespace; `admin` is a CoreV1Api with the admin's rights."""
     from controlplane.cluster import NAMESPACE
     from kubernetes import client
 
-    from jupyter_distrain.backends.kubernetes import render as manifests
+    from jupyter_distrain.backends.kubernetes import naming
 
-    client.BatchV1Api(admin.api_client).delete_namespaced_cron_job(manifests.JANITOR, NAMESPACE)
+    client.BatchV1Api(admin.api_client).delete_namespaced_cron_job(naming.JANITOR, NAMESPACE)
     rbac = client.RbacAuthorizationV1Api(admin.api_client)
-    rbac.delete_namespaced_role_binding(manifests.JANITOR, NAMESPACE)
-    rbac.delete_namespaced_role(manifests.JANITOR, NAMESPACE)
-    admin.delete_namespaced_service_account(manifests.JANITOR, NAMESPACE)
+    rbac.delete_namespaced_role_binding(naming.JANITOR, NAMESPACE)
+    rbac.delete_namespaced_role(naming.JANITOR, NAMESPACE)
+    admin.delete_namespaced_service_account(naming.JANITOR, NAMESPACE)
 
 
 SHOW = "for f in $(ls -A | sort); do [ -f $f ] && printf '%s: %s\\n' $f \"$(head -n 1 $f)\"; done"

@@ -144,7 +144,7 @@ class NamespaceController:
         self.cache.stop()
         self.queue.shut_down()
         for response in list(self.backend.streams):
-            with suppress(ValueError, RuntimeError):  # raised when its connection is closed already
+            with suppress(ValueError, RuntimeError, OSError):  # raised when its connection is closed already
                 response.shutdown()  # unblocks the copier reading it
         for thread in [*self.workers, *self.cache.threads, *list(self.followers.values())]:
             thread.join(10)  # none is left reading a connection as the process exits
