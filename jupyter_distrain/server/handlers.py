@@ -102,7 +102,6 @@ class DistrainHandler(JsonErrors, APIHandler):
         self.reply(job_json(job), 201)
 
 
-
 class VersionHandler(DistrainHandler):
     def get(self) -> None:
         self.reply({"version": __version__})

@@ -167,10 +167,6 @@ class KubeBackend(JobObserver, CredentialStore):
         for obj in render.workload(spec, self.settings, root_dict, engine, run):
             self._create(obj)
 
-
-
-
-
     def stop(self, name: str) -> JobRecord:
         """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
         (unless the engine ended it), then delete the engine's object (its pods follow)."""
@@ -339,8 +335,6 @@ class KubeBackend(JobObserver, CredentialStore):
                     raise api_error(e, f"delete job {name}") from None
                 return  # deleted by another: the watch brings (or brought) its deletion
             write.forget()
-
-
 
     def logs(self, name: str, replica: str | None = None, tail: int | None = None, since: str | None = None,
              follow: bool = False, finished: Callable[[], bool] | None = None,

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from ...config import Distrain
 
 
-
 class JobObserver(PodSupervisor, EngineChoice):
     """Reads a job, or every job, as every backend reports them (records.JobRecord)."""
 
@@ -49,7 +48,7 @@ class JobObserver(PodSupervisor, EngineChoice):
             return self._view(root, {})
         pods = self.job_pods(root.metadata.name)
         if engine_of(root) == "pods":
-            return self._view(*self.reconcile(root, newest(pods))) if not self.cache else self._view(root, newest(pods))
+            return self._view(root, newest(pods)) if self.cache else self._view(*self.reconcile(root, newest(pods)))
         if json.loads(root.data["status.json"])["phase"] in FINISHED:  # recorded as it ended: nothing to observe
             return self._view(root, newest(pods))
         return self._view(root, newest(pods), self._observe(root, pods))
