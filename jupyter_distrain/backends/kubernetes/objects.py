@@ -126,7 +126,7 @@ class NamespaceObjects:
 
     def _jobs(self, name: str) -> dict[str, client.V1Job]:
         """The Jobs of a JobSet job, by replica."""
-        if self.cache and self.cache.holds("jobs"):
+        if self.cache:
             jobs = self.cache.of_job("jobs", name)
         else:
             jobs = self._call(lambda: self.batch.list_namespaced_job(
@@ -143,9 +143,8 @@ class NamespaceObjects:
 
     def _workload(self, root: client.V1ConfigMap) -> dict | None:
         """The object that runs the job on its engine, as the engine reports it."""
-        resource = self._engine_api(root)[2]
-        if self.cache and self.cache.holds(resource):
-            return self.cache.get(resource, root.metadata.name)
+        if self.cache:
+            return self.cache.get(self._engine_api(root)[2], root.metadata.name)
         return self._workload_fresh(root)
 
     def _workload_fresh(self, root: client.V1ConfigMap) -> dict | None:

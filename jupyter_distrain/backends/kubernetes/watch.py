@@ -97,7 +97,7 @@ def job_label(obj) -> str | None:
 class Cache:
     """An informer: list, then watch each kind `discover()` names (see `listers`), calling `changed(job)` for
     every job a change touches; a kind the cluster begins to serve later (an engine installed since) is
-    watched from the first read that asks for it (`holds`).
+    watched from the first read that asks for it (`get`, `of_job`, `holds`).
 
     Each kind is listed once, then watched from the listing's resourceVersion. A watch that ends (the API
     server ends it after `watch_timeout`, the connection drops, an error after a backoff) resumes from the
@@ -189,8 +189,8 @@ class Cache:
 
     def get(self, kind: str, name: str) -> Any:
         """The cached object of that name, or None (always, for a kind the cluster does not serve: a job's
-        engine object once the engine is gone)."""
-        if kind not in self.listers:
+        engine object once the engine is gone; see `holds`)."""
+        if not self.holds(kind):
             return None
         self.items(kind)  # ready, or its failure
         with self.lock:
@@ -198,7 +198,7 @@ class Cache:
 
     def of_job(self, kind: str, job: str) -> list:
         """The cached objects labelled with the job's name (see `get`)."""
-        if kind not in self.listers:
+        if not self.holds(kind):
             return []
         self.items(kind)
         with self.lock:
