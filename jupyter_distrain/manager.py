@@ -253,7 +253,7 @@ class JobManager:
         rows, tags = [], set()
         for number, (trial, values) in enumerate(sweep.trial_specs(spec), 1):
             job = launched.get(trial["name"])
-            found = self.logged(backend, job["spec"], metric.get("tag")) if job else NOTHING_LOGGED
+            found = self.logged(backend, job, metric.get("tag")) if job else NOTHING_LOGGED
             points = sweep.metric_points(trial, found)
             tags.add(found["tag"])
             rows.append({"name": trial["name"], "number": number, "phase": job["phase"] if job else None,
@@ -266,11 +266,11 @@ class JobManager:
         tag = metric.get("tag") or next((t for t in sorted(tags - {None})), None)
         return {"name": name, "metric": {"tag": tag, "goal": metric["goal"]}, "best": best, "trials": rows}
 
-    def logged(self, backend: Backend, spec: dict, tag: str | None) -> dict:
+    def logged(self, backend: Backend, trial: JobRecord, tag: str | None) -> dict:
         """What a trial logged (scalars_of); nothing where that cannot be read now: on Kubernetes, a trial
         without a TensorBoard, or whose TensorBoard does not answer yet."""
         try:
-            return self.scalars_of(backend.tensorboard(spec), tag)
+            return self.scalars_of(backend.tensorboard(trial["spec"]), tag, trial["started"])
         except DistrainError:
             return NOTHING_LOGGED
 
@@ -310,8 +310,9 @@ class JobManager:
 
     def scalars(self, name: str, tag: str | None = None) -> dict:
         """What the job's replicas logged to their event files (scalars.Scalars.of): locally read here, on
-        Kubernetes asked of the job's TensorBoard."""
-        return self.scalars_of(self.tensorboard(name, None), tag)
+        Kubernetes asked of the job's TensorBoard; split into the current run's points and earlier runs'."""
+        job = self.get(name, events=0)
+        return self.scalars_of(self.backend_of(name).tensorboard(job["spec"]), tag, job["started"])
 
     @functools.cached_property
     def event_files(self) -> Scalars:
@@ -320,13 +321,13 @@ class JobManager:
 
         return Scalars()
 
-    def scalars_of(self, target: TensorBoardTarget, tag: str | None = None) -> dict:
-        """What scalars answers, from where a job's TensorBoard is."""
+    def scalars_of(self, target: TensorBoardTarget, tag: str | None = None, since: float | None = None) -> dict:
+        """What scalars answers, from where a job's TensorBoard is, for the run of the job started at `since`."""
         from .scalars import from_tensorboard
 
         if isinstance(target, EventFiles):
-            return self.event_files.of(target.logdir, tag)
-        return from_tensorboard(target, tag)
+            return self.event_files.of(target.logdir, tag, since)
+        return from_tensorboard(target, tag, since)
 
     # git credentials: written, listed by name, deleted; never read back
     def set_credentials(self, name: str, username: Any, password: Any, host: Any,

@@ -1,6 +1,7 @@
 """The scalars a job's replicas log to their TensorBoard event files (loss, accuracy...), read as the files grow:
 each file from where the last read stopped, so a long run costs only its new records, and each series keeps
-at most MAX_POINTS points (beyond, every other one is dropped: the series keeps its shape).
+at most MAX_POINTS points (beyond, every other one is dropped: the series keeps its shape). A restarted job's
+replicas write to the same directories: points written before the current run started are its earlier runs'.
 
 Event files are TFRecord files of `Event` protos. They are read here with the protos TensorBoard ships,
 without its loaders, which would import TensorFlow into the Jupyter server.
@@ -32,23 +33,26 @@ MAX_FILES = 512  # event files followed at once; the least recently read is forg
 EVENT_FILES = "events.out.tfevents.*"
 
 
+Point = tuple[float, int, float]  # wall time, step, value
+
+
 @dataclass
 class Series:
-    """(step, value) points of one tag in one run: every `stride`-th once it has had MAX_POINTS, and the last."""
+    """The points of one tag in one run: every `stride`-th once it has had MAX_POINTS, and the last."""
 
-    points: list[tuple[int, float]] = field(default_factory=list)
+    points: list[Point] = field(default_factory=list)
     stride: int = 1
     seen: int = 0
-    last: tuple[int, float] | None = None
+    last: Point | None = None
 
-    def add(self, step: int, value: float) -> None:
+    def add(self, point: Point) -> None:
         if self.seen % self.stride == 0:
-            self.points.append((step, value))
+            self.points.append(point)
             if len(self.points) > MAX_POINTS:
                 self.points, self.stride = self.points[::2], self.stride * 2
-        self.seen, self.last = self.seen + 1, (step, value)
+        self.seen, self.last = self.seen + 1, point
 
-    def shown(self) -> list[tuple[int, float]]:
+    def shown(self) -> list[Point]:
         if self.last is None or self.points[-1] == self.last:
             return self.points
         return [*self.points, self.last]
@@ -83,7 +87,7 @@ class EventFile:
                 for value in event.summary.value:
                     number = scalar(value)
                     if number is not None:
-                        self.series.setdefault(value.tag, Series()).add(event.step, number)
+                        self.series.setdefault(value.tag, Series()).add((event.wall_time, event.step, number))
 
 
 def scalar(value: summary_pb2.Summary.Value) -> float | None:
@@ -111,10 +115,11 @@ class Scalars:
         self.files: OrderedDict[Path, EventFile] = OrderedDict()
         self.lock = threading.Lock()
 
-    def of(self, logdir: Path, tag: str | None = None) -> dict:
+    def of(self, logdir: Path, tag: str | None = None, since: float | None = None) -> dict:
         """The scalars under `logdir` (a run per directory holding event files, named by its path: worker-0,
-        worker-0/train): every tag, and the points of `tag` (chosen_tag) in each run."""
-        runs: dict[str, dict[str, list[tuple[int, float]]]] = {}
+        worker-0/train): every tag, and the points of `tag` (chosen_tag) in each run, split at `since` (see
+        answer)."""
+        runs: dict[str, dict[str, list[Point]]] = {}
         with self.lock:
             for path in sorted(logdir.rglob(EVENT_FILES)) if logdir.is_dir() else []:
                 if not path.is_file():
@@ -129,18 +134,38 @@ class Scalars:
                 self.files.popitem(last=False)
         tags = sorted({name for run in runs.values() for name in run})
         chosen = chosen_tag(tags, tag)
-        return {"tags": tags, "tag": chosen,
-                "runs": {name: [list(p) for p in run[chosen]] for name, run in runs.items() if chosen in run}}
+        return answer(tags, chosen, {name: run[chosen] for name, run in runs.items() if chosen in run}, since)
+
+
+def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], since: float | None) -> dict:
+    """The tags, the tag shown, and its [step, value] points per run: in `runs` those written since the job's
+    current run started (`since`, None: all of them), in `earlier` those written before, a list per earlier
+    run of the job (a new one wherever the step does not advance: a replica that started again)."""
+    runs: dict[str, list[list[float]]] = {}
+    earlier: dict[str, list[list[list[float]]]] = {}
+    for run, found in points.items():
+        found = sorted(found, key=lambda point: point[0])  # several files of a directory: in the order written
+        before = [(step, value) for wall, step, value in found if since is not None and wall < since]
+        current = [[step, value] for wall, step, value in found if since is None or wall >= since]
+        if current:
+            runs[run] = current
+        for i, (step, value) in enumerate(before):
+            if i == 0 or step <= before[i - 1][0]:
+                earlier.setdefault(run, []).append([])
+            earlier[run][-1].append([step, value])
+    return {"tags": tags, "tag": tag, "runs": runs, "earlier": earlier}
 
 
 def chosen_tag(tags: list[str], tag: str | None) -> str | None:
-    """`tag`, or by default the first of `tags` with "loss" in its name, else the first."""
+    """`tag`, or by default the loss: the shortest tag naming a loss that is not a validation's (loss, then
+    epoch_loss...), else any naming a loss, else the first."""
     if tag is not None:
         return tag
-    return next((t for t in tags if "loss" in t.lower()), tags[0] if tags else None)
+    losses = sorted((t for t in tags if "loss" in t.lower()), key=lambda t: (t.lower().startswith("val"), len(t), t))
+    return next(iter(losses), tags[0] if tags else None)
 
 
-def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None) -> dict:
+def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None, since: float | None = None) -> dict:
     """What `Scalars.of` answers, from a TensorBoard already running in a cluster (its scalars plugin's API),
     which reads the event files there as they grow."""
     def get(path: str, **query: str) -> object:
@@ -156,5 +181,5 @@ def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None) -> dict:
     tags = sorted({name for run in by_run.values() for name in run})
     chosen = chosen_tag(tags, tag)
     points = {run: get("scalars", run=run, tag=cast(str, chosen)) for run, named in by_run.items() if chosen in named}
-    return {"tags": tags, "tag": chosen,
-            "runs": {run: [[step, value] for _, step, value in cast(list, found)] for run, found in points.items()}}
+    return answer(tags, chosen, {run: [cast(Point, tuple(point)) for point in cast(list, found)] for run, found in points.items()},
+                  since)

@@ -13,19 +13,31 @@ const COLORS = [
   'var(--jp-ui-font-color2)'
 ];
 
+type Points = number[][];
+
 /**
  * One tag of a job's scalars, a line per run (replica) over the steps, with
- * each run's last value; the tag can be changed among the job's tags.
+ * each run's last value and the axes' ranges; the tag can be changed among the
+ * job's tags. The lines of the job's earlier runs (before a restart) are
+ * dashed, and can be hidden.
  */
 export function ScalarChart(props: {
   scalars: Scalars;
   onTag: (tag: string) => void;
 }): JSX.Element | null {
-  const { tags, tag, runs } = props.scalars;
-  if (!tag || !Object.keys(runs).length) {
+  const { tags, tag, runs, earlier } = props.scalars;
+  const [showEarlier, setShowEarlier] = React.useState(true);
+  const names = [...new Set([...Object.keys(runs), ...Object.keys(earlier)])];
+  if (!tag || !names.length) {
     return null;
   }
-  const { line, x0, x1 } = scaled(Object.values(runs).flat(), WIDTH, HEIGHT);
+  const color = (run: string) => COLORS[names.indexOf(run) % COLORS.length];
+  const before = showEarlier ? earlier : {};
+  const drawn = [
+    ...Object.values(runs),
+    ...Object.values(before).flat()
+  ].flat();
+  const { line, x0, x1, y0, y1 } = scaled(drawn, WIDTH, HEIGHT);
   return (
     <section className="jp-distrain-scalars">
       <h3>
@@ -40,47 +52,104 @@ export function ScalarChart(props: {
             <option key={name}>{name}</option>
           ))}
         </select>
+        {Object.keys(earlier).length > 0 && (
+          <label className="jp-distrain-earlier-toggle">
+            <input
+              type="checkbox"
+              checked={showEarlier}
+              onChange={event => setShowEarlier(event.target.checked)}
+            />
+            Earlier runs (dashed)
+          </label>
+        )}
       </h3>
-      <svg
-        className="jp-distrain-chart"
-        viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
-        preserveAspectRatio="none"
-        role="img"
-        aria-label={`${tag} over steps ${x0} to ${x1}`}
-      >
-        {Object.entries(runs).map(([run, points], index) => (
-          <polyline
-            key={run}
-            data-run={run}
-            fill="none"
-            stroke={COLORS[index % COLORS.length]}
-            strokeWidth={1.5}
-            vectorEffect="non-scaling-stroke"
-            points={line(points)}
-          />
-        ))}
-      </svg>
+      <div className="jp-distrain-chart-frame">
+        <div className="jp-distrain-chart-y" aria-hidden="true">
+          <span>{short(y1)}</span>
+          <span>{tag}</span>
+          <span>{short(y0)}</span>
+        </div>
+        <svg
+          className="jp-distrain-chart"
+          viewBox={`0 0 ${WIDTH} ${HEIGHT}`}
+          preserveAspectRatio="none"
+          role="img"
+          aria-label={`${tag} from ${short(y0)} to ${short(y1)} over steps ${x0} to ${x1}`}
+        >
+          {Object.entries(before).map(([run, segments]) =>
+            segments.map((points, index) => (
+              <Line
+                key={`${run}-${index}`}
+                run={run}
+                earlier
+                color={color(run)}
+                points={line(points)}
+              />
+            ))
+          )}
+          {Object.entries(runs).map(([run, points]) => (
+            <Line
+              key={run}
+              run={run}
+              color={color(run)}
+              points={line(points)}
+            />
+          ))}
+        </svg>
+        <div className="jp-distrain-chart-x" aria-hidden="true">
+          <span>{x0}</span>
+          <span>step</span>
+          <span>{x1}</span>
+        </div>
+      </div>
       <ul className="jp-distrain-chart-legend">
-        {Object.entries(runs).map(([run, points], index) => {
+        {Object.entries(runs).map(([run, points]) => {
           const [step, value] = points[points.length - 1];
           return (
             <li key={run} data-run={run}>
               <span
                 className="jp-distrain-chart-swatch"
-                style={{ background: COLORS[index % COLORS.length] }}
+                style={{ background: color(run) }}
               />
               {run}: {value.toPrecision(4)} at step {step}
             </li>
           );
         })}
+        {!Object.keys(runs).length && (
+          <li>This run has logged no {tag} yet.</li>
+        )}
       </ul>
     </section>
   );
 }
 
+/** One series: a line, or a dot when it has one point. */
+function Line(props: {
+  run: string;
+  color: string;
+  points: string;
+  earlier?: boolean;
+}): JSX.Element {
+  const dot = !props.points.includes(' ');
+  return (
+    <polyline
+      data-run={props.run}
+      data-earlier={props.earlier || undefined}
+      fill="none"
+      stroke={props.color}
+      strokeWidth={dot ? 6 : 1.5}
+      strokeLinecap="round"
+      strokeDasharray={props.earlier ? '4 3' : undefined}
+      opacity={props.earlier ? 0.6 : undefined}
+      vectorEffect="non-scaling-stroke"
+      points={dot ? `${props.points} ${props.points}` : props.points}
+    />
+  );
+}
+
 /**
- * A job's main scalar in the job list: its tag, its first run's line and last
- * value.
+ * A job's main scalar in the job list: its tag, its first run's line in the
+ * job's current run, and last value.
  */
 export function Sparkline(props: { scalars?: Scalars }): JSX.Element | null {
   const [run, points] = Object.entries(props.scalars?.runs ?? {})[0] ?? [];
@@ -94,11 +163,10 @@ export function Sparkline(props: { scalars?: Scalars }): JSX.Element | null {
       title={`${props.scalars?.tag} of ${run}: ${value} at step ${step}`}
     >
       {props.scalars?.tag}
-      <svg viewBox="0 0 64 14" preserveAspectRatio="none">
-        <polyline
-          fill="none"
-          stroke="var(--jp-brand-color1)"
-          vectorEffect="non-scaling-stroke"
+      <svg viewBox="0 0 64 14" preserveAspectRatio="none" aria-hidden="true">
+        <Line
+          run={run}
+          color="var(--jp-brand-color1)"
           points={scaled(points, 64, 14).line(points)}
         />
       </svg>
@@ -107,19 +175,26 @@ export function Sparkline(props: { scalars?: Scalars }): JSX.Element | null {
   );
 }
 
+/** A value in three significant digits, without trailing zeros. */
+function short(value: number): string {
+  return String(Number(value.toPrecision(3)));
+}
+
 /**
  * What draws lines of [step, value] points within `width` x `height`, scaled
- * to fit all of `points`; and the steps' range.
+ * to fit all of `points` (one step, or one value, in the middle); and their
+ * ranges.
  */
-function scaled(points: number[][], width: number, height: number) {
+function scaled(points: Points, width: number, height: number) {
   const steps = points.map(([step]) => step);
   const values = points.map(([, value]) => value);
   const [x0, x1] = [Math.min(...steps), Math.max(...steps)];
   const [y0, y1] = [Math.min(...values), Math.max(...values)];
-  const x = (step: number) => ((step - x0) / (x1 - x0 || 1)) * width;
+  const x = (step: number) =>
+    x1 > x0 ? ((step - x0) / (x1 - x0)) * width : width / 2;
   const y = (value: number) =>
-    height - ((value - y0) / (y1 - y0 || 1)) * height;
-  const line = (run: number[][]) =>
+    y1 > y0 ? height - ((value - y0) / (y1 - y0)) * height : height / 2;
+  const line = (run: Points) =>
     run.map(([s, v]) => `${x(s)},${y(v)}`).join(' ');
-  return { line, x0, x1 };
+  return { line, x0, x1, y0, y1 };
 }

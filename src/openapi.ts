@@ -195,7 +195,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description The scalars the job's replicas log to their TensorBoard event files, read as they grow: every tag, and one tag's points in each run (a directory of event files: worker-0, worker-0/train), at most 1000 a run (every other one dropped beyond). Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
+    /** @description The scalars the job's replicas log to their TensorBoard event files, read as they grow: every tag, and one tag's points in each run (a directory of event files: worker-0, worker-0/train), at most 1000 a run (every other one dropped beyond). A restarted job's points are split: those of its current run, and those of its earlier runs. Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
     get: operations['getScalars'];
     put?: never;
     post?: never;
@@ -499,13 +499,15 @@ export interface components {
         step: number | null;
         /** @description The metric's last value */
         value: number | null;
-        points: number[][];
+        points: components['schemas']['Points'];
         /** Format: date-time */
         started: string | null;
         /** Format: date-time */
         finished: string | null;
       }[];
     };
+    /** @description [step, value] points of a scalar, oldest first */
+    Points: number[][];
     Replica: {
       name: string;
       role: string;
@@ -1348,9 +1350,13 @@ export interface operations {
           'application/json': {
             tags: string[];
             tag: string | null;
-            /** @description Each run's [step, value] points of the tag, oldest first */
+            /** @description Each run's [step, value] points of the tag written in the job's current run, oldest first */
             runs: {
-              [key: string]: number[][];
+              [key: string]: components['schemas']['Points'];
+            };
+            /** @description Each run's points of the tag written before the job's current run started: a list per earlier run of the job (a new one wherever the step does not advance) */
+            earlier: {
+              [key: string]: components['schemas']['Points'][];
             };
           };
         };

@@ -124,7 +124,7 @@ export function SweepTrials(props: {
       </div>
       {metric.tag && (
         <ScalarChart
-          scalars={{ tags: [metric.tag], tag: metric.tag, runs }}
+          scalars={{ tags: [metric.tag], tag: metric.tag, runs, earlier: {} }}
           onTag={() => undefined}
         />
       )}

@@ -260,7 +260,7 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             assert [value for _, _, value in scalars] == [2.0, 1.0]
             # the same numbers in the job's own scalars, asked of its TensorBoard
             assert requests.get(f"{api}/jobs/tb-job/scalars", headers=headers).json() == {
-                "tags": ["loss"], "tag": "loss", "runs": {"chief-0": [[0, 1.0], [1, 0.5], [2, 0.25]],
+                "tags": ["loss"], "tag": "loss", "earlier": {}, "runs": {"chief-0": [[0, 1.0], [1, 0.5], [2, 0.25]],
                                                           "worker-0": [[0, 2.0], [1, 1.0]]}}
             page = requests.get(f"{board}/all/", headers=headers)
             assert page.ok and "<tb-webapp>" in page.text  # the page passes the API server's proxy

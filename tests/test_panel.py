@@ -447,6 +447,21 @@ def test_the_job_view_charts_the_loss_while_the_job_writes_it(lab, page, tmp_pat
     expect(sparkline).to_have_text("loss0.0250")
     chart.get_by_label("Metric").select_option("learning_rate")
     expect(chart.locator('li[data-run="worker-1"]')).to_have_text("worker-1: 0.5000 at step 39")
+    expect(chart.get_by_role("img")).to_have_attribute("aria-label", "learning_rate from 0.5 to 0.5 over steps 0 to 39")
+
+    # restarted, the replicas write steps 0 to 2 again: the chart and the sparkline show this run, the first
+    # run's lines are dashed apart (and can be hidden)
+    expect(page.locator('[data-job="live"]')).to_contain_text("Succeeded", timeout=60_000)
+    request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/live/restart", method="POST", headers=lab.headers)
+    urllib.request.urlopen(request, timeout=60).close()
+    expect(chart.locator('li[data-run="worker-1"]')).to_have_text("worker-1: 0.5000 at step 2", timeout=60_000)
+    expect(chart.locator("polyline:not([data-earlier])")).to_have_count(2)
+    expect(chart.locator("polyline[data-earlier]")).to_have_count(2)
+    expect(sparkline).to_have_text("loss0.333")
+    screenshot(page, "job-metrics-restarted")
+    chart.get_by_label("Earlier runs (dashed)").uncheck()
+    expect(chart.locator("polyline[data-earlier]")).to_have_count(0)
+    expect(chart.get_by_role("img")).to_have_attribute("aria-label", "learning_rate from 0.5 to 0.5 over steps 0 to 2")
 
 
 def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):

@@ -19,9 +19,9 @@ def frame(data: bytes) -> bytes:
     return framed.getvalue()
 
 
-def record(step: int, tag: str, value: float) -> bytes:
+def record(step: int, tag: str, value: float, wall_time: float | None = None) -> bytes:
     """One event of a scalar as it lies in an event file."""
-    return frame(event_pb2.Event(step=step, wall_time=time.time(), summary=summary_pb2.Summary(
+    return frame(event_pb2.Event(step=step, wall_time=wall_time or time.time(), summary=summary_pb2.Summary(
         value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)])).SerializeToString())
 
 
@@ -41,11 +41,40 @@ def test_runs_tags_and_both_kinds_of_scalar(tmp_path):
 
     found = scalars.Scalars().of(tmp_path)
     assert found == {"tags": ["accuracy", "epoch_loss"], "tag": "epoch_loss",
-                     "runs": {"worker-0/train": [[0, 0.75], [1, 0.5], [2, 0.25]], "worker-1": [[0, 0.5], [1, 0.375]]}}
+                     "runs": {"worker-0/train": [[0, 0.75], [1, 0.5], [2, 0.25]], "worker-1": [[0, 0.5], [1, 0.375]]},
+                     "earlier": {}}
     accuracy = scalars.Scalars().of(tmp_path, "accuracy")
     assert list(accuracy["runs"]) == ["worker-0/train"]
     assert accuracy["runs"]["worker-0/train"] == [[0, 0.25], [1, 0.5], [2, 0.75]]
-    assert scalars.Scalars().of(tmp_path / "nothing") == {"tags": [], "tag": None, "runs": {}}
+    assert scalars.Scalars().of(tmp_path / "nothing") == {"tags": [], "tag": None, "runs": {}, "earlier": {}}
+
+
+def test_a_restarted_jobs_earlier_runs_are_apart_from_its_current_one(tmp_path):
+    """Each run of a job writes a new event file in the same directory; a replica that fails and starts again
+    within a run also writes again from its first step. Only points written since the current run started are
+    the run's: the others are earlier runs', a list per run, in the order written."""
+    run = tmp_path / "worker-0"
+    run.mkdir()
+    started = 1000.0
+    for number, (first, steps) in enumerate([(100.0, [0, 1, 2]), (200.0, [0, 1]), (300.0, [1, 2]),
+                                             (started, [0, 1])]):
+        events = b"".join(record(step, "loss", number + step / 4, first + step) for step in steps)
+        (run / f"events.out.tfevents.{int(first)}.host").write_bytes(events)
+
+    found = scalars.Scalars().of(tmp_path, since=started)
+    assert found["runs"] == {"worker-0": [[0, 3.0], [1, 3.25]]}
+    assert found["earlier"] == {"worker-0": [[[0, 0.0], [1, 0.25], [2, 0.5]], [[0, 1.0], [1, 1.25]],
+                                             [[1, 2.25], [2, 2.5]]]}
+    assert scalars.Scalars().of(tmp_path)["runs"]["worker-0"][3:5] == [[0, 1.0], [1, 1.25]]  # no start known: all
+
+
+def test_the_default_tag_is_the_training_loss():
+    assert scalars.chosen_tag(["alive", "epoch_loss", "loss", "val_loss"], None) == "loss"
+    assert scalars.chosen_tag(["alive", "epoch_loss", "val_loss"], None) == "epoch_loss"
+    assert scalars.chosen_tag(["accuracy", "train/loss", "val/loss", "val_loss"], None) == "train/loss"
+    assert scalars.chosen_tag(["alive", "val_loss"], None) == "val_loss"
+    assert scalars.chosen_tag(["alive", "loss"], "alive") == "alive"
+    assert scalars.chosen_tag([], None) is None
 
 
 def test_a_growing_file_is_read_from_where_the_last_read_stopped(tmp_path):

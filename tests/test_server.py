@@ -277,8 +277,9 @@ async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path
     while not (found := (await api("GET", "jobs/live/scalars"))[1])["runs"].get("worker-0", [])[2:]:
         assert time.monotonic() < deadline, found
         await asyncio.sleep(0.1)
-    assert found == {"tags": ["learning_rate", "loss"], "tag": "loss",
-                     "runs": {"worker-0": [[0, 1.0], [1, 0.5], [2, pytest.approx(1 / 3)]]}}
+    first_steps = [[0, 1.0], [1, 0.5], [2, pytest.approx(1 / 3)]]
+    assert found == {"tags": ["learning_rate", "loss"], "tag": "loss", "runs": {"worker-0": first_steps},
+                     "earlier": {}}
     assert (await api("GET", "jobs/live"))[1]["phase"] == "Running"
     (root / "jobs" / "live" / "workspace" / "go").touch()  # the replica's working directory
     job = await wait_phase(api, "live")
@@ -287,6 +288,16 @@ async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path
     assert len(points) == 40 and points[-1] == [39, pytest.approx(1 / 40)]
     assert (await api("GET", "jobs/live/scalars", tag="learning_rate"))[1]["runs"]["worker-0"][-1] == [39, 0.5]
     assert "Metric:    loss: worker-0 0.025 (step 39)\n" in CLI(root, tmp_path)("get", "live").stdout
+
+    # restarted, it writes steps 0, 1, 2 again (to a new event file of the same directory): the current run's
+    # points are those, the first run's are apart
+    assert (await api("POST", "jobs/live/restart"))[0] == 200
+    while (found := (await api("GET", "jobs/live/scalars"))[1])["runs"].get("worker-0") != first_steps:
+        assert time.monotonic() < deadline + 120, found
+        await asyncio.sleep(0.1)
+    assert list(found["earlier"]) == ["worker-0"] and [len(run) for run in found["earlier"]["worker-0"]] == [40]
+    (root / "jobs" / "live" / "workspace" / "go").touch()
+    assert (await wait_phase(api, "live"))["phase"] == "Succeeded"
 
 
 async def test_stream_resumes_from_cursor_without_loss_or_repeat(api, jp_ws_fetch, root):
