@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 from .spec import ROLE_ORDER, chief, gpus, hyperparameter_env, replica_name, replicas
 
 TF_FRAMEWORKS = ("tensorflow", "keras")
+# A PyTorch job's replicas start Python with this directory first on PYTHONPATH (uses_pytorch_site): its
+# sitecustomize.py keeps TensorFlow out of their TensorBoard writers, which would otherwise import it wherever it
+# is installed beside PyTorch, and crash the process once torch loads Triton (see there).
+PYTORCH_SITE = Path(__file__).parent / "pytorch_site"
 
 
 @dataclass(frozen=True)
@@ -140,6 +145,11 @@ def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: in
         env.update({"PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3",
                     "PADDLE_GLOO_HTTP_ENDPOINT": f"{store_host}:{int(store_port) + 1}"})
     return env
+
+
+def uses_pytorch_site(spec: dict) -> bool:
+    """Whether the job's replicas start with PYTORCH_SITE (or, in a container, its copy) first on PYTHONPATH."""
+    return spec.get("framework") == "pytorch"
 
 
 def _cluster(addresses: dict[str, list[str]]) -> dict[str, list[str]]:

@@ -1,9 +1,14 @@
 """Golden tests of the cluster environments: exact strings, as Kubeflow's training-operator shapes them."""
 
 import json
+import os
+import subprocess
+import sys
 
 from jupyter_distrain import spec as spec_
+from jupyter_distrain.backends.kubernetes import podspec, render
 from jupyter_distrain.clusterenv import Dirs, replica_env
+from jupyter_distrain.config import Distrain
 
 DIRS = Dirs(input="/input", output="/output", logdir="/output/training_logs")
 
@@ -112,6 +117,23 @@ def test_every_framework_gets_the_common_variables():
         assert env["DISTRAIN_RESUME_FROM"] == "/ckpt"
         assert json.loads(env["DISTRAIN_CLUSTER"]) == {roles[-1]: ["x-" + roles[-1] + "-0.team.svc:1"]}
         assert {"PYTHONUNBUFFERED", "DISTRAIN_JOB", "OUTPUT_DIR", "DISTRAIN_SHARD_INDEX"} <= env.keys()
+
+
+def test_a_pytorch_pod_starts_python_with_the_pytorch_site_first(tmp_path):
+    """On Kubernetes the pod's command writes clusterenv.PYTORCH_SITE's sitecustomize.py to the workspace and puts it
+    first on PYTHONPATH, before the image's own (locally the supervisor does, as test_examples' PyTorch jobs show)."""
+    def script(framework):
+        spec = spec_.validate({"name": "x", "framework": framework, "command": "python train.py"})
+        pod = next(o for o in render.render(spec, Distrain(namespace="team"), "pods") if o["kind"] == "Pod")
+        return pod["spec"]["containers"][0]["command"][-1].removeprefix(podspec.INSTALL + "\n")
+
+    assert script("pytorch").startswith(podspec.SITE_SETUP + "\n") and podspec.SITE_SETUP not in script("tensorflow")
+    setup = podspec.SITE_SETUP.replace(podspec.WORKSPACE, str(tmp_path))
+    first_finder = "import sys; print(type(sys.meta_path[0]).__name__)"
+    started = subprocess.run(["sh", "-c", f'{setup} && echo "$PYTHONPATH" && exec "$0" -c "$1"', sys.executable,
+                              first_finder], env={"PATH": os.environ["PATH"], "PYTHONPATH": "/image"},
+                             capture_output=True, text=True, check=True)
+    assert started.stdout.split() == [f"{tmp_path}/.distrain-python:/image", "TensorBoardWithoutTensorFlow"]
 
 
 def test_shard_helper(monkeypatch):

@@ -5,7 +5,9 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from conftest import assert_nothing_left, copy_example
+from jupyter_distrain.scalars import Scalars
 
 
 def test_tensorflow_parameter_server_training_and_resume(cli, tmp_path):
@@ -95,6 +97,8 @@ def test_paddle_parameter_servers(cli, tmp_path):
 
 
 def test_pytorch_ddp(cli, tmp_path):
+    """Every rank imports torch.utils.tensorboard where TensorFlow is installed too (as `make run` installs them)
+    before torch loads Triton (its first optimizer), and the master writes its loss to TensorBoard."""
     code = copy_example("pytorch-ddp", tmp_path)
     result = cli("submit", "-f", str(code / "distrain.yaml"), "-p", "epochs=3", "--follow")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -103,7 +107,11 @@ def test_pytorch_ddp(cli, tmp_path):
     job = cli.json("get", "pytorch-ddp")
     assert job["phase"] == "Succeeded"
     output = Path(job["output_dir"])
-    assert (output / "model.pt").exists() and json.loads((output / "result.json").read_text())["epoch"] == 3
+    done = json.loads((output / "result.json").read_text())
+    assert (output / "model.pt").exists() and done["epoch"] == 3
+    losses = Scalars().of(output / "training_logs")  # the event files master-0 wrote, read without TensorFlow
+    assert losses["tag"] == "loss" and [step for step, _ in losses["runs"]["master-0"]] == [1, 2, 3]
+    assert losses["runs"]["master-0"][-1][1] == pytest.approx(done["loss"])
     assert_nothing_left(cli.root, timeout=0)
 
 

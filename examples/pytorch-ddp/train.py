@@ -1,7 +1,8 @@
 """A small regression network trained with DistributedDataParallel (gloo backend, CPU).
 
-Rank 0 (the master) logs, saves model.pt and result.json. With WORLD_SIZE unset or 1 the
-script trains in a single process.
+Rank 0 (the master) logs, writes its loss per epoch to TensorBoard (torch.utils.tensorboard, in
+DISTRAIN_LOG_DIR), saves model.pt and result.json. With WORLD_SIZE unset or 1 the script trains in a
+single process.
 """
 
 import argparse
@@ -14,6 +15,11 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+try:
+    from torch.utils.tensorboard import SummaryWriter
+except ImportError:  # TensorBoard is not installed
+    SummaryWriter = None
 
 FEATURES = 8
 
@@ -42,9 +48,7 @@ def synthetic_data(samples):
 
 
 def tensorboard_writer(log_dir):
-    try:
-        from torch.utils.tensorboard import SummaryWriter
-    except ImportError:
+    if SummaryWriter is None:
         print("tensorboard is not installed: no event files", flush=True)
         return None
     return SummaryWriter(log_dir)

@@ -35,7 +35,7 @@ from pathlib import Path
 import psutil
 
 from ... import sweep
-from ...clusterenv import Dirs, replica_env
+from ...clusterenv import PYTORCH_SITE, Dirs, replica_env, uses_pytorch_site
 from ...logs import LogWriter, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
@@ -170,6 +170,8 @@ class Supervisor:
         )
         env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
+        if uses_pytorch_site(self.spec):
+            env["PYTHONPATH"] = os.pathsep.join([str(PYTORCH_SITE), *filter(None, [env.get("PYTHONPATH")])])
         # The output pipe is this process's own, not the subprocess transport's: the transport's wait() would
         # wait for its pipes too, and a daemon the replica leaves behind may hold that pipe open forever.
         readable, writable = os.pipe()

@@ -1,0 +1,58 @@
+"""What a PyTorch job's replicas run as Python starts: this directory comes first on their PYTHONPATH (the local
+backend's supervisor puts it there; on Kubernetes the pod's command writes this file to the workspace first).
+
+TensorBoard's writer (torch.utils.tensorboard, tensorboard.summary) does its file I/O through TensorFlow whenever
+TensorFlow is installed, and imports it to find out. In a PyTorch process that is the cause of a crash: TensorFlow
+2.20 and 2.21 load their statically linked LLVM into the process's global symbols (RTLD_GLOBAL), and Triton's
+LLVM, loaded later (torch imports Triton with the first optimizer, or torch.compile), then registers its options
+into TensorFlow's copy and aborts ("LLVM ERROR: inconsistency in registered CommandLine options", exit 134).
+
+Here TensorBoard is told to use its own TensorFlow-free I/O, as it does wherever PyTorch is installed without
+TensorFlow: its switch for that is a module named tensorboard.compat.notf being importable, which this finder
+makes it while the process has not imported TensorFlow itself (a process that has keeps TensorFlow's I/O). Then
+the sitecustomize this one hides, if there is one, runs. It imports nothing of jupyter-distrain.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from types import ModuleType
+from typing import Sequence
+
+SWITCH = "tensorboard.compat.notf"
+
+
+class TensorBoardWithoutTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Finds SWITCH, an empty module, while TensorFlow is not imported."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != SWITCH or "tensorflow" in sys.modules:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return None
+
+    def exec_module(self, module: ModuleType) -> None:
+        pass
+
+
+def run_the_hidden_one() -> None:
+    """The sitecustomize module that the rest of the path holds, run as Python would have run it."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [entry for entry in sys.path if os.path.abspath(entry or os.curdir) != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is None or spec.loader is None:
+        return
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["sitecustomize"] = module
+    spec.loader.exec_module(module)
+
+
+sys.meta_path.insert(0, TensorBoardWithoutTensorFlow())
+run_the_hidden_one()
