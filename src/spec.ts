@@ -217,6 +217,8 @@ export interface Prefill {
   notes: string[];
   /** Where, relative to the Jupyter root, the repo's distrain.yaml is (or would be saved). */
   specFile: string;
+  /** The directory of specFile on the server (its paths are saved relative to it). */
+  specDirectory: string;
   /** The checkout whose uncommitted work or unpushed commits the job may include (code.changes_from). */
   changes?: string;
 }
@@ -255,28 +257,46 @@ export function prefill(repo: Repo, notebook: string): Prefill {
   const git = repo.git;
   const unsaved =
     git && (git.dirty || (git.untracked ?? 0) > 0 || (git.ahead ?? 0) > 0);
+  const found = file?.path;
   return {
     spec,
     notes: repo.notes,
     specFile: specFilePath(repo, notebookDir),
+    specDirectory: found
+      ? found.slice(0, found.lastIndexOf('/'))
+      : repo.directory,
     ...(unsaved && spec.code && 'git' in spec.code ? { changes: git.root } : {})
   };
 }
 
 /**
- * distrain.yaml's code, its relative directory (relative to the file) made absolute.
+ * The directories of a spec's code that are of this machine: where it is, the
+ * repository (when a path, not a URL), and the checkout whose changes it
+ * includes.
+ */
+function localDirectories(code: Draft): string[] {
+  const isPath = (key: string) =>
+    typeof code[key] === 'string' &&
+    (key !== 'git' || /^(\/|\.)/.test(code[key]));
+  return ['path', 'git', 'changes_from'].filter(isPath);
+}
+
+/**
+ * distrain.yaml's code, its relative directories (relative to the file) made absolute.
  */
 function fileCode(code: Draft | undefined, file?: string): Draft | undefined {
-  if (
-    !code ||
-    !file ||
-    typeof code.path !== 'string' ||
-    code.path.startsWith('/')
-  ) {
+  if (!code || !file) {
     return code;
   }
   const directory = file.slice(0, file.lastIndexOf('/'));
-  return { path: code.path === '.' ? directory : `${directory}/${code.path}` };
+  const resolved = { ...code };
+  for (const key of localDirectories(code)) {
+    const path = code[key].replace(/^\.\/?/, '');
+    if (!code[key].startsWith('/')) {
+      resolved[key] = path ? `${directory}/${path}` : directory;
+    }
+  }
+  return resolved;
 }
 
 /**
@@ -299,11 +319,28 @@ function specFilePath(repo: Repo, notebookDir: string): string {
 }
 
 /**
- * The spec as distrain.yaml keeps it: without the pinned commit, which the next
- * commit would make stale.
+ * The spec as distrain.yaml in `directory` keeps it, with nothing of this
+ * machine or this moment: without the pinned commit (the next commit would make
+ * it stale), the checkout whose changes it includes and their snapshot (ticked
+ * anew in each form), and with its code's directories relative to the file
+ * where they are inside the file's.
  */
-export function specForFile(spec: Draft): JobSpec {
-  return (spec.code ? setIn(spec, 'code.commit', undefined) : spec) as JobSpec;
+export function specForFile(spec: Draft, directory: string): JobSpec {
+  if (!spec.code) {
+    return spec as JobSpec;
+  }
+  const code: Draft = { ...spec.code };
+  for (const key of ['commit', 'changes_from', 'snapshot']) {
+    delete code[key];
+  }
+  for (const key of localDirectories(code)) {
+    if (code[key] === directory) {
+      code[key] = '.';
+    } else if (code[key].startsWith(`${directory}/`)) {
+      code[key] = `.${code[key].slice(directory.length)}`;
+    }
+  }
+  return { ...spec, code } as JobSpec;
 }
 
 function shellQuote(text: string): string {

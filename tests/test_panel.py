@@ -343,6 +343,10 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     screenshot(page, "form-dark")
     expect(form.get_by_text("The server accepts this job.")).to_have_count(0)
     expect(field("name").locator(".jp-distrain-error")).to_contain_text("exists", timeout=10_000)
+    form.get_by_role("button", name="Submit").press("Enter")  # refused: the focus goes to why
+    expect(field("name").locator(".jp-distrain-error")).to_be_focused()
+    saved = (repo / "distrain.yaml").read_text()  # nothing of this machine
+    assert "commit" not in saved and "changes_from" not in saved and str(lab.root_dir) not in saved, saved
 
     tab("jupyter-distrain-job-panel-tf").click()
     view.get_by_label("Delete panel-tf").click()
@@ -676,6 +680,7 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     form = shown(".jp-distrain-form")
     field = lambda path: form.locator(f'[data-field="{path}"]')  # noqa: E731
     expect(field("name").locator("input")).to_have_value("explore", timeout=30_000)
+    expect(form.locator("input, select, textarea").first).to_be_focused()  # opened ready to type in
     field("name").locator("input").fill("Journey")
     expect(field("name").locator(".jp-distrain-error")).to_contain_text("not allowed", timeout=15_000)
     field("name").locator("input").fill("journey")
@@ -684,6 +689,13 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     expect(form.get_by_label("Distributed")).to_be_checked()
     expect(form.locator("[data-role]")).to_have_count(4)  # chief, ps, worker, evaluator
     expect(form.get_by_label("worker count")).to_have_value("2")
+    # no replica at all: said (not filled in by the server's default), and Submit (Ctrl+Enter) shows why
+    form.get_by_label("worker count").fill("0")
+    refusal = form.locator(".jp-distrain-error", has_text="at least one replica")
+    expect(refusal).to_be_visible(timeout=15_000)
+    expect(form.locator(".jp-distrain-form-status")).to_have_text(re.compile(r"^Fix the .* to submit\.$"))
+    page.keyboard.press("Control+Enter")
+    expect(refusal).to_be_focused()
     form.get_by_label("ps count").fill("1")
     form.get_by_label("worker count").fill("")  # typed over: the rows stay
     form.get_by_label("worker count").fill("2")

@@ -242,16 +242,53 @@ describe('prefill from the notebook repository', () => {
     expect(spec.command).toBe('');
   });
 
-  it('saves specs without the pinned commit', () => {
+  it('saves specs with nothing of this machine or moment', () => {
+    const changes = { changes_from: '/home/me/project', snapshot: {} };
     expect(
-      specForFile({
-        name: 'x',
-        code: { git: '/r', ref: 'main', commit: COMMIT }
-      })
-    ).toEqual({
-      name: 'x',
-      code: { git: '/r', ref: 'main' }
+      specForFile(
+        {
+          name: 'x',
+          code: {
+            git: 'https://h/r.git',
+            ref: 'main',
+            commit: COMMIT,
+            ...changes
+          }
+        },
+        '/home/me/project'
+      )
+    ).toEqual({ name: 'x', code: { git: 'https://h/r.git', ref: 'main' } });
+    const saved = (path: string) =>
+      specForFile({ code: { path } }, '/home/me/project').code;
+    expect(saved('/home/me/project')).toEqual({ path: '.' });
+    expect(saved('/home/me/project/src')).toEqual({ path: './src' });
+    expect(saved('/home/me/project-b')).toEqual({ path: '/home/me/project-b' });
+    const repository = { git: '/home/me/project', ref: 'main' }; // one without a remote
+    expect(specForFile({ code: repository }, '/home/me/project').code).toEqual({
+      git: '.',
+      ref: 'main'
     });
+    expect(specForFile({ name: 'x' }, '/home/me')).toEqual({ name: 'x' });
+  });
+
+  it('reads the directories of distrain.yaml relative to it', () => {
+    const found = repo({
+      files: {
+        'distrain.yaml': {
+          path: '/home/me/work/project/distrain.yaml',
+          content: '',
+          truncated: false,
+          spec: {
+            name: 'f',
+            code: { git: '.', changes_from: './nb' }
+          }
+        }
+      }
+    });
+    const filled = prefill(found, 'work/project/train.ipynb');
+    expect(filled.spec.code.git).toBe('/home/me/work/project');
+    expect(filled.spec.code.changes_from).toBe('/home/me/work/project/nb');
+    expect(filled.specDirectory).toBe('/home/me/work/project');
   });
 });
 

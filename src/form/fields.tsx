@@ -43,7 +43,12 @@ export function Errors(props: { messages?: string[] }): JSX.Element | null {
   return (
     <>
       {props.messages.map(message => (
-        <div key={message} className="jp-distrain-error" role="alert">
+        <div
+          key={message}
+          className="jp-distrain-error"
+          role="alert"
+          tabIndex={-1}
+        >
           {message}
         </div>
       ))}

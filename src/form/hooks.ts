@@ -35,6 +35,8 @@ export interface ILoaded {
   notes: string[];
   /** Where "Save as" writes the spec; none for a clone. */
   specFile?: string;
+  /** specFile's directory on the server. */
+  specDirectory?: string;
   /** The backend the form starts on. */
   backend?: string;
   /** The checkout whose changes the job may include; for a clone, that of the changes it ran. */

@@ -14,7 +14,7 @@ import {
   specForFile
 } from '../spec';
 import { CodeFields } from './code';
-import { Field, SchemaField, Section } from './fields';
+import { Errors, Field, SchemaField, Section } from './fields';
 import { IFormSource, useDraft, useDryRun } from './hooks';
 import { HyperparameterFields } from './hyperparameters';
 import { JobFields } from './job';
@@ -43,6 +43,24 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   );
   const [busy, setBusy] = React.useState(false);
   const [saved, setSaved] = React.useState('');
+  const form = React.useRef<HTMLFormElement>(null);
+  // Each refused submit moves focus to the first error, which says why.
+  const [refusals, setRefusals] = React.useState(0);
+  React.useEffect(() => {
+    if (refusals) {
+      form.current?.querySelector<HTMLElement>('.jp-distrain-error')?.focus();
+    }
+  }, [refusals]);
+  // Opened, the form is ready to type into: focus on its first field, unless
+  // the person went on typing elsewhere meanwhile.
+  React.useEffect(() => {
+    const active = document.activeElement as HTMLElement | null;
+    const typing =
+      active?.isContentEditable || active?.matches('input, select, textarea');
+    if (loaded && !(typing && !form.current?.contains(active))) {
+      firstField(form.current)?.focus();
+    }
+  }, [loaded !== null]);
 
   if (loadError) {
     return <div className="jp-distrain-error">{loadError}</div>;
@@ -72,7 +90,12 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     />
   );
 
+  const refused = checked && errors.length > 0;
   const submit = async () => {
+    if (busy || refused) {
+      setRefusals(count => count + 1);
+      return;
+    }
     setBusy(true);
     try {
       props.onSubmitted(
@@ -80,6 +103,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
       );
     } catch (error) {
       setErrors(fieldErrors(error));
+      setRefusals(count => count + 1);
     } finally {
       setBusy(false);
     }
@@ -89,7 +113,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
       await props.contents.save(specFile, {
         type: 'file',
         format: 'text',
-        content: YAML.stringify(specForFile(draft))
+        content: YAML.stringify(specForFile(draft, loaded.specDirectory!))
       });
       setSaved(`Saved to ${specFile}`);
     } catch (error) {
@@ -99,10 +123,17 @@ export function NewJobForm(props: IFormProps): JSX.Element {
 
   return (
     <form
+      ref={form}
       className="jp-distrain-form"
       onSubmit={event => {
         event.preventDefault();
         void submit();
+      }}
+      onKeyDown={event => {
+        if (event.key === 'Enter' && (event.ctrlKey || event.metaKey)) {
+          event.preventDefault();
+          void submit();
+        }
       }}
     >
       <Section title="Code">
@@ -162,16 +193,14 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         <ObjectFields schema={schema} parent="tensorboard" field={field} />
       </Section>
       <MoreFields schema={schema} field={field} />
-      {general.map(message => (
-        <div key={message} className="jp-distrain-error" role="alert">
-          {message}
-        </div>
-      ))}
+      <Errors messages={general} />
       <div className="jp-distrain-form-buttons">
         <button
           type="submit"
           className="jp-Button jp-mod-styled jp-mod-accept"
-          disabled={busy}
+          aria-disabled={busy || refused}
+          aria-keyshortcuts="Control+Enter"
+          title="Submit (Ctrl+Enter)"
         >
           Submit
         </button>
@@ -187,13 +216,20 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         )}
         <span className="jp-distrain-form-status" aria-live="polite">
           {saved ||
-            (checked && errors.length === 0
-              ? 'The server accepts this job.'
-              : '')}
+            (!checked
+              ? ''
+              : refused
+                ? `Fix ${errors.length === 1 ? 'the error' : `the ${errors.length} errors`} above to submit.`
+                : 'The server accepts this job.')}
         </span>
       </div>
     </form>
   );
+}
+
+/** The form's first field, where typing starts. */
+function firstField(form: HTMLFormElement | null): HTMLElement | null {
+  return form?.querySelector('input, select, textarea') ?? null;
 }
 
 /**
@@ -238,9 +274,21 @@ export class NewJobWidget extends ReactWidget {
   constructor(readonly props: IFormProps) {
     super();
     this.addClass('jp-distrain-form-widget');
+    this.node.tabIndex = -1;
   }
 
   render(): JSX.Element {
     return <NewJobForm {...this.props} />;
+  }
+
+  /**
+   * Activated from outside (its tab, a command), the form's first field takes
+   * the focus (the form itself while it loads).
+   */
+  protected onActivateRequest(): void {
+    if (!this.node.contains(document.activeElement)) {
+      const form = this.node.querySelector<HTMLFormElement>('form');
+      (firstField(form) ?? this.node).focus();
+    }
   }
 }

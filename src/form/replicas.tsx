@@ -167,7 +167,9 @@ function ReplicaRow(props: {
 
 /**
  * A role's count or resource (`field`, under the role): counts and GPUs are
- * whole numbers, CPU and memory as typed; a count of none removes the role.
+ * whole numbers, CPU and memory as typed. A count of none is a count of 0, sent
+ * as such: the server runs no replica of that role, and says so when no role
+ * has one.
  */
 function ReplicaInput(props: {
   role: string;
@@ -191,12 +193,10 @@ function ReplicaInput(props: {
         placeholder={integer ? '0' : 'any'}
         onChange={event => {
           const text = event.target.value;
-          const value =
-            text === '' ? undefined : integer ? Number(text) : parseValue(text);
-          if (field === 'count' && !value) {
-            set(`replicas.${role}`, undefined);
+          if (text === '') {
+            set(path, field === 'count' ? 0 : undefined);
           } else {
-            set(path, value);
+            set(path, integer ? Number(text) : parseValue(text));
           }
         }}
       />
