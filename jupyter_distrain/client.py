@@ -118,7 +118,9 @@ class Job(dict):
         return f"<div class='jp-distrain-job'>{self.summary_html()}{replicas}</div>"
 
     def summary_html(self) -> str:
-        why = f": {html.escape(reason)}" if (reason := shown_reason(self)) else ""
+        """Its name, backend and phase, and why it is in that phase (its reason and message, as the panel's)."""
+        reason = ": ".join(filter(None, (shown_reason(self), self.get("message"))))
+        why = f": {html.escape(reason)}" if reason else ""
         code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
         return (f"<b>{html.escape(self['name'])}</b> ({html.escape(self['backend'])}) "
                 f"<b>{html.escape(self['phase'])}</b>{why}{code}")

@@ -4,7 +4,7 @@
     %distrain submit --name fit --workers 2 -p lr=0.1 -- python train.py --lr {{ lr }}
     %distrain sweep --name lrs --vary lr=0.01,0.1 --parallelism 2 -- python train.py --lr {{ lr }}
     %distrain finetune lrs [-p epochs=10] [--as NAME]
-    %%distrain [--backend kubernetes] [--dry-run]      (the cell is a distrain.yaml job spec)
+    %%distrain [--backend kubernetes] [--dry-run]      (the cell, a distrain.yaml job spec; a sweep shows its trials)
     %distrain list | status NAME | logs NAME [-f] [--replica R] [--tail N] [--run N]
     %distrain stop NAME | delete NAME [--purge-output] | tensorboard NAME [--replica R]
     %distrain [COMMAND] --help
@@ -30,6 +30,7 @@ from .client import Client, Job
 from .errors import DistrainError
 from .flags import apply_flags, apply_sweep_flags, finetune_changes, spec_options, sweep_options
 from .spec import SAFE_INTEGER, load, load_file
+from .sweep import is_sweep
 
 if TYPE_CHECKING:
     from .widgets import SweepMonitor
@@ -54,13 +55,13 @@ def commands() -> None:
 @click.argument("command", nargs=-1)
 @click.pass_obj
 def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
-           command_text: str | None, **flags: Any) -> Job | dict:
+           command_text: str | None, **flags: Any) -> Job | dict | SweepMonitor:
     """Submit a job from flags and/or a spec file. COMMAND follows '--'."""
     return submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags)
 
 
 def submit_flags(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: str, flags: dict,
-                 sweep: bool = False) -> Job | dict:
+                 sweep: bool = False) -> Job | dict | SweepMonitor:
     """Submit the spec file's mapping (or an empty one) with the flags on top (and the sweep flags)."""
     include_changes = flags.pop("include_changes")
     raw = apply_flags(load_file(spec_file) if spec_file else {}, flags, command)
@@ -78,12 +79,9 @@ def submit_flags(magics: DistrainMagics, spec_file: str | None, backend: str | N
 @click.argument("command", nargs=-1)
 @click.pass_obj
 def sweep(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
-          command_text: str | None, **flags: Any) -> SweepMonitor:
+          command_text: str | None, **flags: Any) -> Job | dict | SweepMonitor:
     """Sweep hyperparameters and watch the trials. COMMAND follows '--'."""
-    job = submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags, sweep=True)
-    from .widgets import SweepMonitor  # ipywidgets, only once a sweep is watched
-
-    return SweepMonitor(job["name"], magics.client)
+    return submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags, sweep=True)
 
 
 @commands.command()
@@ -200,9 +198,9 @@ class DistrainMagics(Magics):
             return None
 
     def submit(self, raw: Any, base: Path, backend: str | None, dry_run: bool = False,
-               include_changes: bool = False) -> Job | dict:
+               include_changes: bool = False) -> Job | dict | SweepMonitor:
         """Submit (or check) a spec; one naming no code runs the notebook's, with notes about it once the
-        server accepted the job (none about changes it includes)."""
+        server accepted the job (none about changes it includes). A sweep is shown by its trials (SweepMonitor)."""
         notes: list[str] = []
         if isinstance(raw, dict) and "code" not in raw:
             raw["code"], notes = self.client.code_of(Path.cwd())
@@ -212,7 +210,11 @@ class DistrainMagics(Magics):
             notes = [note for note in notes if "--include-changes" not in note]
         for note in notes:
             print(f"note: {note}")
-        return answer
+        if dry_run or not is_sweep(answer["spec"]):
+            return answer
+        from .widgets import SweepMonitor  # ipywidgets, only once a sweep is watched
+
+        return SweepMonitor(answer["name"], self.client)
 
 
 def message_of(error: DistrainError | click.ClickException) -> str:

@@ -2,7 +2,7 @@
 
     from jupyter_distrain.widgets import JobForm, JobMonitor, SweepMonitor
     JobForm()              # fields from the schema; the server checks every change, as the panel's form
-    JobMonitor("tf-demo")  # replica states, a log tail, Stop, TensorBoard; kept current while the cell is idle
+    JobMonitor("tf-demo")  # replica states, a log tail, Stop/Restart, TensorBoard; kept current while the cell is idle
     SweepMonitor("lrs")    # the trials best first, their metric charted, Stop and "Fine-tune the best"
 
 Each talks to the Jupyter server's API through `Client`, so the jobs are the server's.
@@ -34,6 +34,7 @@ LOG_TAIL_BOX = ("display:flex; flex-direction:column-reverse; overflow:auto; hei
                 "border:1px solid var(--jp-border-color1, #bdbdbd); padding:2px 4px")
 # Never shrunk to the box (JupyterLab's output <pre> is a scroll box of its own); long lines wrap.
 LOG_TAIL_TEXT = "flex:none; margin:0; white-space:pre-wrap; overflow-wrap:anywhere"
+LINK = "color:var(--jp-content-link-color); text-decoration:underline"  # JupyterLab styles links as plain text
 
 
 def schema_at(schema: dict, path: str) -> dict:
@@ -170,61 +171,79 @@ def log_tail_html(lines: Iterable[str]) -> str:
     return f"<div class='jp-distrain-log-tail' style='{LOG_TAIL_BOX}'><pre style='{LOG_TAIL_TEXT}'>{text}</pre></div>"
 
 
-CHART_WIDTH, CHART_HEIGHT = 600, 120
+CHART_WIDTH, CHART_HEIGHT = 600, 140
 CHART_COLORS = ("var(--jp-brand-color1)", "var(--jp-warn-color1)", "var(--jp-success-color1)",
                 "var(--jp-error-color1)", "var(--jp-accent-color1)", "var(--jp-ui-font-color2)")
 
 
 def chart_html(scalars: dict) -> str:
-    """One tag of a job's scalars (Client.scalars) as an SVG chart, a line per run, and each run's last value;
-    "" before there is any."""
+    """One tag of a job's scalars (Client.scalars) as the panel's chart draws it: an SVG chart of the current
+    run's points (`runs`, not `earlier`), a line per run (a dot for a single point), the ranges of steps and
+    values at its axes, and each run's last value; "" before there is any."""
     runs = scalars["runs"]
     if not runs:
         return ""
+    tag = html.escape(scalars["tag"])
     steps = [step for points in runs.values() for step, _ in points]
     values = [value for points in runs.values() for _, value in points]
-    x0, dx = min(steps), (max(steps) - min(steps)) or 1
-    y0, dy = min(values), (max(values) - min(values)) or 1
+    x0, x1, y0, y1 = min(steps), max(steps), min(values), max(values)
     lines, legend = [], []
     for (run, points), color in zip(runs.items(), itertools.cycle(CHART_COLORS)):
-        drawn = " ".join(f"{(step - x0) / dx * CHART_WIDTH:.1f},{CHART_HEIGHT - (value - y0) / dy * CHART_HEIGHT:.1f}"
-                         for step, value in points)
-        lines.append(f"<polyline data-run='{html.escape(run)}' fill='none' stroke='{color}' stroke-width='1.5' "
-                     f"vector-effect='non-scaling-stroke' points='{drawn}'/>")
+        drawn = " ".join(f"{scaled(step, x0, x1, CHART_WIDTH):.1f},"
+                         f"{CHART_HEIGHT - scaled(value, y0, y1, CHART_HEIGHT):.1f}" for step, value in points)
+        dot = len(points) == 1
+        lines.append(f"<polyline data-run='{html.escape(run)}' fill='none' stroke='{color}' "
+                     f"stroke-width='{6 if dot else 1.5}' stroke-linecap='round' vector-effect='non-scaling-stroke' "
+                     f"points='{f'{drawn} {drawn}' if dot else drawn}'/>")
         step, value = points[-1]
         legend.append(f"<li data-run='{html.escape(run)}'><span class='jp-distrain-chart-swatch' "
                       f"style='background: {color}'></span>{html.escape(run)}: {value:.4g} at step {step:g}</li>")
-    return (f"<div class='jp-distrain-scalars'><b>{html.escape(scalars['tag'])}</b>"
+    return (f"<div class='jp-distrain-scalars'><div class='jp-distrain-chart-frame'>"
+            f"<div class='jp-distrain-chart-y'><span>{short(y1)}</span><span>{tag}</span><span>{short(y0)}</span></div>"
             f"<svg class='jp-distrain-chart' viewBox='0 0 {CHART_WIDTH} {CHART_HEIGHT}' preserveAspectRatio='none' "
-            f"style='width: 100%; height: {CHART_HEIGHT}px'>{''.join(lines)}</svg>"
+            f"role='img' aria-label='{tag} from {short(y0)} to {short(y1)} over steps {x0:g} to {x1:g}' "
+            f"style='width: 100%; height: {CHART_HEIGHT}px; overflow: visible'>{''.join(lines)}</svg>"
+            f"<div class='jp-distrain-chart-x'><span>{x0:g}</span><span>step</span><span>{x1:g}</span></div></div>"
             f"<ul class='jp-distrain-chart-legend'>{''.join(legend)}</ul></div>")
 
 
+def scaled(at: float, low: float, high: float, size: float) -> float:
+    """Where `at` lies on an axis of `size` from `low` to `high`: its middle when they are one value."""
+    return (at - low) / (high - low) * size if high > low else size / 2
+
+
+def short(value: float) -> str:
+    """A value in three significant digits, without trailing zeros."""
+    rounded = float(f"{value:.3g}")
+    return str(int(rounded)) if rounded.is_integer() else str(rounded)
+
+
 class JobMonitor(w.VBox):
-    """One job, kept current by background threads while the cell is idle: its phase and replicas, its loss
-    (its first scalar with "loss" in the tag) charted, the last lines of its logs (streamed, drawn once a
-    second), a Stop button and its TensorBoard."""
+    """One job, kept current by background threads while the cell is idle: its phase and why, its replicas, its
+    loss (its first scalar with "loss" in the tag) charted, the last lines of its logs (streamed, drawn once a
+    second), Stop while it runs and Restart once it has finished, and a link to its TensorBoard."""
 
     def __init__(self, name: str, client: Client | None = None, tail: int = LOG_TAIL_LINES):
         self.client = client or Client()
         self.name = name
+        self.tail = tail
         self.header = w.HTML()
         self.replicas = w.HTML()
         self.chart = w.HTML()
         self.log_tail = w.HTML(log_tail_html([]))
         self.stop_button = w.Button(description="Stop", button_style="danger", icon="stop")
         self.stop_button.on_click(lambda _: self.stop())
-        url = self.client.tensorboard_url(name)
-        self.tensorboard = w.HTML(f"<a href='{html.escape(url)}' target='_blank'>TensorBoard</a>")
-        self.lines: deque[str] = deque(maxlen=tail)
+        self.restart_button = w.Button(description="Restart", icon="refresh")
+        self.restart_button.on_click(lambda _: self.restart())
+        url = html.escape(self.client.tensorboard_url(name))
+        self.tensorboard = w.HTML(f"<a href='{url}' target='_blank' style='{LINK}' "
+                                  "title='Its TensorBoard, in a new browser tab'>TensorBoard</a>")
         self.lock = threading.Lock()  # the log thread appends, the status thread draws
         self._show(self.client.get(name))
         self._chart()
-        super().__init__([self.header, self.replicas, w.HBox([self.stop_button, self.tensorboard]), self.chart,
-                          self.log_tail])
-        self.logs = threading.Thread(target=self._follow_logs, daemon=True, name=f"distrain-logs-{name}")
-        self.logs.start()
-        threading.Thread(target=self._follow_status, daemon=True, name=f"distrain-monitor-{name}").start()
+        super().__init__([self.header, self.replicas,
+                          w.HBox([self.stop_button, self.restart_button, self.tensorboard]), self.chart, self.log_tail])
+        self._follow()
 
     @property
     def phase(self) -> str:
@@ -234,13 +253,25 @@ class JobMonitor(w.VBox):
         self.job = job
         self.header.value = job.summary_html()
         self.replicas.value = job.replicas_html()
-        self.stop_button.disabled = job["phase"] in FINISHED
+        finished = job["phase"] in FINISHED
+        self.stop_button.layout.display = "none" if finished else None
+        self.restart_button.layout.display = None if finished else "none"
         self.tensorboard.layout.display = None if job["spec"]["tensorboard"]["enabled"] else "none"
 
-    def _follow_status(self) -> None:
+    def _follow(self) -> None:
+        """Follow the job's current run: its logs from their start, and its state until the run and its logs end
+        (or a restart follows the next run)."""
+        self.lines: deque[str] = deque(maxlen=self.tail)
+        self.logs = threading.Thread(target=self._follow_logs, args=(self.lines,), daemon=True,
+                                     name=f"distrain-logs-{self.name}")
+        self.logs.start()
+        threading.Thread(target=self._follow_status, args=(self.logs,), daemon=True,
+                         name=f"distrain-monitor-{self.name}").start()
+
+    def _follow_status(self, logs: threading.Thread) -> None:
         """Once a second: the job's state, and the log tail if it grew; until the job and its logs end."""
-        while self.logs.is_alive() or self.job["phase"] not in FINISHED:
-            self.logs.join(STATUS_SECONDS)
+        while logs is self.logs and (logs.is_alive() or self.job["phase"] not in FINISHED):
+            logs.join(STATUS_SECONDS)
             try:
                 self._show(self.client.get(self.name))
             except DistrainError as e:  # e.g. deleted elsewhere
@@ -260,18 +291,25 @@ class JobMonitor(w.VBox):
         if drawn != self.chart.value:
             self.chart.value = drawn
 
-    def _follow_logs(self) -> None:
+    def _follow_logs(self, lines: deque[str]) -> None:
         try:
-            for line in self.client.logs(self.name, tail=self.lines.maxlen, follow=True):
+            for line in self.client.logs(self.name, tail=self.tail, follow=True):
                 with self.lock:
-                    self.lines.append(line)
+                    lines.append(line)
         except DistrainError as e:
             with self.lock:
-                self.lines.append(f"({e})")
+                lines.append(f"({e})")
 
     def stop(self) -> Job:
         job = self.client.stop(self.name)
         self._show(job)
+        return job
+
+    def restart(self) -> Job:
+        """Run the job again, and follow its new run."""
+        job = self.client.restart(self.name)
+        self._show(job)
+        self._follow()
         return job
 
 
@@ -301,7 +339,8 @@ def trials_html(trials: dict) -> str:
 
 class SweepMonitor(w.VBox):
     """A sweep, kept current by a background thread while the cell is idle: its phase, its trials best first
-    (trials_html), every trial's metric charted, Stop, and "Fine-tune the best" once a trial succeeded."""
+    (trials_html), every trial's metric charted, Stop while it runs, and "Fine-tune the best" once a trial
+    succeeded."""
 
     def __init__(self, name: str, client: Client | None = None):
         self.client = client or Client()
@@ -320,7 +359,7 @@ class SweepMonitor(w.VBox):
     def _show(self, job: Job) -> None:
         self.job = job
         self.header.value = job.summary_html()
-        self.stop_button.disabled = job["phase"] in FINISHED
+        self.stop_button.layout.display = "none" if job["phase"] in FINISHED else None
         self.trials = self.client.trials(self.name)
         self.table.value = trials_html(self.trials)
         by_number = sorted(self.trials["trials"], key=lambda row: row["number"])  # a trial keeps its line's color

@@ -256,10 +256,25 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
     jupyter_server.rest("POST", "jobs", json={
         "name": "long", "code": {"path": str(jupyter_server.root_dir)}, "command": "python train.py --epochs 100000"})
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
-    assert kernel.run("monitor = JobMonitor('long')\nprint(monitor.stop()['phase'], monitor.stop_button.disabled)") == \
-        "Stopped True\n"
-    assert "<b>Stopped</b>: Stopped" not in kernel.run("print(monitor.header.value)")
-    for name in ("ticking", "long"):
+    # Stop, from a monitor of a long job; then Restart in its place
+    assert kernel.run("monitor = JobMonitor('long')\nprint(monitor.stop()['phase'], monitor.stop_button.layout.display,"
+                      " monitor.restart_button.layout.display)") == "Stopped none None\n"
+    assert "<b>Stopped</b>: stopped by request" in kernel.run("print(monitor.header.value)")
+    assert kernel.run("print(monitor.restart()['phase'] in ('Pending', 'Running'), monitor.stop_button.layout.display,"
+                      " monitor.restart_button.layout.display)") == "True None none\n"
+
+    # a failed job's monitor says why
+    jupyter_server.rest("POST", "jobs", json={
+        "name": "broken", "code": {"path": str(jupyter_server.root_dir)}, "command": "python -c 'exit(3)'"})
+    wait_phase(jupyter_server, "broken")
+    failed = kernel.run("print(JobMonitor('broken').header.value)")
+    assert "<b>Failed</b>: worker-0 failed: replica worker-0 exited with code 3" in failed, failed
+
+    # a sweep's cell shows its trials
+    kernel.run("%load_ext jupyter_distrain")
+    swept = kernel.run("%%distrain\nname: grid\ncommand: sleep 600\nsweep: {parameters: {x: {values: [1]}}}\n")
+    assert swept.endswith("[widget]") and "<table>" not in swept, swept  # not the sweep's (empty) replicas
+    for name in ("ticking", "long", "broken", "grid"):
         assert jupyter_server.rest("DELETE", f"jobs/{name}").status_code == 204
     kernel.close()
     assert_nothing_left(jupyter_server.root)
