@@ -1,5 +1,6 @@
-"""Replica log files: one line per record, `<RFC 3339 UTC timestamp> <text>`, read with bounded memory.
-Each run of a job (1, then one more per restart) has its own directory of them."""
+"""Replica log files: one line per record, `<RFC 3339 UTC timestamp> <text>` for what a replica wrote to its
+standard output, `<timestamp>!<text>` to its standard error, read with bounded memory. Each run of a job (1, then
+one more per restart) has its own directory of them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator
 
 from .errors import ReplicaNotFound, RunNotFound
+from .repo import strip_credentials
 
 if TYPE_CHECKING:
     import asyncio
@@ -21,6 +23,13 @@ if TYPE_CHECKING:
 MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
 READ_CHUNK = 64 * 1024
 STAMP_LEN = len("2026-01-01T00:00:00.000000Z")
+STDOUT, STDERR = b" ", b"!"  # between a line's stamp and its text: which of its outputs the replica wrote it to
+STAMPED = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z[ !]")  # a log file line's beginning
+MAX_ERROR = 200  # characters of a failed replica's error line (error_line)
+ERROR_TAIL = 64 * 1024  # bytes at the end of a failed replica's log searched for it
+TRACEBACK = "Traceback (most recent call last):"
+ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # terminal colours, control characters
+URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 
 
 def parse_since(value: str | None) -> str | None:
@@ -73,18 +82,22 @@ class LogLine:
     time: str
     replica: str
     text: str
+    stderr: bool = False  # written to the replica's standard error
 
     def to_json(self) -> dict:
-        return {"time": self.time, "replica": self.replica, "text": self.text}
+        return {"time": self.time, "replica": self.replica, "text": self.text, "stderr": self.stderr}
 
 
 class LogWriter:
-    """Appends timestamped lines; each batch is one write, visible to readers at once."""
+    """Appends timestamped lines of one of a replica's outputs (`stderr`, else its standard output); each batch
+    is one write, visible to readers at once. The writers of a replica's two outputs append to the same file,
+    each batch whole where it lands."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, stderr: bool = False):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.file: BinaryIO = open(path, "ab", buffering=0)
         self.partial = b""
+        self.separator = STDERR if stderr else STDOUT
 
     def feed(self, data: bytes) -> None:
         """Take raw output; complete lines are written now, a trailing partial line waits."""
@@ -106,8 +119,8 @@ class LogWriter:
 
     def _write(self, lines: list[bytes]) -> None:
         if lines:
-            stamp = timestamp().encode()
-            self.file.write(b"".join(stamp + b" " + line.rstrip(b"\r") + b"\n" for line in lines))
+            stamp = timestamp().encode() + self.separator
+            self.file.write(b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in lines))
 
 
 async def pump(stream: asyncio.StreamReader, writer: LogWriter, failed: Callable[[OSError], None]) -> None:
@@ -132,7 +145,39 @@ async def pump(stream: asyncio.StreamReader, writer: LogWriter, failed: Callable
 
 def parse(raw: bytes, replica: str) -> LogLine:
     text = raw.decode(errors="replace").rstrip("\n")
-    return LogLine(text[:STAMP_LEN], replica, text[STAMP_LEN + 1:])
+    return LogLine(text[:STAMP_LEN], replica, text[STAMP_LEN + 1:], raw[STAMP_LEN:STAMP_LEN + 1] == STDERR)
+
+
+def last_error(path: Path) -> str:
+    """The error line (error_line) of a replica's log file."""
+    try:
+        with open(path, "rb") as f:
+            start = f.seek(max(0, f.seek(0, os.SEEK_END) - ERROR_TAIL))
+            tail = f.read()
+    except FileNotFoundError:
+        return ""
+    return error_line(tail.partition(b"\n")[2] if start else tail)  # from the first whole line
+
+
+def error_line(output: bytes) -> str:
+    """The line of a failed program's last output that says why it failed: the exception line of its last Python
+    traceback, else its last line that is not blank. Of log file lines, only those written to stderr count;
+    lines without a stamp (a container's termination message) all do. One line, at most MAX_ERROR characters,
+    without terminal escapes or the credentials of a URL in it."""
+    said = []
+    for raw in output.splitlines():
+        if STAMPED.match(raw):
+            if raw[STAMP_LEN:STAMP_LEN + 1] != STDERR:
+                continue
+            raw = raw[STAMP_LEN + 1:]
+        line = ESCAPES.sub("", raw.decode(errors="replace")).rstrip()
+        if line:
+            said.append(line)
+    if TRACEBACK in said:
+        frames = said[len(said) - said[::-1].index(TRACEBACK):]
+        said = [next((line for line in frames if not line[0].isspace()), said[-1])]
+    line = URL.sub(lambda url: strip_credentials(url.group()), said[-1]).strip() if said else ""
+    return line if len(line) <= MAX_ERROR else line[:MAX_ERROR - 1] + "…"
 
 
 def tail_offset(path: Path, lines: int) -> int:

@@ -40,6 +40,7 @@ class Replica:
     exit_code: int | None = None
     restarts: int = 0
     started: bool = False  # it ran at least once
+    error: str = ""  # one line saying why it failed, where known (the last error line of its output)
 
     @property
     def name(self) -> str:
@@ -129,7 +130,7 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
             return Decision(
                 Phase.FAILED,
                 reason=f"{r.name} failed",
-                message=f"replica {r.name} {why}; the job is stopped",
+                message=f"replica {r.name} {why}" + (f": {r.error}" if r.error else "; the job is stopped"),
                 exit_code=r.exit_code,
                 stop_others=True,
             )

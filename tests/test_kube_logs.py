@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import threading
@@ -16,8 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 from conftest import wait, write_wheel
-from controlplane.cluster import NAMESPACE, RESTRICTED
-from kube_support import COMMIT, chief_spec, end, own_outputs, pod_name, pods_of, settings, wait_job
+from controlplane.cluster import EXIT_CODE, MESSAGE, NAMESPACE, RESTRICTED
+from kube_support import COMMIT, ENGINES, chief_spec, end, own_outputs, pod_name, pods_of, settings, wait_job
 
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming
 from jupyter_distrain.jobjson import provenance
@@ -25,11 +26,17 @@ from jupyter_distrain.jobjson import provenance
 pytestmark = pytest.mark.usefixtures("fresh_logs")
 
 
-def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path, env: dict | None = None) -> subprocess.Popen:
+def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path, env: dict | None = None,
+                 termination: Path | None = None) -> subprocess.Popen:
     """Run the pod's main container's command here (ControlPlane.run_here, with `env`); what it prints becomes
-    the pod's pods/log, as a container runtime would keep it. The process reads its stdin."""
-    process = control_plane.run_here(admin, admin.read_namespaced_pod(pod_name_, NAMESPACE), cwd=cwd,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env or {})
+    the pod's pods/log, as a container runtime would keep it, and `termination` (made empty here) is its
+    termination message file. The process reads its stdin."""
+    pod = admin.read_namespaced_pod(pod_name_, NAMESPACE)
+    if termination:
+        termination.write_bytes(b"")
+        main = pod.spec.containers[0]
+        main.command = [str(termination) if part == main.termination_message_path else part for part in main.command]
+    process = control_plane.run_here(admin, pod, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env or {})
 
     def runtime():
         for line in process.stdout:
@@ -88,6 +95,40 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
         second.delete("outlived")
         second.close()
         shutil.rmtree(volume.parents[3])
+
+
+FAILING = """import sys
+print("epoch 1", flush=True)
+print("learning rate 10 is high", file=sys.stderr, flush=True)
+raise ValueError("bad learning rate")
+"""
+
+
+@ENGINES
+def test_a_failed_replicas_exception_is_the_jobs_message_and_its_stderr_lines_are_marked(
+        control_plane, backend, admin, tmp_path, engine):
+    """The log tee marks the lines the command writes to stderr, in pods/log as on the volume; when the command
+    fails, its last lines of stderr are the container's termination message, and their exception line the job's
+    message, as whoever reads the cluster says it (a CLI, no server)."""
+    backend.submit(chief_spec("bad-lr", f"python -c {shlex.quote(FAILING)}"))
+    chief = pod_name(admin, "bad-lr", "chief-0")
+    wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
+    termination = tmp_path / "termination-log"
+    process = play_kubelet(control_plane, admin, chief, tmp_path, termination=termination)
+    process.stdin.close()
+    assert process.wait(60) == 1
+    lines = lambda: [(line.text, line.stderr) for line in backend.logs("bad-lr", replica="chief-0")]  # noqa: E731
+    wait(lambda: ("ValueError: bad learning rate", True) in lines(), "the server copies the chief's log")
+    assert lines()[:3] == [("epoch 1", False), ("learning rate 10 is high", True),
+                           ("Traceback (most recent call last):", True)]
+    assert all(stderr for _, stderr in lines()[1:])
+    # the kubelet reports the container's end with its termination message
+    admin.patch_namespaced_pod(chief, NAMESPACE, {"metadata": {"annotations": {
+        EXIT_CODE: "1", MESSAGE: termination.read_text()}}})
+    job = wait_job(backend, "bad-lr", lambda j: j["phase"] == "Failed", "the job fails")
+    said = "replica chief-0 exited with code 1: ValueError: bad learning rate"
+    cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
+    assert job["message"] == cli.get("bad-lr")["message"] == said
 
 
 def test_what_a_replicas_python_has_is_the_jobs_provenance(control_plane, admin, tmp_path):

@@ -1,6 +1,7 @@
 """Log files: timestamps, bounded lines, tails read backwards, merging and following; the log tee a
 Kubernetes replica runs under."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -8,6 +9,8 @@ import threading
 import time
 
 import pytest
+import websocket
+from conftest import CLI
 
 from jupyter_distrain import logs
 from jupyter_distrain.backends.kubernetes import podspec
@@ -84,22 +87,72 @@ def test_follow_sees_new_lines_and_stops_when_finished(tmp_path, watched):
     assert got == ["before", "live 0", "live 1", "live 2", "last line without newline"]
 
 
-def tee(log, *command, **options):
+def test_stderr_lines_are_marked_in_time_order_with_stdout(tmp_path):
+    path = tmp_path / "a.log"
+    out, err = logs.LogWriter(path), logs.LogWriter(path, stderr=True)
+    out.feed(b"step 1\n")
+    err.feed(b"warn")
+    out.feed(b"step 2\n")
+    err.feed(b"ing\n")
+    out.close()
+    err.close()
+    assert [(line.text, line.stderr) for line in logs.read({"a": path})] == [
+        ("step 1", False), ("step 2", False), ("warning", True)]
+    assert path.read_bytes().splitlines()[2][logs.STAMP_LEN:] == b"!warning"
+
+
+def stamped(*lines: str) -> bytes:
+    """Log file lines; those beginning with ! were written to stderr."""
+    return b"".join(b"2026-01-01T00:00:00.000000Z" + (b"!" + line[1:].encode() if line.startswith("!") else
+                                                      b" " + line.encode()) + b"\n" for line in lines)
+
+
+def test_a_failed_programs_error_line_is_its_exception_or_last_stderr_line():
+    traceback = ["!Traceback (most recent call last):", '!  File "train.py", line 9, in <module>',
+                 "!    raise ValueError(f'bad learning rate {lr}')", "!ValueError: bad learning rate 10",
+                 "!  a second line of its message", "!  note: added to it"]
+    assert logs.error_line(stamped("epoch 1", "!During handling of the above exception, another occurred:",
+                                   *traceback, "cleaning up")) == "ValueError: bad learning rate 10"
+    assert logs.error_line(stamped("!warning: slow disk", "!fatal: out of data", "bye", "")) == "fatal: out of data"
+    assert logs.error_line(stamped("only stdout", "Traceback (most recent call last):")) == ""
+    # a termination message: its lines carry no stamp and all count
+    assert logs.error_line("\n".join(line[1:] for line in traceback).encode()) == "ValueError: bad learning rate 10"
+    said = logs.error_line(b"\x1b[31mfatal:\x1b[0m cannot fetch https://bob:s3cret@example.com/team/models.git " +
+                           b"x" * 500)
+    assert said.startswith("fatal: cannot fetch https://example.com/team/models.git xx") and "s3cret" not in said
+    assert len(said) == logs.MAX_ERROR and said.endswith("\u2026")
+
+
+def test_the_error_line_of_a_log_file_is_read_from_its_end(tmp_path):
+    path = tmp_path / "worker-0.log"
+    path.write_bytes(stamped(*(["!" + "x" * 1000] * 100), "!ValueError: bad learning rate"))
+    assert logs.last_error(path) == "ValueError: bad learning rate"
+    path.write_bytes(b"2026-01-01T00:00:00.000000Z " + b"y" * logs.ERROR_TAIL + b"\n")  # stdout, cut in its middle
+    assert logs.last_error(path) == "" and logs.last_error(tmp_path / "none.log") == ""
+
+
+def tee(log, *command, termination="no-termination-log", **options):
     """The program a Kubernetes replica's container runs its command under, run here."""
-    return subprocess.Popen([sys.executable, "-c", podspec.TEE_PROGRAM, str(log), *command],
+    return subprocess.Popen([sys.executable, "-c", podspec.TEE_PROGRAM, str(log), str(termination), *command],
                             stdout=subprocess.PIPE, **options)
 
 
 def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_exit_code(tmp_path):
     log = tmp_path / "volume" / "logs" / "1" / "worker-0.log"
+    termination = tmp_path / "termination-log"  # made by the kubelet
+    termination.touch()
     long = "x" * (logs.MAX_LINE + 10)
-    process = tee(log, "sh", "-c", f"echo one; echo two >&2; echo {long}; printf 'no newline\\r'; exit 3")
+    process = tee(log, "sh", "-c", f"echo one; sleep 0.1; echo two >&2; sleep 0.1; echo {long}; sleep 0.1; "
+                  "echo why >&2; printf 'no newline\\r'; exit 3", termination=termination)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 3
     assert out == log.read_bytes()
     lines = [logs.parse(raw, "worker-0") for raw in out.splitlines(keepends=True)]
-    assert [line.text for line in lines] == ["one", "two", "x" * logs.MAX_LINE, "x" * 10, "no newline"]
+    assert [(line.text, line.stderr) for line in lines] == [  # a line without its newline is written at the end
+        ("one", False), ("two", True), ("x" * logs.MAX_LINE, False), ("x" * 10, False), ("why", True),
+        ("no newline", False)]
     assert [line.time for line in lines] == sorted({line.time for line in lines})  # strictly increasing
+    assert termination.read_bytes() == b"two\nwhy"  # the failed command's last lines of stderr
     # pods/log serves each line behind the runtime's own time: the tee's stamp is kept, so the copies match
     runtime = b"2030-01-01T00:00:00.123456789Z "
     assert [from_pods_log(runtime + raw.rstrip(b"\n")) for raw in out.splitlines(keepends=True)] == [
@@ -143,3 +196,42 @@ def test_a_watch_wakes_its_streams_on_each_write_and_times_out_when_nothing_chan
         assert watch.task.done()
 
     asyncio.run(scenario())
+
+
+FAILING = """import sys, time
+print("epoch 1", flush=True)
+time.sleep(0.2)
+print("learning rate 10 is high", file=sys.stderr, flush=True)
+time.sleep(0.2)
+print("epoch 2", flush=True)
+time.sleep(0.2)
+raise ValueError("bad learning rate")
+"""
+
+
+def test_a_failed_replicas_exception_is_the_jobs_message_and_its_stderr_lines_are_marked(jupyter_server, tmp_path):
+    """A local replica's stdout and stderr come through pipes of their own: its log marks the lines of stderr,
+    in time order with the others, and the exception that ended it is the failed job's message, for the API
+    and the CLI."""
+    server = jupyter_server
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(FAILING)
+    spec = {"name": "bad-lr", "code": {"path": str(code)}, "command": "python train.py"}
+    assert server.rest("POST", "jobs", json=spec).status_code == 201
+    stream = websocket.create_connection(f"ws{server.url[4:]}/distrain/api/jobs/bad-lr/logs/stream?replica=worker-0",
+                                         header=[f"{k}: {v}" for k, v in server.headers.items()], timeout=120)
+    messages = []
+    while not messages or messages[-1]["type"] == "lines":
+        messages.append(json.loads(stream.recv()))
+    stream.close()
+    job = server.rest("GET", "jobs/bad-lr").json()
+    said = "replica worker-0 exited with code 1: ValueError: bad learning rate"
+    assert (messages[-1]["phase"], job["phase"], job["message"]) == ("Failed", "Failed", said)
+    assert "exited with code 1 (Error): ValueError: bad learning rate" in [e["message"] for e in job["events"]]
+    assert f"(worker-0 failed: {said})" in CLI(server.root, tmp_path)("get", "bad-lr").stdout
+    data = "".join(m["data"] for m in messages[:-1]).encode()
+    lines = [(line.text, line.stderr) for line in (logs.parse(raw, "worker-0") for raw in data.splitlines())]
+    assert lines[:4] == [("epoch 1", False), ("learning rate 10 is high", True), ("epoch 2", False),
+                         ("Traceback (most recent call last):", True)]
+    assert lines[-1] == ("ValueError: bad learning rate", True) and all(stderr for _, stderr in lines[3:])

@@ -236,16 +236,20 @@ def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, adm
     wait(lambda: none_left(admin), "nothing of the job left")
 
 
-# the chief fails its job's first run (exit 3); every other replica, and the chief of a later run, runs on until
-# told to stop
+# the chief fails its job's first run (exit 3, its exception's traceback on stderr); every other replica, and the
+# chief of a later run, runs on until told to stop
 FAIL_ONCE = """
-import os, signal, sys, time
+import os, signal, sys, time, traceback
 me = os.environ["DISTRAIN_REPLICA"]
 signal.signal(signal.SIGTERM, lambda *_: (print(me, "told to stop", flush=True), sys.exit(0)))
 failed = os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "failed-once")
 if me == "chief-0" and not os.path.exists(failed):
     time.sleep(3)
     open(failed, "w").close()
+    try:
+        raise ValueError("bad learning rate")
+    except ValueError:
+        traceback.print_exc()
     sys.exit(3)
 time.sleep(600)
 """
@@ -253,8 +257,9 @@ time.sleep(600)
 
 @pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
 def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_none(admin, cli, engine):
-    """The chief exits 3: the job Fails with exit code 3 and the runtime runs none of its containers. Restarted,
-    it runs again (run 2); stopped, nothing of it runs; deleted, no pod is left."""
+    """The chief exits 3: the job Fails with exit code 3 and the exception the chief printed (its container's
+    termination message, written by the log tee) and the runtime runs none of its containers. Restarted, it runs
+    again (run 2); stopped, nothing of it runs; deleted, no pod is left."""
     cli.env["DISTRAIN_KUBERNETES_ENGINE"] = engine
     spec = {"name": f"chief-{engine}", "framework": "tensorflow", "replicas": {"chief": {}, "worker": {"count": 2}},
             "command": python(FAIL_ONCE)}
@@ -263,6 +268,7 @@ def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_non
     try:
         job = cli.wait(name, timeout=240)
         assert (job["phase"], job["exit_code"], job["engine"]) == ("Failed", 3, engine), job
+        assert job["message"] == "replica chief-0 exited with code 3: ValueError: bad learning rate", job
         wait(lambda: not running_containers(), "no container of the failed job runs")
         cli("restart", name)
         wait(lambda: (j := cli.json("get", name))["run"] == 2 and j["replica_phases"].get("Running") == 3,

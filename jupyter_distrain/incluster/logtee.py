@@ -1,18 +1,23 @@
 """The program a Kubernetes replica's container runs its command under
-(`python -c <this file> LOG COMMAND...`): every line the command prints, stdout and stderr, is stamped
-with the time (UTC, microseconds, strictly increasing) and written both to the container's output, which
-pods/log serves, and to LOG on the job's output volume, so the lines outlive the pod. Both copies carry
-the same stamp, so a reader merges them with neither loss nor duplicates. Signals are passed on to every
-process of the command; its exit code is this program's (128 + N when signal N ended it), as a shell would report it.
+(`python -c <this file> LOG TERMINATION_LOG COMMAND...`): every line the command prints is stamped with the time
+(UTC, microseconds, strictly increasing) and whether it came through stdout or stderr (the log files' format) and
+written both to the container's output, which pods/log serves, and to LOG on the job's output volume, so the lines
+outlive the pod. Both copies carry the same stamp, so a reader merges them with neither loss nor duplicates. Signals
+are passed on to every process of the command; its exit code is this program's (128 + N when signal N ended it), as a
+shell would report it. When the command fails, its last lines of stderr become the container's termination message
+(TERMINATION_LOG, unless the command wrote one itself), which says why in the pod's status.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
 import os
+import selectors
 import signal
 import subprocess
 import sys
 import time
+from collections import deque
 
 MAX_LINE = 64 * 1024  # longer lines are split, as the server's log files split them
+MAX_MESSAGE = 4096  # bytes of a termination message the kubelet keeps
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -33,8 +38,9 @@ class Stamper:
         seconds, fraction = divmod(micros, 10**6)
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)).encode() + b".%06dZ" % fraction
 
-    def write(self, lines):
-        data = b"".join(self.stamp() + b" " + line.rstrip(b"\r") + b"\n" for line in lines)
+    def write(self, lines, separator=b" "):
+        """Write `lines` of the command's stdout (`separator` b" ") or stderr (b"!")."""
+        data = b"".join(self.stamp() + separator + line.rstrip(b"\r") + b"\n" for line in lines)
         self.out.write(data)
         self.out.flush()
         if self.archive:
@@ -43,6 +49,51 @@ class Stamper:
             except OSError as e:
                 self.archive = None
                 self.write([f"distrain: the copy of this log on the output volume stops here: {e}".encode()])
+
+
+class Output:
+    """One of the command's outputs, read in chunks and written a line at a time; stderr's last lines are kept."""
+
+    def __init__(self, pipe, separator):
+        self.pipe = pipe
+        self.separator = separator
+        self.partial = b""
+        self.last = deque()  # stderr's last lines, at most MAX_MESSAGE bytes in all
+        self.kept = 0
+
+    def read(self, stamper):
+        """Write the lines of what the pipe has now, or the last partial line at its end; False at its end."""
+        chunk = os.read(self.pipe.fileno(), 64 * 1024)
+        if not chunk:
+            if self.partial:
+                self.write(stamper, [self.partial])
+            return False
+        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        while len(self.partial) > MAX_LINE:
+            lines.append(self.partial[:MAX_LINE])
+            self.partial = self.partial[MAX_LINE:]
+        self.write(stamper, [line[i:i + MAX_LINE] for line in lines for i in range(0, len(line) or 1, MAX_LINE)])
+        return True
+
+    def write(self, stamper, lines):
+        stamper.write(lines, self.separator)
+        if self.separator == b"!":
+            for line in lines:
+                self.last.append(line)
+                self.kept += len(line) + 1
+                while self.kept > MAX_MESSAGE and len(self.last) > 1:
+                    self.kept -= len(self.last.popleft()) + 1
+
+
+def terminated(path, lines):
+    """Make the command's last lines of stderr the container's termination message (the file the kubelet made),
+    unless it wrote one itself."""
+    try:
+        with open(path, "r+b") as message:
+            if not message.seek(0, os.SEEK_END):
+                message.write(b"\n".join(lines)[:MAX_MESSAGE])  # past it, only its one last line's beginning
+    except OSError:  # no termination log: the pod's status says less
+        pass
 
 
 def forward(child, signum):
@@ -56,22 +107,20 @@ def main():
     stamper = Stamper(sys.argv[1])
     # the command's processes in a group of their own, each told of a signal (the shell running the command
     # may not pass it on): a stopped pod's training ends at once, not when the kubelet's grace runs out
-    child = subprocess.Popen(sys.argv[2:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    child = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
     for signum in FORWARDED:
         signal.signal(signum, lambda number, frame: forward(child, number))
-    partial = b""
-    while True:
-        chunk = os.read(child.stdout.fileno(), 64 * 1024)
-        if not chunk:
-            break
-        *lines, partial = (partial + chunk).split(b"\n")
-        while len(partial) > MAX_LINE:
-            lines.append(partial[:MAX_LINE])
-            partial = partial[MAX_LINE:]
-        stamper.write([line[i:i + MAX_LINE] for line in lines for i in range(0, len(line) or 1, MAX_LINE)])
-    if partial:
-        stamper.write([partial])
+    stderr = Output(child.stderr, b"!")
+    selector = selectors.DefaultSelector()
+    for output in (Output(child.stdout, b" "), stderr):
+        selector.register(output.pipe, selectors.EVENT_READ, output)
+    while selector.get_map():
+        for key, _ in selector.select():
+            if not key.data.read(stamper):
+                selector.unregister(key.fileobj)
     code = child.wait()
+    if code:
+        terminated(sys.argv[2], stderr.last)
     sys.exit(128 - code if code < 0 else code)
 
 

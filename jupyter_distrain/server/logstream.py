@@ -11,7 +11,8 @@ run ended, by the job finishing or by a restart beginning a later run (an earlie
 once its lines are sent).
 
 Messages, server to client, JSON:
-    {"type": "lines", "replica": "worker-0", "offset": 1234, "data": "<time> text\\n..."}
+    {"type": "lines", "replica": "worker-0", "offset": 1234, "data": "<time> text\\n<time>!text\\n..."}
+                                                     whole lines of the log file; `!` marks a line of stderr
     {"type": "end", "phase": "Succeeded", "run": 1}  the run ended and every line was sent; `phase` is
                                                      the job's now, a newer run exists if its run > 1
     {"type": "error", "message": "..."}              e.g. the job was deleted

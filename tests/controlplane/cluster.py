@@ -5,8 +5,8 @@ their CRDs, controllers and admission webhooks, served on loopback with this con
 
 Built by build.sh from pinned Go modules. Pods never run a container: kwok moves them from
 Pending to Running once scheduled, and to Succeeded or Failed when a test sets the annotation
-EXIT_CODE on them (REASON names the termination, e.g. OOMKilled). A pod's logs are the lines a
-test writes with `write_log`, served through the real pods/log API. A TensorBoard pod (component
+EXIT_CODE on them (REASON names the termination, e.g. OOMKilled; MESSAGE is its termination message). A
+pod's logs are the lines a test writes with `write_log`, served through the real pods/log API. A TensorBoard pod (component
 label `tensorboard`) gets this machine's own address, HOST_IP, as its pod IP: a test that runs the
 pod's command here serves it, and the API server's service proxy reaches it. So does a log reader pod
 (component `log-reader`) or an output purger (`purger`), whose command the control plane itself runs
@@ -47,6 +47,7 @@ HERE = Path(__file__).resolve().parent
 BIN = HERE / "bin"
 EXIT_CODE = "test.distrain.jupyter.org/exit-code"
 REASON = "test.distrain.jupyter.org/reason"
+MESSAGE = "test.distrain.jupyter.org/message"
 ADMIN, RESTRICTED, NODE = "admin", "distrain-jupyter", "node"
 NAMESPACE = "training"
 COMPONENT = "app.kubernetes.io/component"
@@ -153,20 +154,20 @@ POD_ENDED = textwrap.dedent("""
             ready: false
             started: false
             restartCount: 0
-            state: {terminated: {exitCode: <code>, reason: <reason>, finishedAt: {{ $now | Quote }}}}
+            state: {terminated: {exitCode: <code>, reason: <reason>, message: <message>, finishedAt: {{ $now | Quote }}}}
           {{ end }}
           <status>
 """).replace("IMAGE_ID", IMAGE_ID)
 
 
 def ended_stage(name: str, match: str, code: str, reason: str, status: list[str], lets: str = "",
-                delay: str = "{durationMilliseconds: 0}") -> str:
+                delay: str = "{durationMilliseconds: 0}", message: str = '""') -> str:
     """Running -> ended, after `delay`, for the pods a selector expression `match` picks: every container
-    terminated with `code` and `reason` (template expressions, which `lets` may define), and the pod's own
-    `status` lines."""
+    terminated with `code`, `reason` and `message` (template expressions, which `lets` may define), and the
+    pod's own `status` lines."""
     indent = POD_ENDED[:POD_ENDED.index("<status>")].rpartition("\n")[2]  # the status lines' own
     return (POD_ENDED.replace("<name>", name).replace("<match>", match).replace("<delay>", delay)
-            .replace("<lets>", lets).replace("<code>", code).replace("<reason>", reason)
+            .replace("<lets>", lets).replace("<code>", code).replace("<reason>", reason).replace("<message>", message)
             .replace("<status>", ("\n" + indent).join(status)))
 
 
@@ -181,8 +182,10 @@ POD_STAGES = "---\n".join([
                     '- {type: ContainersReady, status: "False", reason: PodCompleted, lastTransitionTime: {{ $now | Quote }}}',
                     'phase: {{ ternary "Succeeded" "Failed" (eq $code "0") }}'],
                 lets='{{ $code := index .metadata.annotations "EXIT_CODE" }}'
-                     '{{ $reason := or (index .metadata.annotations "REASON") (ternary "Completed" "Error" (eq $code "0")) }}',
-                ).replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON),
+                     '{{ $reason := or (index .metadata.annotations "REASON") (ternary "Completed" "Error" (eq $code "0")) }}'
+                     '{{ $message := or (index .metadata.annotations "MESSAGE") "" }}',
+                message="{{ $message | Quote }}",
+                ).replace("EXIT_CODE", EXIT_CODE).replace("REASON", REASON).replace("MESSAGE", MESSAGE),
     # as the kubelet: the pod's deadline counts from its start (unless its process ended first)
     ended_stage("pod-deadline", "{key: .spec.activeDeadlineSeconds, operator: Exists}\n"
                 f"    - {{key: '.metadata.annotations[\"{EXIT_CODE}\"]', operator: DoesNotExist}}", "137", "Error", [

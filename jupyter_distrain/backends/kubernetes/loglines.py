@@ -6,7 +6,6 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import time
 from datetime import datetime
 from pathlib import Path
@@ -22,15 +21,12 @@ def stamp(k8s_time: bytes) -> str:
     return f"{whole}.{(fraction + '000000')[:6]}Z"
 
 
-TEE_STAMP = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z ")  # incluster/logtee.py's, the log files' format
-
-
 def from_pods_log(raw: bytes) -> bytes:
     """A pods/log line (`<the runtime's time> <text>`) as a log file line. A replica's command runs under
     incluster/logtee.py, which stamped the text itself as it wrote the same line to the output volume: that
-    stamp is kept, so both copies are the same bytes. Other lines get the runtime's time."""
+    stamp (and its mark of stderr) is kept, so both copies are the same bytes. Other lines get the runtime's time."""
     when, _, text = raw.partition(b" ")
-    if TEE_STAMP.match(text):
+    if logs.STAMPED.match(text):
         return bounded(text)
     return bounded(stamp(when).encode() + b" " + text)
 
@@ -38,7 +34,7 @@ def from_pods_log(raw: bytes) -> bytes:
 def from_volume(raw: bytes) -> bytes | None:
     """A line of a log file a replica wrote to the output volume; None if it is not one (the volume is
     the job's to write)."""
-    return bounded(raw) if TEE_STAMP.match(raw) else None
+    return bounded(raw) if logs.STAMPED.match(raw) else None
 
 
 def bounded(line: bytes) -> bytes:

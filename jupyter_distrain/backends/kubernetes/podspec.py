@@ -25,6 +25,9 @@ WORKSPACE = "/workspace"
 SNAPSHOT_DIR, SNAPSHOT_KEY = "/snapshot", "snapshot.bundle"  # where fetch-code finds the bundle (snapshot_secret)
 TENSORBOARD_PORT = 6006
 TEE_PROGRAM = incluster.source("logtee")
+TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default; the log tee writes why the command failed there
+# the container's termination message: what it wrote there, else (a failed container) its output's last lines
+WHY_FAILED = {"terminationMessagePath": TERMINATION_LOG, "terminationMessagePolicy": "FallbackToLogsOnError"}
 VOLUME_LOGS = ".distrain/logs"  # in the output volume: <job's uid>/<run>/<replica>.log (volume_logs)
 
 
@@ -174,7 +177,8 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
         "name": kubeflow.container if kubeflow else "main",
         "image": image(spec, settings),
         "workingDir": WORKSPACE,
-        "command": ["python", "-c", TEE_PROGRAM, log, "/bin/sh", "-c", f"{INSTALL}\n{script}"],
+        "command": ["python", "-c", TEE_PROGRAM, log, TERMINATION_LOG, "/bin/sh", "-c", f"{INSTALL}\n{script}"],
+        **WHY_FAILED,
         "env": env,
         "ports": [{"name": kubeflow.port if kubeflow else "distrain", "containerPort": port(spec)}],
         "resources": _resources(spec, role),
@@ -312,7 +316,7 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
     if "snapshot" in source:
         mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_DIR, "readOnly": True})
     return {"name": "fetch-code", "image": settings.git_image, "command": ["/bin/sh", "-c", script], "env": env,
-            "volumeMounts": mounts}
+            "volumeMounts": mounts, **WHY_FAILED}
 
 
 def _resources(spec: dict, role: str) -> dict:

@@ -11,7 +11,7 @@ from typing import Iterable, cast
 
 from kubernetes import client
 
-from ... import reasons
+from ... import logs, reasons
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ...spec import replica_name, replicas
 from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
@@ -146,8 +146,8 @@ def ended_pod(pod: client.V1Pod) -> bool:
 
 def policy_replicas(states: dict[str, dict], ran=()) -> list[Replica]:
     """The replicas as policy.py sees them; a replica counts as started if it did or is in `ran`."""
-    return [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]) or n in ran)
-            for n, s in states.items()]
+    return [Replica(*replica_key(n), Phase(s["phase"]), s["exit_code"], s["restarts"], bool(s["started"]) or n in ran,
+                    s["message"]) for n, s in states.items()]
 
 
 def with_ending(status: dict, end: Ending) -> dict:
@@ -331,7 +331,8 @@ def replica_state(recorded: dict, pod: client.V1Pod | None, now: float) -> dict:
                      # the kubelet's reason for ending the pod (DeadlineExceeded, Evicted) before its container's
                      reason=status.reason or (end.reason if end and end.reason else
                                              (reasons.COMPLETED if code == 0 else "Error")),
-                     message=status.message or ((end.message or "") if end else ""),
+                     # its termination message (the log tee's, or the output's end) in a line
+                     message=logs.error_line((status.message or (end.message if end else "") or "").encode()),
                      started=state["started"] or seconds(status.start_time),
                      finished=seconds(end.finished_at) if end and end.finished_at else now)
     return state

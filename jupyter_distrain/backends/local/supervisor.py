@@ -30,13 +30,14 @@ import sys
 import time
 import traceback
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import psutil
 
 from ... import sweep
 from ...clusterenv import PYTORCH_SITE, Dirs, replica_env, uses_pytorch_site
-from ...logs import LogWriter, pump
+from ...logs import LogWriter, last_error, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
 from ...spec import gpus, render_command, replica_name, replicas
@@ -49,11 +50,11 @@ DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's lefto
 
 @dataclass
 class Running:
-    """A replica's process, the pipe its output comes through and the log pump reading it."""
+    """A replica's process, the pipes its stdout and stderr come through and the log pumps reading them."""
 
     process: asyncio.subprocess.Process
-    output: asyncio.ReadTransport
-    pump: asyncio.Task
+    outputs: list[asyncio.ReadTransport]
+    pump: asyncio.Future
 
 
 class Supervisor:
@@ -172,24 +173,27 @@ class Supervisor:
         env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
         if uses_pytorch_site(self.spec):
             env["PYTHONPATH"] = os.pathsep.join([str(PYTORCH_SITE), *filter(None, [env.get("PYTHONPATH")])])
-        # The output pipe is this process's own, not the subprocess transport's: the transport's wait() would
-        # wait for its pipes too, and a daemon the replica leaves behind may hold that pipe open forever.
-        readable, writable = os.pipe()
+        # The output pipes are this process's own, not the subprocess transport's: the transport's wait() would
+        # wait for its pipes too, and a daemon the replica leaves behind may hold them open forever.
+        pipes = [os.pipe(), os.pipe()]  # stdout, stderr: each line's log says which it came through
         try:
             process = await asyncio.create_subprocess_exec(
                 "/bin/sh", "-c", render_command(self.spec), cwd=self.workspace, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=writable, stderr=asyncio.subprocess.STDOUT,
-                start_new_session=True,
+                stdin=asyncio.subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1], start_new_session=True,
             )
         finally:
-            os.close(writable)
-        stream = asyncio.StreamReader()
-        transport, _ = await asyncio.get_running_loop().connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(stream), open(readable, "rb", buffering=0))
-        writer = LogWriter(self.log_dir / f"{name}.log")
-        pumping = pump(stream, writer, lambda error: self.log_failed(name, error))
-        self.running[name] = Running(process, transport, asyncio.ensure_future(pumping))
-        self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None, started=True)
+            for _, writable in pipes:
+                os.close(writable)
+        transports, pumps = [], []
+        for stderr, (readable, _) in zip((False, True), pipes):
+            stream = asyncio.StreamReader()
+            transport, _ = await asyncio.get_running_loop().connect_read_pipe(
+                partial(asyncio.StreamReaderProtocol, stream), open(readable, "rb", buffering=0))
+            writer = LogWriter(self.log_dir / f"{name}.log", stderr=stderr)
+            transports.append(transport)
+            pumps.append(pump(stream, writer, lambda error: self.log_failed(name, error)))
+        self.running[name] = Running(process, transports, asyncio.gather(*pumps))
+        self.states[name] = replace(state, phase=Phase.RUNNING, exit_code=None, error="", started=True)
         self.store.update_replica(
             self.name, name, phase=str(Phase.RUNNING), reason="", exit_code=None, pid=process.pid,
             pid_started=processes.started_at(process.pid), address=self.addresses[role][index], started=time.time(),
@@ -240,10 +244,11 @@ class Supervisor:
         await self.reap(running)
         phase = Phase.SUCCEEDED if code == 0 else Phase.FAILED
         reason = exit_reason(code)
-        self.states[name] = replace(self.states[name], phase=phase, exit_code=code)
+        error = await asyncio.to_thread(last_error, self.log_dir / f"{name}.log") if code else ""
+        self.states[name] = replace(self.states[name], phase=phase, exit_code=code, error=error)
         self.store.update_replica(self.name, name, phase=str(phase), exit_code=code, reason=reason,
                                   finished=time.time())
-        self.event(str(phase), f"exited with code {code} ({reason})", replica=name,
+        self.event(str(phase), f"exited with code {code} ({reason})" + (f": {error}" if error else ""), replica=name,
                    type="Normal" if code == 0 else "Warning")
 
     async def reap(self, running: Running) -> None:
@@ -253,7 +258,8 @@ class Supervisor:
             await asyncio.wait_for(asyncio.shield(running.pump), DRAIN_SECONDS)
         except asyncio.TimeoutError:  # a process outside the group holds the output open
             running.pump.cancel()
-            running.output.close()
+            for output in running.outputs:
+                output.close()
 
     async def stop_all(self, why: str) -> None:
         """SIGTERM every remaining replica's process group, SIGKILL after the grace period."""
