@@ -61,6 +61,7 @@ class JobSummary(JobState):
     """A job as the list shows it: no spec, no events, its replicas counted by phase."""
 
     replica_phases: dict[str, int]  # phase: how many of the current run's replicas are in it
+    trial_of: str | None  # the sweep the job is a trial of (its spec's trial_of)
 
 
 SUMMARY_FIELDS = tuple(JobSummary.__annotations__)
@@ -110,4 +111,5 @@ TensorBoardTarget = Union[EventFiles, ClusterTensorBoard]
 def summary(job: JobRecord) -> JobSummary:
     """The job as the list shows it."""
     return cast(JobSummary, {**{key: job[key] for key in STATE_FIELDS},  # type: ignore[literal-required]
-                             "replica_phases": dict(Counter(r["phase"] for r in job["replicas"]))})
+                             "replica_phases": dict(Counter(r["phase"] for r in job["replicas"])),
+                             "trial_of": job["spec"].get("trial_of")})

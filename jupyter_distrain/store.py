@@ -182,11 +182,12 @@ class Store:
         return [self._job(row, replicas.get(row["name"], [])) for row in jobs]
 
     def summaries(self) -> list[dict]:
-        """Every job without its spec (but its policy.ttl_after_finished), oldest first, its replicas counted by
+        """Every job without its spec (but its policy.ttl_after_finished and trial_of), oldest first, its replicas counted by
         phase (`replica_phases`), and the supervisor's pid and start time."""
         jobs = self._run("SELECT name, backend, owner, phase, reason, message, exit_code, run, created, started,"
                          " finished, supervisor_pid, supervisor_started,"
-                         " json_extract(spec, '$.policy.ttl_after_finished') AS ttl_after_finished"
+                         " json_extract(spec, '$.policy.ttl_after_finished') AS ttl_after_finished,"
+                         " json_extract(spec, '$.trial_of') AS trial_of"
                          " FROM jobs ORDER BY created")
         phases: dict[str, dict[str, int]] = {}
         for job, phase, count in self._run("SELECT job, phase, count(*) FROM replicas GROUP BY job, phase"):

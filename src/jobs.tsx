@@ -154,9 +154,11 @@ function announce(job: JobSummary): void {
   }
 }
 
+/** Phases in which the list says why the job is there: what failed, what it waits for. */
+const EXPLAINED = new Set(['Failed', 'Pending', 'Queued']);
+
 /**
- * The jobs list: name, phase badge, replicas ready/total, age; backend (owner, when the
- * list has several) and actions below.
+ * The jobs list: a row per job, a sweep's trials folded under it.
  */
 export function JobList(props: {
   model: JobsModel;
@@ -165,8 +167,23 @@ export function JobList(props: {
 }): JSX.Element {
   const [filter, setFilter] = React.useState('');
   const shown = props.model.jobs.filter(job => matches(job, filter));
+  const names = new Set(shown.map(job => job.name));
+  const isTrial = (job: JobSummary) =>
+    Boolean(job.trial_of && names.has(job.trial_of));
   // An admin's server (c.Distrain.see_all_owners) lists everyone's jobs: say whose each is.
   const owners = new Set(props.model.jobs.map(job => job.owner)).size > 1;
+  const row = (job: JobSummary) => (
+    <JobRow
+      key={job.name}
+      job={job}
+      trials={shown.filter(
+        trial => isTrial(trial) && trial.trial_of === job.name
+      )}
+      owners={owners}
+      row={row}
+      {...props}
+    />
+  );
   return (
     <div className="jp-distrain-jobs">
       <input
@@ -184,42 +201,93 @@ export function JobList(props: {
             : 'No training jobs yet.'}
         </p>
       ) : (
-        <ul className="jp-distrain-list">
-          {shown.map(job => (
-            <li key={job.name} className="jp-distrain-job" data-job={job.name}>
-              <button
-                className="jp-distrain-name"
-                title={`Open ${job.name}`}
-                onClick={() => props.onOpen(job)}
-              >
-                {job.name}
-              </button>
-              <PhaseBadge phase={job.phase} title={why(job)} />
-              <span
-                className="jp-distrain-ready"
-                title="Replicas running / all"
-              >
-                {ready(job)}
-              </span>
-              <span className="jp-distrain-age">{age(job.created)}</span>
-              <Sparkline scalars={props.model.scalars.get(job.name)} />
-              <span className="jp-distrain-backend">{job.backend}</span>
-              {owners && (
-                <span className="jp-distrain-owner" title="Owner">
-                  {job.owner || 'no owner'}
-                </span>
-              )}
-              <JobActions
-                job={job}
-                after={() => props.model.poll.refresh()}
-                onClone={props.onClone}
-              />
-            </li>
-          ))}
+        <ul className="jp-distrain-list" aria-label="Training jobs">
+          {shown.filter(job => !isTrial(job)).map(row)}
         </ul>
       )}
     </div>
   );
+}
+
+/**
+ * One job: name, age; phase badge, replicas ready/total, backend (owner, when
+ * the list has several) and actions; why it failed or waits; its main scalar.
+ * A sweep's trials are rows folded under it.
+ */
+function JobRow(props: {
+  job: JobSummary;
+  trials: JobSummary[];
+  owners: boolean;
+  model: JobsModel;
+  row: (job: JobSummary) => JSX.Element;
+  onOpen: (job: JobSummary) => void;
+  onClone: (job: JobSummary) => void;
+}): JSX.Element {
+  const { job, trials } = props;
+  const [unfolded, setUnfolded] = React.useState(false);
+  const reason = why(job);
+  return (
+    <li className="jp-distrain-job" data-job={job.name}>
+      <button
+        className="jp-distrain-name"
+        title={`Open ${job.name}`}
+        onClick={() => props.onOpen(job)}
+      >
+        {job.name}
+      </button>
+      <span className="jp-distrain-age" title={`Created ${job.created}`}>
+        {age(job.created)}
+      </span>
+      <PhaseBadge phase={job.phase} title={reason} />
+      <span className="jp-distrain-ready" title="Replicas running / all">
+        {ready(job)}
+      </span>
+      <span className="jp-distrain-backend">{job.backend}</span>
+      {props.owners && (
+        <span className="jp-distrain-owner" title="Owner">
+          {job.owner || 'no owner'}
+        </span>
+      )}
+      <JobActions
+        job={job}
+        after={() => props.model.poll.refresh()}
+        onClone={props.onClone}
+      />
+      {reason && EXPLAINED.has(job.phase) && (
+        <span
+          className={`jp-distrain-why jp-distrain-why-${job.phase.toLowerCase()}`}
+          title={reason}
+        >
+          {reason}
+        </span>
+      )}
+      <Sparkline scalars={props.model.scalars.get(job.name)} />
+      {trials.length > 0 && (
+        <button
+          className="jp-distrain-trials-toggle"
+          aria-expanded={unfolded}
+          onClick={() => setUnfolded(!unfolded)}
+        >
+          {trials.length} trial{trials.length > 1 ? 's' : ''}:{' '}
+          {trialPhases(trials)}
+        </button>
+      )}
+      {unfolded && trials.length > 0 && (
+        <ul className="jp-distrain-list jp-distrain-trial-list">
+          {trials.map(props.row)}
+        </ul>
+      )}
+    </li>
+  );
+}
+
+/** How many of a sweep's trials are in each phase: "2 Running, 3 Succeeded". */
+function trialPhases(trials: JobSummary[]): string {
+  const counts = new Map<string, number>();
+  for (const trial of trials) {
+    counts.set(trial.phase, (counts.get(trial.phase) ?? 0) + 1);
+  }
+  return [...counts].map(([phase, count]) => `${count} ${phase}`).join(', ');
 }
 
 /**

@@ -429,6 +429,8 @@ export interface components {
       replica_phases: {
         [key: string]: number;
       };
+      /** @description The sweep this job is a trial of */
+      trial_of: string | null;
     };
     /** @description A job by itself, its summary and details */
     Job: components['schemas']['JobSummary'] & {

@@ -89,6 +89,8 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     code = {"path": str(EXAMPLES / "python")}
     submit(lab, {"name": "quick", "code": code, "command": "python train.py --epochs 5"})
     submit(lab, {"name": "sleeper", "code": code, "command": "sleep 600"})
+    broken = "broken-learning-rate-experiment-number-one"
+    submit(lab, {"name": broken, "code": code, "command": "python train.py --learning-rate -1"})
 
     expect(page.locator(".jp-LauncherCard", has_text="Training Job")).to_be_visible()
     open_panel(page)
@@ -98,13 +100,26 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     expect(row("sleeper").locator(".jp-distrain-phase")).to_have_text("Running", timeout=60_000)
     expect(row("sleeper").locator(".jp-distrain-ready")).to_have_text("1/1")
     expect(jobs.locator(".jp-distrain-owner")).to_have_count(0)  # one owner's jobs
+    # a failed job says why in the list; a long name wraps at its hyphens only
+    expect(row(broken).locator(".jp-distrain-why")).to_contain_text("exited with code 2", timeout=60_000)
+    wrapped_after = row(broken).locator(".jp-distrain-name").evaluate("""name => {
+        const text = name.firstChild, range = document.createRange(), after = [];
+        for (let i = 1, top = null; i < text.length; i++) {
+            range.setStart(text, i); range.setEnd(text, i + 1);
+            const y = range.getBoundingClientRect().top;
+            if (top !== null && y > top + 1) after.push(text.data[i - 1]);
+            top = y;
+        }
+        return after;
+    }""")
+    assert wrapped_after and set(wrapped_after) == {"-"}, wrapped_after
     # nothing changes now: the list's next refresh asks with its ETag and the server answers 304: the panel
     # has both jobs, and no body crossed the wire
     with page.expect_response(lambda r: r.url == f"{lab.url}/distrain/api/jobs", timeout=60_000) as refreshed:
         pass
     asked = refreshed.value.request.header_value("if-none-match")
     assert asked and asked == refreshed.value.header_value("etag")
-    assert len(refreshed.value.json()) == 2 and refreshed.value.request.sizes()["responseBodySize"] == 0
+    assert len(refreshed.value.json()) == 3 and refreshed.value.request.sizes()["responseBodySize"] == 0
     screenshot(page, "panel-jobs")
 
     jobs.get_by_label("Filter jobs").fill("sleep")
@@ -120,7 +135,7 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     page.locator(".jp-Dialog").get_by_role("button", name="Delete").click()
     expect(row("quick")).to_have_count(0, timeout=30_000)
     with urllib.request.urlopen(urllib.request.Request(f"{lab.url}/distrain/api/jobs", headers=lab.headers)) as r:
-        assert [job["name"] for job in json.load(r)] == ["sleeper"]
+        assert [job["name"] for job in json.load(r)] == ["sleeper", broken]
     assert_nothing_left(Path(lab.root))
 
 
@@ -838,7 +853,13 @@ def test_a_sweeps_view_sorts_its_trials_charts_them_and_fine_tunes_the_best(lab,
                  "tensorboard": {"enabled": True},
                  "sweep": {"parameters": {"scale": {"values": [3, 1, 2]}}, "parallelism": 3}})
     open_panel(page)
-    page.locator('[data-job="scan"]').get_by_title("Open scan").click()
+    sweep = page.locator('[data-job="scan"]')  # one row, its trials folded under it
+    fold = sweep.locator(".jp-distrain-trials-toggle")
+    expect(fold).to_have_text(re.compile(r"^3 trials: "), timeout=60_000)
+    expect(page.locator("#jupyter-distrain-panel .jp-distrain-list > li")).to_have_count(1)
+    fold.click()
+    expect(sweep.locator(".jp-distrain-trial-list [data-job]")).to_have_count(3)
+    sweep.get_by_title("Open scan", exact=True).click()
     view = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text="scan"))
     rows = view.locator(".jp-distrain-trials tbody tr")
     expect(view.locator(".jp-distrain-scalars polyline")).to_have_count(3, timeout=60_000)  # each at step 2

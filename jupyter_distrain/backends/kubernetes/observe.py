@@ -62,8 +62,10 @@ class JobObserver(PodSupervisor, EngineChoice):
         status = json.loads(root.data["status.json"])
         if status["phase"] not in FINISHED:
             return summary(self._current(root))
-        return cast(JobSummary, {**self._state(root, json.loads(root.data["spec.json"]), status, status.get("run", 1)),
-                                 "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values()))})
+        spec = json.loads(root.data["spec.json"])
+        return cast(JobSummary, {**self._state(root, spec, status, status.get("run", 1)),
+                                 "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values())),
+                                 "trial_of": spec.get("trial_of")})
 
     def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
         """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
