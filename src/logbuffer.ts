@@ -7,7 +7,12 @@ export interface ILogLine {
   replica: string;
   time: string;
   text: string;
+  /** Written to the replica's standard error. */
+  stderr: boolean;
 }
+
+/** What ends a line's time: a space for stdout, '!' for stderr. */
+const SEPARATOR = /[ !]/;
 
 export class LogBuffer {
   constructor(readonly capacity = 200_000) {}
@@ -28,10 +33,11 @@ export class LogBuffer {
   }
 
   /**
-   * Add a stream message's lines ("<time> <text>\n" each); `offset` is where
-   * the replica's next line starts. A replica's lines come in time order, but a
-   * backlog comes a chunk per replica: lines older than those held are merged
-   * in by time (equal times keep their arrival order).
+   * Add a stream message's lines ("<time> <text>\n" each, "<time>!<text>\n"
+   * for stderr); `offset` is where the replica's next line starts. A
+   * replica's lines come in time order, but a backlog comes a chunk per
+   * replica: lines older than those held are merged in by time (equal times
+   * keep their arrival order).
    */
   append(replica: string, data: string, offset: number): void {
     const incoming: ILogLine[] = [];
@@ -39,11 +45,16 @@ export class LogBuffer {
       if (raw === '') {
         continue;
       }
-      const space = raw.indexOf(' ');
+      const end = raw.search(SEPARATOR);
       incoming.push(
-        space < 0
-          ? { replica, time: '', text: raw }
-          : { replica, time: raw.slice(0, space), text: raw.slice(space + 1) }
+        end < 0
+          ? { replica, time: '', text: raw, stderr: false }
+          : {
+              replica,
+              time: raw.slice(0, end),
+              text: raw.slice(end + 1),
+              stderr: raw[end] === '!'
+            }
       );
     }
     const at = this._after(incoming[0]?.time ?? '');

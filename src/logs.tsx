@@ -7,14 +7,21 @@ import {
 } from '@jupyterlab/ui-components';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
-import { FixedSizeList, ListOnScrollProps } from 'react-window';
+import {
+  FixedSizeList,
+  ListOnScrollProps,
+  VariableSizeList
+} from 'react-window';
 
 import { logsDownloadURL } from './api';
-import { LogBuffer } from './logbuffer';
+import { ILogLine, LogBuffer } from './logbuffer';
 import { ILogStream, Status, useLogStream } from './logstream';
 
 const ROW_HEIGHT = 18;
+const ROW_INDENT = 11; // a row's left border and padding (style/base.css)
+const TIME_WIDTH = 'hh:mm:ss '.length;
 const REPLICA_COLORS = 6;
+const WRAP_KEY = 'jupyter-distrain:logs-wrap'; // in sessionStorage
 
 /**
  * The numbers of the held lines that contain `query`, null without one; the lines
@@ -71,6 +78,7 @@ export function LogView(props: {
   const { name, replica } = props;
   const [paused, setPaused] = React.useState(false);
   const [query, setQuery] = React.useState('');
+  const [wrap, setWrap] = useWrap();
   const stream = useLogStream(name, replica, props.run, paused);
   const { held } = stream;
   const rows = useSearch(held, query);
@@ -88,6 +96,8 @@ export function LogView(props: {
         onPause={setPaused}
         query={query}
         onQuery={setQuery}
+        wrap={wrap}
+        onWrap={setWrap}
         count={count}
       />
       <LogLines
@@ -96,14 +106,27 @@ export function LogView(props: {
         count={count}
         replica={replica}
         query={query}
+        wrap={wrap}
       />
     </div>
   );
 }
 
+/** Whether long lines wrap: the last choice made in this browser session. */
+function useWrap(): [boolean, (wrap: boolean) => void] {
+  const [wrap, setWrap] = React.useState(
+    () => sessionStorage.getItem(WRAP_KEY) === 'true'
+  );
+  const choose = React.useCallback((value: boolean) => {
+    sessionStorage.setItem(WRAP_KEY, String(value));
+    setWrap(value);
+  }, []);
+  return [wrap, choose];
+}
+
 /**
- * The run and replica shown, pause, search and download, and how the stream
- * stands.
+ * The run and replica shown, pause, search, wrapping and download, and how
+ * the stream stands.
  */
 function LogToolbar(props: {
   name: string;
@@ -117,10 +140,12 @@ function LogToolbar(props: {
   onPause: (paused: boolean) => void;
   query: string;
   onQuery: (query: string) => void;
+  wrap: boolean;
+  onWrap: (wrap: boolean) => void;
   /** The lines shown: all held, or those matching the query. */
   count: number;
 }): JSX.Element {
-  const { name, replica, paused, query } = props;
+  const { name, replica, paused, query, wrap } = props;
   const { job, run } = props.stream;
   const latest = job?.run ?? 1;
   // The logs of the job's current run; the one shown stays listed when it has none.
@@ -172,6 +197,14 @@ function LogToolbar(props: {
           onChange={event => props.onQuery(event.target.value)}
         />
       </label>
+      <button
+        className="jp-Button jp-mod-minimal jp-distrain-logs-wrap"
+        aria-pressed={wrap}
+        title={wrap ? 'Long lines wrap' : 'Long lines scroll sideways'}
+        onClick={() => props.onWrap(!wrap)}
+      >
+        Wrap
+      </button>
       <a
         className="jp-Button jp-mod-minimal"
         href={logsDownloadURL(name, replica || undefined, run)}
@@ -246,7 +279,9 @@ function LogStatus(props: {
 /**
  * The lines (`rows`, when searching) as a list that draws only the rows in
  * view; it follows the end as lines arrive, until scrolled up, and again once
- * scrolled back to the end or shown another log.
+ * scrolled back to the end or shown another log. Unless `wrap`, a row is one
+ * line high and scrolls sideways; wrapped, each row is as high as its line
+ * needs (WrappedRows). Focused, the list scrolls from the keyboard.
  */
 function LogLines(props: {
   held: LogBuffer;
@@ -254,45 +289,204 @@ function LogLines(props: {
   count: number;
   replica: string;
   query: string;
+  wrap: boolean;
 }): JSX.Element {
-  const { held, rows, count, replica, query } = props;
-  const list = React.useRef<FixedSizeList>(null);
+  const { held, rows, count, replica, query, wrap } = props;
+  const list = React.useRef<FixedSizeList | VariableSizeList>(null);
+  const outer = React.useRef<HTMLDivElement>(null);
   const following = React.useRef(true);
+  const top = React.useRef(0); // the first row in view
   const [box, size] = useSize<HTMLDivElement>();
+  const wrapped = useWrappedRows(wrap, outer, held, rows, replica, query);
+  // Wrapped or not, the list is another one: it shows the end, or the first
+  // row in view, as the one before did (and its first scroll is no user's).
+  const wrapping = wrapped !== null;
+  const switched = React.useRef({ wrapping, top: 0, mounted: true });
+  if (switched.current.wrapping !== wrapping) {
+    switched.current = { wrapping, top: top.current, mounted: false };
+  }
 
   React.useLayoutEffect(() => {
     following.current = true;
   }, [held]);
 
   React.useLayoutEffect(() => {
+    if (!following.current) {
+      list.current?.scrollToItem(switched.current.top, 'start');
+    }
+  }, [wrapping]);
+
+  React.useLayoutEffect(() => {
+    wrapped?.update(list.current as VariableSizeList);
     if (following.current && count > 0) {
       list.current?.scrollToItem(count - 1, 'end');
     }
   });
 
   const onScroll = (scroll: ListOnScrollProps) => {
-    if (!scroll.scrollUpdateWasRequested) {
+    const element = outer.current;
+    if (!switched.current.mounted) {
+      switched.current.mounted = true;
+    } else if (!scroll.scrollUpdateWasRequested && element) {
       following.current =
-        scroll.scrollOffset + size.height >= count * ROW_HEIGHT - ROW_HEIGHT;
+        scroll.scrollOffset + element.clientHeight >=
+        element.scrollHeight - ROW_HEIGHT;
     }
   };
 
+  const common = {
+    outerRef: outer,
+    outerElementType: LogScroller,
+    height: size.height,
+    width: size.width,
+    itemCount: count,
+    overscanCount: 20,
+    onScroll,
+    onItemsRendered: (shown: { visibleStartIndex: number }) => {
+      top.current = shown.visibleStartIndex;
+    },
+    itemData: { held, rows, replica, query, end: held.end, wrapped },
+    children: LogRow
+  };
   return (
-    <div className="jp-distrain-logs-body" ref={box}>
-      <FixedSizeList
-        ref={list}
-        height={size.height}
-        width={size.width}
-        itemCount={count}
-        itemSize={ROW_HEIGHT}
-        overscanCount={20}
-        onScroll={onScroll}
-        itemData={{ held, rows, replica, query, end: held.end }}
-      >
-        {LogRow}
-      </FixedSizeList>
+    <div
+      className={`jp-distrain-logs-body${wrap ? ' jp-distrain-logs-wrapped' : ''}`}
+      ref={box}
+    >
+      {wrapped ? (
+        <VariableSizeList
+          {...common}
+          ref={list as React.RefObject<VariableSizeList>}
+          itemSize={wrapped.height}
+          estimatedItemSize={ROW_HEIGHT}
+        />
+      ) : (
+        <FixedSizeList
+          {...common}
+          ref={list as React.RefObject<FixedSizeList>}
+          itemSize={ROW_HEIGHT}
+        />
+      )}
     </div>
   );
+}
+
+/** The list's scrolling element: focusable, so the keyboard scrolls it. */
+const LogScroller = React.forwardRef<
+  HTMLDivElement,
+  React.HTMLAttributes<HTMLDivElement>
+>((props, ref) => (
+  <div ref={ref} tabIndex={0} role="region" aria-label="Log lines" {...props} />
+));
+
+/**
+ * The heights of wrapped rows, for one buffer, width and choice of lines. A
+ * row wraps at any character (style/base.css), so a line of characters of one
+ * width takes as many rows of the monospace font as its length needs; a row
+ * drawn is measured, and its height replaces that estimate (tabs, wide
+ * characters).
+ */
+class WrappedRows {
+  constructor(
+    readonly key: string,
+    readonly held: LogBuffer,
+    /** Characters in a row. */
+    readonly columns: number,
+    /** Each line has its replica's prefix. */
+    readonly prefixed: boolean
+  ) {}
+
+  /** The line numbers shown (when searching), as of the last draw. */
+  rows: number[] | null = null;
+
+  /** Row `index`'s height in pixels. */
+  readonly height = (index: number): number => {
+    const n = this.line(index);
+    const measured = this._measured.get(n);
+    if (measured !== undefined) {
+      return measured;
+    }
+    const line = this.held.at(n);
+    const length =
+      TIME_WIDTH +
+      (this.prefixed ? line.replica.length + 3 : 0) +
+      line.text.length;
+    return ROW_HEIGHT * Math.max(1, Math.ceil(length / this.columns));
+  };
+
+  /** Take the height of row `index` as drawn. */
+  measure(index: number, element: HTMLElement | null): void {
+    const height = element?.offsetHeight;
+    if (height && height !== this.height(index)) {
+      this._measured.set(this.line(index), height);
+      this._changed = Math.min(this._changed, index);
+    }
+  }
+
+  /**
+   * After a draw: lay the list out again from the first row whose height
+   * changed (from the first row, the first time).
+   */
+  update(list: VariableSizeList | null): void {
+    if (this._changed < Infinity) {
+      list?.resetAfterIndex(this._changed, true);
+      this._changed = Infinity;
+    }
+  }
+
+  private line(index: number): number {
+    return this.rows ? this.rows[index] : this.held.first + index;
+  }
+
+  private _measured = new Map<number, number>();
+  private _changed = 0;
+}
+
+/**
+ * The heights of the rows while `wrap`, else null. They are new (and the list
+ * laid out again) when the list's width or the lines shown change otherwise
+ * than by lines added at the end: another buffer, the oldest lines dropped,
+ * lines merged in before others, another search or replica.
+ */
+function useWrappedRows(
+  wrap: boolean,
+  outer: React.RefObject<HTMLDivElement>,
+  held: LogBuffer,
+  rows: number[] | null,
+  replica: string,
+  query: string
+): WrappedRows | null {
+  const [columns, setColumns] = React.useState(0);
+  const glyph = React.useRef(0);
+  const current = React.useRef<WrappedRows | null>(null);
+  React.useLayoutEffect(() => {
+    if (wrap && outer.current) {
+      glyph.current ||= charWidth(outer.current);
+      const inside = outer.current.clientWidth - ROW_INDENT;
+      setColumns(Math.max(1, Math.floor(inside / glyph.current)));
+    }
+  });
+  if (!wrap || !columns) {
+    current.current = null;
+    return null;
+  }
+  const key = [columns, held.first, held.reordered, replica, query].join();
+  if (current.current?.key !== key || current.current.held !== held) {
+    current.current = new WrappedRows(key, held, columns, !replica);
+  }
+  current.current.rows = rows;
+  return current.current;
+}
+
+/** The width of a character of the log's monospace font, in pixels. */
+function charWidth(list: HTMLElement): number {
+  const probe = document.createElement('span');
+  probe.className = 'jp-distrain-logline jp-distrain-logprobe';
+  probe.textContent = '0'.repeat(100);
+  list.appendChild(probe);
+  const width = probe.getBoundingClientRect().width / 100;
+  probe.remove();
+  return width || 8;
 }
 
 interface IRowData {
@@ -302,6 +496,8 @@ interface IRowData {
   query: string;
   /** Changes as lines arrive, so rows redraw. */
   end: number;
+  /** The rows' heights, when wrapped. */
+  wrapped: WrappedRows | null;
 }
 
 function LogRow(props: {
@@ -309,10 +505,24 @@ function LogRow(props: {
   style: React.CSSProperties;
   data: IRowData;
 }): JSX.Element {
-  const { held, rows, replica, query } = props.data;
-  const line = held.at(rows ? rows[props.index] : held.first + props.index);
+  const { held, rows, replica, query, wrapped } = props.data;
+  const { index } = props;
+  const line: ILogLine = held.at(rows ? rows[index] : held.first + index);
   return (
-    <div style={props.style} className="jp-distrain-logline">
+    <div
+      // wrapped, as high as its line needs: measured, then laid out so
+      style={wrapped ? { ...props.style, height: undefined } : props.style}
+      ref={wrapped ? element => wrapped.measure(index, element) : undefined}
+      className={`jp-distrain-logline${line.stderr ? ' jp-distrain-logline-stderr' : ''}`}
+    >
+      {line.stderr && (
+        <span
+          className="jp-distrain-logstderr"
+          role="img"
+          aria-label="stderr"
+          title="Written to stderr"
+        />
+      )}
       {!replica && (
         <span
           className={`jp-distrain-logreplica jp-distrain-color-${color(line.replica)}`}

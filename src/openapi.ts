@@ -158,7 +158,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description A websocket following one run: the given one, else the run current when it opens. The server sends JSON messages: {"type": "lines", "replica", "offset", "data"} with whole lines, {"type": "end", "phase", "run"} once that run ended (the job finished, or a restart began a later run: the job's run is then greater than this run) and every line was sent, or {"type": "error", "message"}. Reconnect with the same run and cursor=<replica>:<offset>,... to resume exactly where the last message of each replica ended. */
+    /** @description A websocket following one run: the given one, else the run current when it opens. The server sends JSON messages: {"type": "lines", "replica", "offset", "data"} with whole lines ("<time> <text>", or "<time>!<text>" for a line the replica wrote to stderr), {"type": "end", "phase", "run"} once that run ended (the job finished, or a restart began a later run: the job's run is then greater than this run) and every line was sent, or {"type": "error", "message"}. Reconnect with the same run and cursor=<replica>:<offset>,... to resume exactly where the last message of each replica ended. */
     get: operations['streamLogs'];
     put?: never;
     post?: never;

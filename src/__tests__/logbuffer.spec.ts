@@ -13,11 +13,35 @@ describe('LogBuffer', () => {
     expect(buffer.at(1)).toEqual({
       replica: 'chief-0',
       time: '2026-01-01T00:00:02Z',
-      text: 'world'
+      text: 'world',
+      stderr: false
     });
     expect(buffer.cursor).toBe('chief-0:60,worker-0:27');
     buffer.append('chief-0', '2026-01-01T00:00:04Z again\n', 86);
     expect(buffer.cursor).toBe('chief-0:86,worker-0:27');
+  });
+
+  it('marks the lines written to stderr', () => {
+    const buffer = new LogBuffer();
+    buffer.append(
+      'worker-0',
+      '2026-01-01T00:00:01Z epoch 1!\n2026-01-01T00:00:02Z!ValueError: bad lr\n',
+      80
+    );
+    expect([buffer.at(0), buffer.at(1)]).toEqual([
+      {
+        replica: 'worker-0',
+        time: '2026-01-01T00:00:01Z',
+        text: 'epoch 1!',
+        stderr: false
+      },
+      {
+        replica: 'worker-0',
+        time: '2026-01-01T00:00:02Z',
+        text: 'ValueError: bad lr',
+        stderr: true
+      }
+    ]);
   });
 
   it('drops the oldest lines past its capacity, numbering lines as they came', () => {
