@@ -10,6 +10,7 @@ from . import git as git_
 from .errors import FieldError, SpecError
 
 SHA = re.compile(r"^[0-9a-f]{40}$")
+COMPARE_TIMEOUT_SECONDS = 15  # a person waits on it: a restart's question, a clone's form
 
 
 def git_host(url: str) -> str:
@@ -67,11 +68,49 @@ def resolve(spec: dict, base_dir: Path, credentials: dict | None = None) -> dict
     return {**spec, "code": {**code, "git": url, "commit": commit}}
 
 
-def _ls_remote(url: str, ref: str, credentials: dict | None) -> str:
+def unpinned(spec: dict) -> dict:
+    """The spec with its git code's pinned commit dropped, and the snapshot of changes taken on that commit: once
+    submitted, its ref is pinned again, to the commit the ref names then."""
+    source = spec.get("code", {})
+    if "git" not in source:
+        return spec
+    return {**spec, "code": {key: value for key, value in source.items() if key not in ("commit", "snapshot")}}
+
+
+def ref_now(source: dict, credentials: dict | None = None) -> dict:
+    """Where a job's git code (`source`, resolved: git, ref, commit) stands next to its ref now: `head`, the commit
+    the ref names now (None where the repository does not answer: `unreachable` says why); `behind`, how many
+    commits the ref has that the job's commit lacks, where a repository on this machine holds both (else None)."""
+    ref, commit = source["ref"], source.get("commit")
+    if SHA.match(ref):
+        return {"head": ref, "behind": 0 if ref == commit else None, "unreachable": None}
     try:
-        listed = git_.run("ls-remote", "--", url, ref, credentials=credentials)
+        head = _ls_remote(source["git"], ref, credentials, COMPARE_TIMEOUT_SECONDS)
+    except SpecError as e:
+        return {"head": None, "behind": None, "unreachable": e.errors[0].message}
+    return {"head": head, "behind": _behind(source["git"], commit, head), "unreachable": None}
+
+
+def _behind(url: str, commit: str | None, head: str) -> int | None:
+    """How many commits `head` has that `commit` lacks, counted in the repository at `url` if it is on this
+    machine (a remote's history is not fetched for it)."""
+    if commit == head:
+        return 0
+    local = Path(url.removeprefix("file://"))
+    if commit is None or not local.is_absolute():
+        return None
+    try:
+        return int(git_.run("rev-list", "--count", f"{commit}..{head}", directory=local,
+                            timeout=COMPARE_TIMEOUT_SECONDS))
+    except (git_.GitFailed, ValueError):
+        return None
+
+
+def _ls_remote(url: str, ref: str, credentials: dict | None, timeout: float = git_.TIMEOUT_SECONDS) -> str:
+    try:
+        listed = git_.run("ls-remote", "--", url, ref, credentials=credentials, timeout=timeout)
     except git_.GitFailed as e:
-        reason = f"no answer from {url} within {git_.TIMEOUT_SECONDS} s" if e.timed_out else \
+        reason = f"no answer from {url} within {timeout:g} s" if e.timed_out else \
             f"cannot read the repository: {e.detail}"
         raise SpecError([FieldError("code.git", reason)]) from None
     refs = dict(line.split("\t")[::-1] for line in listed.splitlines())

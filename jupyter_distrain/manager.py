@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
-from . import code, snapshot, sweep
+from . import code, repo, snapshot, sweep
 from . import spec as spec_
 from .backends import open_backend
 from .backends.kubernetes.naming import JOB_SECRET_SUFFIXES
@@ -139,13 +139,16 @@ class JobManager:
             return spec
         return target.submit(spec, bundle)
 
-    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None) -> JobRecord:
+    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False) -> JobRecord:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
-        snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none."""
+        snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none. To `repin`, its
+        ref is pinned again: the run takes the commit the ref names now, without the snapshot."""
         backend = self.backend_of(name)
         spec = backend.get(name, events=0)["spec"]
         if sweep.is_sweep(spec):
             raise DistrainError(f"{name!r} is a sweep, which runs once; clone it to sweep again")
+        if repin:
+            raw = code.unpinned(spec if raw is None else raw)
         if raw is not None:
             return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)))
         self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
@@ -171,6 +174,36 @@ class JobManager:
     def snapshot(self, name: str) -> bytes | None:
         """The bundle of the snapshot of changes the job runs, if it runs one."""
         return self.backend_of(name).snapshot(name)
+
+    def code_now(self, name: str) -> dict:
+        """The code the job runs: a directory (`path`: its files as they are when a run starts), or a repository
+        (`git`, `ref`, the pinned `commit`, the `snapshot` of changes if any) with what its ref names now
+        (code.ref_now)."""
+        spec = self.get(name, events=0)["spec"]
+        source = spec.get("code", {})
+        if "git" not in source:
+            return {"path": source.get("path")}
+        pinned = {"git": source["git"], "ref": source["ref"], "commit": source.get("commit"),
+                  "snapshot": source.get("snapshot")}
+        try:
+            credentials = self.credentials_for(spec, self.backend_of(name))
+        except DistrainError as e:  # the secret is gone, or is for another host now
+            return {**pinned, "head": None, "behind": None, "unreachable": str(e)}
+        return {**pinned, **code.ref_now(source, credentials)}
+
+    def last_with_code(self, source: dict, looked_at: int = 100) -> dict | None:
+        """Of the `looked_at` newest jobs, the newest whose code is `source`'s repository or directory (a sweep's
+        trial stands for its sweep), for a new job's form to start from: its `name`, `backend` and `spec`, and
+        `next_name`, one free for the next. None without one, or where the jobs cannot be read now."""
+        try:
+            for summary in reversed(self.list()[-looked_at:]):
+                job = self.get(summary["name"], events=0)
+                if not sweep.is_sweep(job["spec"]) and repo.same_code(job["spec"].get("code"), source):
+                    return {"name": job["name"], "backend": job["backend"], "spec": job["spec"],
+                            "next_name": self.free_name(job["name"])}
+        except DistrainError:
+            pass
+        return None
 
     def free_name(self, name: str, first: bool = False) -> str:
         """`name-2`, `name-3`, ... (`name` itself `first`): the first that no job uses, within the name length

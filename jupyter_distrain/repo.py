@@ -14,6 +14,8 @@ JOB_FILES = ("distrain.yaml", "requirements.txt")
 MAX_FILE_BYTES = 64 * 1024
 # The whole tree but Jupyter's own notebook checkpoints, anywhere in it: they are no one's work.
 WORK_PATHSPEC = (":(top)", ":(top,exclude,glob)**/.ipynb_checkpoints/**")
+# What code writing TensorBoard event files where its job says names: the variable, or the command's placeholder.
+EVENT_FILES = r"DISTRAIN_LOG_DIR|[{][{][[:space:]]*logdir[[:space:]]*[}][}]"
 
 
 def inspect(root_dir: Path, path: str) -> dict:
@@ -43,7 +45,27 @@ def inspect(root_dir: Path, path: str) -> dict:
         "files": {name: job_file(searched, name, root) for name in JOB_FILES},
         "code": proposed["code"],
         "notes": [outside] if outside else proposed["notes"],
+        "writes_event_files": writes_event_files(Path(info["root"]) if info else directory, info is not None),
     }
+
+
+def writes_event_files(directory: Path, in_git: bool) -> bool:
+    """Whether the code in `directory` names where a job writes its event files (EVENT_FILES): a repository's
+    tracked files, or a directory's files two levels down."""
+    where = () if in_git else ("--no-index", "--max-depth=2")
+    return _git(directory, "grep", *where, "--quiet", "-I", "-E", EVENT_FILES) is not None
+
+
+def same_code(code: dict | None, other: dict) -> bool:
+    """Whether two specs' code is the same repository or directory, whatever commit or ref each runs."""
+    return code is not None and _place(code) == _place(other)
+
+
+def _place(code: dict) -> str | None:
+    """Where a spec's code is: its repository's URL (without credentials, a trailing / or .git), or its directory."""
+    if "git" in code:
+        return strip_credentials(code["git"]).rstrip("/").removesuffix(".git")
+    return code.get("path")
 
 
 class OutsideRoot(Exception):

@@ -103,7 +103,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** @description Run the job again, from its spec or from the edited spec in the body (same name). */
+    /** @description Run the job again, from its spec or from the edited spec in the body (same name). With repin, its code's ref is pinned again: the run takes the commit the ref names now (without the job's snapshot of changes, which was taken on the old one) instead of the commit the job ran. */
     post: operations['restartJob'];
     delete?: never;
     options?: never;
@@ -124,6 +124,25 @@ export interface paths {
     put?: never;
     /** @description A new job from this job's spec, so the same pinned commit. Fields in the body replace the spec's top-level fields; without a name, the clone is called <name>-2, <name>-3, ... With dry_run, start nothing and answer the spec the clone would run (to edit it first). With reproduce, the clone also runs the image the job's pods ran, by its digest, once they reported one (Kubernetes); its snapshot of changes, if any, travels with it either way. */
     post: operations['cloneJob'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/jobs/{name}/code': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    /** @description The code the job runs (a restart runs it again, a clone copies it): a directory, whose files run as they are when a run starts; or a repository at a pinned commit, with what its ref names now (its repository asked, within 15 s). */
+    get: operations['getJobCode'];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -579,6 +598,36 @@ export interface components {
       code: Record<string, never>;
       /** @description What to know before training from that code (uncommitted or unpushed work, no remote, a subdirectory) */
       notes: string[];
+      /** @description Whether the code names DISTRAIN_LOG_DIR or {{ logdir }}, where a job writes TensorBoard's event files (the form then turns TensorBoard on) */
+      writes_event_files: boolean;
+      /** @description The newest job whose code is this repository (or directory), for a new job's form to start from; null: none */
+      last_job: {
+        name: string;
+        /** @enum {string} */
+        backend: 'local' | 'kubernetes';
+        spec: components['schemas']['JobSpec'];
+        /** @description A name no job has, for the next */
+        next_name: string;
+      } | null;
+    };
+    /** @description A job's code: `path` alone for a directory (null: no code); else the repository and what its ref names now */
+    JobCode: {
+      path?: string | null;
+      git?: string;
+      ref?: string;
+      /** @description The commit the job runs */
+      commit?: string | null;
+      /** @description The snapshot of changes it runs on that commit (code.snapshot) */
+      snapshot?: {
+        /** @description What differs from the commit: a status letter and a path */
+        files?: string[];
+      } | null;
+      /** @description The commit the ref names now; null: the repository did not answer */
+      head?: string | null;
+      /** @description Commits the ref has that the job's commit lacks, where a repository on the server's machine holds both; null: not counted */
+      behind?: number | null;
+      /** @description Why head is null */
+      unreachable?: string | null;
     };
     Cluster: {
       backend: string;
@@ -1162,7 +1211,9 @@ export interface operations {
   };
   restartJob: {
     parameters: {
-      query?: never;
+      query?: {
+        repin?: boolean;
+      };
       header?: never;
       path: {
         name: components['parameters']['name'];
@@ -1231,6 +1282,31 @@ export interface operations {
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
       409: components['responses']['Conflict'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  getJobCode: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The job's code, and its ref now */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['JobCode'];
+        };
+      };
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
       '5XX': components['responses']['Unavailable'];
     };
   };

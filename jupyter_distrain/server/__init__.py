@@ -76,6 +76,7 @@ def routes() -> list[tuple]:
         (f"{job}/stop", handlers.StopHandler),
         (f"{job}/restart", handlers.RestartHandler),
         (f"{job}/clone", handlers.CloneHandler),
+        (f"{job}/code", handlers.CodeHandler),
         (f"{job}/logs", handlers.LogsHandler),
         (f"{job}/logs/stream", logstream.LogStreamHandler),
         (f"{job}/metrics", handlers.MetricsHandler),

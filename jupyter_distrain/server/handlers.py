@@ -160,9 +160,18 @@ class StopHandler(DistrainHandler):
 
 
 class RestartHandler(DistrainHandler):
+    query_params = ("repin",)
+
     async def post(self, name: str) -> None:
-        """Run the job again; a body, if any, is the edited spec."""
-        self.reply(job_json(await call(self.manager.restart, name, self.body(), self.root_dir)))
+        """Run the job again; a body, if any, is the edited spec; ?repin: at the commit its ref names now."""
+        self.reply(job_json(await call(self.manager.restart, name, self.body(), self.root_dir,
+                                       repin=self.query_bool("repin"))))
+
+
+class CodeHandler(DistrainHandler):
+    async def get(self, name: str) -> None:
+        """The code the job runs, and what its ref names now."""
+        self.reply(await call(self.manager.code_now, name))
 
 
 class CloneHandler(DistrainHandler):
@@ -232,7 +241,8 @@ class RepoHandler(DistrainHandler):
     async def get(self) -> None:
         """What the panel needs to prefill a job from the git repository around a notebook."""
         path = self.get_query_argument("path", "")
-        self.reply(await call(repo.inspect, self.root_dir, path))
+        found = await call(repo.inspect, self.root_dir, path)
+        self.reply({**found, "last_job": await call(self.manager.last_with_code, found["code"])})
 
 
 class ClusterHandler(DistrainHandler):

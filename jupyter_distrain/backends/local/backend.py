@@ -130,7 +130,9 @@ class LocalBackend(CredentialStore):
             per_role = ", ".join(
                 f"{r['count']} {role} x {gpus(spec, role)}" for role, r in spec["replicas"].items() if gpus(spec, role)
             )
-            errors.append(FieldError("replicas", f"{wanted} GPUs requested ({per_role}); this machine has {have}"))
+            errors += [FieldError(f"replicas.{role}.resources.gpus",
+                                  f"{wanted} GPUs requested ({per_role}); this machine has {have}")
+                       for role in spec["replicas"] if gpus(spec, role)]
         if error := snapshot.too_large(spec, SNAPSHOT_LIMIT, "a local job keeps"):
             errors.append(error)
         if "data" in spec and not self.input_dir(spec).is_dir():
