@@ -116,6 +116,7 @@ def test_the_job_monitor_shows_the_newest_log_line_and_charts_the_loss(tmp_path)
             expect(tail).to_contain_text("[worker-0] again 299", timeout=60_000)  # the new run's lines, followed
             expect(tail).not_to_contain_text("line 299")
             expect(monitor.get_by_role("button", name="Restart")).to_be_visible(timeout=30_000)  # ended again
+            expect(chart.locator("polyline")).to_have_count(2)  # this run's, not the earlier run's too
     finally:
         lab.stop()  # and its kernel, which has the jobs' DISTRAIN_HOME
     assert_nothing_left(lab.root)
