@@ -122,3 +122,23 @@ export function JobActions(props: {
     </span>
   );
 }
+
+/**
+ * A table that scrolls sideways in a narrow panel: a named region the keyboard
+ * can scroll.
+ */
+export function ScrollingTable(props: {
+  label: string;
+  children: React.ReactNode;
+}): JSX.Element {
+  return (
+    <div
+      className="jp-distrain-table-scroll"
+      role="region"
+      aria-label={props.label}
+      tabIndex={0}
+    >
+      {props.children}
+    </div>
+  );
+}

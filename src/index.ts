@@ -7,14 +7,12 @@ import {
   ICommandPalette,
   IFrame,
   MainAreaWidget,
-  ToolbarButton,
   WidgetTracker
 } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
 import {
-  addIcon,
   LabIcon,
   lineFormIcon,
   listIcon,
@@ -26,7 +24,7 @@ import { Widget } from '@lumino/widgets';
 import { tensorboardURL } from './api';
 // Not './form': a lib/form.js left by a build before the split would win.
 import { NewJobWidget } from './form/index';
-import { JobsModel, JobsWidget } from './jobs';
+import { JobsModel, JobsWidget, newJobButton } from './jobs';
 import { shorten } from './format';
 import { JobViewWidget } from './jobview';
 import { LogsWidget } from './logs';
@@ -70,7 +68,8 @@ class JobTab<T extends Widget> extends MainAreaWidget<T> {
   constructor(
     content: T,
     readonly job: string,
-    readonly replica = ''
+    /** The replica shown, where the tab shows one at a time. */
+    public replica = ''
   ) {
     super({ content, toolbar: new Toolbar() });
     this.title.icon = distrainIcon;
@@ -181,12 +180,7 @@ function addSidebar(context: IContext, restorer: ILayoutRestorer | null): void {
   );
   panel.toolbar.addItem(
     'new-job',
-    new ToolbarButton({
-      icon: addIcon,
-      label: 'New job',
-      tooltip: "Train this notebook's repository",
-      onClick: () => void commands.execute(CommandIDs.newJob)
-    })
+    newJobButton(() => void commands.execute(CommandIDs.newJob))
   );
   shell.add(panel, 'left', { rank: 650 });
   restorer?.add(panel, PANEL_ID);
@@ -383,21 +377,29 @@ function logsTab(
   return tab;
 }
 
-/** The command that opens the TensorBoard of a job's replica ('all': of all of them). */
+/**
+ * The command that opens a job's TensorBoard tab (one a job), showing the
+ * replica asked for ('all': all of them).
+ */
 function addOpenTensorBoardCommand(context: IContext): void {
   const { commands, shell } = context.app;
+  const { boards } = context.trackers;
   commands.addCommand(CommandIDs.openTensorBoard, {
     label: args =>
       `TensorBoard of ${args.name ?? 'a training job'}${args.replica ? `/${args.replica}` : ''}`,
     execute: args => {
       const name = args.name as string;
       const replica = (args.replica as string) || 'all';
-      showTab(
+      const tab = showTab(
         shell,
-        context.trackers.boards,
-        tab => tab.job === name && tab.replica === replica,
+        boards,
+        tab => tab.job === name,
         () => tensorBoardTab(name, replica)
       );
+      if (tab.replica !== replica) {
+        showBoard(tab, replica);
+        void boards.save(tab);
+      }
     }
   });
 }
@@ -413,11 +415,24 @@ function tensorBoardTab(name: string, replica: string): JobTab<IFrame> {
       'allow-downloads'
     ]
   });
-  frame.url = tensorboardURL(name, replica);
-  const tab = new JobTab(frame, name, replica);
-  tab.id = `${NAMESPACE}-tensorboard-${name}-${replica}`;
-  tab.name(`${name}/${replica}`, 'TensorBoard', lineFormIcon);
+  const tab = new JobTab(frame, name);
+  tab.id = `${NAMESPACE}-tensorboard-${name}`;
+  showBoard(tab, replica);
   return tab;
+}
+
+/** Show the TensorBoard of another replica of the tab's job. */
+function showBoard(tab: JobTab<IFrame>, replica: string): void {
+  tab.replica = replica;
+  tab.content.url = tensorboardURL(tab.job, replica);
+  tab.content.node.querySelector('iframe')!.title = `TensorBoard of ${
+    replica === 'all' ? tab.job : `${tab.job}/${replica}`
+  }`;
+  tab.name(
+    replica === 'all' ? tab.job : `${tab.job}/${replica}`,
+    'TensorBoard',
+    lineFormIcon
+  );
 }
 
 /** Reopen, after a reload, the tabs that were open, each by its command. */
@@ -444,7 +459,7 @@ function restoreTabs(restorer: ILayoutRestorer, trackers: ITrackers): void {
   void restorer.restore(trackers.boards, {
     command: CommandIDs.openTensorBoard,
     args: tab => ({ name: tab.job, replica: tab.replica }),
-    name: tab => `${tab.job}/${tab.replica}`
+    name: tab => tab.job
   });
 }
 

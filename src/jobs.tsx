@@ -1,6 +1,8 @@
 import { Notification, ReactWidget, UseSignal } from '@jupyterlab/apputils';
+import { addIcon } from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
 import { JobSummary, jobsAPI, Scalars, serverAPI } from './api';
@@ -288,6 +290,23 @@ function trialPhases(trials: JobSummary[]): string {
     counts.set(trial.phase, (counts.get(trial.phase) ?? 0) + 1);
   }
   return [...counts].map(([phase, count]) => `${count} ${phase}`).join(', ');
+}
+
+/**
+ * The sidebar's "New job" button: a plain button (JupyterLab's toolbar button
+ * says whether it is pressed, which a button that toggles nothing must not).
+ */
+export function newJobButton(onClick: () => void): Widget {
+  return ReactWidget.create(
+    <button
+      className="jp-Button jp-mod-styled jp-mod-minimal jp-distrain-new-job"
+      title="Train this notebook's repository"
+      onClick={onClick}
+    >
+      <addIcon.react tag="span" elementSize="small" />
+      New job
+    </button>
+  );
 }
 
 /**

@@ -14,7 +14,7 @@ import {
   Trials
 } from './api';
 import { ScalarChart } from './charts';
-import { JobActions, PhaseBadge } from './components';
+import { JobActions, PhaseBadge, ScrollingTable } from './components';
 import { age, bytes, FINISHED, until, why } from './format';
 import { usePoll } from './polling';
 import { Provenance } from './provenance';
@@ -69,6 +69,8 @@ function useJobDetails(
     async poll => {
       try {
         const job = await jobsAPI.get(name);
+        // shown at once: what it uses and logged follows
+        setDetails(current => ({ ...current, job, error: '' }));
         const sweep = Boolean(job.spec.sweep);
         const [metrics, scalars, trials] = await Promise.all([
           serverAPI.metrics(name),
@@ -129,12 +131,12 @@ export function JobView(
   };
   return (
     <div className="jp-distrain-job-view">
-      <header className="jp-distrain-job-header">
+      <div className="jp-distrain-job-header">
         <h2>{job.name}</h2>
         <PhaseBadge phase={job.phase} />
         <span className="jp-distrain-job-reason">{why(job)}</span>
         <JobActions job={job} after={after} onClone={props.onClone} />
-      </header>
+      </div>
       {error && <div className="jp-distrain-error">{error}</div>}
       {job.supervision && (
         <div className="jp-distrain-warning jp-distrain-supervision">
@@ -158,12 +160,14 @@ export function JobView(
           </button>
         )}
       </div>
-      {trials ? (
-        <SweepTrials
-          trials={trials}
-          openJob={props.openJob}
-          onFinetune={() => props.onFinetune(job.name)}
-        />
+      {job.spec.sweep ? (
+        trials && (
+          <SweepTrials
+            trials={trials}
+            openJob={props.openJob}
+            onFinetune={() => props.onFinetune(job.name)}
+          />
+        )
       ) : (
         <ReplicaTable
           job={job}
@@ -243,7 +247,7 @@ function ReplicaTable(
   return (
     <>
       <h3>Replicas</h3>
-      <div className="jp-distrain-table-scroll">
+      <ScrollingTable label="Replicas">
         <table className="jp-distrain-table jp-distrain-replicas">
           <thead>
             <tr>
@@ -251,7 +255,7 @@ function ReplicaTable(
               <th>Phase</th>
               <th>Exit code</th>
               <th>Reason</th>
-              <th></th>
+              <th>Open</th>
               <th>Node</th>
               <th>Restarts</th>
               <th>Started</th>
@@ -273,7 +277,7 @@ function ReplicaTable(
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollingTable>
     </>
   );
 }
@@ -345,7 +349,7 @@ function EventTable(props: { events: JobEvent[] }): JSX.Element {
   return (
     <>
       <h3>Events</h3>
-      <div className="jp-distrain-table-scroll">
+      <ScrollingTable label="Events">
         <table className="jp-distrain-table jp-distrain-events">
           <thead>
             <tr>
@@ -373,7 +377,7 @@ function EventTable(props: { events: JobEvent[] }): JSX.Element {
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollingTable>
     </>
   );
 }

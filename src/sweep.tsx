@@ -2,7 +2,7 @@ import * as React from 'react';
 
 import { Trial, Trials } from './api';
 import { ScalarChart } from './charts';
-import { PhaseBadge } from './components';
+import { PhaseBadge, ScrollingTable } from './components';
 
 /** A column of the trials' table: its heading and the value it sorts by. */
 interface IColumn {
@@ -62,7 +62,7 @@ export function SweepTrials(props: {
           Fine-tune the best
         </button>
       </h3>
-      <div className="jp-distrain-table-scroll">
+      <ScrollingTable label="Trials">
         <table className="jp-distrain-table jp-distrain-trials">
           <thead>
             <tr>
@@ -76,14 +76,18 @@ export function SweepTrials(props: {
                         : 'descending'
                       : 'none'
                   }
-                  onClick={() =>
-                    setOrder({
-                      column: index,
-                      up: order?.column === index ? !order.up : true
-                    })
-                  }
                 >
-                  {column.heading}
+                  <button
+                    className="jp-distrain-sort"
+                    onClick={() =>
+                      setOrder({
+                        column: index,
+                        up: order?.column === index ? !order.up : true
+                      })
+                    }
+                  >
+                    {column.heading}
+                  </button>
                 </th>
               ))}
             </tr>
@@ -121,7 +125,7 @@ export function SweepTrials(props: {
             ))}
           </tbody>
         </table>
-      </div>
+      </ScrollingTable>
       {metric.tag && (
         <ScalarChart
           scalars={{ tags: [metric.tag], tag: metric.tag, runs, earlier: {} }}

@@ -85,6 +85,18 @@ def screenshot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
 
+AXE = REPO / "node_modules" / "axe-core" / "axe.min.js"  # a devDependency: installed by the extension's build
+
+
+def assert_accessible(page, where: str) -> None:
+    """axe-core finds no violation, of any severity, in what `where` (a CSS selector) selects on the page."""
+    if not page.evaluate("typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    violations = page.evaluate("""async where => (await axe.run(where, {resultTypes: ['violations']})).violations
+        .map(v => `${v.impact} ${v.id}: ${v.help} at ${v.nodes.map(n => n.target.join(' ')).join(', ')}`)""", where)
+    assert violations == [], "\n".join(violations)
+
+
 def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     code = {"path": str(EXAMPLES / "python")}
     submit(lab, {"name": "quick", "code": code, "command": "python train.py --epochs 5"})
@@ -121,6 +133,7 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     assert asked and asked == refreshed.value.header_value("etag")
     assert len(refreshed.value.json()) == 3 and refreshed.value.request.sizes()["responseBodySize"] == 0
     screenshot(page, "panel-jobs")
+    assert_accessible(page, "#jupyter-distrain-panel")
 
     jobs.get_by_label("Filter jobs").fill("sleep")
     expect(jobs.locator("[data-job]")).to_have_count(1)
@@ -286,6 +299,7 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=10_000)
     expect(field("name").locator(".jp-distrain-error")).to_have_count(0)
     screenshot(page, "form")
+    assert_accessible(page, ".jp-distrain-form-widget")
     form.get_by_role("button", name="Save as distrain.yaml").click()
     expect(form.get_by_text("Saved to project/distrain.yaml")).to_be_visible()
     assert "name: panel-tf" in (repo / "distrain.yaml").read_text()
@@ -306,6 +320,7 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(logs.locator(".jp-distrain-logline", has_text="step ").first).to_be_visible(timeout=120_000)
     assert view.locator(".jp-distrain-job-header .jp-distrain-phase").inner_text() == "Running"  # lines arrive live
     screenshot(page, "logs")
+    assert_accessible(page, ".jp-distrain-logs-widget")
 
     logs.get_by_label("Search the log").fill("loss")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("matching")
@@ -328,19 +343,26 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     board = page.frame_locator('.jp-MainAreaWidget:not(.lm-mod-hidden) iframe')
     expect(board.get_by_text("loss").first).to_be_visible(timeout=120_000)
     screenshot(page, "tensorboard")
+    assert_accessible(page, ".jp-MainAreaWidget:not(.lm-mod-hidden)")  # the tab around TensorBoard's frame
 
     # After a reload, the tabs come back: the TensorBoard shows its tags again, the logs follow again.
     page.reload()
     page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
     tab = lambda widget_id: page.locator(f'.lm-DockPanel .lm-TabBar-tab[data-id="{widget_id}"]')  # noqa: E731
-    expect(tab("jupyter-distrain-tensorboard-panel-tf-chief-0")).to_be_visible(timeout=30_000)
+    expect(tab("jupyter-distrain-tensorboard-panel-tf")).to_be_visible(timeout=30_000)
+    expect(tab("jupyter-distrain-tensorboard-panel-tf")).to_have_text("panel-tf/chief-0 · TensorBoard")  # whole
     expect(tab("jupyter-distrain-logs-panel-tf")).to_be_visible()
-    tab("jupyter-distrain-tensorboard-panel-tf-chief-0").click()
+    tab("jupyter-distrain-tensorboard-panel-tf").click()
     expect(board.get_by_text("loss").first).to_be_visible(timeout=120_000)
 
     tab("jupyter-distrain-job-panel-tf").click()
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=300_000)
     screenshot(page, "job")
+    assert_accessible(page, ".jp-distrain-job-view-widget")
+    view.get_by_role("button", name="TensorBoard (all replicas)").click()  # the job's one TensorBoard tab
+    expect(page.locator('.lm-DockPanel .lm-TabBar-tab[data-id^="jupyter-distrain-tensorboard-"]')).to_have_count(1)
+    expect(tab("jupyter-distrain-tensorboard-panel-tf")).to_have_text("panel-tf · TensorBoard")
+    tab("jupyter-distrain-job-panel-tf").click()
 
     page.locator(".lm-MenuBar-itemLabel", has_text="Settings").click()
     page.locator(".lm-Menu-item", has_text="Theme").first.hover()
@@ -348,14 +370,17 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(page.locator("body[data-jp-theme-light='false']")).to_have_count(1, timeout=30_000)
     page.wait_for_timeout(1000)
     screenshot(page, "job-dark")
+    assert_accessible(page, ".jp-distrain-job-view-widget")
     tab("jupyter-distrain-logs-panel-tf").click()
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("Succeeded", timeout=30_000)
     screenshot(page, "logs-dark")
+    assert_accessible(page, ".jp-distrain-logs-widget")
     open_panel(page)
     expect(in_list).to_have_text("Succeeded")
     page.locator("#jupyter-distrain-panel").get_by_role("button", name="New job").click()
     expect(field("name").locator("input")).to_have_value("panel-tf", timeout=30_000)  # the saved distrain.yaml
     screenshot(page, "form-dark")
+    assert_accessible(page, ".jp-distrain-form-widget, #jupyter-distrain-panel")
     expect(form.get_by_text("The server accepts this job.")).to_have_count(0)
     expect(field("name").locator(".jp-distrain-error")).to_contain_text("exists", timeout=10_000)
     form.get_by_role("button", name="Submit").press("Enter")  # refused: the focus goes to why
@@ -871,14 +896,15 @@ def test_a_sweeps_view_sorts_its_trials_charts_them_and_fine_tunes_the_best(lab,
     expect(rows.first.locator("td").first).to_have_text("scan-2 ★")
     expect(view.locator(".jp-distrain-replicas")).to_have_count(0)  # a sweep runs no replicas of its own
 
-    view.get_by_role("columnheader", name="scale").click()
+    view.get_by_role("columnheader", name="scale").get_by_role("button").press("Enter")  # sorted from the keyboard
     expect(rows.first).to_have_attribute("data-trial", "scan-2")  # scale 1, 2, 3
     assert [rows.nth(i).get_attribute("data-trial") for i in range(3)] == ["scan-2", "scan-3", "scan-1"]
-    view.get_by_role("columnheader", name="scale").click()
+    view.get_by_role("columnheader", name="scale").get_by_role("button").press("Enter")  # sorted from the keyboard
     expect(rows.first).to_have_attribute("data-trial", "scan-1")  # 3, 2, 1
-    view.get_by_role("columnheader", name="Trial").click()
+    view.get_by_role("columnheader", name="Trial").get_by_role("button").press("Enter")  # sorted from the keyboard
     expect(rows.first).to_have_attribute("data-trial", "scan-1")
     screenshot(page, "sweep-view")
+    assert_accessible(page, ".jp-distrain-job-view-widget, #jupyter-distrain-panel")
 
     view.get_by_role("button", name="Fine-tune the best").click()
     form = page.locator(".jp-distrain-form")
