@@ -96,6 +96,8 @@ export type Repo = Omit<components['schemas']['Repo'], 'code'> & {
   code: NonNullable<JobSpec['code']>;
 };
 export type Cluster = components['schemas']['Cluster'];
+/** The code a job runs, and what its ref names now. */
+export type JobCode = components['schemas']['JobCode'];
 export type Backend = Cluster['default_backend'];
 export type Check = components['schemas']['Check'];
 export type FieldError = NonNullable<
@@ -164,8 +166,14 @@ export const jobsAPI = {
     ),
   stop: (name: string): Promise<Job> =>
     requestAPI<Job>(jobPath(name, 'stop'), { method: 'POST' }),
-  restart: (name: string): Promise<Job> =>
-    requestAPI<Job>(jobPath(name, 'restart'), { method: 'POST' }),
+  /** Run the job again: its code as pinned, or with `repin` its ref as it is now. */
+  restart: (name: string, repin = false): Promise<Job> =>
+    requestAPI<Job>(jobPath(name, 'restart') + (repin ? '?repin=true' : ''), {
+      method: 'POST'
+    }),
+  /** The code the job runs, and what its ref names now. */
+  code: (name: string): Promise<JobCode> =>
+    requestAPI<JobCode>(jobPath(name, 'code')),
   /** The spec a clone of the job would run (same code, a free name), to edit and submit. */
   cloneSpec: (name: string): Promise<JobSpec> =>
     requestAPI<JobSpec>(jobPath(name, 'clone?dry_run=true'), {

@@ -13,6 +13,7 @@ import * as React from 'react';
 
 import { JobSummary, jobsAPI, Phase } from './api';
 import { FINISHED } from './format';
+import { restartCode } from './form/pinned';
 
 type Action = 'stop' | 'restart' | 'clone' | 'delete';
 
@@ -33,8 +34,36 @@ const CONFIRM: Partial<
 };
 
 /**
+ * Restart a job, saying first what code it runs where that is not its ref as
+ * it is now: a commit its branch has moved on from (offering the branch as it
+ * is now), a snapshot of changes, a directory's files.
+ */
+async function restart(job: JobSummary): Promise<void> {
+  const code = restartCode(job.name, await jobsAPI.code(job.name));
+  if (!code.asks) {
+    await jobsAPI.restart(job.name);
+    return;
+  }
+  const { button } = await showDialog({
+    title: `Restart ${job.name}?`,
+    body: code.said,
+    buttons: [
+      Dialog.cancelButton(),
+      ...(code.repin
+        ? [Dialog.okButton({ label: code.repin, displayType: 'default' })]
+        : []),
+      Dialog.okButton({ label: code.same })
+    ]
+  });
+  if (button.accept) {
+    await jobsAPI.restart(job.name, button.label === code.repin);
+  }
+}
+
+/**
  * Carry out an action on a job, asking first where it cannot be undone;
- * errors are shown. Cloning opens the new-job form (`onClone`).
+ * errors are shown. Restarting says what code runs; cloning opens the new-job
+ * form (`onClone`).
  */
 async function act(
   action: Action,
@@ -48,6 +77,8 @@ async function act(
   try {
     if (action === 'clone') {
       onClone(job);
+    } else if (action === 'restart') {
+      await restart(job);
     } else {
       await (action === 'delete' ? jobsAPI.remove : jobsAPI[action])(job.name);
     }

@@ -656,7 +656,14 @@ export interface components {
         available?: number;
         /** @description Kubernetes: whose pods `available` subtracts: every namespace's, or the jobs' namespace's where the server may not list others */
         held_in?: string;
-        devices?: Record<string, never>[];
+        /** @description Local: each GPU of this machine (index, uuid, name, use); Kubernetes: each node with GPUs */
+        devices?: ({
+          node?: string;
+          /** @description Kubernetes: the node's GPUs */
+          gpus?: number;
+        } & {
+          [key: string]: unknown;
+        })[];
       };
       default_images: {
         [key: string]: string;

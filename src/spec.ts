@@ -109,13 +109,37 @@ function isEmpty(value: Draft): boolean {
 }
 
 /**
- * Of `replicas`, the roles the framework allows; at least one worker.
+ * The role a framework's single replica takes: PyTorch's rank 0 is its master
+ * (as Kubeflow's PyTorchJob has it); every other framework's, a worker.
+ */
+export function leadRole(framework: string): string {
+  return framework === 'pytorch' ? 'master' : 'worker';
+}
+
+/**
+ * The role of a draft that is not distributed: the one it has, else its
+ * framework's lead.
+ */
+export function soleRole(
+  replicas: Draft | undefined,
+  framework: string
+): string {
+  return Object.keys(replicas ?? {})[0] ?? leadRole(framework);
+}
+
+/**
+ * Of `replicas`, the roles the framework allows; at least one worker. A single
+ * replica takes the framework's lead role, its resources with it.
  */
 export function replicasFor(
   root: Schema,
   replicas: Draft | undefined,
   framework: string
 ): Draft {
+  if (!isDistributed({ replicas })) {
+    const [single] = Object.values(replicas ?? {});
+    return { [leadRole(framework)]: single ?? { count: 1 } };
+  }
   const roles = rolesFor(root, framework);
   const kept = Object.fromEntries(
     Object.entries(replicas ?? {}).filter(([role]) => roles.includes(role))
@@ -125,16 +149,21 @@ export function replicasFor(
 
 /**
  * Distributed: a replica count per role, starting from two workers. Not
- * distributed: one worker, keeping the resources of the workers.
+ * distributed: one replica in the `lead` role, keeping the resources of that
+ * role, else of the workers.
  */
 export function distributedReplicas(
   replicas: Draft | undefined,
-  distributed: boolean
+  distributed: boolean,
+  lead = 'worker'
 ): Draft {
+  if (!distributed) {
+    const single = replicas?.[lead] ?? replicas?.worker ?? {};
+    return { [lead]: { ...single, count: 1 } };
+  }
   const worker = replicas?.worker ?? {};
-  const count = distributed ? Math.max(worker.count ?? 1, 2) : 1;
-  const others = distributed ? replicas : {};
-  return { ...others, worker: { ...worker, count } };
+  const count = Math.max(worker.count ?? 1, 2);
+  return { ...replicas, worker: { ...worker, count } };
 }
 
 export function isDistributed(draft: Draft): boolean {
@@ -142,6 +171,28 @@ export function isDistributed(draft: Draft): boolean {
   return (
     replicas.length > 1 || replicas.some(replica => (replica.count ?? 1) > 1)
   );
+}
+
+/**
+ * The code with another ref: unpinned (its commit, and the snapshot of changes
+ * taken on that commit, dropped), for the server to pin the ref at submit.
+ */
+export function withRef(code: Draft, ref: string): Draft {
+  return setIn(without(code, ['commit', 'snapshot']), 'ref', ref);
+}
+
+function without(draft: Draft, keys: string[]): Draft {
+  return Object.fromEntries(
+    Object.entries(draft).filter(([key]) => !keys.includes(key))
+  );
+}
+
+/**
+ * Whether a command (or any code) names where a job writes TensorBoard's event
+ * files: DISTRAIN_LOG_DIR, or the placeholder {{ logdir }}.
+ */
+export function writesEventFiles(code: string | undefined): boolean {
+  return /DISTRAIN_LOG_DIR|\{\{\s*logdir\s*\}\}/.test(code ?? '');
 }
 
 /**
@@ -213,6 +264,10 @@ export function jobName(text: string, maxLength = 50): string {
 
 export interface Prefill {
   spec: Draft;
+  /** The job it starts from: the repository's last, where it has no distrain.yaml. */
+  from?: string;
+  /** That job's backend. */
+  backend?: string;
   /** What to know before training from this code: the server's notes. */
   notes: string[];
   /** Where, relative to the Jupyter root, the repo's distrain.yaml is (or would be saved). */
@@ -224,13 +279,16 @@ export interface Prefill {
 }
 
 /**
- * A job for the code around `notebook` (a path relative to the Jupyter root): the
- * repo's distrain.yaml if any, else one replica running the notebook; the code
- * the server proposes (pinned to the checked-out commit), with its notes.
+ * A job for the code around `notebook` (a path relative to the Jupyter root):
+ * the repo's distrain.yaml if any, else the last job of the repo (its setup;
+ * a name of its own), else one replica running the notebook; the code the
+ * server proposes (pinned to the checked-out commit), with its notes; and
+ * TensorBoard on where the code writes event files and the spec does not say.
  */
 export function prefill(repo: Repo, notebook: string): Prefill {
   const file = repo.files?.['distrain.yaml'];
   const loaded = isObject(file?.spec) ? (file?.spec as Draft) : undefined;
+  const last = loaded ? null : repo.last_job;
   const isNotebook = notebook.endsWith('.ipynb');
   const notebookDir = isNotebook
     ? notebook.slice(0, Math.max(0, notebook.lastIndexOf('/')))
@@ -240,7 +298,7 @@ export function prefill(repo: Repo, notebook: string): Prefill {
   const subdirectory = repo.git?.subdirectory ?? '.';
   const commandPath =
     subdirectory === '.' ? fileName : `${subdirectory}/${fileName}`;
-  const base: Draft = loaded ?? {
+  const fresh = {
     name: jobName(
       isNotebook
         ? fileName
@@ -250,8 +308,13 @@ export function prefill(repo: Repo, notebook: string): Prefill {
     command: isNotebook ? `ipython ${shellQuote(commandPath)}` : '',
     replicas: { worker: { count: 1 } }
   };
+  const base: Draft =
+    loaded ?? (last ? setupOf(last.spec, last.next_name) : fresh);
+  const writes = repo.writes_event_files || writesEventFiles(base.command);
   const spec = {
-    ...base,
+    ...(writes && base.tensorboard?.enabled === undefined
+      ? setIn(base, 'tensorboard.enabled', true)
+      : base),
     code: fileCode(loaded?.code, file?.path) ?? repo.code
   };
   const git = repo.git;
@@ -260,6 +323,7 @@ export function prefill(repo: Repo, notebook: string): Prefill {
   const found = file?.path;
   return {
     spec,
+    ...(last ? { from: last.name, backend: last.backend } : {}),
     notes: repo.notes,
     specFile: specFilePath(repo, notebookDir),
     specDirectory: found
@@ -267,6 +331,15 @@ export function prefill(repo: Repo, notebook: string): Prefill {
       : repo.directory,
     ...(unsaved && spec.code && 'git' in spec.code ? { changes: git.root } : {})
   };
+}
+
+/**
+ * What a new job takes of an earlier one's spec: its setup, under `name`;
+ * not its code (the checkout's of now), nor what is of that run alone (the
+ * job it resumed from, the sweep it was a trial of).
+ */
+function setupOf(spec: Draft, name: string): Draft {
+  return { ...without(spec, ['code', 'resume_from', 'trial_of']), name };
 }
 
 /**

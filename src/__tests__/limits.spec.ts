@@ -1,4 +1,5 @@
-import { limitNote, Limits } from '../form/limits';
+import type { Cluster } from '../api';
+import { gpusFree, gpusPerReplica, limitNote, Limits } from '../form/limits';
 
 const none: Limits = {
   host_paths: null,
@@ -47,6 +48,53 @@ describe('limitNote', () => {
     expect(limitNote(limits, 'policy.deadline_seconds')).toContain('3600 s');
     expect(limitNote(limits, 'policy.ttl_after_finished')).toBe(
       'Jobs naming none are kept 7d here once finished'
+    );
+  });
+});
+
+describe('GPUs per replica', () => {
+  const cluster = (
+    backend: 'local' | 'kubernetes',
+    gpus: Cluster['gpus'],
+    limits: Limits = none
+  ): Cluster => ({
+    backend,
+    backends: [backend],
+    default_backend: backend,
+    namespaces: [],
+    volumes: [],
+    gpus,
+    default_images: {},
+    owner: 'me',
+    see_all_owners: false,
+    limits
+  });
+
+  it('are at most what one replica could ever get here, under the admin rule', () => {
+    const noGpus = { capacity: 0, available: 0, devices: [] };
+    expect(gpusPerReplica(cluster('local', noGpus))).toBe(0);
+    const two = { capacity: 2, available: 1, devices: [{}, {}] };
+    expect(gpusPerReplica(cluster('local', two))).toBe(2);
+    const capped = { ...none, max_gpus_per_replica: 1 };
+    expect(gpusPerReplica(cluster('local', two, capped))).toBe(1);
+    // a replica runs on one node: the largest node's GPUs
+    const nodes = {
+      capacity: 10,
+      available: 10,
+      devices: [
+        { node: 'a', gpus: 2 },
+        { node: 'b', gpus: 8 }
+      ]
+    };
+    expect(gpusPerReplica(cluster('kubernetes', nodes))).toBe(8);
+    expect(gpusPerReplica(cluster('kubernetes', undefined as any))).toBeNull();
+  });
+
+  it('say how many are free, or that the backend has none', () => {
+    const free = { capacity: 4, available: 1 };
+    expect(gpusFree(cluster('local', free))).toBe('1 of 4 free');
+    expect(gpusFree(cluster('local', { capacity: 0, available: 0 }))).toBe(
+      'none on this backend'
     );
   });
 });

@@ -5,14 +5,18 @@ import {
   choicesWith,
   isDistributed,
   jobName,
+  leadRole,
   parseValue,
   prefill,
   rolesFor,
   schemaAt,
   setIn,
+  soleRole,
   specForFile,
   distributedReplicas,
-  replicasFor
+  replicasFor,
+  withRef,
+  writesEventFiles
 } from '../spec';
 
 const COMMIT = 'a'.repeat(40);
@@ -46,6 +50,8 @@ function repo(
     files: {},
     code: CODE,
     notes: [],
+    writes_event_files: false,
+    last_job: null,
     ...overrides
   };
 }
@@ -121,6 +127,34 @@ describe('editing a draft', () => {
     expect(distributedReplicas(distributed.replicas, true)).toEqual(
       distributed.replicas
     );
+  });
+
+  it("gives a single replica its framework's lead role: PyTorch's master", () => {
+    expect(leadRole('pytorch')).toBe('master');
+    expect(leadRole('tensorflow')).toBe('worker');
+    const one = { worker: { count: 1, resources: { gpus: 1 } } };
+    const master = replicasFor(schema, one, 'pytorch');
+    expect(master).toEqual({ master: { count: 1, resources: { gpus: 1 } } });
+    expect(replicasFor(schema, master, 'tensorflow')).toEqual(one);
+    // the table shows the role the draft has, else the framework's lead
+    expect(soleRole(master, 'pytorch')).toBe('master');
+    expect(soleRole({ worker: { count: 1 } }, 'pytorch')).toBe('worker');
+    expect(soleRole(undefined, 'pytorch')).toBe('master');
+    const ddp = { ...master, worker: { count: 2 } };
+    expect(distributedReplicas(ddp, false, 'master')).toEqual(master);
+    expect(distributedReplicas(master, true, 'master')).toEqual({
+      ...master,
+      worker: { count: 2 }
+    });
+  });
+
+  it('unpins the commit, and the snapshot taken on it, when the ref changes', () => {
+    const pinned = { ...CODE, snapshot: { commit: 'b'.repeat(40) } };
+    expect(withRef(pinned, 'v2')).toEqual({ git: CODE.git, ref: 'v2' });
+    expect(withRef({ ...CODE, changes_from: '/me' }, '')).toEqual({
+      git: CODE.git,
+      changes_from: '/me'
+    });
   });
 
   it('reads hyperparameter values as numbers and booleans when they are', () => {
@@ -232,6 +266,92 @@ describe('prefill from the notebook repository', () => {
       command: 'python train.py',
       code: CODE
     });
+  });
+
+  it("starts from the repository's last job, on the checkout of now, where it has no distrain.yaml", () => {
+    const replicas = {
+      master: { count: 1, resources: { gpus: 0 } },
+      worker: { count: 3, resources: { gpus: 0 } }
+    };
+    const policy = {
+      success: 'chief' as const,
+      restart: 'never' as const,
+      max_restarts: 0,
+      deadline_seconds: null,
+      ttl_after_finished: null
+    };
+    const last: Repo['last_job'] = {
+      name: 'ddp',
+      backend: 'kubernetes',
+      next_name: 'ddp-2',
+      spec: {
+        name: 'ddp',
+        framework: 'pytorch',
+        code: { ...CODE, commit: 'b'.repeat(40) },
+        command: 'python train.py --lr {{ lr }}',
+        hyperparameters: { lr: 0.1 },
+        replicas,
+        tensorboard: { enabled: false, logdir: 'tb' },
+        policy,
+        resume_from: 'job:older',
+        trial_of: 'sweep'
+      }
+    };
+    const filled = prefill(
+      repo({ last_job: last, writes_event_files: true }),
+      'work/project/train.ipynb'
+    );
+    expect(filled.spec).toEqual({
+      name: 'ddp-2',
+      framework: 'pytorch',
+      command: 'python train.py --lr {{ lr }}',
+      hyperparameters: { lr: 0.1 },
+      replicas,
+      tensorboard: { enabled: false, logdir: 'tb' },
+      policy,
+      code: CODE
+    });
+    expect(filled.backend).toBe('kubernetes');
+    expect(filled.from).toBe('ddp');
+    const file = {
+      path: '/home/me/work/project/distrain.yaml',
+      content: '',
+      truncated: false,
+      spec: { name: 'from-file', command: 'python train.py' }
+    };
+    const withFile = prefill(
+      repo({ last_job: last, files: { 'distrain.yaml': file } }),
+      'work/project/train.ipynb'
+    );
+    expect(withFile.spec.name).toBe('from-file');
+    expect(withFile.from).toBeUndefined();
+    expect(withFile.backend).toBeUndefined();
+  });
+
+  it('turns TensorBoard on where the code writes event files, unless the spec says', () => {
+    const notebook = 'work/project/train.ipynb';
+    expect(
+      prefill(repo({ writes_event_files: true }), notebook).spec.tensorboard
+    ).toEqual({ enabled: true });
+    expect(prefill(repo(), notebook).spec.tensorboard).toBeUndefined();
+    const file = (spec: object) => ({
+      'distrain.yaml': { path: '/f', content: '', truncated: false, spec }
+    });
+    const says = { name: 'f', tensorboard: { enabled: false } };
+    expect(
+      prefill(repo({ files: file(says), writes_event_files: true }), notebook)
+        .spec.tensorboard
+    ).toEqual({ enabled: false });
+    const command = { name: 'f', command: 'fit --logdir {{logdir}}' };
+    expect(
+      prefill(repo({ files: file(command) }), notebook).spec.tensorboard
+    ).toEqual({ enabled: true });
+    expect(writesEventFiles('python fit.py --logdir {{ logdir }}')).toBe(true);
+    expect(writesEventFiles('tensorboard --logdir "$DISTRAIN_LOG_DIR"')).toBe(
+      true
+    );
+    expect(writesEventFiles('python fit.py --out {{ output }}')).toBe(false);
+    expect(writesEventFiles(undefined)).toBe(false);
   });
 
   it('names a job for a directory outside git after the directory', () => {

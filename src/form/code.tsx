@@ -1,12 +1,15 @@
 import * as React from 'react';
 
-import { fieldErrors, secretsAPI } from '../api';
-import { Draft, getIn, Schema, schemaAt, setIn } from '../spec';
+import { fieldErrors, JobCode, jobsAPI, secretsAPI } from '../api';
+import { Draft, getIn, Schema, schemaAt, withRef } from '../spec';
 import { Field, SetDraft } from './fields';
+import { cloneChoices } from './pinned';
 
 /**
  * Git repository (URL, ref, pinned commit) or local directory, as the schema's
- * `oneOf` offers; changing the ref unpins the commit, which the server pins again.
+ * `oneOf` offers; changing the ref unpins the commit (and the snapshot of
+ * changes taken on it), which the server pins again. A copy of a job on a
+ * branch offers its commit again or the branch as it is now.
  */
 export function CodeFields(props: {
   schema: Schema;
@@ -18,6 +21,8 @@ export function CodeFields(props: {
   /** The checkout whose uncommitted work and unpushed commits the job may include. */
   changes?: string;
   backend: string;
+  /** The job a clone or fine-tune copies, and its code. */
+  copied?: { job: string; code: Draft };
 }): JSX.Element {
   const { schema, draft, set, field } = props;
   const included = Boolean(draft.code?.changes_from);
@@ -64,6 +69,9 @@ export function CodeFields(props: {
       </label>
       {kind === 0 ? (
         <>
+          {props.copied && (
+            <CodeChoice {...props.copied} draft={draft} set={set} />
+          )}
           {props.changes && (
             <label
               className="jp-distrain-field jp-distrain-include-changes"
@@ -87,12 +95,7 @@ export function CodeFields(props: {
           {field('code.git', text('code.git'))}
           {field(
             'code.ref',
-            text('code.ref', ref =>
-              set('code', {
-                ...setIn(draft.code, 'ref', ref),
-                commit: undefined
-              })
-            )
+            text('code.ref', ref => set('code', withRef(draft.code, ref)))
           )}
           {field(
             'code.commit',
@@ -117,6 +120,68 @@ export function CodeFields(props: {
         field('code.path', text('code.path'))
       )}
     </>
+  );
+}
+
+/**
+ * The code a copy of `job` runs, where its ref is a branch or tag: the same
+ * commit (and changes), or the ref as it is now, unpinned for the server to pin
+ * at submit; each named with what it is (the server asked what the ref names
+ * now; without an answer, the choices say less).
+ */
+function CodeChoice(props: {
+  job: string;
+  /** The code as the job ran it. */
+  code: Draft;
+  draft: Draft;
+  set: SetDraft;
+}): JSX.Element | null {
+  const { job, code, draft, set } = props;
+  const [now, setNow] = React.useState<JobCode>({ ...code, head: null });
+  React.useEffect(() => {
+    jobsAPI
+      .code(job)
+      .then(setNow)
+      .catch(() => undefined);
+  }, [job]);
+  const choices = cloneChoices(job, now, draft.code?.ref ?? '');
+  if (!choices) {
+    return null;
+  }
+  const same = draft.code?.commit === code.commit;
+  const { ref, commit, snapshot } = code;
+  return (
+    <div
+      className="jp-distrain-field jp-distrain-code-choice"
+      role="radiogroup"
+      aria-label="Code the job runs"
+    >
+      <label>
+        <input
+          type="radio"
+          name="code-choice"
+          checked={same}
+          onChange={() =>
+            set('code', {
+              ...draft.code,
+              ref,
+              commit,
+              ...(snapshot ? { snapshot } : {})
+            })
+          }
+        />
+        {choices.same}
+      </label>
+      <label>
+        <input
+          type="radio"
+          name="code-choice"
+          checked={!same}
+          onChange={() => set('code', withRef(draft.code, draft.code.ref))}
+        />
+        {choices.now}
+      </label>
+    </div>
   );
 }
 

@@ -11,6 +11,7 @@ import {
 } from '../api';
 import { Draft, prefill, Schema, setIn } from '../spec';
 import { SetDraft } from './fields';
+import { copyNotes } from './pinned';
 
 /** How long typing pauses before the server checks the spec. */
 const VALIDATE_DELAY_MS = 300;
@@ -31,8 +32,12 @@ export interface ILoaded {
   schema: Schema;
   cluster: Cluster;
   spec: Draft;
-  /** What to know about the code before training it; none for a clone. */
+  /** What to know about the code before training it. */
   notes: string[];
+  /** The job a new job's form starts from: the repository's last. */
+  from?: string;
+  /** The job a clone or fine-tune copies: the cloned job, or the trial it resumes from. */
+  copied?: string;
   /** Where "Save as" writes the spec; none for a clone. */
   specFile?: string;
   /** specFile's directory on the server. */
@@ -66,9 +71,13 @@ async function start(source: IFormSource): Promise<ILoaded> {
       schema,
       cluster,
       spec,
-      notes: [],
+      notes: copyNotes(
+        copied,
+        spec.code && 'path' in spec.code ? spec.code.path : undefined
+      ),
       backend: job.backend,
       changes,
+      copied,
       snapshotOf: copied
     };
   }

@@ -69,10 +69,10 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     return <div className="jp-distrain-form">Loading…</div>;
   }
   const { schema, cluster, specFile } = loaded;
-  const roles = rolesFor(
-    schema,
-    draft.framework ?? schema.properties.framework.default
-  );
+  const framework = draft.framework ?? schema.properties.framework.default;
+  const roles = rolesFor(schema, framework);
+  // What a fine-tune resumes from comes first, not folded away.
+  const resumes = draft.resume_from !== undefined || Boolean(props.finetune);
   const { byField, general } = assignErrors(
     errors,
     shownFields(schema, draft, roles)
@@ -136,6 +136,13 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         }
       }}
     >
+      {loaded.from && (
+        <div className="jp-distrain-help jp-distrain-prefilled" role="note">
+          Filled in from {loaded.from}, the last job of this repository; its
+          code is the checkout as it is now.
+        </div>
+      )}
+      {resumes && field('resume_from')}
       <Section title="Code">
         <CodeFields
           schema={schema}
@@ -145,6 +152,11 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           notes={loaded.notes}
           changes={loaded.changes}
           backend={backend}
+          copied={
+            loaded.copied
+              ? { job: loaded.copied, code: loaded.spec.code }
+              : undefined
+          }
         />
       </Section>
       <Section title="Job">
@@ -163,6 +175,7 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           schema={schema}
           cluster={cluster}
           draft={draft}
+          framework={framework}
           roles={roles}
           set={set}
           errors={byField}
@@ -192,7 +205,11 @@ export function NewJobForm(props: IFormProps): JSX.Element {
       <Section title={schemaAt(schema, 'tensorboard')?.title}>
         <ObjectFields schema={schema} parent="tensorboard" field={field} />
       </Section>
-      <MoreFields schema={schema} field={field} />
+      <MoreFields
+        schema={schema}
+        field={field}
+        placed={resumes ? ['resume_from'] : []}
+      />
       <Errors messages={general} />
       <div className="jp-distrain-form-buttons">
         <button

@@ -1,13 +1,21 @@
 import * as React from 'react';
 
 import { Backend, Cluster } from '../api';
-import { choicesWith, Draft, replicasFor, Schema, schemaAt } from '../spec';
+import {
+  choicesWith,
+  Draft,
+  replicasFor,
+  Schema,
+  schemaAt,
+  writesEventFiles
+} from '../spec';
 import { Field, SchemaInput, SetDraft } from './fields';
 
 /**
  * Where the job runs, its name, framework, command and image, and with Kueue
  * its queue (the namespace's LocalQueues); changing the framework keeps only
- * the replica roles it allows.
+ * the replica roles it allows; a command that writes event files turns
+ * TensorBoard on, unless the person chose.
  */
 export function JobFields(props: {
   schema: Schema;
@@ -45,7 +53,15 @@ export function JobFields(props: {
           className="jp-mod-styled jp-distrain-command"
           rows={3}
           value={draft.command ?? ''}
-          onChange={event => set('command', event.target.value)}
+          onChange={event => {
+            set('command', event.target.value);
+            if (
+              writesEventFiles(event.target.value) &&
+              draft.tensorboard?.enabled === undefined
+            ) {
+              set('tensorboard.enabled', true);
+            }
+          }}
         />
       )}
       {field(

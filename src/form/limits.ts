@@ -36,6 +36,30 @@ export function limitNote(limits: Limits, path: string): string | undefined {
   return undefined;
 }
 
+/**
+ * The most GPUs one replica could ever get on the backend, under the admin's
+ * rule: this machine's on the local backend, the largest node's on
+ * Kubernetes (a replica runs on one node); the admin's rule alone where the
+ * backend does not say.
+ */
+export function gpusPerReplica(cluster: Cluster): number | null {
+  const { gpus, limits } = cluster;
+  if (!gpus) {
+    return limits.max_gpus_per_replica;
+  }
+  const here =
+    cluster.backend === 'kubernetes'
+      ? Math.max(0, ...(gpus.devices ?? []).map(node => Number(node.gpus) || 0))
+      : (gpus.capacity ?? 0);
+  return Math.min(here, limits.max_gpus_per_replica ?? here);
+}
+
+/** How many of the backend's GPUs are free, or that it has none. */
+export function gpusFree(cluster: Cluster): string {
+  const { capacity, available } = cluster.gpus ?? { capacity: 0, available: 0 };
+  return capacity ? `${available} of ${capacity} free` : 'none on this backend';
+}
+
 function count(amount: number, thing: string): string {
   return `${amount} ${thing}${amount === 1 ? '' : 's'}`;
 }

@@ -35,14 +35,18 @@ export function ObjectFields(props: {
   );
 }
 
-/** The restart policy, then every top-level field without a place of its own, folded. */
+/**
+ * The restart policy, then every top-level field without a place of its own
+ * (nor one given to it: `placed`), folded.
+ */
 export function MoreFields(props: {
   schema: Schema;
   field: Field;
+  placed: string[];
 }): JSX.Element {
   const { schema, field } = props;
   const others = Object.keys(schema.properties).filter(
-    key => !PLACED.includes(key)
+    key => !PLACED.includes(key) && !props.placed.includes(key)
   );
   return (
     <details className="jp-distrain-section">

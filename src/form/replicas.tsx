@@ -7,78 +7,117 @@ import {
   Draft,
   getIn,
   isDistributed,
+  leadRole,
   parseValue,
   Schema,
-  schemaAt
+  schemaAt,
+  soleRole
 } from '../spec';
 import { Errors, errorsUnder, Limit, SetDraft } from './fields';
-import { limitNote, Limits } from './limits';
+import { gpusFree, gpusPerReplica, limitNote } from './limits';
 
 /**
- * One replica, or a count per role when distributed, with GPUs (and how many the
- * cluster has free; a GPU type where the admin names some), CPU and memory per
- * replica, and the admin's limits on them.
+ * One replica (in its framework's lead role, PyTorch's master), or a count per
+ * role when distributed, with GPUs (how many the backend has free, at most what
+ * one replica could get there; a GPU type where the admin names some), CPU and
+ * memory per replica, and the admin's limits on them. A role's errors are in
+ * the table, under its row.
  */
 export function ReplicaFields(props: {
   schema: Schema;
   cluster: Cluster;
   draft: Draft;
+  framework: string;
   roles: string[];
   set: SetDraft;
   errors: Map<string, string[]>;
 }): JSX.Element {
-  const { schema, cluster, draft, set } = props;
+  const { schema, cluster, draft, framework, set, errors } = props;
   // The person's choice: counts typed on the way (say, 1 worker before the ps)
   // do not flip it.
   const [distributed, setDistributed] = React.useState(() =>
     isDistributed(draft)
   );
-  const roles = distributed ? props.roles : ['worker'];
+  const roles = distributed
+    ? props.roles
+    : [soleRole(draft.replicas, framework)];
   const { limits } = cluster;
   const gpuTypes =
     limits.gpu_types.length > 0 ||
     roles.some(role => getIn(draft, `replicas.${role}.resources.gpu_type`));
+  const columns = 4 + Number(distributed) + Number(gpuTypes);
   return (
     <>
       <DistributedSwitch
         checked={distributed}
         onChange={checked => {
           setDistributed(checked);
-          set('replicas', distributedReplicas(draft.replicas, checked));
+          set(
+            'replicas',
+            distributedReplicas(draft.replicas, checked, leadRole(framework))
+          );
         }}
       />
       <table className="jp-distrain-replicas-form">
         <ReplicaHeader
           schema={schema}
-          gpus={cluster.gpus ?? { capacity: 0, available: 0 }}
+          free={gpusFree(cluster)}
           distributed={distributed}
           gpuTypes={gpuTypes}
         />
         <tbody>
           {roles.map(role => (
-            <ReplicaRow
-              key={role}
-              role={role}
-              limits={limits}
-              draft={draft}
-              set={set}
-              distributed={distributed}
-              gpuTypes={gpuTypes}
-            />
+            <React.Fragment key={role}>
+              <ReplicaRow
+                role={role}
+                maxReplicas={limits.max_replicas}
+                maxGpus={gpusPerReplica(cluster)}
+                gpuTypes={gpuTypes ? limits.gpu_types : null}
+                draft={draft}
+                set={set}
+                distributed={distributed}
+                errors={errors}
+              />
+              <RoleErrors
+                messages={errorsUnder(errors, `replicas.${role}`).map(
+                  message => `${role}: ${message}`
+                )}
+                columns={columns}
+              />
+            </React.Fragment>
           ))}
         </tbody>
       </table>
       <Limit note={limitNote(limits, 'replicas')} />
-      {roles.map(role => (
-        <Errors
-          key={role}
-          messages={errorsUnder(props.errors, `replicas.${role}`).map(
-            m => `${role}: ${m}`
-          )}
-        />
-      ))}
-      <Errors messages={props.errors.get('replicas')} />
+      <Errors messages={errors.get('replicas')} />
     </>
+  );
+}
+
+/**
+ * A role's errors, in a row of the table under the role's; brought into view
+ * when they come while the person types in that role's row.
+ */
+function RoleErrors(props: {
+  messages: string[];
+  columns: number;
+}): JSX.Element | null {
+  const row = React.useRef<HTMLTableRowElement>(null);
+  const said = props.messages.join('\n');
+  React.useEffect(() => {
+    if (row.current?.previousElementSibling?.contains(document.activeElement)) {
+      row.current.scrollIntoView({ block: 'nearest' });
+    }
+  }, [said]);
+  if (!said) {
+    return null;
+  }
+  return (
+    <tr ref={row} className="jp-distrain-replica-errors">
+      <td colSpan={props.columns}>
+        <Errors messages={props.messages} />
+      </td>
+    </tr>
   );
 }
 
@@ -103,12 +142,13 @@ function DistributedSwitch(props: {
 /** The columns' headings, each with its schema's description as its title. */
 function ReplicaHeader(props: {
   schema: Schema;
-  gpus: NonNullable<Cluster['gpus']>;
+  /** How many GPUs the backend has free, or that it has none. */
+  free: string;
   /** Whether to show the count column, and the GPU type's. */
   distributed: boolean;
   gpuTypes: boolean;
 }): JSX.Element {
-  const { schema, gpus } = props;
+  const { schema } = props;
   const describe = (field: string) =>
     schemaAt(schema, `replicas.worker.${field}`)?.description ?? '';
   return (
@@ -117,10 +157,7 @@ function ReplicaHeader(props: {
         <th>Role</th>
         {props.distributed && <th title={describe('count')}>Count</th>}
         <th title={describe('resources.gpus')}>
-          GPUs each{' '}
-          <span className="jp-distrain-help">
-            ({gpus.available} of {gpus.capacity} free)
-          </span>
+          GPUs each <span className="jp-distrain-help">({props.free})</span>
         </th>
         {props.gpuTypes && (
           <th title={describe('resources.gpu_type')}>GPU type</th>
@@ -132,29 +169,47 @@ function ReplicaHeader(props: {
   );
 }
 
-/** One role's count (when distributed) and resources per replica. */
+/**
+ * One role's count (when distributed) and resources per replica; `maxGpus` 0:
+ * the backend has no GPU to give.
+ */
 function ReplicaRow(props: {
   role: string;
-  limits: Limits;
+  maxReplicas: number | null;
+  maxGpus: number | null;
+  /** The admin's GPU types, where the table has their column. */
+  gpuTypes: string[] | null;
   draft: Draft;
   set: SetDraft;
   distributed: boolean;
-  gpuTypes: boolean;
+  errors: Map<string, string[]>;
 }): JSX.Element {
-  const { role, limits, draft, set } = props;
+  const { role, draft, set } = props;
   const gpuType = `replicas.${role}.resources.gpu_type`;
-  const input = (key: string, max?: number | null) => (
-    <ReplicaInput role={role} field={key} max={max} draft={draft} set={set} />
+  const input = (key: string, max: number | null = null, none?: string) => (
+    <ReplicaInput
+      role={role}
+      field={key}
+      max={max}
+      none={none}
+      draft={draft}
+      set={set}
+      invalid={props.errors.has(`replicas.${role}.${key}`)}
+    />
   );
   return (
     <tr data-role={role}>
       <td>{role}</td>
-      {props.distributed && input('count', limits.max_replicas)}
-      {input('resources.gpus', limits.max_gpus_per_replica)}
+      {props.distributed && input('count', props.maxReplicas)}
+      {input(
+        'resources.gpus',
+        props.maxGpus,
+        props.maxGpus === 0 ? 'none on this backend' : undefined
+      )}
       {props.gpuTypes && (
         <GpuTypeCell
           role={role}
-          types={limits.gpu_types}
+          types={props.gpuTypes}
           value={getIn(draft, gpuType)}
           onChange={value => set(gpuType, value)}
         />
@@ -169,14 +224,16 @@ function ReplicaRow(props: {
  * A role's count or resource (`field`, under the role): counts and GPUs are
  * whole numbers, CPU and memory as typed. A count of none is a count of 0, sent
  * as such: the server runs no replica of that role, and says so when no role
- * has one.
+ * has one. `none`: why the field can take nothing but 0, said in it.
  */
 function ReplicaInput(props: {
   role: string;
   field: string;
-  max?: number | null;
+  max: number | null;
+  none?: string;
   draft: Draft;
   set: SetDraft;
+  invalid: boolean;
 }): JSX.Element {
   const { role, field, set } = props;
   const path = `replicas.${role}.${field}`;
@@ -186,11 +243,14 @@ function ReplicaInput(props: {
       <input
         className="jp-mod-styled"
         aria-label={`${role} ${field.replace('resources.', '')}`}
+        aria-description={props.none}
+        aria-invalid={props.invalid || undefined}
+        title={props.none}
         type={integer ? 'number' : 'text'}
         min={integer ? 0 : undefined}
         max={props.max ?? undefined}
         value={getIn(props.draft, path) ?? ''}
-        placeholder={integer ? '0' : 'any'}
+        placeholder={props.none ?? (integer ? '0' : 'any')}
         onChange={event => {
           const text = event.target.value;
           if (text === '') {
