@@ -253,7 +253,7 @@ function addNewJobCommands(
   });
 }
 
-/** A new-job form's tab; a submitted job's form closes, and its view and logs open. */
+/** A new-job form's tab; a submitted job's form closes, and its view (its logs inside) opens. */
 function newJobTab(
   context: IContext,
   key: string,
@@ -270,7 +270,6 @@ function newJobTab(
       tab.dispose();
       void model.poll.refresh();
       void commands.execute(CommandIDs.openJob, { name: job.name });
-      void commands.execute(CommandIDs.openLogs, { name: job.name });
     }
   });
   const tab = new JobTab(form, key);

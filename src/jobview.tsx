@@ -16,6 +16,7 @@ import {
 import { ScalarChart } from './charts';
 import { JobActions, PhaseBadge, ScrollingTable } from './components';
 import { age, bytes, FINISHED, until, why } from './format';
+import { LogView } from './logs';
 import { usePoll } from './polling';
 import { Provenance } from './provenance';
 import { SweepTrials } from './sweep';
@@ -147,6 +148,7 @@ export function JobView(
       <div className="jp-distrain-job-links">
         <button
           className="jp-Button jp-mod-styled jp-mod-accept"
+          title="The job's logs in a tab of their own"
           onClick={() => props.openLogs(job.name)}
         >
           Logs
@@ -177,10 +179,32 @@ export function JobView(
           openTensorBoard={props.openTensorBoard}
         />
       )}
+      <JobLogs name={job.name} />
       {scalars && <ScalarChart scalars={scalars} onTag={chooseTag} />}
       <Provenance job={job} openJob={props.openJob} />
       <EventTable events={job.events ?? []} />
     </div>
+  );
+}
+
+/**
+ * The job's live log, in the job's own tab (its Logs button opens it in a tab
+ * of its own, taller).
+ */
+function JobLogs(props: { name: string }): JSX.Element {
+  const [replica, setReplica] = React.useState('');
+  const [run, setRun] = React.useState<number>();
+  return (
+    <section className="jp-distrain-job-logs" aria-label="Logs">
+      <h3>Logs</h3>
+      <LogView
+        name={props.name}
+        replica={replica}
+        run={run}
+        onReplica={setReplica}
+        onRun={setRun}
+      />
+    </section>
   );
 }
 

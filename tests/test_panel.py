@@ -218,7 +218,7 @@ def test_an_admins_panel_says_whose_each_job_is_and_the_form_shows_the_rules(tmp
                                                                 "2 GPUs per job")).to_be_visible()
             expect(field("image").locator(".jp-distrain-limit")).to_have_text("Allowed here: registry.example.com/*")
             gpus = form.get_by_label("worker gpus")
-            expect(gpus).to_have_attribute("max", "1")
+            expect(gpus).to_have_attribute("max", "0")  # the admin allows 1, this machine has none
             expect(form.get_by_label("worker gpu type").locator("option")).to_have_text(["any", "a100"])
             gpus.fill("2")
             expect(form.get_by_text("worker: 2 GPUs per worker; a replica has at most 1 here")).to_be_visible(
@@ -306,7 +306,7 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     assert commit not in (repo / "distrain.yaml").read_text()
     form.get_by_role("button", name="Submit").click()
 
-    # Submitting opens the job's view and its logs.
+    # Submitting opens the job's view, its logs inside.
     view = page.locator(".jp-distrain-job-view")
     expect(view.locator("h2")).to_have_text("panel-tf", timeout=30_000)
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Running", timeout=60_000)
@@ -315,12 +315,12 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     open_panel(page)
     in_list = page.locator('#jupyter-distrain-panel [data-job="panel-tf"] .jp-distrain-phase')
     expect(in_list).to_have_text("Running", timeout=30_000)
-    logs = page.locator(".jp-distrain-logs")
+    logs = view.locator(".jp-distrain-logs")
     expect(logs.locator(".jp-distrain-logline", has_text="serving at").first).to_be_visible(timeout=60_000)
     expect(logs.locator(".jp-distrain-logline", has_text="step ").first).to_be_visible(timeout=120_000)
     assert view.locator(".jp-distrain-job-header .jp-distrain-phase").inner_text() == "Running"  # lines arrive live
     screenshot(page, "logs")
-    assert_accessible(page, ".jp-distrain-logs-widget")
+    assert_accessible(page, ".jp-distrain-job-logs")
 
     logs.get_by_label("Search the log").fill("loss")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("matching")
@@ -345,13 +345,14 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     screenshot(page, "tensorboard")
     assert_accessible(page, ".jp-MainAreaWidget:not(.lm-mod-hidden)")  # the tab around TensorBoard's frame
 
-    # After a reload, the tabs come back: the TensorBoard shows its tags again, the logs follow again.
+    # After a reload, the tabs come back: the TensorBoard shows its tags again.
     page.reload()
     page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
     tab = lambda widget_id: page.locator(f'.lm-DockPanel .lm-TabBar-tab[data-id="{widget_id}"]')  # noqa: E731
     expect(tab("jupyter-distrain-tensorboard-panel-tf")).to_be_visible(timeout=30_000)
-    expect(tab("jupyter-distrain-tensorboard-panel-tf")).to_have_text("panel-tf/chief-0 · TensorBoard")  # whole
-    expect(tab("jupyter-distrain-logs-panel-tf")).to_be_visible()
+    expect(tab("jupyter-distrain-tensorboard-panel-tf")).to_have_text("panel-tf/chief-0 · TensorBoard")
+    label = tab("jupyter-distrain-tensorboard-panel-tf").locator(".lm-TabBar-tabLabel")
+    assert label.evaluate("label => label.scrollWidth <= label.clientWidth")  # whole: there is room for it
     tab("jupyter-distrain-tensorboard-panel-tf").click()
     expect(board.get_by_text("loss").first).to_be_visible(timeout=120_000)
 
@@ -371,7 +372,8 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     page.wait_for_timeout(1000)
     screenshot(page, "job-dark")
     assert_accessible(page, ".jp-distrain-job-view-widget")
-    tab("jupyter-distrain-logs-panel-tf").click()
+    view.locator(".jp-distrain-job-links").get_by_role("button", name="Logs").click()  # in a tab of their own
+    logs = page.locator(".jp-distrain-logs-widget .jp-distrain-logs")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("Succeeded", timeout=30_000)
     screenshot(page, "logs-dark")
     assert_accessible(page, ".jp-distrain-logs-widget")
@@ -426,7 +428,7 @@ def test_the_forms_include_my_changes_runs_the_notebooks_uncommitted_edit(lab, p
 
     view = page.locator(".jp-distrain-job-view")
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
-    logs = page.locator(".jp-distrain-logs")
+    logs = view.locator(".jp-distrain-logs")
     expect(logs.locator(".jp-distrain-logline", has_text="edited, not committed")).to_be_visible(timeout=30_000)
     assert api_get(lab, "jobs/edited")["spec"]["code"]["snapshot"]["files"] == ["M train.py"]
 
@@ -515,7 +517,7 @@ def test_a_150k_line_log_is_drawn_a_screenful_at_a_time(lab, page):
     open_panel(page)
     page.locator('[data-job="chatty"]').get_by_title("Open chatty").click()
     page.locator(".jp-distrain-job-links").get_by_role("button", name="Logs").click()
-    logs = page.locator(".jp-distrain-logs")
+    logs = page.locator(".jp-distrain-logs-widget .jp-distrain-logs")
     logs.get_by_label("Replica").select_option("worker-0")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text(f"all lines shown · {lines} lines",
                                                                      timeout=120_000)
@@ -536,7 +538,7 @@ def test_a_refused_log_stream_ends_with_the_reason_and_is_not_retried(lab, page)
     page.locator('[data-job="pair"]').get_by_title("Open pair").click()
     view = page.locator(".jp-distrain-job-view")
     view.locator('[data-replica="worker-1"]').get_by_role("button", name="Logs").click()
-    logs = page.locator(".jp-distrain-logs")
+    logs = page.locator(".jp-distrain-logs-widget .jp-distrain-logs")
     status = logs.locator(".jp-distrain-logs-status")
     expect(logs.get_by_label("Replica")).to_have_value("worker-1")
     expect(logs.get_by_label("Replica").locator("option")).to_have_text(  # a local job's logs: setup, then replicas
@@ -544,7 +546,8 @@ def test_a_refused_log_stream_ends_with_the_reason_and_is_not_retried(lab, page)
     expect(status).to_contain_text("Following", timeout=30_000)
 
     streams = []
-    page.on("websocket", lambda ws: streams.append(ws.url) if "/jobs/pair/logs/stream" in ws.url else None)
+    page.on("websocket", lambda ws: streams.append(ws.url) if "/jobs/pair/logs/stream" in ws.url
+            and "replica=worker-1" in ws.url else None)  # the tab's, not the job view's
     request = urllib.request.Request(f"{lab.url}/distrain/api/jobs/pair/restart", method="POST", headers=lab.headers,
                                      data=json.dumps({**spec, "replicas": {"worker": {"count": 1}}}).encode())
     assert urllib.request.urlopen(request, timeout=60).status == 200
@@ -649,13 +652,12 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             expect(page.locator(".jp-distrain-job-reason")).to_contain_text(
                 "Inadmissible: ClusterQueue nowhere doesn't exist", timeout=30_000)
             expect(page.locator(".jp-distrain-job-facts")).to_contain_text("Queuewaiting-room")
-            page.locator(".lm-TabBar-tabLabel", has_text=re.compile(r"^tf-ps$")).click()  # the job, not its logs
             screenshot(page, "kubernetes-queued-job")
             # the cluster has JobSet: its controller, not this server, enforces the job's lifecycle
             expect(page.locator(".jp-distrain-job-facts")).to_contain_text("kubernetes (engine: jobset)")
             expect(page.locator(".jp-distrain-supervision")).to_have_count(0)
-            # its logs tab offers the replicas' logs only: a Kubernetes job has no setup log
-            replicas = page.locator(".jp-distrain-logs").get_by_label("Replica").locator("option")
+            # its logs offer the replicas' logs only: a Kubernetes job has no setup log
+            replicas = page.locator(".jp-distrain-job-logs").get_by_label("Replica").locator("option")
             expect(replicas).to_have_text(["All replicas", "chief-0", "ps-0", "worker-0", "worker-1"], timeout=30_000)
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/tf-ps", headers=server.headers)
         job = json.load(urllib.request.urlopen(request, timeout=30))
@@ -757,7 +759,7 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     expect(phase).to_have_text("Running", timeout=60_000)
     expect(view.locator(".jp-distrain-job-facts")).to_contain_text("lr = 0.1")
     expect(phase).to_have_text("Succeeded", timeout=120_000)  # worker 0 done: the ps is stopped
-    page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-logs-journey"]').click()
+    view.locator(".jp-distrain-job-links").get_by_role("button", name="Logs").click()
     job = api_get(lab, "jobs/journey")
     assert job["spec"]["framework"] == "tensorflow" and job["spec"]["hyperparameters"] == {"lr": 0.1}
     assert {r["name"]: r["phase"] for r in job["replicas"]}["ps-0"] == "Stopped"
@@ -819,8 +821,7 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     form.get_by_label("Value of lr").fill("0.01")
     expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
     form.get_by_role("button", name="Submit").click()
-    expect(page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-logs-journey-2"]')).to_be_visible(
-        timeout=30_000)
+    expect(tab("journey-2")).to_be_visible(timeout=30_000)  # its view, its logs inside
     clone = api_get(lab, "jobs/journey-2")
     assert clone["spec"]["hyperparameters"] == {"lr": 0.01}
     assert clone["spec"]["code"]["commit"] == job["spec"]["code"]["commit"]

@@ -14,7 +14,7 @@ print("long", "x" * 600, "end")
 
 # Wrapped, the long line's row is as high as its text, right below the row before it, and the list ends with it.
 ROWS_FIT = """() => {
-    const long = [...document.querySelectorAll('.jp-distrain-logline')].find(row => row.textContent.includes(' end'));
+    const long = [...document.querySelectorAll('.jp-distrain-logs-widget .jp-distrain-logline')].find(row => row.textContent.includes(' end'));
     const above = long && long.previousElementSibling;
     return Boolean(long && above && long.offsetHeight > 3 * 18 && long.offsetHeight === long.scrollHeight
         && above.offsetTop + above.offsetHeight === long.offsetTop
@@ -31,7 +31,7 @@ def test_stderr_lines_are_marked_long_lines_wrap_when_asked_and_the_keyboard_scr
     page.locator('[data-job="noisy"]').get_by_title("Open noisy").click()
     links = page.locator(".jp-distrain-job-links")
     links.get_by_role("button", name="Logs").click()
-    logs = page.locator(".jp-distrain-logs")
+    logs = page.locator(".jp-distrain-logs-widget .jp-distrain-logs")
     logs.get_by_label("Replica").select_option("worker-0")
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("all lines shown · 102 lines", timeout=60_000)
 
