@@ -3,38 +3,32 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import {
-  ICommandPalette,
-  IFrame,
-  MainAreaWidget,
-  WidgetTracker
-} from '@jupyterlab/apputils';
+import { ICommandPalette, WidgetTracker } from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import {
-  LabIcon,
-  lineFormIcon,
-  listIcon,
-  SidePanel,
-  Toolbar
-} from '@jupyterlab/ui-components';
-import { Widget } from '@lumino/widgets';
+import { SidePanel } from '@jupyterlab/ui-components';
 
-import { tensorboardURL } from './api';
 // Not './form': a lib/form.js left by a build before the split would win.
 import { NewJobWidget } from './form/index';
 import { JobsModel, JobsWidget, newJobButton } from './jobs';
-import { shorten } from './format';
 import { JobViewWidget } from './jobview';
-import { LogsWidget } from './logs';
+import {
+  distrainIcon,
+  ITrackers,
+  JobTab,
+  logsTab,
+  NAMESPACE,
+  showBoard,
+  showTab,
+  tensorBoardTab
+} from './tabs';
 
 /**
  * Plugin identifier; also the settings schema id (`schema/plugin.json`).
  */
 const PLUGIN_ID = 'jupyter-distrain:plugin';
 const PANEL_ID = 'jupyter-distrain-panel';
-const NAMESPACE = 'jupyter-distrain';
 
 export const CommandIDs = {
   open: 'distrain:open',
@@ -44,57 +38,6 @@ export const CommandIDs = {
   openLogs: 'distrain:open-logs',
   openTensorBoard: 'distrain:open-tensorboard'
 } as const;
-
-export const distrainIcon = new LabIcon({
-  name: 'jupyter-distrain:icon',
-  svgstr:
-    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" width="16">' +
-    '<g class="jp-icon3" fill="#616161">' +
-    '<circle cx="12" cy="5" r="3"/><circle cx="5" cy="18" r="3"/><circle cx="19" cy="18" r="3"/>' +
-    '<path d="M11 8h2v3.5l5.2 3.7-1.2 1.6-5-3.6-5 3.6-1.2-1.6L11 11.5z"/></g></svg>'
-});
-
-/**
- * A main-area tab that knows what it shows, for restoring it: a job's name (for a
- * new-job form, the notebook path) and a replica.
- *
- * Its toolbar, which has no items, is a plain one: MainAreaWidget's default
- * ReactiveToolbar answers being shown with a throttled resize that runs a tick
- * later and throws ("Cannot read properties of null (reading 'promise')") when the
- * tab was disposed meanwhile, as File > Close All Tabs does to the tab that
- * becomes current when the current one closes.
- */
-class JobTab<T extends Widget> extends MainAreaWidget<T> {
-  constructor(
-    content: T,
-    readonly job: string,
-    /** The replica shown, where the tab shows one at a time. */
-    public replica = ''
-  ) {
-    super({ content, toolbar: new Toolbar() });
-    this.title.icon = distrainIcon;
-    this.title.closable = true;
-    this.title.className = 'jp-distrain-tab';
-  }
-
-  /**
-   * Label the tab: what it shows first (shortened in the middle), then its kind,
-   * so a narrow tab keeps what tells it apart; the tooltip has it whole.
-   */
-  name(shown: string, kind = '', icon = distrainIcon): void {
-    this.title.label = kind ? `${shorten(shown)} · ${kind}` : shorten(shown);
-    this.title.caption = kind ? `${kind} of ${shown}` : shown;
-    this.title.icon = icon;
-  }
-}
-
-/** The tabs of each kind, for finding an open one and restoring them. */
-interface ITrackers {
-  forms: WidgetTracker<JobTab<NewJobWidget>>;
-  views: WidgetTracker<JobTab<JobViewWidget>>;
-  logs: WidgetTracker<JobTab<LogsWidget>>;
-  boards: WidgetTracker<JobTab<IFrame>>;
-}
 
 /** What the commands share: the app, the jobs, the tabs, and the settings as they are now. */
 interface IContext {
@@ -145,23 +88,6 @@ function activate(
   if (settingRegistry) {
     followSettings(settingRegistry, context);
   }
-}
-
-/** Show the tab `tracker` has for it, or add the one `create` makes. */
-function showTab<T extends Widget>(
-  shell: JupyterFrontEnd.IShell,
-  tracker: WidgetTracker<JobTab<T>>,
-  found: (tab: JobTab<T>) => boolean,
-  create: () => JobTab<T>
-): JobTab<T> {
-  let tab = tracker.find(found);
-  if (!tab) {
-    tab = create();
-    void tracker.add(tab);
-    shell.add(tab, 'main');
-  }
-  shell.activateById(tab.id);
-  return tab;
 }
 
 /** The sidebar: the jobs list with a "New job" button, and the command that shows it. */
@@ -357,25 +283,6 @@ function addOpenLogsCommand(context: IContext): void {
   });
 }
 
-/** A job's logs as a tab, labelled with the replica shown, which it saves as it changes. */
-function logsTab(
-  tracker: WidgetTracker<JobTab<LogsWidget>>,
-  name: string,
-  replica: string
-): JobTab<LogsWidget> {
-  const view = new LogsWidget(name, replica);
-  const tab = new JobTab(view, name);
-  tab.id = `${NAMESPACE}-logs-${name}`;
-  const label = () =>
-    tab.name(view.replica ? `${name}/${view.replica}` : name, 'logs', listIcon);
-  view.replicaChanged.connect(() => {
-    label();
-    void tracker.save(tab);
-  });
-  label();
-  return tab;
-}
-
 /**
  * The command that opens a job's TensorBoard tab (one a job), showing the
  * replica asked for ('all': all of them).
@@ -401,37 +308,6 @@ function addOpenTensorBoardCommand(context: IContext): void {
       }
     }
   });
-}
-
-/** The TensorBoard of a job's replica as a tab. */
-function tensorBoardTab(name: string, replica: string): JobTab<IFrame> {
-  const frame = new IFrame({
-    sandbox: [
-      'allow-scripts',
-      'allow-same-origin',
-      'allow-forms',
-      'allow-popups',
-      'allow-downloads'
-    ]
-  });
-  const tab = new JobTab(frame, name);
-  tab.id = `${NAMESPACE}-tensorboard-${name}`;
-  showBoard(tab, replica);
-  return tab;
-}
-
-/** Show the TensorBoard of another replica of the tab's job. */
-function showBoard(tab: JobTab<IFrame>, replica: string): void {
-  tab.replica = replica;
-  tab.content.url = tensorboardURL(tab.job, replica);
-  tab.content.node.querySelector('iframe')!.title = `TensorBoard of ${
-    replica === 'all' ? tab.job : `${tab.job}/${replica}`
-  }`;
-  tab.name(
-    replica === 'all' ? tab.job : `${tab.job}/${replica}`,
-    'TensorBoard',
-    lineFormIcon
-  );
 }
 
 /** Reopen, after a reload, the tabs that were open, each by its command. */

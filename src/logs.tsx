@@ -1,10 +1,4 @@
 import { ReactWidget } from '@jupyterlab/apputils';
-import {
-  downloadIcon,
-  pauseIcon,
-  runIcon,
-  searchIcon
-} from '@jupyterlab/ui-components';
 import { ISignal, Signal } from '@lumino/signaling';
 import * as React from 'react';
 import {
@@ -13,13 +7,11 @@ import {
   VariableSizeList
 } from 'react-window';
 
-import { logsDownloadURL } from './api';
 import { ILogLine, LogBuffer } from './logbuffer';
-import { ILogStream, Status, useLogStream } from './logstream';
+import { useLogStream } from './logstream';
+import { LogToolbar } from './logtoolbar';
+import { ROW_HEIGHT, useWrappedRows, WrappedRows } from './wrappedrows';
 
-const ROW_HEIGHT = 18;
-const ROW_INDENT = 11; // a row's left border and padding (style/base.css)
-const TIME_WIDTH = 'hh:mm:ss '.length;
 const REPLICA_COLORS = 6;
 const WRAP_KEY = 'jupyter-distrain:logs-wrap'; // in sessionStorage
 
@@ -125,158 +117,6 @@ function useWrap(): [boolean, (wrap: boolean) => void] {
 }
 
 /**
- * The run and replica shown, pause, search, wrapping and download, and how
- * the stream stands.
- */
-function LogToolbar(props: {
-  name: string;
-  replica: string;
-  onReplica: (replica: string) => void;
-  /** The run asked for; undefined: the latest. */
-  pinnedRun: number | undefined;
-  onRun: (run: number | undefined) => void;
-  stream: ILogStream;
-  paused: boolean;
-  onPause: (paused: boolean) => void;
-  query: string;
-  onQuery: (query: string) => void;
-  wrap: boolean;
-  onWrap: (wrap: boolean) => void;
-  /** The lines shown: all held, or those matching the query. */
-  count: number;
-}): JSX.Element {
-  const { name, replica, paused, query, wrap } = props;
-  const { job, run } = props.stream;
-  const latest = job?.run ?? 1;
-  // The logs of the job's current run; the one shown stays listed when it has none.
-  const offered = job?.logs ?? [];
-  const replicas =
-    !replica || offered.includes(replica) ? offered : [...offered, replica];
-  return (
-    <div className="jp-distrain-logs-toolbar">
-      {latest > 1 && (
-        <RunChoice
-          latest={latest}
-          value={props.pinnedRun}
-          onRun={props.onRun}
-        />
-      )}
-      <select
-        className="jp-mod-styled"
-        aria-label="Replica"
-        value={replica}
-        onChange={event => props.onReplica(event.target.value)}
-      >
-        <option value="">All replicas</option>
-        {replicas.map(r => (
-          <option key={r} value={r}>
-            {r}
-          </option>
-        ))}
-      </select>
-      <button
-        className="jp-Button jp-mod-minimal"
-        title={paused ? 'Resume' : 'Pause'}
-        aria-label={paused ? 'Resume' : 'Pause'}
-        onClick={() => props.onPause(!paused)}
-      >
-        {paused ? (
-          <runIcon.react tag="span" elementSize="small" />
-        ) : (
-          <pauseIcon.react tag="span" elementSize="small" />
-        )}
-      </button>
-      <label className="jp-distrain-logs-search">
-        <searchIcon.react tag="span" elementSize="small" />
-        <input
-          className="jp-mod-styled"
-          type="search"
-          placeholder="Search"
-          aria-label="Search the log"
-          value={query}
-          onChange={event => props.onQuery(event.target.value)}
-        />
-      </label>
-      <button
-        className="jp-Button jp-mod-minimal jp-distrain-logs-wrap"
-        aria-pressed={wrap}
-        title={wrap ? 'Long lines wrap' : 'Long lines scroll sideways'}
-        onClick={() => props.onWrap(!wrap)}
-      >
-        Wrap
-      </button>
-      <a
-        className="jp-Button jp-mod-minimal"
-        href={logsDownloadURL(name, replica || undefined, run)}
-        download
-        title="Download the whole log"
-        aria-label="Download the whole log"
-      >
-        <downloadIcon.react tag="span" elementSize="small" />
-      </a>
-      <LogStatus
-        stream={props.stream}
-        latest={latest}
-        searching={query !== ''}
-        count={props.count}
-      />
-    </div>
-  );
-}
-
-/** The runs of a job, latest first: `value` undefined follows the latest. */
-function RunChoice(props: {
-  latest: number;
-  value: number | undefined;
-  onRun: (run: number | undefined) => void;
-}): JSX.Element {
-  const { latest } = props;
-  const earlier = Array.from({ length: latest - 1 }, (_, i) => latest - 1 - i);
-  return (
-    <select
-      className="jp-mod-styled"
-      aria-label="Run"
-      value={props.value ?? ''}
-      onChange={event =>
-        props.onRun(event.target.value ? Number(event.target.value) : undefined)
-      }
-    >
-      <option value="">Run {latest} (latest)</option>
-      {earlier.map(n => (
-        <option key={n} value={n}>
-          Run {n}
-        </option>
-      ))}
-    </select>
-  );
-}
-
-/**
- * How the stream stands, with the run when the job has several, how many lines
- * are shown (or match the search), and how many earlier ones are not kept.
- */
-function LogStatus(props: {
-  stream: ILogStream;
-  latest: number;
-  searching: boolean;
-  count: number;
-}): JSX.Element {
-  const { run, status, held } = props.stream;
-  return (
-    <span className="jp-distrain-logs-status" data-state={status.state}>
-      {run !== undefined && props.latest > 1 ? `Run ${run} · ` : ''}
-      {describe(status)}
-      {props.searching
-        ? ` · ${props.count} matching`
-        : ` · ${props.count} lines`}
-      {held.first > 0
-        ? ` (${held.first} earlier not kept: download for all)`
-        : ''}
-    </span>
-  );
-}
-
-/**
  * The lines (`rows`, when searching) as a list that draws only the rows in
  * view; it follows the end as lines arrive, until scrolled up, and again once
  * scrolled back to the end or shown another log. Unless `wrap`, a row is one
@@ -379,116 +219,6 @@ const LogScroller = React.forwardRef<
   <div ref={ref} tabIndex={0} role="region" aria-label="Log lines" {...props} />
 ));
 
-/**
- * The heights of wrapped rows, for one buffer, width and choice of lines. A
- * row wraps at any character (style/base.css), so a line of characters of one
- * width takes as many rows of the monospace font as its length needs; a row
- * drawn is measured, and its height replaces that estimate (tabs, wide
- * characters).
- */
-class WrappedRows {
-  constructor(
-    readonly key: string,
-    readonly held: LogBuffer,
-    /** Characters in a row. */
-    readonly columns: number,
-    /** Each line has its replica's prefix. */
-    readonly prefixed: boolean
-  ) {}
-
-  /** The line numbers shown (when searching), as of the last draw. */
-  rows: number[] | null = null;
-
-  /** Row `index`'s height in pixels. */
-  readonly height = (index: number): number => {
-    const n = this.line(index);
-    const measured = this._measured.get(n);
-    if (measured !== undefined) {
-      return measured;
-    }
-    const line = this.held.at(n);
-    const length =
-      TIME_WIDTH +
-      (this.prefixed ? line.replica.length + 3 : 0) +
-      line.text.length;
-    return ROW_HEIGHT * Math.max(1, Math.ceil(length / this.columns));
-  };
-
-  /** Take the height of row `index` as drawn. */
-  measure(index: number, element: HTMLElement | null): void {
-    const height = element?.offsetHeight;
-    if (height && height !== this.height(index)) {
-      this._measured.set(this.line(index), height);
-      this._changed = Math.min(this._changed, index);
-    }
-  }
-
-  /**
-   * After a draw: lay the list out again from the first row whose height
-   * changed (from the first row, the first time).
-   */
-  update(list: VariableSizeList | null): void {
-    if (this._changed < Infinity) {
-      list?.resetAfterIndex(this._changed, true);
-      this._changed = Infinity;
-    }
-  }
-
-  private line(index: number): number {
-    return this.rows ? this.rows[index] : this.held.first + index;
-  }
-
-  private _measured = new Map<number, number>();
-  private _changed = 0;
-}
-
-/**
- * The heights of the rows while `wrap`, else null. They are new (and the list
- * laid out again) when the list's width or the lines shown change otherwise
- * than by lines added at the end: another buffer, the oldest lines dropped,
- * lines merged in before others, another search or replica.
- */
-function useWrappedRows(
-  wrap: boolean,
-  outer: React.RefObject<HTMLDivElement>,
-  held: LogBuffer,
-  rows: number[] | null,
-  replica: string,
-  query: string
-): WrappedRows | null {
-  const [columns, setColumns] = React.useState(0);
-  const glyph = React.useRef(0);
-  const current = React.useRef<WrappedRows | null>(null);
-  React.useLayoutEffect(() => {
-    if (wrap && outer.current) {
-      glyph.current ||= charWidth(outer.current);
-      const inside = outer.current.clientWidth - ROW_INDENT;
-      setColumns(Math.max(1, Math.floor(inside / glyph.current)));
-    }
-  });
-  if (!wrap || !columns) {
-    current.current = null;
-    return null;
-  }
-  const key = [columns, held.first, held.reordered, replica, query].join();
-  if (current.current?.key !== key || current.current.held !== held) {
-    current.current = new WrappedRows(key, held, columns, !replica);
-  }
-  current.current.rows = rows;
-  return current.current;
-}
-
-/** The width of a character of the log's monospace font, in pixels. */
-function charWidth(list: HTMLElement): number {
-  const probe = document.createElement('span');
-  probe.className = 'jp-distrain-logline jp-distrain-logprobe';
-  probe.textContent = '0'.repeat(100);
-  list.appendChild(probe);
-  const width = probe.getBoundingClientRect().width / 100;
-  probe.remove();
-  return width || 8;
-}
-
 interface IRowData {
   held: LogBuffer;
   rows: number[] | null;
@@ -536,21 +266,6 @@ function LogRow(props: {
       <Highlighted text={line.text} query={query} />
     </div>
   );
-}
-
-function describe(status: Status): string {
-  switch (status.state) {
-    case 'ended':
-      return `${status.phase ? `Job ${status.phase}` : 'Run ended'}; all lines shown`;
-    case 'error':
-      return status.message;
-    case 'paused':
-      return 'Paused';
-    case 'connecting':
-      return 'Connecting…';
-    case 'following':
-      return 'Following';
-  }
 }
 
 function Highlighted(props: { text: string; query: string }): JSX.Element {
