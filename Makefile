@@ -34,7 +34,7 @@ run: install
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples
 
 # the longest tests that need no control plane: they follow the real node's, so the two processes end together
-BESIDE := tests/test_binder.py tests/test_examples.py
+BESIDE := tests/test_binder.py tests/test_examples.py tests/test_widgets_browser.py tests/test_panel_form.py
 test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)

@@ -251,7 +251,8 @@ async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root
 
 
 EMIT = """
-import os, pathlib, time
+import os, pathlib, sys, time, types
+sys.modules["tensorboard.compat.notf"] = types.ModuleType("notf")  # TensorBoard's own switch: no TensorFlow import
 from tensorboard.summary import Writer
 
 writer = Writer(os.environ["DISTRAIN_LOG_DIR"])

@@ -211,7 +211,8 @@ def test_stopping_a_sweep_stops_its_running_trials_and_launches_no_more(cli):
 
 
 EMIT = """
-import os, sys, time
+import os, sys, time, types
+sys.modules["tensorboard.compat.notf"] = types.ModuleType("notf")  # TensorBoard's own switch: no TensorFlow import
 from tensorboard.summary import Writer
 
 writer = Writer(os.environ["DISTRAIN_LOG_DIR"])
