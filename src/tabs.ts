@@ -126,14 +126,9 @@ export function tensorBoardTab(name: string, replica: string): JobTab<IFrame> {
 
 /** Show the TensorBoard of another replica of the tab's job. */
 export function showBoard(tab: JobTab<IFrame>, replica: string): void {
+  const shown = replica === 'all' ? tab.job : `${tab.job}/${replica}`;
   tab.replica = replica;
   tab.content.url = tensorboardURL(tab.job, replica);
-  tab.content.node.querySelector('iframe')!.title = `TensorBoard of ${
-    replica === 'all' ? tab.job : `${tab.job}/${replica}`
-  }`;
-  tab.name(
-    replica === 'all' ? tab.job : `${tab.job}/${replica}`,
-    'TensorBoard',
-    lineFormIcon
-  );
+  tab.content.node.querySelector('iframe')!.title = `TensorBoard of ${shown}`;
+  tab.name(shown, 'TensorBoard', lineFormIcon);
 }

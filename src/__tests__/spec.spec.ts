@@ -27,6 +27,14 @@ const CODE = {
   commit: COMMIT
 };
 
+/** A repository's files: its distrain.yaml with `spec`, found at `path`. */
+function withSpecFile(
+  spec: object,
+  path = '/home/me/work/project/distrain.yaml'
+): Repo['files'] {
+  return { 'distrain.yaml': { path, content: '', truncated: false, spec } };
+}
+
 function repo(
   overrides: Partial<Repo> = {},
   git: Partial<NonNullable<Repo['git']>> = {}
@@ -229,18 +237,11 @@ describe('prefill from the notebook repository', () => {
     const found = repo(
       {
         directory: '/home/me/work/project/nb',
-        files: {
-          'distrain.yaml': {
-            path: '/home/me/work/project/distrain.yaml',
-            content: '',
-            truncated: false,
-            spec: {
-              name: 'from-file',
-              command: 'python train.py',
-              code: { path: 'src' }
-            }
-          }
-        }
+        files: withSpecFile({
+          name: 'from-file',
+          command: 'python train.py',
+          code: { path: 'src' }
+        })
       },
       { subdirectory: 'nb' }
     );
@@ -252,14 +253,7 @@ describe('prefill from the notebook repository', () => {
 
   it("runs the server's code when distrain.yaml names none", () => {
     const found = repo({
-      files: {
-        'distrain.yaml': {
-          path: '/home/me/work/project/distrain.yaml',
-          content: '',
-          truncated: false,
-          spec: { name: 'from-file', command: 'python train.py' }
-        }
-      }
+      files: withSpecFile({ name: 'from-file', command: 'python train.py' })
     });
     expect(prefill(found, 'work/project/train.ipynb').spec).toEqual({
       name: 'from-file',
@@ -334,9 +328,7 @@ describe('prefill from the notebook repository', () => {
       prefill(repo({ writes_event_files: true }), notebook).spec.tensorboard
     ).toEqual({ enabled: true });
     expect(prefill(repo(), notebook).spec.tensorboard).toBeUndefined();
-    const file = (spec: object) => ({
-      'distrain.yaml': { path: '/f', content: '', truncated: false, spec }
-    });
+    const file = (spec: object) => withSpecFile(spec, '/f');
     const says = { name: 'f', tensorboard: { enabled: false } };
     expect(
       prefill(repo({ files: file(says), writes_event_files: true }), notebook)
@@ -393,17 +385,10 @@ describe('prefill from the notebook repository', () => {
 
   it('reads the directories of distrain.yaml relative to it', () => {
     const found = repo({
-      files: {
-        'distrain.yaml': {
-          path: '/home/me/work/project/distrain.yaml',
-          content: '',
-          truncated: false,
-          spec: {
-            name: 'f',
-            code: { git: '.', changes_from: './nb' }
-          }
-        }
-      }
+      files: withSpecFile({
+        name: 'f',
+        code: { git: '.', changes_from: './nb' }
+      })
     });
     const filled = prefill(found, 'work/project/train.ipynb');
     expect(filled.spec.code.git).toBe('/home/me/work/project');
