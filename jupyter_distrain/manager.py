@@ -342,7 +342,7 @@ class JobManager:
         return self.backend_of(name).metrics(name)
 
     def scalars(self, name: str, tag: str | None = None) -> dict:
-        """What the job's replicas logged to their event files (scalars.Scalars.of): locally read here, on
+        """What the job logged to event files under its output directory (scalars.Scalars.of): locally read here, on
         Kubernetes asked of the job's TensorBoard; split into the current run's points and earlier runs'."""
         job = self.get(name, events=0)
         return self.scalars_of(self.backend_of(name).tensorboard(job["spec"]), tag, job["started"])
@@ -359,7 +359,7 @@ class JobManager:
         from .scalars import from_tensorboard
 
         if isinstance(target, EventFiles):
-            return self.event_files.of(target.logdir, tag, since)
+            return self.event_files.of(target, tag, since)
         return from_tensorboard(target, tag, since)
 
     # git credentials: written, listed by name, deleted; never read back

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Union, cast
 
+from .incluster.tensorboard import View, logdir_parts
+
 if TYPE_CHECKING:
     import ssl
 
@@ -89,10 +91,22 @@ class JobRecord(JobFields, total=False):
 
 @dataclass(frozen=True)
 class EventFiles:
-    """A job's event files, each replica's in a directory named after it, that this server shows with its own
-    TensorBoard."""
+    """A job's event files, that this server reads and shows with its own TensorBoard: every one under the job's
+    `output` directory, each directory of them a run named by its path there, but the replicas' (in `logdir`, the
+    spec's tensorboard.logdir) by their names, worker-0...; a sweep's (`trials`), its trials', `<trial>/...`
+    (incluster/tensorboard.py's View)."""
 
-    logdir: Path
+    output: Path
+    logdir: str = "."
+    trials: bool = False
+
+    @classmethod
+    def around(cls, logdir: Path, setting: str) -> EventFiles:
+        """The event files of the job whose replicas write in `logdir`, its spec's tensorboard.logdir `setting`."""
+        return cls(logdir.parents[len(logdir_parts(setting)) - 1] if logdir_parts(setting) else logdir, setting)
+
+    def view(self) -> View:
+        return View(self.output, self.logdir, self.trials)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,10 @@
-"""The scalars a job's replicas log to their TensorBoard event files (loss, accuracy...), read as the files grow:
-each file from where the last read stopped, so a long run costs only its new records, and each series keeps
-at most MAX_POINTS points (beyond, every other one is dropped: the series keeps its shape). A restarted job's
-replicas write to the same directories: points written before the current run started are its earlier runs'.
+"""The scalars a job logs to TensorBoard event files (loss, accuracy...), anywhere under its output directory, its
+runs named as its board names them (records.EventFiles), read as the files grow: each file from where the last read
+stopped, so a long run costs only its new records, and each series keeps at most MAX_POINTS points (beyond, every
+other one is dropped: the series keeps its shape). Directories are listed again only once they change (their time
+of modification), so a poll of a large output directory (checkpoints) costs a stat per directory, and no file but
+an event file is opened. A restarted job's replicas write to the same directories: points written before the
+current run started are its earlier runs'.
 
 Event files are TFRecord files of `Event` protos. They are read here with the protos TensorBoard ships,
 without its loaders, which would import TensorFlow into the Jupyter server.
@@ -10,8 +13,10 @@ without its loaders, which would import TensorFlow into the Jupyter server.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import threading
+import time
 import urllib.parse
 import urllib.request
 from collections import OrderedDict
@@ -23,14 +28,17 @@ from google.protobuf.message import DecodeError
 from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
-from .records import ClusterTensorBoard
 from .errors import Unavailable
+from .incluster.tensorboard import View, is_event_file, listing
+from .records import ClusterTensorBoard, EventFiles
 
 RECORD_HEADER = struct.Struct("<QI")  # a record's length and its checksum; the data and the data's checksum follow
 CHECKSUM_SIZE = 4
 MAX_POINTS = 1000
 MAX_FILES = 512  # event files followed at once; the least recently read is forgotten (read again if asked)
-EVENT_FILES = "events.out.tfevents.*"
+MAX_DIRECTORIES = 16384  # directories whose listing is remembered; the least recently asked is forgotten
+SETTLED_NS = 2_000_000_000  # a listing is remembered once its directory has not changed for this long (a change
+                            # within the same tick of the clock as the listing would leave the time as it was)
 
 
 Point = tuple[float, int, float]  # wall time, step, value
@@ -113,28 +121,100 @@ class Scalars:
 
     def __init__(self) -> None:
         self.files: OrderedDict[Path, EventFile] = OrderedDict()
-        self.lock = threading.Lock()
+        self.directories: OrderedDict[str, Listed] = OrderedDict()
+        self.lock = threading.RLock()
 
-    def of(self, logdir: Path, tag: str | None = None, since: float | None = None) -> dict:
-        """The scalars under `logdir` (a run per directory holding event files, named by its path: worker-0,
-        worker-0/train): every tag, and the points of `tag` (chosen_tag) in each run, split at `since` (see
-        answer)."""
+    def of(self, files: EventFiles | Path, tag: str | None = None, since: float | None = None) -> dict:
+        """The scalars of a job's event files (a directory: every one under it, a run per directory holding
+        some, named by its path there: worker-0, worker-0/train): every tag, and the points of `tag`
+        (chosen_tag) in each run, split at `since` (see answer)."""
+        view = (files if isinstance(files, EventFiles) else EventFiles(Path(files))).view()
         runs: dict[str, dict[str, list[Point]]] = {}
         with self.lock:
-            for path in sorted(logdir.rglob(EVENT_FILES)) if logdir.is_dir() else []:
-                if not path.is_file():
-                    continue
+            for run, path in sorted(self.event_files(view)):
                 file = self.files.pop(path, None) or EventFile(path)
                 self.files[path] = file  # the most recently read last
-                file.read()
-                run = runs.setdefault(path.parent.relative_to(logdir).as_posix(), {})
+                try:
+                    file.read()
+                except OSError:  # gone since it was listed
+                    continue
+                found = runs.setdefault(run, {})
                 for name, series in file.series.items():
-                    run.setdefault(name, []).extend(series.shown())
+                    found.setdefault(name, []).extend(series.shown())
             while len(self.files) > MAX_FILES:
                 self.files.popitem(last=False)
         tags = sorted({name for run in runs.values() for name in run})
         chosen = chosen_tag(tags, tag)
         return answer(tags, chosen, {name: run[chosen] for name, run in runs.items() if chosen in run}, since)
+
+    def event_files(self, view: View) -> list[tuple[str, Path]]:
+        """Every event file the view shows, with its run: the view's merged directories (its top, the way to
+        the logdir) listed now, every directory below them as remembered until it changes."""
+        with self.lock:
+            return self._event_files(view)
+
+    def _event_files(self, view: View) -> list[tuple[str, Path]]:
+        found: list[tuple[str, Path]] = []
+
+        def merged(run: str, listed: tuple[dict, dict, dict]) -> None:
+            merged_, directories, files = listed
+            found.extend((run, Path(path)) for path in files.values())
+            for name, path in directories.items():
+                tree(child(run, name), path, frozenset())
+            for name, sources in merged_.items():
+                merged(child(run, name), listing(sources))
+
+        def tree(run: str, path: str, above: frozenset) -> None:
+            listed = self.listed(path)
+            if listed is None or listed.identity in above:  # gone, or a link back up the tree
+                return
+            found.extend((run, Path(path, name)) for name in listed.files)
+            for name in listed.directories:
+                tree(child(run, name), os.path.join(path, name), above | {listed.identity})
+
+        merged(".", view.top())
+        while len(self.directories) > MAX_DIRECTORIES:
+            self.directories.popitem(last=False)
+        return found
+
+    def listed(self, path: str) -> Listed | None:
+        """The directory's subdirectories and event files: as listed before if it has not changed since."""
+        try:
+            status = os.stat(path)
+        except OSError:
+            self.directories.pop(path, None)
+            return None
+        known = self.directories.pop(path, None)
+        if known is None or known.modified != status.st_mtime_ns:
+            directories, files = [], []
+            try:
+                for entry in os.scandir(path):
+                    try:
+                        if entry.is_dir():
+                            directories.append(entry.name)
+                        elif is_event_file(entry.name) and entry.is_file():
+                            files.append(entry.name)
+                    except OSError:
+                        continue
+            except OSError:
+                return None
+            known = Listed(status.st_mtime_ns, (status.st_dev, status.st_ino), directories, files)
+            if time.time_ns() - status.st_mtime_ns < SETTLED_NS:
+                return known  # changed a moment ago: listed again next time
+        self.directories[path] = known  # the most recently asked last
+        return known
+
+
+@dataclass
+class Listed:
+    modified: int  # the directory's time of modification when listed
+    identity: tuple[int, int]
+    directories: list[str]
+    files: list[str]  # its event files
+
+
+def child(run: str, name: str) -> str:
+    return name if run == "." else f"{run}/{name}"
 
 
 def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], since: float | None) -> dict:

@@ -21,6 +21,7 @@ from . import reasons
 from . import spec as spec_
 from .errors import DistrainError, FieldError, JobNotFound, SpecError
 from .policy import FINISHED, STOP_REQUESTED, Decision, Phase
+from .records import EventFiles
 
 if TYPE_CHECKING:
     import asyncio
@@ -277,7 +278,8 @@ class Controller:
             (self.board / trial["name"]).symlink_to(os.path.relpath(logdir, self.board), target_is_directory=True)
 
     def metric(self, trial: dict) -> Points:
-        return metric_points(trial, self.event_files.of(self.logdir(trial), self.sweep["metric"].get("tag")))
+        files = EventFiles.around(self.logdir(trial), trial["tensorboard"]["logdir"])
+        return metric_points(trial, self.event_files.of(files, self.sweep["metric"].get("tag")))
 
     async def stop_clearly_worse(self) -> None:
         import asyncio

@@ -214,7 +214,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description The scalars the job's replicas log to their TensorBoard event files, read as they grow: every tag, and one tag's points in each run (a directory of event files: worker-0, worker-0/train), at most 1000 a run (every other one dropped beyond). A restarted job's points are split: those of its current run, and those of its earlier runs. Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
+    /** @description The scalars the job logs to TensorBoard event files anywhere under its output directory, read as they grow: every tag, and one tag's points in each run (a directory of event files, named by its path in the output directory, but the replicas' in the logdir by their own: worker-0, worker-0/train, my_working_dir/log), at most 1000 a run (every other one dropped beyond). A restarted job's points are split: those of its current run, and those of its earlier runs. Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
     get: operations['getScalars'];
     put?: never;
     post?: never;
@@ -380,7 +380,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description Local jobs: one TensorBoard of this server's shows every job looked at since it started (started at the first request, stopped when idle or when its last job is deleted), each run named <job>/<replica>. Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), each run named <replica>. A replica's page (and a local job's) redirects to itself with the runFilter of its runs. Requests are relayed as they are, without Jupyter's credentials, but for the page's font URLs, which TensorBoard roots at the site and the proxy points under this path. */
+    /** @description Local jobs: one TensorBoard of this server's shows every job looked at since it started (started at the first request, stopped when idle or when its last job is deleted), each run named <job>/<replica> (event files elsewhere in the job's output directory: <job>/<their path there>). Kubernetes jobs: the job's TensorBoard in the cluster (tensorboard.enabled), each run named <replica> (or by its path). A sweep's shows its trials, <trial>/<replica>. A replica's page (and a local job's) redirects to itself with the runFilter of its runs. Requests are relayed as they are, without Jupyter's credentials, but for the page's font URLs, which TensorBoard roots at the site and the proxy points under this path. */
     get: operations['tensorboard'];
     put?: never;
     post?: never;

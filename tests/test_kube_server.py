@@ -236,6 +236,8 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
         output = control_plane.dir / "volumes" / "datasets" / mine / "tb-job"  # the server's output_claim
         write_scalars(output / "training_logs" / "chief-0", "loss", [1.0, 0.5, 0.25])
         write_scalars(output / "training_logs" / "worker-0", "loss", [2.0, 1.0])
+        write_scalars(output / "somewhere" / "log", "loss", [3.0])  # where the code chose: a run named by its path
+        (output / ".distrain" / "logs").mkdir(parents=True, exist_ok=True)  # the job's own logs: not the board's
         tensorboard = control_plane.run_here(core, pod, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             direct = f"http://{HOST_IP}:{podspec.TENSORBOARD_PORT}"  # as any pod of the namespace reaches it
@@ -254,14 +256,18 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             board = f"{kube_server.url}/distrain/tensorboard/tb-job"
             runs = wait(lambda: (r := requests.get(f"{board}/all/data/runs", headers=headers)).ok and r.json(),
                         "the TensorBoard answers through Jupyter and the API server", 60)
-            assert sorted(runs) == ["chief-0", "worker-0"]
+            assert sorted(runs) == ["chief-0", "somewhere/log", "worker-0"]
             scalars = requests.get(f"{board}/all/data/plugin/scalars/scalars", params={"run": "worker-0", "tag": "loss"},
                                    headers=headers).json()
             assert [value for _, _, value in scalars] == [2.0, 1.0]
             # the same numbers in the job's own scalars, asked of its TensorBoard
             assert requests.get(f"{api}/jobs/tb-job/scalars", headers=headers).json() == {
                 "tags": ["loss"], "tag": "loss", "earlier": {}, "runs": {"chief-0": [[0, 1.0], [1, 0.5], [2, 0.25]],
+                                                          "somewhere/log": [[0, 3.0]],
                                                           "worker-0": [[0, 2.0], [1, 1.0]]}}
+            write_scalars(output / "later" / "log", "loss", [4.0])  # a directory made once the board runs
+            wait(lambda: "later/log" in requests.get(f"{board}/all/data/runs", headers=headers).json(),
+                 "the board takes in a new directory", 30)
             page = requests.get(f"{board}/all/", headers=headers)
             assert page.ok and "<tb-webapp>" in page.text  # the page passes the API server's proxy
             fonts = set(re.findall(r"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.text))

@@ -84,6 +84,8 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     container = tensorboard.spec.template.spec.containers[0]
     assert container.volume_mounts[0].sub_path == f"{storage.OWNERS}/{storage.owner_dir(backend.owner)}"  # all
     assert f"/output/hp/{logdir}" in container.command  # of the owner's, where the sweep's links lead
+    at = container.command.index("--distrain_output")  # the board shows each trial's output: runs <trial>/...
+    assert container.command[at + 1] == "/output/hp" and "--distrain_trials" in container.command
 
     backend.delete("hp")  # its trials go with it, by the garbage collector
     wait(lambda: not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items

@@ -1,8 +1,12 @@
 """Scalars from TensorBoard event files as training writes them: read as the files grow, both ways scalars are
-written, a run per directory, a record half written left for the next read, long series thinned."""
+written, a run per directory, a record half written left for the next read, long series thinned; every event file
+under a job's output directory, the replicas' runs by their names, in the scalars and in the view a board reads."""
 
 import io
+import os
+import shutil
 import time
+from pathlib import Path
 
 from conftest import write_scalars
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -10,6 +14,8 @@ from tensorboard.summary import Writer
 from tensorboard.summary.writer.record_writer import RecordWriter
 
 from jupyter_distrain import scalars
+from jupyter_distrain.incluster import tensorboard as board
+from jupyter_distrain.records import EventFiles
 
 
 def frame(data: bytes) -> bytes:
@@ -109,3 +115,129 @@ def test_a_long_series_is_thinned_and_keeps_its_last_point(tmp_path):
     assert points[0] == [0, 0.0] and points[-1] == [2500, 2500.0]
     steps = [step for step, _ in points]
     assert steps == sorted(steps) and len(set(b - a for a, b in zip(steps, steps[1:-1]))) == 1  # evenly
+
+
+def test_every_event_file_under_the_output_directory_the_replicas_runs_by_their_names(tmp_path):
+    """A job's event files anywhere under its output directory: Keras' callback writing in my_working_dir/log
+    (as TensorFlow's parameter-server tutorial has it) beside the replicas' own directories in the logdir, which
+    keep their names; the logdir's own top is the job's top. Its own logs (.distrain) are not looked at, nor is
+    any file but an event file opened (a FIFO would block an open)."""
+    output = tmp_path / "job"
+    write_scalars(output / "training_logs" / "worker-0", "loss", [1.0, 0.5])
+    write_scalars(output / "training_logs" / "chief-0", "loss", [2.0])
+    write_scalars(output / "my_working_dir" / "log" / "train", "epoch_loss", [0.75])
+    write_scalars(output / "training_logs", "loss", [9.0])  # the job's top: "."
+    write_scalars(output / ".distrain" / "logs", "loss", [5.0])
+    (output / "checkpoints").mkdir()
+    os.mkfifo(output / "checkpoints" / "ckpt-1.data")
+    os.mkfifo(output / "events.out.tfevents.fifo")
+
+    files = EventFiles(output, "training_logs")
+    found = scalars.Scalars().of(files)
+    assert found["tags"] == ["epoch_loss", "loss"]
+    assert found["runs"] == {".": [[0, 9.0]], "chief-0": [[0, 2.0]], "worker-0": [[0, 1.0], [1, 0.5]]}
+    assert scalars.Scalars().of(files, "epoch_loss")["runs"] == {"my_working_dir/log/train": [[0, 0.75]]}
+    # a logdir of several parts, or the output itself
+    nested = EventFiles(output, "./my_working_dir//log/")
+    assert sorted(scalars.Scalars().of(nested, "epoch_loss")["runs"]) == ["train"]
+    assert sorted(scalars.Scalars().of(nested)["runs"]) == ["training_logs", "training_logs/chief-0",
+                                                            "training_logs/worker-0"]
+    assert sorted(scalars.Scalars().of(EventFiles(output, "."))["runs"]) == sorted(
+        scalars.Scalars().of(output)["runs"]) == ["training_logs", "training_logs/chief-0", "training_logs/worker-0"]
+    # where the replicas write, as the sweep's controller knows it
+    assert EventFiles.around(output / "training_logs", "training_logs") == files
+    assert EventFiles.around(output / "a" / "b", "a/b/") == EventFiles(output, "a/b/")
+    assert EventFiles.around(output, ".") == EventFiles(output, ".")
+
+
+def test_a_directory_is_listed_again_only_once_it_changed(tmp_path):
+    """A poll stats the directories below the view's top and lists only those whose time of modification moved
+    (once it is a moment old: a change within the same tick of the clock would not move it)."""
+    output = tmp_path / "job"
+    write_scalars(output / "training_logs" / "worker-0", "loss", [1.0])
+    (output / "checkpoints" / "step-1").mkdir(parents=True)
+    long_ago = time.time() - 60
+    for directory in [output, *output.rglob("*")]:
+        if directory.is_dir():
+            os.utime(directory, (long_ago, long_ago))
+    reader, files = scalars.Scalars(), EventFiles(output, "training_logs")
+    assert reader.of(files)["runs"] == {"worker-0": [[0, 1.0]]}
+    listed = str(output / "training_logs" / "worker-0")
+    assert listed in reader.directories and str(output / "checkpoints" / "step-1") in reader.directories
+
+    write_scalars(output / "training_logs" / "worker-0", "loss", [2.0])  # a new file: the directory changed
+    assert reader.of(files)["runs"] == {"worker-0": [[0, 1.0], [0, 2.0]]}
+    assert listed not in reader.directories  # changed a moment ago: listed again at the next poll
+    os.utime(listed, (long_ago, long_ago))
+    assert len(reader.of(files)["runs"]["worker-0"]) == 2 and listed in reader.directories
+    write_scalars(output / "training_logs" / "worker-0", "loss", [3.0])
+    os.utime(listed, (long_ago, long_ago))  # as if unchanged: the listing remembered stands
+    assert len(reader.of(files)["runs"]["worker-0"]) == 2
+    write_scalars(output / "later" / "log", "loss", [4.0])  # below the top: listed at every poll
+    assert reader.of(files)["runs"]["later/log"] == [[0, 4.0]]
+
+
+def test_a_boards_view_of_the_output_kept_current(tmp_path):
+    """The links TensorBoard's --logdir is made of (View.sync): the logdir's contents and the rest of the output
+    at the top, a name in both one directory of both; new directories join, removed ones go."""
+    output, view = tmp_path / "job", tmp_path / "view"
+    write_scalars(output / "training_logs" / "worker-0", "loss", [1.0])
+    write_scalars(output / "training_logs", "loss", [0.5])
+    write_scalars(output / "my_working_dir" / "log", "loss", [1.0])
+    (output / ".distrain" / "logs").mkdir(parents=True)
+    (output / "model.ckpt").write_text("weights")
+    files = EventFiles(output, "training_logs")
+    files.view().sync(str(view))
+
+    def shown(directory=view) -> dict:
+        return {path.name: (os.readlink(path) if path.is_symlink() else shown(path)) for path in directory.iterdir()}
+
+    (top,) = (output / "training_logs").glob("events.out.tfevents.*")
+    assert shown() == {"worker-0": str(output / "training_logs" / "worker-0"), top.name: str(top),
+                       "my_working_dir": str(output / "my_working_dir")}
+    write_scalars(output / "worker-0", "loss", [2.0])  # beside the logdir, named as a replica: one run of both
+    shutil.rmtree(output / "my_working_dir")
+    write_scalars(output / "somewhere" / "log", "loss", [1.0])
+    files.view().sync(str(view))
+    (replica,) = (output / "training_logs" / "worker-0").glob("events.*")
+    (beside,) = (output / "worker-0").glob("events.*")
+    assert shown() == {"worker-0": {replica.name: str(replica), beside.name: str(beside)}, top.name: str(top),
+                       "somewhere": str(output / "somewhere")}
+    assert sorted(scalars.Scalars().of(files)["runs"]) == [".", "somewhere/log", "worker-0"]
+    assert len(scalars.Scalars().of(files)["runs"]["worker-0"]) == 2
+
+
+def test_a_sweeps_view_is_its_trials(tmp_path):
+    """A sweep's board shows each trial's view as <trial>/...: its links (relative, as the controller makes
+    them) lead to the trials' logdirs, their outputs above them."""
+    owners, logdir = tmp_path / "owner", "logs/tb"
+    for trial in ("hp-1", "hp-2"):
+        write_scalars(owners / trial / logdir / "worker-0", "loss", [1.0])
+        write_scalars(owners / trial / "somewhere" / "log", "loss", [2.0])
+        board = owners / "hp" / logdir
+        board.mkdir(parents=True, exist_ok=True)
+        (board / trial).symlink_to(os.path.relpath(owners / trial / logdir, board), target_is_directory=True)
+    files = EventFiles(owners / "hp", logdir, trials=True)
+    assert sorted(scalars.Scalars().of(files)["runs"]) == ["hp-1/somewhere/log", "hp-1/worker-0",
+                                                           "hp-2/somewhere/log", "hp-2/worker-0"]
+    files.view().sync(str(tmp_path / "view"))
+    assert (tmp_path / "view" / "hp-2" / "worker-0").resolve() == (owners / "hp-2" / logdir / "worker-0")
+    assert (tmp_path / "view" / "hp-2" / "somewhere").resolve() == (owners / "hp-2" / "somewhere")
+    assert sorted(path.name for path in (tmp_path / "view" / "hp-1").iterdir()) == ["logs", "somewhere", "worker-0"]
+
+
+def test_a_cluster_boards_arguments(tmp_path):
+    """The pod's board reads a view of the job's output, made in a directory of its own and kept current."""
+    output = tmp_path / "output"
+    write_scalars(output / "training_logs" / "chief-0", "loss", [1.0])
+    argv = board.board_arguments(["-c", "--logdir", f"{output}/training_logs", "--distrain_output", str(output),
+                                  "--bind_all", "--port", "6006"])
+    view = Path(argv[2])
+    assert argv == ["-c", "--logdir", str(view), "--bind_all", "--port", "6006"] and view != output
+    assert [path.name for path in view.iterdir()] == ["chief-0"]
+    write_scalars(output / "my_working_dir" / "log", "loss", [1.0])
+    deadline = time.monotonic() + 10
+    while not (view / "my_working_dir").exists():
+        assert time.monotonic() < deadline, "the view takes in a new directory"
+        time.sleep(0.1)
+    shutil.rmtree(view)

@@ -256,17 +256,24 @@ sys.modules["tensorboard.compat.notf"] = types.ModuleType("notf")  # TensorBoard
 from tensorboard.summary import Writer
 
 writer = Writer(os.environ["DISTRAIN_LOG_DIR"])
+# as Keras' callback in TensorFlow's parameter-server tutorial: somewhere of the code's choosing
+elsewhere = Writer(os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "somewhere", "log"))
 for step in range(40):
     writer.add_scalar("loss", 1 / (step + 1), step)
     writer.add_scalar("learning_rate", 0.5, step)
     writer.flush()
+    elsewhere.add_scalar("loss", 2 / (step + 1), step)
+    elsewhere.flush()
     while step == 2 and not pathlib.Path("go").exists():  # the test sees the job running, then lets it go on
         time.sleep(0.05)
 writer.close()
+elsewhere.close()
 """
 
 
 async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path):
+    """Its replica's, in its own directory (the run worker-0), and those it writes elsewhere in its output
+    directory (a run named by its path there)."""
     code = tmp_path / "emit"
     code.mkdir()
     (code / "emit.py").write_text(EMIT)
@@ -275,12 +282,14 @@ async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path
     code_, job = await api("POST", "jobs", spec)
     assert code_ == 201, job
     deadline = time.monotonic() + 120
-    while not (found := (await api("GET", "jobs/live/scalars"))[1])["runs"].get("worker-0", [])[2:]:
+    while [len((found := (await api("GET", "jobs/live/scalars"))[1])["runs"].get(run, [])) > 2
+           for run in ("worker-0", "somewhere/log")] != [True, True]:
         assert time.monotonic() < deadline, found
         await asyncio.sleep(0.1)
     first_steps = [[0, 1.0], [1, 0.5], [2, pytest.approx(1 / 3)]]
-    assert found == {"tags": ["learning_rate", "loss"], "tag": "loss", "runs": {"worker-0": first_steps},
-                     "earlier": {}}
+    elsewhere = [[0, 2.0], [1, 1.0], [2, pytest.approx(2 / 3)]]
+    assert found == {"tags": ["learning_rate", "loss"], "tag": "loss",
+                     "runs": {"somewhere/log": elsewhere, "worker-0": first_steps}, "earlier": {}}
     assert (await api("GET", "jobs/live"))[1]["phase"] == "Running"
     (root / "jobs" / "live" / "workspace" / "go").touch()  # the replica's working directory
     job = await wait_phase(api, "live")
@@ -288,7 +297,9 @@ async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path
     points = (await api("GET", "jobs/live/scalars"))[1]["runs"]["worker-0"]
     assert len(points) == 40 and points[-1] == [39, pytest.approx(1 / 40)]
     assert (await api("GET", "jobs/live/scalars", tag="learning_rate"))[1]["runs"]["worker-0"][-1] == [39, 0.5]
-    assert "Metric:    loss: worker-0 0.025 (step 39)\n" in CLI(root, tmp_path)("get", "live").stdout
+    assert (await api("GET", "jobs/live/scalars"))[1]["runs"]["somewhere/log"][-1] == [39, pytest.approx(2 / 40)]
+    assert "Metric:    loss: somewhere/log 0.05 (step 39), worker-0 0.025 (step 39)\n" in \
+        CLI(root, tmp_path)("get", "live").stdout
 
     # restarted, it writes steps 0, 1, 2 again (to a new event file of the same directory): the current run's
     # points are those, the first run's are apart
@@ -296,7 +307,8 @@ async def test_a_running_jobs_scalars_move_as_it_writes_them(api, root, tmp_path
     while (found := (await api("GET", "jobs/live/scalars"))[1])["runs"].get("worker-0") != first_steps:
         assert time.monotonic() < deadline + 120, found
         await asyncio.sleep(0.1)
-    assert list(found["earlier"]) == ["worker-0"] and [len(run) for run in found["earlier"]["worker-0"]] == [40]
+    assert sorted(found["earlier"]) == ["somewhere/log", "worker-0"]
+    assert [len(run) for run in found["earlier"]["worker-0"]] == [40]
     (root / "jobs" / "live" / "workspace" / "go").touch()
     assert (await wait_phase(api, "live"))["phase"] == "Succeeded"
 

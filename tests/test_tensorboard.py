@@ -5,6 +5,7 @@ import json
 import re
 import time
 import urllib.request
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import psutil
@@ -75,7 +76,7 @@ CHIEF = ("distrain", "tensorboard", "tf", "chief-0")  # the page of the job's ch
 
 
 async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(fetch, root, jp_base_url, jp_serverapp,
-                                                                               http_server_client):
+                                                                               http_server_client, tmp_path):
     spec = {"name": "tf", "framework": "tensorflow", "code": {"path": str(EXAMPLES / "tf-ps")},
             "command": "python train.py --steps 100000 --log_every 10 --log_dir {{ logdir }}",
             "replicas": {"chief": {"count": 1}, "ps": {"count": 1}, "worker": {"count": 1}},
@@ -95,7 +96,7 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
     board_without_the_secret_shows_nothing(root)
     await posts_reach_the_board_from_this_site_only(http_server_client, jp_serverapp, mount)
     await the_board_shows_every_loss_the_job_logged(fetch, root)
-    await another_job_joins_the_running_board(fetch, root)
+    await another_job_joins_the_running_board(fetch, root, tmp_path)
     await the_board_stops_when_idle_and_with_its_last_job(fetch, root)
     assert_nothing_left(root)
 
@@ -111,7 +112,7 @@ async def pages_show_their_runs_with_fonts_under_the_proxy(fetch, jp_base_url, m
     page = await fetch(*CHIEF[:-1], "chief-0/", runFilter="^tf/chief-0(/|$)")
     assert page.code == 200 and b"<tb-webapp>" in page.body
     whole = await fetch("distrain", "tensorboard", "tf", "all/")
-    assert whole.code == 302 and parse_qs(urlsplit(whole.headers["Location"]).query) == {"runFilter": ["^tf/"]}
+    assert whole.code == 302 and parse_qs(urlsplit(whole.headers["Location"]).query) == {"runFilter": ["^tf(/|$)"]}
 
     fonts = {url.decode() for url in re.findall(rb"""url\(\s*["']?([^)"']*font-roboto/[^)"']*)""", page.body)}
     assert len(fonts) > 10 and all(url.startswith(f"{mount}font-roboto/") for url in fonts), fonts
@@ -184,12 +185,30 @@ async def the_board_shows_every_loss_the_job_logged(fetch, root):
     assert before and kept() == before
 
 
-async def another_job_joins_the_running_board(fetch, root):
-    """Another job joins the running board: its runs are there at the first request. The board is in use
-    meanwhile (the first job's page asks), so it stays."""
+EMIT = """
+import os, sys, types
+sys.modules["tensorboard.compat.notf"] = types.ModuleType("notf")  # TensorBoard's own switch: no TensorFlow import
+from tensorboard.summary import Writer
+
+# the replica's own directory, and one of the code's choosing (as Keras' callback in TensorFlow's tutorial)
+for directory in (os.environ["DISTRAIN_LOG_DIR"], os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "somewhere", "log")):
+    writer = Writer(directory)
+    for step, value in enumerate([0.5, 0.75]):
+        writer.add_scalar("accuracy", value, step)
+    writer.close()
+"""
+
+
+async def another_job_joins_the_running_board(fetch, root, tmp_path):
+    """Another job joins the running board: its runs are there at the first request, those of its replica and
+    those it wrote elsewhere in its output directory, named by their path there, as in its scalars; event files
+    written later in a new directory join too. The board is in use meanwhile (the first job's page asks), so it
+    stays."""
     [board] = boards(root)
-    spec = {"name": "more", "code": {"path": str(EXAMPLES / "python")}, "tensorboard": {"enabled": True},
-            "command": "python -c 'import os; print(\"events in\", os.environ[\"DISTRAIN_LOG_DIR\"])'"}
+    code = tmp_path / "more"
+    code.mkdir()
+    (code / "emit.py").write_text(EMIT)
+    spec = {"name": "more", "code": {"path": str(code)}, "tensorboard": {"enabled": True}, "command": "python emit.py"}
     assert (await fetch("distrain", "api", "jobs", method="POST", body=json.dumps(spec))).code == 201
 
     async def in_use_until(done):
@@ -200,18 +219,24 @@ async def another_job_joins_the_running_board(fetch, root):
         return json.loads((await fetch("distrain", "api", "jobs", "more")).body)["phase"] == "Succeeded"
 
     await wait_until(lambda: in_use_until(succeeded))
-    logs = (await fetch("distrain", "api", "jobs", "more", "logs")).body.decode()
+    runs = json.loads((await fetch("distrain", "tensorboard", "more", "worker-0", "data", "runs")).body)
+    assert {"more/worker-0", "more/somewhere/log", "tf/chief-0"} <= set(runs), runs
+    scalars = json.loads((await fetch("distrain", "api", "jobs", "more", "scalars")).body)
+    assert scalars["tag"] == "accuracy" and scalars["runs"] == {"somewhere/log": [[0, 0.5], [1, 0.75]],
+                                                                "worker-0": [[0, 0.5], [1, 0.75]]}
+    tags = await fetch("distrain", "tensorboard", "more", "all", "data", "plugin", "scalars", "tags")
+    assert "accuracy" in json.loads(tags.body)["more/somewhere/log"]
+
+    output = Path(json.loads((await fetch("distrain", "api", "jobs", "more")).body)["output_dir"])
     # on a thread: this loop serves the board's requests while TensorBoard's writer is imported and writes
-    writing = asyncio.ensure_future(asyncio.to_thread(write_scalars, re.search(r"events in (\S+)", logs)[1],
-                                                      "accuracy", [0.5, 0.75]))
+    writing = asyncio.ensure_future(asyncio.to_thread(write_scalars, output / "later" / "log", "loss", [0.25]))
 
-    async def written():
-        return writing.done()
+    async def later():
+        runs = await fetch("distrain", "tensorboard", "more", "all", "data", "runs")
+        return writing.done() and "more/later/log" in json.loads(runs.body)
 
-    await wait_until(lambda: in_use_until(written))
+    await wait_until(lambda: in_use_until(later), timeout=60)
     writing.result()
-    runs = await fetch("distrain", "tensorboard", "more", "worker-0", "data", "runs")
-    assert "more/worker-0" in json.loads(runs.body) and "tf/chief-0" in json.loads(runs.body)
     assert boards(root) == [board]
 
 

@@ -1,12 +1,14 @@
 """TensorBoard through Jupyter's authenticated proxy.
 
 Local jobs share one TensorBoard of this server's, started at the first request: its --logdir is a
-directory of links, one per job looked at since it started (`<job>` to the job's event files), so each
-run is named `<job>/<replica>`, and a replica's or a job's page is that board with its runs filtered
-(TensorBoard's `runFilter`). A job joins the running board without a restart; the board stops when
-idle, or when the last of its jobs is deleted. A Kubernetes job runs its own TensorBoard in the
-cluster, its runs named `<replica>`, reached through the API server's service proxy (or its Service,
-from inside the cluster). No other TensorBoard is reachable.
+directory of views, one per job looked at since it started (`<job>`: every event file under the job's
+output directory, the replicas' directories by their names, incluster/tensorboard.py's View, made of links
+and kept current), so each run is named `<job>/<replica>` (or `<job>/<path in the output>`), and a
+replica's or a job's page is that board with its runs filtered (TensorBoard's `runFilter`). A job joins the
+running board without a restart; the board stops when idle, or when the last of its jobs is deleted. A
+Kubernetes job runs its own TensorBoard in the cluster, its runs named `<replica>` (or by their paths), from
+the same View, reached through the API server's service proxy (or its Service, from inside the cluster). No
+other TensorBoard is reachable.
 
 Per request, the proxy does no more than authenticate and relay (relay.py), on a connection kept open for
 the next request to the same board (the local board is served with keep-alive, board.py): where a (job,
@@ -26,6 +28,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from contextlib import suppress
@@ -57,18 +60,21 @@ ROOT_FONTS = re.compile(rb"url\(/font-roboto/([-\w]+\.woff2)\)")
 HOST = "127.0.0.1"
 BOARD_PROGRAM = "jupyter_distrain.server.board"  # `python -m` it, with TensorBoard's flags
 STOP_GRACE_SECONDS = 5.0
-RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs)
+RELOAD_SECONDS = 2  # how often the board looks for new event files (and runs), and its jobs' views are synced
 
 
 @dataclass
 class Board:
-    """The one local TensorBoard: its --logdir `runs` holds a link per job it shows."""
+    """The one local TensorBoard: its --logdir `runs` holds a view per job it shows."""
 
     port: int
     process: asyncio.subprocess.Process
     runs: Path
     ready: asyncio.Future
     jobs: dict[str, asyncio.Future] = field(default_factory=dict)  # job: done once its runs are loaded
+    shown: dict[str, EventFiles] = field(default_factory=dict)  # job: what its view shows
+    lock: threading.Lock = field(default_factory=threading.Lock)  # held while `runs` changes
+    syncing: asyncio.Task | None = None  # keeps the views current while it runs
     last_used: float = field(default_factory=time.monotonic)
     output: deque = field(default_factory=lambda: deque(maxlen=20))
 
@@ -80,8 +86,19 @@ class Board:
     def running(self) -> bool:
         return self.process.returncode is None
 
+    def sync(self, job: str, files: EventFiles) -> None:
+        """Make the job's view show what it shows now, unless the job (or the board) has gone meanwhile."""
+        with self.lock:
+            if self.running and self.shown.get(job) is files:
+                files.view().sync(str(self.runs / job))
+
+    def unshow(self, job: str) -> None:
+        with self.lock:
+            shutil.rmtree(self.runs / job, ignore_errors=True)  # directories and links, never what links lead to
+
     def remove_runs(self) -> None:
-        shutil.rmtree(self.runs, ignore_errors=True)  # the links only, never what they point to
+        with self.lock:
+            shutil.rmtree(self.runs, ignore_errors=True)  # directories and links, never what links lead to
 
 
 class TensorBoards:
@@ -119,9 +136,8 @@ class TensorBoards:
             board = self.board
         loaded = board.jobs.get(job)
         if loaded is None:
-            files.logdir.mkdir(parents=True, exist_ok=True)
-            (board.runs / job).symlink_to(files.logdir, target_is_directory=True)
-            loaded = board.jobs[job] = asyncio.ensure_future(self._loaded(board, job, files.logdir))
+            board.shown[job] = files
+            loaded = board.jobs[job] = asyncio.ensure_future(self._loaded(board, job, files))
         await asyncio.shield(board.ready)
         await asyncio.shield(loaded)
         board.last_used = time.monotonic()
@@ -145,6 +161,7 @@ class TensorBoards:
         board = Board(port, process, runs, asyncio.get_running_loop().create_future())
         self.log.info("TensorBoard on port %d (pid %d), logdir %s", port, process.pid, runs)
         asyncio.ensure_future(self._watch(board))
+        board.syncing = asyncio.ensure_future(self._keep_synced(board))
         self._reap_later()
         return board
 
@@ -173,10 +190,24 @@ class TensorBoards:
         board.remove_runs()
         await probe
 
-    async def _loaded(self, board: Board, job: str, logdir: Path) -> None:
-        """Wait until the board lists the job's runs, if it has event files: a page opened at once shows
-        them, as a board started for the job alone would."""
-        if not await in_thread(lambda: next(logdir.rglob("*tfevents*"), None)):
+    async def _keep_synced(self, board: Board) -> None:
+        """Sync the views of the board's jobs while it runs: directories made since show at its next reload."""
+        while board.running:
+            await asyncio.sleep(RELOAD_SECONDS)
+            for job, files in list(board.shown.items()):
+                try:
+                    await in_thread(board.sync, job, files)
+                except OSError as e:  # e.g. a volume gone for a moment: again at the next round
+                    self.log.warning("TensorBoard: could not sync the view of %s: %s", job, e)
+
+    async def _loaded(self, board: Board, job: str, files: EventFiles) -> None:
+        """Make the job's view, and wait until the board lists its runs, if it has event files: a page opened
+        at once shows them, as a board started for the job alone would."""
+        try:
+            await in_thread(board.sync, job, files)
+        except OSError as e:  # the next round tries again
+            self.log.warning("TensorBoard: could not make the view of %s: %s", job, e)
+        if not await in_thread(lambda: self.manager.event_files.event_files(files.view())):
             return  # nothing to load yet: its runs appear at a reload, as they are written
         deadline = time.monotonic() + 3 * RELOAD_SECONDS + 5
         try:
@@ -196,7 +227,8 @@ class TensorBoards:
             del self.targets[key]
         board = self.board
         if board is not None and job is not None and board.jobs.pop(job, None) is not None:
-            (board.runs / job).unlink(missing_ok=True)
+            board.shown.pop(job, None)
+            await in_thread(board.unshow, job)
         if board is not None and (job is None or not board.jobs):
             await self._end(board)
         if job is None:
@@ -212,6 +244,8 @@ class TensorBoards:
 
     async def _terminate(self, board: Board) -> None:
         """SIGTERM to the board's process group (it has a data-server child), SIGKILL if it lingers."""
+        if board.syncing is not None:
+            board.syncing.cancel()
         await processes.stop_groups([board.process], STOP_GRACE_SECONDS)
         processes.signal_group(board.process.pid, signal.SIGKILL)  # whatever else is left in the group
         board.remove_runs()
@@ -245,9 +279,9 @@ class TensorBoards:
     @staticmethod
     def runs(target: TensorBoardTarget, job: str, replica: str) -> str:
         """The `runFilter` of a page's runs ("": all of the board's)."""
-        prefix = f"{job}/" if isinstance(target, EventFiles) else ""  # the local board shows every job
-        if replica == WHOLE_JOB:
-            return f"^{prefix}" if prefix else ""
+        if replica == WHOLE_JOB:  # the local board shows every job: its own runs, those at its top too
+            return f"^{job}(/|$)" if isinstance(target, EventFiles) else ""
+        prefix = f"{job}/" if isinstance(target, EventFiles) else ""
         return f"^{prefix}{replica}(/|$)"
 
 

@@ -130,12 +130,14 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
                                                        **owner_label(root)}
     sweep = is_sweep(spec)  # a sweep's reads its owner's directory, where its links to its trials' event files lead
     volume, mount = output_volume(spec, settings, root, read_only=True, owners_directory=sweep)
-    logdir = f"{spec['name']}/{spec['tensorboard']['logdir']}" if sweep else spec["tensorboard"]["logdir"]
+    # every event file under the job's output, the replicas' in the logdir (a sweep's: its links to its trials')
+    output = f"/output/{spec['name']}" if sweep else "/output"
     container = {
         "name": "tensorboard",
         # this product's image has TensorBoard (a TensorFlow image need not: TensorFlow no longer requires it)
         "image": settings.controller_image or settings.default_images["tensorflow"],
-        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"/output/{logdir}",
+        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"{output}/{spec['tensorboard']['logdir']}",
+                    "--distrain_output", output, *(["--distrain_trials"] if sweep else []),
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
         "env": [{"name": board.SECRET_VARIABLE,
                  "valueFrom": {"secretKeyRef": {"name": name, "key": BOARD_KEY}}}],

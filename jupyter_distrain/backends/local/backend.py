@@ -70,8 +70,9 @@ class LocalBackend(CredentialStore):
         return self.job_dir(name) / "logs" / str(run)
 
     def tensorboard(self, spec: dict, replica: str | None = None) -> EventFiles:
-        """The job's event files (a replica's under its name), for the TensorBoard the server runs."""
-        return EventFiles(self.event_files(spec))
+        """The job's event files (a replica's in the logdir, under its name), for the TensorBoard the server runs;
+        a sweep's, its trials'."""
+        return EventFiles(self.output_of(spec), spec["tensorboard"]["logdir"], is_sweep(spec))
 
     def exists(self, name: str) -> bool:
         return self.store.job(name) is not None
