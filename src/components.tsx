@@ -15,7 +15,7 @@ import { JobSummary, jobsAPI, Phase } from './api';
 import { FINISHED } from './format';
 import { restartCode } from './form/pinned';
 
-type Action = 'stop' | 'restart' | 'clone' | 'delete';
+export type Action = 'stop' | 'restart' | 'clone' | 'delete';
 
 /** What an action asks before it is done; actions without one are done at once. */
 const CONFIRM: Partial<
@@ -63,16 +63,16 @@ async function restart(job: JobSummary): Promise<void> {
 /**
  * Carry out an action on a job, asking first where it cannot be undone;
  * errors are shown. Restarting says what code runs; cloning opens the new-job
- * form (`onClone`).
+ * form (`onClone`). Answers whether it was done.
  */
 async function act(
   action: Action,
   job: JobSummary,
   onClone: (job: JobSummary) => void
-): Promise<void> {
+): Promise<boolean> {
   const confirm = CONFIRM[action];
   if (confirm && !(await showDialog(confirm(job))).button.accept) {
-    return;
+    return false;
   }
   try {
     if (action === 'clone') {
@@ -82,8 +82,10 @@ async function act(
     } else {
       await (action === 'delete' ? jobsAPI.remove : jobsAPI[action])(job.name);
     }
+    return true;
   } catch (error) {
     await showErrorMessage(`Could not ${action} ${job.name}`, error as Error);
+    return false;
   }
 }
 
@@ -127,11 +129,12 @@ export function PhaseBadge(props: {
 }
 
 /**
- * The buttons for what can be done to a job now; `after` runs once an action is done.
+ * The buttons for what can be done to a job now; `after` runs once an action
+ * was tried, with the action done (none where it was cancelled or failed).
  */
 export function JobActions(props: {
   job: JobSummary;
-  after: () => Promise<void>;
+  after: (done: Action | null) => Promise<void>;
   onClone: (job: JobSummary) => void;
 }): JSX.Element {
   const { job } = props;
@@ -144,7 +147,9 @@ export function JobActions(props: {
           title={`${a.label} ${job.name}`}
           aria-label={`${a.label} ${job.name}`}
           onClick={() =>
-            void act(a.action, job, props.onClone).then(props.after)
+            void act(a.action, job, props.onClone).then(done =>
+              props.after(done ? a.action : null)
+            )
           }
         >
           <a.icon.react tag="span" elementSize="small" />

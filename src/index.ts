@@ -169,7 +169,12 @@ function addNewJobCommands(
     label: "Train this notebook's repo…",
     icon: distrainIcon,
     execute: () => {
-      const selected = browser?.selectedItems().next();
+      // The notebook chosen in the file browser's menu, else the one in focus
+      // (whatever the file browser has selected).
+      const listed = context.app.contextMenuHitTest(node =>
+        node.classList.contains('jp-DirListing-item')
+      );
+      const selected = listed && browser?.selectedItems().next();
       const path =
         selected && !selected.done && selected.value.type === 'notebook'
           ? selected.value.path

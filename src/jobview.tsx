@@ -14,7 +14,7 @@ import {
   Trials
 } from './api';
 import { ScalarChart } from './charts';
-import { JobActions, PhaseBadge, ScrollingTable } from './components';
+import { Action, JobActions, PhaseBadge, ScrollingTable } from './components';
 import { age, bytes, FINISHED, until, why } from './format';
 import { LogView } from './logs';
 import { usePoll } from './polling';
@@ -118,13 +118,9 @@ export function JobView(
     return <div className="jp-distrain-job-view">{error || 'Loading…'}</div>;
   }
   const tensorboard = Boolean(job.spec.tensorboard?.enabled);
-  // An action done: the job is gone (deleted), or shown as it is now.
-  const after = async () => {
-    const deleted = await jobsAPI.get(job.name).then(
-      () => false,
-      () => true
-    );
-    if (deleted) {
+  // After an action: the tab closes with the deleted job, else shows it as it is now.
+  const after = async (done: Action | null) => {
+    if (done === 'delete') {
       props.onDeleted();
     } else {
       await refresh();
@@ -134,7 +130,9 @@ export function JobView(
     <div className="jp-distrain-job-view">
       <div className="jp-distrain-job-header">
         <h2>{job.name}</h2>
-        <PhaseBadge phase={job.phase} />
+        <span role="status">
+          <PhaseBadge phase={job.phase} />
+        </span>
         <span className="jp-distrain-job-reason">{why(job)}</span>
         <JobActions job={job} after={after} onClone={props.onClone} />
       </div>
@@ -416,6 +414,10 @@ export class JobViewWidget extends ReactWidget {
   ) {
     super();
     this.addClass('jp-distrain-job-view-widget');
+    // focused when its tab is activated, as after a submit: Tab goes on to its buttons
+    this.node.tabIndex = -1;
+    this.node.setAttribute('role', 'region');
+    this.node.setAttribute('aria-label', `Training job ${job}`);
     this.title.label = job;
     this.title.caption = `Training job ${job}`;
   }

@@ -109,15 +109,10 @@ export function logsTab(
 
 /** The TensorBoard of a job's replica as a tab. */
 export function tensorBoardTab(name: string, replica: string): JobTab<IFrame> {
-  const frame = new IFrame({
-    sandbox: [
-      'allow-scripts',
-      'allow-same-origin',
-      'allow-forms',
-      'allow-popups',
-      'allow-downloads'
-    ]
-  });
+  // TensorBoard is a page of this server's, whose scripts read its data from
+  // this origin: a sandbox allowing both would be none, so there is none.
+  const frame = new IFrame();
+  frame.node.querySelector('iframe')?.removeAttribute('sandbox');
   const tab = new JobTab(frame, name);
   tab.id = `${NAMESPACE}-tensorboard-${name}`;
   showBoard(tab, replica);

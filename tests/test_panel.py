@@ -258,6 +258,9 @@ def notebook_repo(directory: Path) -> Path:
 
 def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     repo = notebook_repo(lab.root_dir / "project")
+    warnings = []  # the browser's about the page, e.g. a sandbox that is none
+    page.on("console", lambda m: warnings.append(m.text) if m.type in ("warning", "error") and "sandbox" in m.text
+            else None)
     page.goto(f"{lab.url}/lab/tree/project?token={lab.TOKEN}")
     open_panel(page, "filebrowser")
     page.locator('.jp-DirListing-item[data-file-type="notebook"]').click(button="right")
@@ -344,6 +347,7 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(board.get_by_text("loss").first).to_be_visible(timeout=120_000)
     screenshot(page, "tensorboard")
     assert_accessible(page, ".jp-MainAreaWidget:not(.lm-mod-hidden)")  # the tab around TensorBoard's frame
+    assert warnings == [], warnings
 
     # After a reload, the tabs come back: the TensorBoard shows its tags again.
     page.reload()
@@ -377,6 +381,8 @@ def test_train_a_notebooks_repo_from_the_form_logs_and_tensorboard(lab, page):
     expect(logs.locator(".jp-distrain-logs-status")).to_contain_text("Succeeded", timeout=30_000)
     screenshot(page, "logs-dark")
     assert_accessible(page, ".jp-distrain-logs-widget")
+    tab("jupyter-distrain-tensorboard-panel-tf").click()
+    assert_accessible(page, ".jp-MainAreaWidget:not(.lm-mod-hidden)")
     open_panel(page)
     expect(in_list).to_have_text("Succeeded")
     page.locator("#jupyter-distrain-panel").get_by_role("button", name="New job").click()
@@ -844,12 +850,17 @@ def test_a_distributed_job_typed_from_nothing_then_stop_restart_clone_and_delete
     screenshot(page, "journey-480px")
     page.set_viewport_size({"width": 1280, "height": 800})
 
-    # Delete journey with its tabs open; after a reload its logs tab says so, and does not retry forever.
+    # Delete journey with its tabs open (its view closes without asking for it once more); after a reload its logs
+    # tab says so, and does not retry forever.
+    missing = []
+    page.on("console", lambda m: missing.append(m.location["url"]) if "status of 404" in m.text else None)
     tab("journey").click()
     view.get_by_label("Delete journey").click()
     page.locator(".jp-Dialog").get_by_role("button", name="Delete").click()
     expect(page.locator('.lm-DockPanel .lm-TabBar-tab[data-id="jupyter-distrain-job-journey"]')).to_have_count(
         0, timeout=30_000)
+    page.wait_for_timeout(3000)
+    assert missing == [], missing
     streams = []
     page.on("websocket", lambda ws: streams.append(ws.url) if "/jobs/journey/logs/stream" in ws.url else None)
     page.reload()

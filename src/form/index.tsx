@@ -143,6 +143,17 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         </div>
       )}
       {resumes && field('resume_from')}
+      <Section title="Job">
+        <JobFields
+          schema={schema}
+          cluster={cluster}
+          draft={draft}
+          set={set}
+          field={field}
+          backend={backend}
+          setBackend={setBackend}
+        />
+      </Section>
       <Section title="Code">
         <CodeFields
           schema={schema}
@@ -157,17 +168,6 @@ export function NewJobForm(props: IFormProps): JSX.Element {
               ? { job: loaded.copied, code: loaded.spec.code }
               : undefined
           }
-        />
-      </Section>
-      <Section title="Job">
-        <JobFields
-          schema={schema}
-          cluster={cluster}
-          draft={draft}
-          set={set}
-          field={field}
-          backend={backend}
-          setBackend={setBackend}
         />
       </Section>
       <Section title={schemaAt(schema, 'replicas')?.title ?? 'Replicas'}>
@@ -244,9 +244,12 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   );
 }
 
-/** The form's first field, where typing starts. */
+/** The form's first field that takes typing: the job's name, or what a fine-tune resumes from. */
 function firstField(form: HTMLFormElement | null): HTMLElement | null {
-  return form?.querySelector('input, select, textarea') ?? null;
+  return (
+    form?.querySelector('input:enabled, select:enabled, textarea:enabled') ??
+    null
+  );
 }
 
 /**

@@ -12,7 +12,7 @@ import {
 import { Field, SchemaInput, SetDraft } from './fields';
 
 /**
- * Where the job runs, its name, framework, command and image, and with Kueue
+ * The job's name, where it runs, its framework, command and image, and with Kueue
  * its queue (the namespace's LocalQueues); changing the framework keeps only
  * the replica roles it allows; a command that writes event files turns
  * TensorBoard on, unless the person chose.
@@ -29,12 +29,12 @@ export function JobFields(props: {
   const { schema, cluster, draft, set, field, backend } = props;
   return (
     <>
+      {field('name')}
       <BackendField
         backends={cluster.backends}
         value={backend}
         onChange={props.setBackend}
       />
-      {field('name')}
       {field(
         'framework',
         <SchemaInput
