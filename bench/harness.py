@@ -12,11 +12,14 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import websocket
+
 from jupyter_distrain.backends.local.processes import free_ports
 from jupyter_distrain.spec import validate
 from jupyter_distrain.store import Store
 
 TOKEN = "bench-token"
+FINISHED = ("Succeeded", "Failed", "Stopped")
 HEADERS = {"Authorization": f"token {TOKEN}"}
 
 
@@ -58,10 +61,25 @@ class Server:
         return self.request("POST", "jobs", {"name": name, "code": {"path": str(self.code)}, "command": command,
                                              **spec})
 
-    def wait(self, name: str, phases=("Succeeded", "Failed", "Stopped")) -> dict:
+    def wait(self, name: str, phases=FINISHED) -> dict:
+        """The job once it is in one of `phases`; its end comes with the end of its log stream, sent as soon as
+        it is recorded (other phases are asked for every 0.2 s)."""
+        if set(phases) <= set(FINISHED):
+            self.stream_end(name)
         while (job := self.request("GET", f"jobs/{name}"))["phase"] not in phases:
             time.sleep(0.2)
         return job
+
+    def stream_end(self, name: str) -> dict:
+        """The last message of the job's log stream: its end (or an error), once every line was sent."""
+        stream = websocket.create_connection(f"ws{self.api[4:]}/jobs/{name}/logs/stream",
+                                             header=[f"{k}: {v}" for k, v in HEADERS.items()])
+        try:
+            while (message := json.loads(stream.recv()))["type"] == "lines":
+                pass
+            return message
+        finally:
+            stream.close()
 
     def close(self) -> None:
         self.process.terminate()

@@ -7,12 +7,13 @@ from __future__ import annotations
 import heapq
 import os
 import re
+import sys
 import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator
 
 from .errors import ReplicaNotFound, RunNotFound
 from .repo import strip_credentials
@@ -30,6 +31,8 @@ ERROR_TAIL = 64 * 1024  # bytes at the end of a failed replica's log searched fo
 TRACEBACK = "Traceback (most recent call last):"
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # terminal colours, control characters
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it wakes the run's followers
+IDLE_CHECK_SECONDS = 1.0  # how often a watching follower with nothing new asks whether its run ended anyway
 
 
 def parse_since(value: str | None) -> str | None:
@@ -240,14 +243,12 @@ def follow(files: Callable[[], dict[str, Path]], finished: Callable[[], bool], t
            since: str | None = None, poll: float = 0.1, directory: Path | None = None) -> Iterator[LogLine]:
     """Existing lines, then new ones as they are written, until `finished()` and every file is drained.
 
-    With `directory` (the one holding the files), a file watch wakes the reader when a log grows and
-    `finished` is checked once a second; without it, the files are polled every `poll` seconds.
+    With `directory` (the one holding the files), a file watch (DirectoryWatch) wakes the reader when a log
+    grows or the run's end is recorded (mark_ended), and `finished` is also checked once a second; without it,
+    the files are polled every `poll` seconds.
     Memory stays bounded: files are streamed, and `tail` keeps only the last N lines.
     """
-    from watchfiles import watch  # imported here: only a follower needs it
-
-    changes = watch(directory, debounce=50, step=5, rust_timeout=1000, yield_on_timeout=True,
-                    watch_filter=None) if directory else None
+    changes = DirectoryWatch(directory) if directory else None  # watching before the first check: nothing is missed
     offsets: dict[str, int] = {}
     first = True
     try:
@@ -268,10 +269,57 @@ def follow(files: Callable[[], dict[str, Path]], finished: Callable[[], bool], t
             if done:
                 return
             if not count:
-                next(changes) if changes else time.sleep(poll)
+                changes.wait(IDLE_CHECK_SECONDS) if changes else time.sleep(poll)
     finally:
         if changes:
             changes.close()
+
+
+def mark_ended(directory: Path) -> None:
+    """Say in a run's log `directory` that the run's end is recorded (ENDED): its followers wake at once, rather
+    than at their next check. Best effort: a follower that misses it still sees the end within a second."""
+    try:
+        (directory / ENDED).touch()
+    except OSError:
+        pass
+
+
+class DirectoryWatch:
+    """Wakes a follower when a file in `directory` is written, created or moved in (a log grew, the run's end was
+    recorded). On Linux the kernel's inotify, queueing every change from its creation on, so a change between a
+    check and the wait after it still wakes the wait; elsewhere watchfiles (FSEvents, ...)."""
+
+    def __init__(self, directory: Path):
+        self.inotify: Any = None  # an inotify_simple.INotify
+        self.changes: Generator[Any, None, None] | None = None
+        if sys.platform == "linux":
+            from inotify_simple import INotify, flags  # imported here: only a follower needs it
+
+            self.inotify = INotify()
+            try:
+                self.inotify.add_watch(directory, flags.MODIFY | flags.CREATE | flags.MOVED_TO)
+            except BaseException:
+                self.inotify.close()
+                raise
+        else:
+            from watchfiles import watch
+
+            self.changes = watch(directory, debounce=50, step=5, rust_timeout=round(IDLE_CHECK_SECONDS * 1000),
+                                 yield_on_timeout=True, watch_filter=None)
+
+    def wait(self, timeout: float) -> None:
+        """Until something changed since the last wait (at once if it did meanwhile), or about `timeout` seconds
+        (watchfiles: IDLE_CHECK_SECONDS) passed. Changes within 5 ms of the first are taken together."""
+        if self.inotify is not None:
+            self.inotify.read(timeout=round(timeout * 1000), read_delay=5)
+        elif self.changes is not None:
+            next(self.changes)
+
+    def close(self) -> None:
+        if self.inotify is not None:
+            self.inotify.close()
+        elif self.changes is not None:
+            self.changes.close()
 
 
 def _merged(files: dict[str, Path], offsets: dict[str, int], since: str | None) -> Iterator[LogLine]:

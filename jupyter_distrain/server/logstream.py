@@ -27,7 +27,7 @@ import logging
 import sys
 from contextlib import asynccontextmanager, suppress
 from pathlib import Path
-from typing import AsyncIterator
+from typing import AsyncIterator, Iterable
 
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
@@ -44,25 +44,35 @@ if INOTIFY:
     from inotify_simple import INotify, flags
 
 CHUNK_BYTES = 2 * logs.MAX_LINE  # always holds at least one whole line
-IDLE_CHECK_SECONDS = 1.0  # how often a stream with nothing new checks whether its job ended
+IDLE_CHECK_SECONDS = logs.IDLE_CHECK_SECONDS  # how often a stream with nothing new checks whether its job ended
 
 
 class Watch:
-    """A file watch on one run's log directory; `version` grows on every change. On Linux it is the
-    kernel's inotify, read as soon as the event loop sees its descriptor ready (no thread, no polling
-    interval between a write and the streams it wakes) and only while a stream waits: a stream busy
-    sending a flood is not interrupted by every write; elsewhere watchfiles (FSEvents, ...)."""
+    """A file watch on one run's log directory; `version` grows on every change, and `ended` turns true once
+    the run's end is recorded (logs.ENDED appeared). On Linux it is the kernel's inotify, watching from its
+    creation on and read as soon as the event loop sees its descriptor ready (no thread, no polling interval
+    between a write and the streams it wakes) and only while a stream waits: a stream busy sending a flood is
+    not interrupted by every write; elsewhere watchfiles (FSEvents, ...)."""
 
     def __init__(self, directory: Path, log, inotify: bool = INOTIFY):
         self.version = 0
         self.users = 0
+        self.ended = False
         self.next_change = asyncio.get_running_loop().create_future()
         self.stopped = asyncio.Event()
         self.inotify: INotify | None = None
         self.armed = False
+        if inotify:  # now, not in the task: a change before the task first runs wakes the streams too
+            try:
+                self.inotify = INotify()
+                self.inotify.add_watch(directory, flags.MODIFY | flags.CREATE | flags.MOVED_TO)
+            except OSError as e:  # streams still see new lines, IDLE_CHECK_SECONDS later
+                log.warning("cannot watch %s: %s", directory, e)
+                self.close_inotify()
         self.task = asyncio.ensure_future(self._run(directory, log, inotify))
 
-    def _changed(self) -> None:
+    def _changed(self, names: Iterable[str]) -> None:
+        self.ended = self.ended or logs.ENDED in names
         self.version += 1
         self.next_change.set_result(None)
         self.next_change = asyncio.get_running_loop().create_future()
@@ -70,22 +80,28 @@ class Watch:
     async def _run(self, directory: Path, log, inotify: bool) -> None:
         try:
             if inotify:
-                await self._inotify(directory)
+                await self._inotify()
             else:
-                async for _ in awatch(directory, watch_filter=None, debounce=50, step=5, stop_event=self.stopped):
-                    self._changed()
+                async for changes in awatch(directory, watch_filter=None, debounce=50, step=5,
+                                            stop_event=self.stopped):
+                    self._changed(Path(path).name for _, path in changes)
         except Exception as e:  # streams still see new lines, IDLE_CHECK_SECONDS later
             log.warning("cannot watch %s: %s", directory, e)
 
-    async def _inotify(self, directory: Path) -> None:
-        with INotify() as self.inotify:
-            self.inotify.add_watch(directory, flags.MODIFY | flags.CREATE | flags.MOVED_TO)
-            self._arm()
-            try:
-                await self.stopped.wait()
-            finally:
-                self._disarm()
-                self.inotify = None
+    async def _inotify(self) -> None:
+        if self.inotify is None:
+            return
+        self._arm()
+        try:
+            await self.stopped.wait()
+        finally:
+            self._disarm()
+            self.close_inotify()
+
+    def close_inotify(self) -> None:
+        if self.inotify is not None:
+            self.inotify.close()
+            self.inotify = None
 
     def _arm(self) -> None:
         """Wake on the next change (what was written meanwhile is already queued in the kernel)."""
@@ -100,9 +116,9 @@ class Watch:
 
     def _ready(self) -> None:
         assert self.inotify is not None  # armed only while it is open
-        self.inotify.read(timeout=0)  # drained: what changed does not matter, only that something did
+        events = self.inotify.read(timeout=0)  # drained: what changed matters only if it is the run's end
         self._disarm()
-        self._changed()
+        self._changed(event.name for event in events)
 
     async def wait(self, seen: int, timeout: float) -> bool:
         """Until something changed after version `seen` (True), or `timeout` seconds passed (False)."""
@@ -195,9 +211,10 @@ class LogStreamHandler(JsonErrors, WebSocketMixin, WebSocketHandler, JupyterHand
                 idle = True
                 while True:
                     seen = watch.version
-                    # Whether the run ended matters once its lines stop coming: the job is read then, before
-                    # the files, so no line written before the end is missed.
-                    job = await call(self.manager.get, self.name, events=0) if idle else None
+                    # Whether the run ended matters once its lines stop coming, or its end is recorded (the
+                    # watch saw logs.ENDED): the job is read then, before the files, so no line written before
+                    # the end is missed.
+                    job = await call(self.manager.get, self.name, events=0) if idle or watch.ended else None
                     while await self.send_round(self.files):
                         pass
                     if job is not None and run_ended(job, self.run):

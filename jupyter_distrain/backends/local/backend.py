@@ -230,6 +230,7 @@ class LocalBackend(CredentialStore):
                                           "the job's supervisor process exited unexpectedly")
             self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
             self.store.add_event(job["name"], reason, message, type="Warning")
+        logs.mark_ended(self._log_dir(name, job["run"]))
         shutil.rmtree(self.workspace(job["name"]), ignore_errors=True)
         return self.row(job["name"])
 

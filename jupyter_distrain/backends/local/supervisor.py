@@ -37,7 +37,7 @@ import psutil
 
 from ... import sweep
 from ...clusterenv import PYTORCH_SITE, Dirs, replica_env, uses_pytorch_site
-from ...logs import LogWriter, last_error, pump
+from ...logs import LogWriter, last_error, mark_ended, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
 from ...spec import gpus, render_command, replica_name, replicas
@@ -276,13 +276,14 @@ class Supervisor:
             self.event("Stopped", why, replica=name)
 
     def finish(self, decision: Decision) -> None:
-        """Record the job's end (replicas never started are marked stopped)."""
+        """Record the job's end (replicas never started are marked stopped), then wake the run's followers."""
         end = ending(decision, list(self.states.values()), time.time())
         with self.store.transaction():  # the job's end is seen whole, and nothing is written after it
             for name, fields in end.replicas.items():
                 self.store.update_replica(self.name, name, **fields)
             self.store.update_job(self.name, **end.job)
             self.record(end.event)
+        mark_ended(self.log_dir)
 
     def event(self, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
         self.record(Event(reason, message, replica, type))
