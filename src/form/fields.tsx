@@ -26,13 +26,22 @@ export function Section(props: {
   );
 }
 
-/** The messages of the field at `path` and of the fields inside it. */
+/**
+ * The messages of the field at `path` and of the fields inside it, but those
+ * under `except` (shown elsewhere).
+ */
 export function errorsUnder(
   errors: Map<string, string[]>,
-  path: string
+  path: string,
+  except: string[] = []
 ): string[] {
+  const under = (field: string, at: string) =>
+    field === at || field.startsWith(`${at}.`);
   return [...errors]
-    .filter(([field]) => field === path || field.startsWith(`${path}.`))
+    .filter(
+      ([field]) =>
+        under(field, path) && !except.some(other => under(field, other))
+    )
     .flatMap(([, messages]) => messages);
 }
 

@@ -8,12 +8,15 @@ import {
   assignErrors,
   Draft,
   getIn,
+  isDistributed,
   rolesFor,
   Schema,
   schemaAt,
+  soleRole,
   specForFile
 } from '../spec';
 import { CodeFields } from './code';
+import { EnvFields } from './env';
 import { Errors, Field, SchemaField, Section } from './fields';
 import { IFormSource, useDraft, useDryRun } from './hooks';
 import { HyperparameterFields } from './hyperparameters';
@@ -42,6 +45,10 @@ export function NewJobForm(props: IFormProps): JSX.Element {
     loaded?.snapshotOf
   );
   const [busy, setBusy] = React.useState(false);
+  // Distributed or not: the person's choice, which counts typed on the way
+  // (say, 1 worker before the ps) do not flip; until then, as the spec the form
+  // started from.
+  const [distributedChoice, setDistributed] = React.useState<boolean>();
   const [saved, setSaved] = React.useState('');
   const form = React.useRef<HTMLFormElement>(null);
   // Each refused submit moves focus to the first error, which says why.
@@ -70,7 +77,11 @@ export function NewJobForm(props: IFormProps): JSX.Element {
   }
   const { schema, cluster, specFile } = loaded;
   const framework = draft.framework ?? schema.properties.framework.default;
-  const roles = rolesFor(schema, framework);
+  const distributed = distributedChoice ?? isDistributed(loaded.spec);
+  // The roles the form shows: the framework's, else the one replica's.
+  const roles = distributed
+    ? rolesFor(schema, framework)
+    : [soleRole(draft.replicas, framework)];
   // What a fine-tune resumes from comes first, not folded away.
   const resumes = draft.resume_from !== undefined || Boolean(props.finetune);
   const { byField, general } = assignErrors(
@@ -177,6 +188,8 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           draft={draft}
           framework={framework}
           roles={roles}
+          distributed={distributed}
+          setDistributed={setDistributed}
           set={set}
           errors={byField}
         />
@@ -187,6 +200,15 @@ export function NewJobForm(props: IFormProps): JSX.Element {
           onChange={value => set('hyperparameters', value)}
           errors={byField}
           help={schemaAt(schema, 'hyperparameters')?.description}
+        />
+      </Section>
+      <Section title={schemaAt(schema, 'env')?.title ?? 'Environment'}>
+        <EnvFields
+          draft={draft}
+          set={set}
+          roles={roles}
+          errors={byField}
+          help={schemaAt(schema, 'env')?.description}
         />
       </Section>
       <Section title="Data and output">
@@ -271,16 +293,23 @@ function shownFields(schema: Schema, draft: Draft, roles: string[]): string[] {
       'resources.gpus',
       'resources.gpu_type',
       'resources.cpu',
-      'resources.memory'
+      'resources.memory',
+      'env'
     ]) {
       fields.push(`replicas.${role}.${key}`);
+    }
+    for (const key of Object.keys(getIn(draft, `replicas.${role}.env`) ?? {})) {
+      fields.push(`replicas.${role}.env.${key}`);
     }
   }
   for (const key of Object.keys(draft.hyperparameters ?? {})) {
     fields.push(`hyperparameters.${key}`);
   }
+  for (const key of Object.keys(draft.env ?? {})) {
+    fields.push(`env.${key}`);
+  }
   for (const volume of ['data', 'output']) {
-    for (const key of ['volume', 'path', 'host_path']) {
+    for (const key of ['volume', 'path', 'host_path', 'link_as']) {
       fields.push(`${volume}.${key}`);
     }
   }

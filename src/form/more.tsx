@@ -13,6 +13,7 @@ const PLACED = [
   'queue',
   'replicas',
   'hyperparameters',
+  'env',
   'data',
   'output',
   'tensorboard',

@@ -6,12 +6,10 @@ import {
   distributedReplicas,
   Draft,
   getIn,
-  isDistributed,
   leadRole,
   parseValue,
   Schema,
-  schemaAt,
-  soleRole
+  schemaAt
 } from '../spec';
 import { Errors, errorsUnder, Limit, SetDraft } from './fields';
 import { gpusFree, gpusPerReplica, limitNote } from './limits';
@@ -28,19 +26,16 @@ export function ReplicaFields(props: {
   cluster: Cluster;
   draft: Draft;
   framework: string;
+  /** The roles the table shows: the framework's when distributed, else the one replica's. */
   roles: string[];
+  /** Whether the job is distributed, as the person chose. */
+  distributed: boolean;
+  setDistributed: (distributed: boolean) => void;
   set: SetDraft;
   errors: Map<string, string[]>;
 }): JSX.Element {
-  const { schema, cluster, draft, framework, set, errors } = props;
-  // The person's choice: counts typed on the way (say, 1 worker before the ps)
-  // do not flip it.
-  const [distributed, setDistributed] = React.useState(() =>
-    isDistributed(draft)
-  );
-  const roles = distributed
-    ? props.roles
-    : [soleRole(draft.replicas, framework)];
+  const { schema, cluster, draft, framework, roles, distributed, set } = props;
+  const { errors } = props;
   const { limits } = cluster;
   const gpuTypes =
     limits.gpu_types.length > 0 ||
@@ -51,7 +46,7 @@ export function ReplicaFields(props: {
       <DistributedSwitch
         checked={distributed}
         onChange={checked => {
-          setDistributed(checked);
+          props.setDistributed(checked);
           set(
             'replicas',
             distributedReplicas(draft.replicas, checked, leadRole(framework))
@@ -79,9 +74,7 @@ export function ReplicaFields(props: {
                 errors={errors}
               />
               <RoleErrors
-                messages={errorsUnder(errors, `replicas.${role}`).map(
-                  message => `${role}: ${message}`
-                )}
+                messages={roleErrors(errors, role)}
                 columns={columns}
               />
             </React.Fragment>
@@ -91,6 +84,13 @@ export function ReplicaFields(props: {
       <Limit note={limitNote(limits, 'replicas')} />
       <Errors messages={errors.get('replicas')} />
     </>
+  );
+}
+
+/** A role's errors, but those of its environment variables (shown in theirs). */
+function roleErrors(errors: Map<string, string[]>, role: string): string[] {
+  return errorsUnder(errors, `replicas.${role}`, [`replicas.${role}.env`]).map(
+    message => `${role}: ${message}`
   );
 }
 
