@@ -21,7 +21,8 @@ from .errors import DistrainError
 from .logs import LogLine
 from . import code
 from .config import ENGINES, Distrain
-from .flags import apply_sweep_flags, finetune_changes, spec_options, spec_with_flags, sweep_options
+from .flags import (apply_sweep_flags, command_given, finetune_changes, spec_options, spec_with_flags,
+                    sweep_options)
 from .jobjson import job_json, summary_json
 from .manager import JobManager
 from .policy import FINISHED, running, shown_reason
@@ -73,7 +74,7 @@ output_option = click.option("-o", "--output", "fmt", type=click.Choice(["table"
 def submit(manager: JobManager, spec_file: str | None, follow: bool, fmt: str, command: tuple[str, ...],
            command_text: str | None, **flags: Any) -> None:
     """Submit a job from a spec file and/or flags; COMMAND follows '--'."""
-    raw = spec_with_flags(spec_file, flags, " ".join(command) or command_text or "")
+    raw = spec_with_flags(spec_file, flags, command_given(command, command_text))
     job = manager.submit(raw, Path(spec_file).parent if spec_file else Path.cwd())
     if fmt == "json":
         click.echo(json.dumps(job_json(job), indent=2))
@@ -96,7 +97,7 @@ def sweep_command(manager: JobManager, spec_file: str | None, fmt: str, command:
     """Sweep hyperparameters: a trial (an ordinary job) per point, at most --parallelism at a time.
 
     distrain sweep -f distrain.yaml --vary learning_rate=0.01,0.05 --vary batch_size=32,128 --parallelism 2"""
-    raw = apply_sweep_flags(spec_with_flags(spec_file, flags, " ".join(command) or command_text or ""), flags)
+    raw = apply_sweep_flags(spec_with_flags(spec_file, flags, command_given(command, command_text)), flags)
     job = manager.submit(raw, Path(spec_file).parent if spec_file else Path.cwd())
     if fmt == "json":
         click.echo(json.dumps(job_json(job), indent=2))

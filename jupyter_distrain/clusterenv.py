@@ -1,4 +1,4 @@
-"""Pure functions from (spec, replica addresses) to each replica's environment. No I/O.
+"""Pure functions from (spec, replica addresses) to each replica's environment and command. No I/O.
 
 `addresses` maps each role to its replicas' "host:port", in index order: 127.0.0.1 ports on the
 local backend, stable DNS names on Kubernetes (podspec.host). The port after a replica's is the
@@ -8,16 +8,22 @@ replica's too (processes.replica_ports locally; a pod's are all its own).
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from .spec import ROLE_ORDER, chief, gpus, hyperparameter_env, replica_name, replicas
+from . import incluster
+from .spec import (PLACEHOLDER, ROLE_ORDER, chief, gpus, hyperparameter_env, placeholder_variable, render_command,
+                   replica_name, replicas, scalar_text)
 
 TF_FRAMEWORKS = ("tensorflow", "keras")
 # A PyTorch job's replicas start Python with this directory first on PYTHONPATH (uses_pytorch_site): its
 # sitecustomize.py keeps TensorFlow out of their TensorBoard writers, which would otherwise import it wherever it
 # is installed beside PyTorch, and crash the process once torch loads Triton (see there).
 PYTORCH_SITE = Path(__file__).parent / "pytorch_site"
+# What distrain sets that a job's env may change: Paddle's gloo switch (a program whose barriers need gloo)
+DEFAULTS = frozenset({"PADDLE_WITH_GLOO"})
+AWAIT_PSERVERS = incluster.source("await_pservers")
 
 
 @dataclass(frozen=True)
@@ -31,8 +37,41 @@ class Dirs:
 
 
 def replica_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int, dirs: Dirs) -> dict[str, str]:
-    """The environment of replica `role`-`index`: framework variables plus DISTRAIN_*, the hyperparameters'
-    (DISTRAIN_HP_<name>) included: the command's placeholders refer to these variables."""
+    """The environment of replica `role`-`index`: the spec's env (the job's, its role's over it, placeholders
+    replaced), then distrain's own variables."""
+    own = distrain_env(spec, addresses, role, index, dirs)
+    chosen = {**spec.get("env", {}), **spec["replicas"].get(role, {}).get("env", {})}
+    placeholders = lambda m: own.get(placeholder_variable(m.group(1)), "")  # noqa: E731
+    # validation refuses the names distrain sets, except its defaults (DEFAULTS), which the spec's env changes
+    return {**own, **{name: PLACEHOLDER.sub(placeholders, scalar_text(value)) for name, value in chosen.items()}}
+
+
+def reserved_variables(spec: dict) -> set[str]:
+    """The names distrain sets in this job's replicas (besides every DISTRAIN_* name and CUDA_VISIBLE_DEVICES),
+    which its env cannot set."""
+    job = {key: value for key, value in spec.items() if key != "sweep"}  # a sweep's trials: jobs of its replicas
+    addresses: dict[str, list[str]] = {}
+    for role, index in replicas(job):
+        addresses.setdefault(role, []).append(f"127.0.0.1:{index + 1}")
+    dirs = Dirs(input="/input", output="/output", logdir="/output/logs", resume_from="/resume")
+    return {"CUDA_VISIBLE_DEVICES"} | {name for role in addresses
+                                      for name in distrain_env(job, addresses, role, 0, dirs)} - DEFAULTS
+
+
+def replica_command(spec: dict, role: str, env: dict[str, str]) -> str:
+    """The shell command of a replica whose environment is `env`: the spec's, placeholders rendered. A Paddle
+    trainer first waits until every parameter server accepts connections, unless gloo is on: pserver 0 then hosts
+    gloo's store before it serves, until the trainers have met there."""
+    command = render_command(spec)
+    if (spec.get("framework") == "paddle" and role == "worker" and env.get("PADDLE_PSERVERS_IP_PORT_LIST")
+            and env.get("PADDLE_WITH_GLOO") not in ("1", "2")):
+        return f"python -c {shlex.quote(AWAIT_PSERVERS)} || exit 1\n{command}"
+    return command
+
+
+def distrain_env(spec: dict, addresses: dict[str, list[str]], role: str, index: int, dirs: Dirs) -> dict[str, str]:
+    """Framework variables plus DISTRAIN_*, the hyperparameters' (DISTRAIN_HP_<name>) included: the command's
+    placeholders refer to these variables."""
     env = {
         **hyperparameter_env(spec),
         "PYTHONUNBUFFERED": "1",
@@ -140,9 +179,9 @@ def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: in
     }
     if role == "worker":
         env["PADDLE_TRAINER_ID"] = str(index)
-    if pservers:
-        store_host, store_port = _split(pservers[0])
-        env.update({"PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3",
+    if pservers:  # gloo off, as Paddle's launcher starts parameter servers; where a job's env turns it on,
+        store_host, store_port = _split(pservers[0])  # pserver 0 hosts its HTTP store, at the port after its own
+        env.update({"PADDLE_WITH_GLOO": "0", "PADDLE_GLOO_RENDEZVOUS": "3",
                     "PADDLE_GLOO_HTTP_ENDPOINT": f"{store_host}:{int(store_port) + 1}"})
     return env
 

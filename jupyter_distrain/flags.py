@@ -4,6 +4,7 @@ options, and how they are layered over a spec mapping."""
 from __future__ import annotations
 
 import re
+import shlex
 from pathlib import Path
 
 import click
@@ -36,9 +37,14 @@ def spec_options(command):
                      help="Run the checkout's uncommitted changes and unpushed commits too (the checkout: a local "
                           "git --code, else the spec file's directory, else the current one)."),
         click.option("--image", help="Container image (Kubernetes)."),
-        click.option("--command", "command_text", help="The command (or give it after '--')."),
+        click.option("--command", "command_text",
+                     help="The command line, as the shell reads it (or give its words after '--', as you would "
+                          "type them to run it)."),
         click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
                      help="A hyperparameter; repeatable."),
+        click.option("-e", "--env", "env", multiple=True, metavar="[ROLE:]NAME=VALUE",
+                     help="An environment variable of every replica, or of ROLE's ({{ name }} placeholders as in "
+                          "the command); repeatable."),
         click.option("--tensorboard/--no-tensorboard", default=None, help="Write and serve TensorBoard logs."),
         click.option("--logdir", help="TensorBoard log directory, relative to the output directory."),
         click.option("--resume-from", help="A checkpoint path, or job:NAME for an earlier job's output."),
@@ -67,6 +73,32 @@ def sweep_options(command):
     ]):
         command = option(command)
     return command
+
+
+def command_given(words: tuple[str, ...], command_text: str | None) -> str:
+    """The command: the words after '--', quoted so that the shell splits it into the same words again (each
+    {{ name }} placeholder kept, also one the shell split into "{{", name and "}}"); one word after '--' is a
+    command line as it stands (as --command's text is)."""
+    if len(words) < 2:
+        return "".join(words) or command_text or ""
+    merged: list[str] = []
+    for word in words:
+        if len(merged) >= 2 and word == "}}" and merged[-2] == "{{":
+            merged[-2:] = [f"{{{{ {merged[-1]} }}}}"]
+        else:
+            merged.append(word)
+    return " ".join(_quoted(word) for word in merged)
+
+
+def _quoted(word: str) -> str:
+    """A word as the shell reads it back, its placeholders left bare (the job quotes their values)."""
+    parts, last = [], 0
+    for match in spec_.PLACEHOLDER.finditer(word):
+        parts += [shlex.quote(word[last:match.start()]) if match.start() > last else "", match.group(0)]
+        last = match.end()
+    if last < len(word) or not word:
+        parts.append(shlex.quote(word[last:]))
+    return "".join(parts)
 
 
 def spec_with_flags(spec_file: str | None, flags: dict, command: str) -> dict:
@@ -129,7 +161,28 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
         raw["tensorboard"] = tensorboard
     if flags["success_policy"]:
         raw["policy"] = {**(raw.get("policy") or {}), "success": flags["success_policy"]}
+    return with_env(raw, flags["env"])
+
+
+def with_env(raw: dict, items: tuple[str, ...]) -> dict:
+    """--env [ROLE:]NAME=VALUE flags over the spec's env, or its role's (the value as given: a string)."""
+    for item in items:
+        target, sep, value = item.partition("=")
+        role, _, name = target.rpartition(":")
+        if not sep or not name:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE or ROLE:NAME=VALUE", param_hint="--env")
+        if role:
+            replicas = raw["replicas"] = _mapping(raw.get("replicas"))
+            replica = replicas[role] = _mapping(replicas.get(role))
+            replica["env"] = {**_mapping(replica.get("env")), name: value}
+        else:
+            raw["env"] = {**_mapping(raw.get("env")), name: value}
     return raw
+
+
+def _mapping(value: object) -> dict:
+    """A copy of a spec's mapping to change (an empty one where it holds something else: validation says so)."""
+    return dict(value) if isinstance(value, dict) else {}
 
 
 def apply_sweep_flags(raw: dict, flags: dict) -> dict:

@@ -28,7 +28,7 @@ from IPython.display import IFrame, display
 
 from .client import Client, Job
 from .errors import DistrainError
-from .flags import apply_flags, apply_sweep_flags, finetune_changes, spec_options, sweep_options
+from .flags import apply_flags, apply_sweep_flags, command_given, finetune_changes, spec_options, sweep_options
 from .spec import SAFE_INTEGER, load, load_file
 from .sweep import is_sweep
 
@@ -57,7 +57,7 @@ def commands() -> None:
 def submit(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
            command_text: str | None, **flags: Any) -> Job | dict | SweepMonitor:
     """Submit a job from flags and/or a spec file. COMMAND follows '--'."""
-    return submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags)
+    return submit_flags(magics, spec_file, backend, command_given(command, command_text), flags)
 
 
 def submit_flags(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: str, flags: dict,
@@ -81,7 +81,7 @@ def submit_flags(magics: DistrainMagics, spec_file: str | None, backend: str | N
 def sweep(magics: DistrainMagics, spec_file: str | None, backend: str | None, command: tuple[str, ...],
           command_text: str | None, **flags: Any) -> Job | dict | SweepMonitor:
     """Sweep hyperparameters and watch the trials. COMMAND follows '--'."""
-    return submit_flags(magics, spec_file, backend, " ".join(command) or command_text or "", flags, sweep=True)
+    return submit_flags(magics, spec_file, backend, command_given(command, command_text), flags, sweep=True)
 
 
 @commands.command()

@@ -238,8 +238,12 @@ def placeholder_variable(name: str) -> str:
 
 def hyperparameter_env(spec: dict) -> dict[str, str]:
     """Each hyperparameter's value, as its placeholder's variable."""
-    return {placeholder_variable(name): json.dumps(value) if isinstance(value, bool) else str(value)
-            for name, value in spec.get("hyperparameters", {}).items()}
+    return {placeholder_variable(name): scalar_text(value) for name, value in spec.get("hyperparameters", {}).items()}
+
+
+def scalar_text(value: str | float | bool) -> str:
+    """A spec's scalar as an environment variable holds it (true and false as YAML and JSON write them)."""
+    return json.dumps(value) if isinstance(value, bool) else str(value)
 
 
 def render_command(spec: dict) -> str:
@@ -473,8 +477,26 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
     for name in PLACEHOLDER.findall(spec["command"]):
         if name not in known:
             yield FieldError("command", f"unknown placeholder {{{{ {name} }}}}; known: {', '.join(known)}")
+    yield from _env_errors(spec, known)
     for match, context in placeholder_contexts(spec["command"]):
         if context in ("'", "`", "<<'"):
             where = {"'": "single quotes", "`": "backticks", "<<'": "a heredoc with a quoted delimiter"}[context]
             yield FieldError("command", f"{{{{ {match.group(1)} }}}} stands inside {where}, where the shell expands "
                                         "nothing; write it bare or inside double quotes")
+
+
+def _env_errors(spec: dict, placeholders: list[str]) -> Iterator[FieldError]:
+    """A job's or role's env may not set what distrain sets, nor name an unknown placeholder."""
+    from .clusterenv import reserved_variables  # which imports this module
+
+    reserved = reserved_variables(spec)
+    fields = [("env", spec.get("env", {}))]
+    fields += [(f"replicas.{role}.env", r["env"]) for role, r in spec["replicas"].items() if "env" in r]
+    for path, env in fields:
+        for name, value in env.items():
+            if name in reserved or name.startswith("DISTRAIN_"):
+                yield FieldError(f"{path}.{name}", f"{name} is set by distrain in this job's replicas (from its "
+                                                   "framework, replicas and hyperparameters): choose another name")
+            for unknown in sorted(set(PLACEHOLDER.findall(scalar_text(value))) - set(placeholders)):
+                yield FieldError(f"{path}.{name}", f"unknown placeholder {{{{ {unknown} }}}}; known: "
+                                                   f"{', '.join(placeholders)}")

@@ -705,10 +705,21 @@ export interface components {
            */
           integer: boolean;
         };
+    /**
+     * Environment
+     * @description Environment variables of every replica (a role's env adds to them and wins); a value's {{ name }} placeholders are replaced by their values, as in the command; the variables distrain sets itself (DISTRAIN_*, the framework's cluster variables such as TF_CONFIG or RANK, CUDA_VISIBLE_DEVICES) cannot be set here
+     */
+    env: {
+      [key: string]: string | number | boolean;
+    };
+    /** @description where the code finds this directory too: a path relative to its working copy, such as data or ../data (one leading ../ at most), made a link there on this machine, a second mount in a pod */
+    linkAs: string;
     /** @default {} */
     replicaSpec: {
       /** @default 1 */
       count: number;
+      /** @description this role's environment variables, over the job's env */
+      env?: components['schemas']['env'];
       /** @default {} */
       resources: {
         /** @description cores, as a number or a Kubernetes quantity such as 500m */
@@ -727,10 +738,12 @@ export interface components {
           volume: string;
           /** @description a sub-directory inside the volume, without '..' or control characters */
           path?: string;
+          link_as?: components['schemas']['linkAs'];
         }
       | {
           /** @description an absolute directory path, without control characters */
           host_path: string;
+          link_as?: components['schemas']['linkAs'];
         };
     /**
      * Training job
@@ -826,6 +839,7 @@ export interface components {
       hyperparameters: {
         [key: string]: string | number | boolean;
       };
+      env?: components['schemas']['env'];
       /**
        * Replicas
        * @description Replica count and resources per role; which roles exist depends on the framework

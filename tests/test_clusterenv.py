@@ -5,9 +5,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.kubernetes import podspec, render
-from jupyter_distrain.clusterenv import Dirs, replica_env
+from jupyter_distrain.clusterenv import Dirs, replica_command, replica_env
 from jupyter_distrain.config import Distrain
 
 DIRS = Dirs(input="/input", output="/output", logdir="/output/training_logs")
@@ -102,10 +104,18 @@ def test_paddle_env_golden():
     pserver = replica_env(spec, addresses(spec, 6174), "ps", 1, DIRS)
     assert pserver["TRAINING_ROLE"] == "PSERVER" and "PADDLE_TRAINER_ID" not in pserver
     assert pserver["PADDLE_INIT_USE_GPU"] == "0"
-    # fleet's barriers: gloo, its HTTP store on the first pserver, the port after its own
+    # gloo off, as Paddle's launcher has it; where the job's env turns it on, its HTTP store is on the first pserver,
+    # the port after its own
     for env in (trainer, pserver):
         assert {k: env[k] for k in ("PADDLE_WITH_GLOO", "PADDLE_GLOO_RENDEZVOUS", "PADDLE_GLOO_HTTP_ENDPOINT")} == {
-            "PADDLE_WITH_GLOO": "1", "PADDLE_GLOO_RENDEZVOUS": "3", "PADDLE_GLOO_HTTP_ENDPOINT": "pd-ps-0.team.svc:6175"}
+            "PADDLE_WITH_GLOO": "0", "PADDLE_GLOO_RENDEZVOUS": "3", "PADDLE_GLOO_HTTP_ENDPOINT": "pd-ps-0.team.svc:6175"}
+    gloo = make({**spec, "env": {"PADDLE_WITH_GLOO": 1}})
+    gloo_trainer = replica_env(gloo, addresses(gloo, 6174), "worker", 0, DIRS)
+    assert gloo_trainer["PADDLE_WITH_GLOO"] == "1"
+    # a trainer's command waits for the pservers first, except with gloo on (pserver 0 serves its store first)
+    assert replica_command(spec, "worker", trainer).startswith("python -c ")
+    assert replica_command(spec, "worker", trainer).endswith("|| exit 1\npython train.py")
+    assert replica_command(spec, "ps", pserver) == replica_command(gloo, "worker", gloo_trainer) == "python train.py"
     collective = make({"name": "pd", "framework": "paddle", "replicas": {"worker": {"count": 2}}})
     assert "PADDLE_WITH_GLOO" not in replica_env(collective, addresses(collective, 6174), "worker", 0, DIRS)
 
@@ -117,6 +127,29 @@ def test_every_framework_gets_the_common_variables():
         assert env["DISTRAIN_RESUME_FROM"] == "/ckpt"
         assert json.loads(env["DISTRAIN_CLUSTER"]) == {roles[-1]: ["x-" + roles[-1] + "-0.team.svc:1"]}
         assert {"PYTHONUNBUFFERED", "DISTRAIN_JOB", "OUTPUT_DIR", "DISTRAIN_SHARD_INDEX"} <= env.keys()
+
+
+def test_the_specs_env_reaches_its_replicas_under_distrains_own_variables():
+    """The job's env, its role's over it, placeholders replaced by the replica's values; what distrain sets is
+    refused by name (DISTRAIN_*, the framework's, CUDA_VISIBLE_DEVICES), in the job's env and a role's."""
+    spec = make({"name": "mnist", "framework": "pytorch", "hyperparameters": {"lr": 0.1, "legacy": True},
+                 "env": {"LR_NOTE": "lr={{ lr }} at {{ role }}", "TF_USE_LEGACY_KERAS": 1, "FLAG": "{{legacy}}"},
+                 "replicas": {"master": {}, "worker": {"count": 2, "env": {"LR_NOTE": "worker {{ index }}"}}}})
+    master = replica_env(spec, addresses(spec, 23456), "master", 0, DIRS)
+    worker = replica_env(spec, addresses(spec, 23456), "worker", 1, DIRS)
+    assert (master["LR_NOTE"], master["TF_USE_LEGACY_KERAS"], master["FLAG"]) == ("lr=0.1 at master", "1", "true")
+    assert (worker["LR_NOTE"], worker["TF_USE_LEGACY_KERAS"], worker["RANK"]) == ("worker 1", "1", "2")
+
+    with pytest.raises(spec_.SpecError) as refused:
+        make({"name": "mnist", "framework": "pytorch", "env": {"RANK": "0", "DISTRAIN_JOB": "x", "OK": "{{ lrr }}"},
+              "replicas": {"worker": {"count": 2, "env": {"CUDA_VISIBLE_DEVICES": "1", "MASTER_PORT": "1"}}}})
+    assert sorted(e.path for e in refused.value.errors) == [
+        "env.DISTRAIN_JOB", "env.OK", "env.RANK", "replicas.worker.env.CUDA_VISIBLE_DEVICES",
+        "replicas.worker.env.MASTER_PORT"]
+    assert "RANK is set by distrain in this job's replicas" in str(refused.value)
+    assert "unknown placeholder {{ lrr }}; known: index, input, job, logdir, output, role" in str(refused.value)
+    # a variable of another framework's is the user's to set
+    assert make({"name": "plain", "env": {"TF_CONFIG": "{}"}})["env"] == {"TF_CONFIG": "{}"}
 
 
 def test_a_pytorch_pod_starts_python_with_the_pytorch_site_first(tmp_path):

@@ -3,10 +3,11 @@
 import glob
 import json
 import re
+import shutil
 from pathlib import Path
 
 import pytest
-from conftest import assert_nothing_left, copy_example
+from conftest import EXAMPLES, assert_nothing_left, copy_example
 from jupyter_distrain.scalars import Scalars
 
 
@@ -93,6 +94,65 @@ def test_paddle_parameter_servers(cli, tmp_path):
         events = EventAccumulator(str(output / "training_logs" / trainer))
         events.Reload()
         assert [event.step for event in events.Tensors("loss")] == [1, 2, 3]
+    assert_nothing_left(cli.root, timeout=0)
+
+
+# A parameter-server program as Paddle's own documentation writes them for its launcher (paddle.distributed.launch
+# --server_num 2 --worker_num 2): the cluster from PaddleCloudRoleMaker's variables, no barrier, no wait for the
+# servers, no stop of them; a linear model on random data.
+PADDLE_AS_DOCUMENTED = """
+import numpy as np
+import paddle
+import paddle.distributed.fleet as fleet
+
+paddle.enable_static()
+fleet.init()
+x = paddle.static.data(name="x", shape=[None, 4], dtype="float32")
+y = paddle.static.data(name="y", shape=[None, 1], dtype="float32")
+loss = paddle.mean(paddle.nn.functional.square_error_cost(paddle.static.nn.fc(x, 1), y))
+strategy = fleet.DistributedStrategy()
+strategy.a_sync = True
+fleet.distributed_optimizer(paddle.optimizer.SGD(0.05), strategy).minimize(loss)
+if fleet.is_server():
+    fleet.init_server()
+    fleet.run_server()
+else:
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(paddle.static.default_startup_program())
+    fleet.init_worker()
+    rng = np.random.default_rng(fleet.worker_index())
+    losses = []
+    for step in range(200):
+        xs = rng.normal(size=(32, 4)).astype("float32")
+        ys = (xs @ np.array([[1.0], [-2.0], [0.5], [3.0]], "float32") + 1).astype("float32")
+        losses.append(float(exe.run(feed={"x": xs, "y": ys}, fetch_list=[loss])[0]))
+    print(f"trainer {fleet.worker_index()} ran {len(losses)} steps, last loss {losses[-1]:.3f}")
+    fleet.stop_worker()
+"""
+
+
+def test_a_paddle_program_written_for_paddles_launcher_trains_five_runs_in_a_row(cli, tmp_path):
+    """Started as Paddle's launcher starts parameter servers (gloo off), the trainers after the servers listen:
+    5 runs of 2 pservers and 2 trainers, each Succeeded, every trainer through its steps (started with the
+    launcher, a trainer of Paddle 3.0 may push its first weights before a pserver serves). The env turns off
+    Paddle 3's PIR programs, which its parameter servers cannot run. (That its updates train the model is
+    test_paddle_parameter_servers'.)"""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(PADDLE_AS_DOCUMENTED)
+    shutil.copy(EXAMPLES / "paddle-ps" / "requirements.txt", code)  # the example's Paddle
+    cli("submit", "--name", "paddle-doc", "--framework", "paddle", "--ps", "2", "--workers", "2", "--code", str(code),
+        "--success-policy", "all-workers", "--env", "FLAGS_enable_pir_api=0", "--", "python", "train.py")
+    for run in range(1, 6):
+        if run > 1:
+            cli("restart", "paddle-doc")
+        job = cli.wait("paddle-doc", until=lambda job: job["run"] == run and job["phase"] in ("Succeeded", "Failed"),
+                       timeout=300)
+        logs = cli("logs", "paddle-doc", "--run", str(run)).stdout
+        assert job["phase"] == "Succeeded", logs
+        for trainer in (0, 1):
+            assert re.search(rf"\[worker-{trainer}\] trainer {trainer} ran 200 steps, last loss \d", logs), logs
+        assert "[worker-1] waiting for the parameter servers at 127.0.0.1:" in logs
     assert_nothing_left(cli.root, timeout=0)
 
 

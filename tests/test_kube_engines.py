@@ -37,7 +37,7 @@ pytestmark = pytest.mark.usefixtures("fresh_logs")
 
 
 def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
-    spec = tf_spec("render-check", gpus=1, data={"volume": "datasets", "path": "mnist"},
+    spec = tf_spec("render-check", gpus=1, data={"volume": "datasets", "path": "mnist", "link_as": "../data"},
                    code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
     objects = render.render(spec, SETTINGS, "pods")
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4
@@ -55,6 +55,7 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     assert 'python train.py --steps "${DISTRAIN_HP_steps}"' in main["command"][-1] and env["DISTRAIN_HP_steps"] == "100"
     mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
     assert mounts["/input"]["readOnly"] and mounts["/input"]["subPath"] == "mnist"
+    assert {**mounts["/data"], "mountPath": "/input"} == mounts["/input"]  # link_as: also where the code looks
     assert mounts["/output"]["subPath"] == f"owners/{storage.owner_dir(SETTINGS.owner)}/render-check"
     fetch = pod["spec"]["initContainers"][0]
     assert COMMIT in fetch["command"][-1]

@@ -13,6 +13,7 @@ import psutil
 import pytest
 from conftest import assert_nothing_left, own_outputs, processes_of, write_spec, write_wheel
 
+import jupyter_distrain
 from jupyter_distrain.backends.local.processes import replica_ports
 from jupyter_distrain.store import Store
 
@@ -145,14 +146,78 @@ def test_hostile_hyperparameter_arrives_literally(cli, tmp_path):
 def test_flags_submit_and_follow(cli, tmp_path):
     result = cli("submit", "--name", "flags", "--framework", "pytorch", "--master", "--workers", "2",
                  "-p", "epochs=3", "--success-policy", "all-workers", "--follow", "--",
-                 "python", "-c", "'import os; print(os.environ[\"RANK\"], os.environ[\"WORLD_SIZE\"])'", "{{ epochs }}")
+                 "python", "-c", 'import os, sys; print(os.environ["RANK"], os.environ["WORLD_SIZE"], sys.argv[1:])',
+                 "{{ epochs }}", "two words")
     assert result.returncode == 0
-    assert "[master-0] 0 3" in result.stdout
-    assert "[worker-1] 2 3" in result.stdout
+    assert "[master-0] 0 3 ['3', 'two words']" in result.stdout  # the words after '--' as given
+    assert "[worker-1] 2 3 ['3', 'two words']" in result.stdout
     assert "job flags Succeeded" in result.stderr
     job = cli.json("get", "flags")
     assert job["spec"]["hyperparameters"] == {"epochs": 3}
     assert [(r["role"], r["index"]) for r in job["replicas"]] == [("master", 0), ("worker", 0), ("worker", 1)]
+
+
+def test_env_flags_reach_the_job_and_the_roles_replicas(cli, tmp_path):
+    """--env for every replica and --env ROLE:... for a role's, placeholders replaced; the job's PYTHONPATH comes
+    after PyTorch's site directory, before the server environment's."""
+    code = tmp_path / "code"
+    (code / "src").mkdir(parents=True)
+    (code / "src" / "helper.py").write_text("WHO = 'the helper'\n")
+    result = cli("submit", "--name", "envs", "--framework", "pytorch", "--master", "--workers", "2", "--code",
+                 str(code), "-p", "lr=0.5", "--env", "PYTHONPATH=src", "--env", "NOTE=lr {{ lr }}", "--env",
+                 "worker:NOTE=worker {{ index }}", "--success-policy", "all-workers", "--follow", "--", "python", "-c",
+                 "import os, helper; print(helper.WHO, os.environ['NOTE'], os.environ['PYTHONPATH'])")
+    lines = {line.split("] ")[0][1:]: line.split("] ", 1)[1] for line in result.stdout.splitlines()
+             if line.startswith("[")}
+    site = str(Path(jupyter_distrain.__file__).parent / "pytorch_site")
+    assert lines["master-0"].startswith(f"the helper lr 0.5 {site}:src"), result.stdout
+    assert lines["worker-1"].startswith(f"the helper worker 1 {site}:src"), result.stdout
+    assert cli.json("get", "envs")["spec"]["replicas"]["worker"]["env"] == {"NOTE": "worker {{ index }}"}
+
+
+def test_files_written_next_to_the_code_are_named_before_they_go(cli, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text("import os\nopen('snapshot.pt', 'wb').write(bytes(2048))\n"
+                                   "os.makedirs('runs', exist_ok=True)\nopen('runs/notes.txt', 'w').write('hi')\n")
+    cli("submit", "--name", "scribbles", "--code", str(code), "--follow", "--", "python", "train.py")
+    events = [e for e in cli.json("get", "scribbles")["events"] if e["reason"] == "WorkspaceDiscarded"]
+    assert [(e["type"], e["message"]) for e in events] == [("Warning", (
+        "2 files written next to the code, discarded with its working copy: snapshot.pt (2,048 bytes), "
+        "runs/notes.txt (2 bytes); write what you keep under $DISTRAIN_OUTPUT_DIR"))]
+
+
+def test_data_and_output_are_linked_where_the_code_expects_them(cli, tmp_path):
+    """link_as: ../data beside the working copy, checkpoints inside it; what goes through the link is not reported
+    as discarded, and no link is left. A path the code has already is refused when the run is set up."""
+    code, data, output = tmp_path / "code", tmp_path / "data", tmp_path / "kept"
+    code.mkdir()
+    data.mkdir()
+    (data / "rows.txt").write_text("1 2 3\n")
+    spec = {"name": "linked", "code": {"path": str(code)}, "command": "cat ../data/rows.txt && echo w > checkpoints/w.txt",
+            "data": {"host_path": str(data), "link_as": "../data"},
+            "output": {"host_path": str(output), "link_as": "checkpoints"}}
+    cli("submit", "-f", str(write_spec(tmp_path / "spec", spec)))
+    job = cli.wait("linked")
+    assert job["phase"] == "Succeeded" and cli("logs", "linked").stdout == "[worker-0] 1 2 3\n"
+    assert (output / "checkpoints").exists() is False and (output / "w.txt").read_text() == "w\n"
+    assert not [e for e in job["events"] if e["reason"] == "WorkspaceDiscarded"]
+    assert not (cli.root / "jobs" / "linked" / "data").is_symlink()
+
+    (code / "data").mkdir()
+    cli("submit", "-f", str(write_spec(tmp_path / "spec", {**spec, "name": "clash",
+                                                            "data": {"host_path": str(data), "link_as": "data"}})))
+    job = cli.wait("clash")
+    assert (job["phase"], job["reason"]) == ("Failed", "SetupFailed")
+    assert "data.link_as: data is there already" in job["message"]
+
+
+def test_the_words_after_the_double_dash_run_as_typed(cli):
+    """Quoted as the shell needs them; one word is a command line (as --command's text)."""
+    result = cli("submit", "--name", "hello", "--follow", "--", "python", "-c", "print('hello')")
+    assert "[worker-0] hello" in result.stdout
+    result = cli("submit", "--name", "line", "--follow", "--", "echo one && echo two")
+    assert "[worker-0] one" in result.stdout and "[worker-0] two" in result.stdout
 
 
 def test_follow_exit_status_mirrors_failure(cli):

@@ -241,6 +241,8 @@ def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, adm
 FAIL_ONCE = """
 import os, signal, sys, time, traceback
 me = os.environ["DISTRAIN_REPLICA"]
+print(me, "has", os.environ["TEAM"], "and", os.environ.get("SHARD", "no shard"), flush=True)
+open("scratch.txt", "w").write(me)  # next to the code: named as the pod ends
 signal.signal(signal.SIGTERM, lambda *_: (print(me, "told to stop", flush=True), sys.exit(0)))
 failed = os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "failed-once")
 if me == "chief-0" and not os.path.exists(failed):
@@ -261,7 +263,8 @@ def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_non
     termination message, written by the log tee) and the runtime runs none of its containers. Restarted, it runs
     again (run 2); stopped, nothing of it runs; deleted, no pod is left."""
     cli.env["DISTRAIN_KUBERNETES_ENGINE"] = engine
-    spec = {"name": f"chief-{engine}", "framework": "tensorflow", "replicas": {"chief": {}, "worker": {"count": 2}},
+    spec = {"name": f"chief-{engine}", "framework": "tensorflow", "env": {"TEAM": "{{ job }}'s team"},
+            "replicas": {"chief": {}, "worker": {"count": 2, "env": {"SHARD": "shard {{ index }}"}}},
             "command": python(FAIL_ONCE)}
     name = spec["name"]
     submit(cli, spec)
@@ -280,6 +283,10 @@ def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_non
         said = set(cli("logs", name).stdout.splitlines())  # each replica's process was told, and said so
         assert {f"[{replica}] {replica} told to stop" for replica in ("chief-0", "worker-0", "worker-1")} <= said, \
             cli("get", name).stdout  # its events say why not
+        assert {f"[chief-0] chief-0 has {name}'s team and no shard",  # the job's env, and its role's
+                f"[worker-1] worker-1 has {name}'s team and shard 1",
+                "[worker-1] distrain: 1 file written next to the code, discarded with the pod: scratch.txt (8 bytes); "
+                "write what you keep under $DISTRAIN_OUTPUT_DIR"} <= said
     finally:
         cli("delete", name)
     wait(lambda: none_left(admin), "nothing of the job left")

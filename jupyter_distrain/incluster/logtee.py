@@ -5,7 +5,8 @@ written both to the container's output, which pods/log serves, and to LOG on the
 outlive the pod. Both copies carry the same stamp, so a reader merges them with neither loss nor duplicates. Signals
 are passed on to every process of the command; its exit code is this program's (128 + N when signal N ended it), as a
 shell would report it. When the command fails, its last lines of stderr become the container's termination message
-(TERMINATION_LOG, unless the command wrote one itself), which says why in the pod's status.
+(TERMINATION_LOG, unless the command wrote one itself), which says why in the pod's status. The files the command
+wrote next to its code, which go with the pod, are named in a last line.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
 import os
@@ -96,6 +97,32 @@ def terminated(path, lines):
         pass
 
 
+def written_since(since):
+    """The files the command wrote in its working directory (the job's working copy) since `since`: paths and sizes,
+    largest first. Not its hidden entries (.git; HOME's, where the working copy is HOME) nor Python's caches."""
+    written = []
+    for directory, subdirectories, names in os.walk("."):
+        top = directory == "."
+        subdirectories[:] = [d for d in subdirectories if d != "__pycache__" and not (top and d.startswith("."))]
+        for name in names if not top else [n for n in names if not n.startswith(".")]:
+            path = os.path.join(directory, name)
+            try:
+                status = os.lstat(path)
+            except OSError:
+                continue
+            if status.st_mtime >= since:
+                written.append((os.path.normpath(path), status.st_size))
+    return sorted(written, key=lambda file: (-file[1], file[0]))
+
+
+def discarded(written):
+    """The line the log ends with when the command wrote next to its code: those files go with the pod."""
+    shown = ", ".join(f"{path} ({size:,} bytes)" for path, size in written[:5])
+    more = f" and {len(written) - 5} more" if len(written) > 5 else ""
+    return (f"distrain: {len(written)} file{'s' * (len(written) > 1)} written next to the code, discarded with "
+            f"the pod: {shown}{more}; write what you keep under $DISTRAIN_OUTPUT_DIR").encode()
+
+
 def forward(child, signum):
     try:
         os.killpg(child.pid, signum)
@@ -105,6 +132,7 @@ def forward(child, signum):
 
 def main():
     stamper = Stamper(sys.argv[1])
+    started = time.time()
     # the command's processes in a group of their own, each told of a signal (the shell running the command
     # may not pass it on): a stopped pod's training ends at once, not when the kubelet's grace runs out
     child = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -121,6 +149,9 @@ def main():
     code = child.wait()
     if code:
         terminated(sys.argv[2], stderr.last)
+    written = written_since(started)
+    if written:
+        stamper.write([discarded(written)], b"!")
     sys.exit(128 - code if code < 0 else code)
 
 

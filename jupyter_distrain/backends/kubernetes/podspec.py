@@ -5,15 +5,16 @@ of them (bare pods and Services, a JobSet, a Training Operator job). No I/O."""
 from __future__ import annotations
 
 import json
+import posixpath
 import shlex
 
 from ... import incluster, snapshot, storage
-from ...clusterenv import PYTORCH_SITE, Dirs, replica_env, uses_pytorch_site
+from ...clusterenv import PYTORCH_SITE, Dirs, replica_command, replica_env, uses_pytorch_site
 from ...config import Distrain
 from ...errors import FieldError, SpecError
 from ...git import CREDENTIAL_HELPER
 from ...policy import success_replicas
-from ...spec import gpu_type, gpus, render_command, replica_name, replicas
+from ...spec import gpu_type, gpus, replica_name, replicas
 from .naming import (JOB, JOBSET_API, KUBEFLOW, KUBEFLOW_API, KUBEFLOW_INDEX, KUBEFLOW_RESTART, QUEUE_NAME, REPLICA,
                      RESTARTS, RESUME, ROLE, RUN, TFJOB, KubeflowKind, job_owner, labels, metadata, object_name,
                      owner_label, snapshot_name)
@@ -142,8 +143,8 @@ def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) 
     resume = spec.get("resume_from")
     dirs = Dirs(input="/input", output="/output", logdir=logdir,
                 resume_from=("/resume" if resume.startswith("job:") else resume) if resume else None)
-    command = render_command(spec)
-    return replica_env(spec, addresses, role, index, dirs), command
+    env = replica_env(spec, addresses, role, index, dirs)
+    return env, replica_command(spec, role, env)
 
 
 def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root: dict,
@@ -369,14 +370,18 @@ def output_volume(spec: dict, settings: Distrain, root: dict, read_only: bool,
 def _volumes(spec: dict, settings: Distrain, root: dict) -> tuple[list[dict], list[dict]]:
     volumes = [{"name": "workspace", "emptyDir": {}}]
     mounts: list[dict] = [{"name": "workspace", "mountPath": WORKSPACE}]
-    wanted = [("/output", output_volume(spec, settings, root, read_only=False))]
+    # each volume at its path, and where its field's link_as says the code finds it too
+    wanted = [("/output", spec.get("output", {}), output_volume(spec, settings, root, read_only=False))]
     if "data" in spec:
-        wanted.append(("/input", volume_and_mount(spec["data"], "input", spec["data"].get("path", ""), True)))
+        wanted.append(("/input", spec["data"],
+                       volume_and_mount(spec["data"], "input", spec["data"].get("path", ""), True)))
     if resume := json.loads(root["data"].get(RESUME, "null")):
-        wanted.append(("/resume", volume_and_mount({"volume": resume["volume"]}, "resume", resume["path"], True)))
-    for path, (volume, mount) in wanted:
+        wanted.append(("/resume", {}, volume_and_mount({"volume": resume["volume"]}, "resume", resume["path"], True)))
+    for path, field, (volume, mount) in wanted:
         volumes.append(volume)
         mounts.append({**mount, "mountPath": path})
+        if "link_as" in field:
+            mounts.append({**mount, "mountPath": posixpath.normpath(f"{WORKSPACE}/{field['link_as']}")})
     return volumes, mounts
 
 

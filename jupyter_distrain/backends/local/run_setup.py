@@ -5,6 +5,7 @@ output in the run's setup log."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import signal
 import sys
@@ -16,8 +17,37 @@ from ...logs import LogWriter
 from . import processes, venvs
 
 
+
+
 class SetupFailed(Exception):
     pass
+
+
+def written_since(workspace: Path, since: float) -> list[tuple[str, int]]:
+    """The files the job wrote in its workspace since `since` (a time.time()): their paths relative to it and
+    their sizes, largest first. Not its hidden entries (the checkout's .git, the job's Python environment) nor
+    Python's caches, as the log tee leaves them out in a pod."""
+    written = []
+    for directory, subdirectories, names in os.walk(workspace):
+        top = Path(directory) == workspace
+        subdirectories[:] = [d for d in subdirectories if d != "__pycache__" and not (top and d.startswith("."))]
+        for name in names if not top else [n for n in names if not n.startswith(".")]:
+            path = Path(directory, name)
+            try:
+                status = path.lstat()
+            except OSError:  # gone meanwhile
+                continue
+            if status.st_mtime >= since:
+                written.append((path.relative_to(workspace).as_posix(), status.st_size))
+    return sorted(written, key=lambda file: (-file[1], file[0]))
+
+
+def discarded_message(written: list[tuple[str, int]]) -> str:
+    """What the job's event says of the files it wrote next to its code, which go with its working copy."""
+    shown = ", ".join(f"{path} ({size:,} bytes)" for path, size in written[:5])
+    more = f" and {len(written) - 5} more" if len(written) > 5 else ""
+    return (f"{len(written)} file{'s' * (len(written) > 1)} written next to the code, discarded with its working "
+            f"copy: {shown}{more}; write what you keep under $DISTRAIN_OUTPUT_DIR")
 
 
 class RunSetup:
@@ -28,6 +58,26 @@ class RunSetup:
         self.workspace = workspace
         self.log = log
         self.event = event
+
+    def link(self, spec: dict, directories: dict[str, Path]) -> list[Path]:
+        """The spec's data.link_as and output.link_as: links, in the workspace or beside it, to its `directories`
+        (by field); the links made."""
+        links = []
+        for field, target in directories.items():
+            link_as = spec.get(field, {}).get("link_as")
+            if not link_as:
+                continue
+            link = Path(os.path.normpath(self.workspace / link_as))
+            if link.is_symlink():  # beside the workspace, an earlier run's
+                link.unlink()
+            elif link.exists():
+                raise SetupFailed(f"{field}.link_as: {link_as} is there already (in the code, or distrain's); choose "
+                                  "another path")
+            link.parent.mkdir(parents=True, exist_ok=True)
+            target.mkdir(parents=True, exist_ok=True)
+            link.symlink_to(target, target_is_directory=True)
+            links.append(link)
+        return links
 
     async def check_out(self, source: dict, credentials: Callable[[str], dict], bundle: Path) -> None:
         """The code the spec's `source` names in the workspace: a git commit, with the snapshot's changes (from

@@ -36,14 +36,14 @@ from pathlib import Path
 import psutil
 
 from ... import sweep
-from ...clusterenv import PYTORCH_SITE, Dirs, replica_env, uses_pytorch_site
+from ...clusterenv import PYTORCH_SITE, Dirs, replica_command, replica_env, uses_pytorch_site
 from ...logs import LogWriter, last_error, mark_ended, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
-from ...spec import gpus, render_command, replica_name, replicas
+from ...spec import gpus, replica_name, replicas
 from . import processes, venvs
 from .backend import STOP_GRACE_SECONDS, LocalBackend
-from .run_setup import RunSetup, SetupFailed
+from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
 
@@ -73,6 +73,8 @@ class Supervisor:
         self.deadline: float | None = None
         self.shown = ("", "")  # the running job's reason and message, as recorded
         self.workspace = backend.workspace(name)
+        self.replicas_started: float | None = None  # when, once they have: what is written after is the job's
+        self.links: list[Path] = []  # data.link_as and output.link_as
         self.env_dir: Path | None = None  # the job's own packages (requirements.txt), once installed
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
@@ -94,7 +96,13 @@ class Supervisor:
             decision = Decision(Phase.FAILED, "SupervisorError", f"{type(e).__name__}: {e}")
         why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
         await self.stop_all(why)
+        if self.replicas_started is not None:  # said before the working copy goes
+            written = await asyncio.to_thread(written_since, self.workspace, self.replicas_started)
+            if written:
+                self.event("WorkspaceDiscarded", discarded_message(written), type="Warning")
         shutil.rmtree(self.workspace, ignore_errors=True)
+        for link in self.links:  # beside the workspace
+            link.unlink(missing_ok=True)
         self.finish(decision)
 
     async def lifecycle(self) -> Decision:
@@ -135,6 +143,8 @@ class Supervisor:
             await setup.check_out(self.spec.get("code", {}), self.backend.credentials,
                                   self.backend.snapshot_file(self.name))
             self.env_dir, self.env = await setup.install_requirements(self.backend.root, self.env)
+            self.links = setup.link(self.spec, {"data": self.backend.input_dir(self.spec),
+                                                "output": self.backend.output_of(self.spec)})
         finally:
             setup.log.close()
 
@@ -148,7 +158,7 @@ class Supervisor:
             self.devices[name] = ",".join(next(free) for _ in range(gpus(self.spec, state.role)))
         if self.spec["policy"].get("deadline_seconds"):
             self.deadline = time.monotonic() + self.spec["policy"]["deadline_seconds"]
-        started = time.time()
+        started = self.replicas_started = time.time()
         for name in self.states:
             await self.start_replica(name)
         # only now: a job is never Running while one of its replicas is still Pending
@@ -169,16 +179,19 @@ class Supervisor:
             logdir=logdir,
             resume_from=str(self.backend.resume_path(resume, self.job["owner"])) if resume else None,
         )
-        env = {**self.env, **replica_env(self.spec, self.addresses, role, index, dirs)}
-        env["CUDA_VISIBLE_DEVICES"] = self.devices[name]
-        if uses_pytorch_site(self.spec):
-            env["PYTHONPATH"] = os.pathsep.join([str(PYTORCH_SITE), *filter(None, [env.get("PYTHONPATH")])])
+        own = replica_env(self.spec, self.addresses, role, index, dirs)
+        env = {**self.env, **own, "CUDA_VISIBLE_DEVICES": self.devices[name]}
+        # the job's PYTHONPATH adds to the server environment's, which holds the packages the job installed
+        python_path = [str(PYTORCH_SITE)] if uses_pytorch_site(self.spec) else []
+        python_path += filter(None, [own.get("PYTHONPATH"), self.env.get("PYTHONPATH")])
+        if python_path:
+            env["PYTHONPATH"] = os.pathsep.join(python_path)
         # The output pipes are this process's own, not the subprocess transport's: the transport's wait() would
         # wait for its pipes too, and a daemon the replica leaves behind may hold them open forever.
         pipes = [os.pipe(), os.pipe()]  # stdout, stderr: each line's log says which it came through
         try:
             process = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", render_command(self.spec), cwd=self.workspace, env=env,
+                "/bin/sh", "-c", replica_command(self.spec, role, own), cwd=self.workspace, env=env,
                 stdin=asyncio.subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1], start_new_session=True,
             )
         finally:
