@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 from . import code, repo, snapshot, sweep
 from . import spec as spec_
 from .backends import open_backend
-from .backends.kubernetes.naming import JOB_SECRET_SUFFIXES
 from .contract import Backend
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
@@ -370,6 +369,8 @@ class JobManager:
         errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
                              "starting and ending with a letter or digit, at most 63")] \
             if not secret_name(name) else []
+        from .backends.kubernetes.naming import JOB_SECRET_SUFFIXES  # not with every command: the client's import
+
         errors += [FieldError("name", f"names ending in {suffix} are those of {whose}; choose another")
                    for suffix, whose in JOB_SECRET_SUFFIXES.items() if name.endswith(suffix)]
         for field, value in (("username", username), ("password", password)):
