@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import incluster
-from .spec import (PLACEHOLDER, ROLE_ORDER, chief, gpus, hyperparameter_env, placeholder_variable, render_command,
-                   replica_name, replicas, scalar_text)
+from .placeholders import PLACEHOLDER, hyperparameter_env, placeholder_variable, render_command, scalar_text
+from .roles import ROLE_ORDER, chief, gpus, replica_name, replicas
 
 TF_FRAMEWORKS = ("tensorflow", "keras")
 # A PyTorch job's replicas start Python with this directory first on PYTHONPATH (uses_pytorch_site): its

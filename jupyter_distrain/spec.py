@@ -6,7 +6,6 @@ import copy
 import json
 import math
 import re
-import shlex
 import sys
 from functools import cache
 from importlib.resources import files
@@ -14,20 +13,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, NoReturn, cast
 from urllib.parse import urlsplit
 
+from .clusterenv import reserved_variables
 from .errors import FieldError, SpecError
+# the spec's own vocabulary, kept in modules of their own (the replicas' environment uses them too)
+from .placeholders import (BUILTIN_PLACEHOLDERS, BUILTIN_VARIABLES, PLACEHOLDER, hyperparameter_env,  # noqa: F401
+                           placeholder_contexts, placeholder_variable, render_command, scalar_text,
+                           substituted_command)
+from .roles import ROLE_ORDER, chief, gpu_type, gpus, replica_name, replicas  # noqa: F401
 
 if TYPE_CHECKING:
     from jsonschema import ValidationError
 
-# Canonical order of roles: the chief-like roles first, as TF_CONFIG and ranks expect.
-ROLE_ORDER = ("chief", "master", "ps", "worker", "evaluator")
-# Names the command may use besides the hyperparameters, and the variable holding each one's value.
-BUILTIN_VARIABLES = {"job": "DISTRAIN_JOB", "role": "DISTRAIN_ROLE", "index": "DISTRAIN_INDEX",
-                     "input": "DISTRAIN_INPUT_DIR", "output": "DISTRAIN_OUTPUT_DIR", "logdir": "DISTRAIN_LOG_DIR"}
-BUILTIN_PLACEHOLDERS = tuple(BUILTIN_VARIABLES)
 MAX_SPEC_BYTES = 1024 * 1024  # a spec's text (YAML or JSON), and any request body
 SAFE_INTEGER = 2**53 - 1  # the largest integer every JSON reader (a browser's too) keeps exactly
-PLACEHOLDER = re.compile(r"\{\{\s*([^{}]*?)\s*\}\}")
 
 
 @cache
@@ -163,35 +161,6 @@ def validate(raw: Any) -> dict:
     return spec
 
 
-def replicas(spec: dict) -> list[tuple[str, int]]:
-    """Every (role, index) of the job, in canonical order; none for a sweep, whose trials run them."""
-    if "sweep" in spec:
-        return []
-    return [
-        (role, i)
-        for role in ROLE_ORDER
-        for i in range(spec["replicas"].get(role, {}).get("count", 0))
-    ]
-
-
-def chief(spec: dict) -> tuple[str, int]:
-    """The replica whose success or failure decides the job: chief, else master, else worker 0."""
-    for role in ("chief", "master", "worker"):
-        if spec["replicas"].get(role, {}).get("count", 0):
-            return role, 0
-    return replicas(spec)[0]
-
-
-def gpus(spec: dict, role: str) -> int:
-    """GPUs each replica of `role` asks for."""
-    return spec["replicas"].get(role, {}).get("resources", {}).get("gpus", 0)
-
-
-def gpu_type(spec: dict, role: str) -> str | None:
-    """The admin's GPU type the replicas of `role` run on, if the spec names one."""
-    return spec["replicas"].get(role, {}).get("resources", {}).get("gpu_type")
-
-
 DURATION = re.compile(r"(\d+)([smhdw])")
 DURATION_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
@@ -222,90 +191,6 @@ def expires(ttl_after_finished: str | None, finished: float | None) -> float | N
     if not ttl_after_finished or finished is None:
         return None
     return finished + cast(int, duration_seconds(ttl_after_finished))
-
-
-def replica_name(role: str, index: int) -> str:
-    return f"{role}-{index}"
-
-
-HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)(\w+)\2")
-
-
-def placeholder_variable(name: str) -> str:
-    """The environment variable that holds placeholder `name`'s value in every replica."""
-    return BUILTIN_VARIABLES.get(name) or f"DISTRAIN_HP_{name}"
-
-
-def hyperparameter_env(spec: dict) -> dict[str, str]:
-    """Each hyperparameter's value, as its placeholder's variable."""
-    return {placeholder_variable(name): scalar_text(value) for name, value in spec.get("hyperparameters", {}).items()}
-
-
-def scalar_text(value: str | float | bool) -> str:
-    """A spec's scalar as an environment variable holds it (true and false as YAML and JSON write them)."""
-    return json.dumps(value) if isinstance(value, bool) else str(value)
-
-
-def render_command(spec: dict) -> str:
-    """The command with each {{ name }} replaced by a reference to the variable holding its value, which the
-    shell expands but never evaluates, whatever the value: "${VAR}" where it stands bare, ${VAR} inside
-    double quotes or a heredoc's body (where nothing splits it)."""
-    command, out, last = spec["command"], [], 0
-    for match, context in placeholder_contexts(command):
-        variable = placeholder_variable(match.group(1))
-        out += [command[last:match.start()], f'"${{{variable}}}"' if context is None else f"${{{variable}}}"]
-        last = match.end()
-    return "".join(out) + command[last:]
-
-
-def substituted_command(spec: dict) -> str:
-    """The command as its replicas run it, for people to read: each hyperparameter's {{ name }} replaced by its
-    value (quoted for the shell where it stands bare); the built-in placeholders, whose values differ from one
-    replica to the next, and a sweep's parameters, whose values differ from one trial to the next, stay."""
-    command, values, out, last = spec["command"], hyperparameter_env(spec), [], 0
-    for match, context in placeholder_contexts(command):
-        value = values.get(placeholder_variable(match.group(1)))
-        if value is None:
-            continue
-        out += [command[last:match.start()], shlex.quote(value) if context is None else value]
-        last = match.end()
-    return "".join(out) + command[last:]
-
-
-def placeholder_contexts(command: str) -> list[tuple[re.Match, str | None]]:
-    """Each placeholder with what it stands in: None (bare), '"', "'" or '`' (quotes), '<<' (a heredoc's
-    body) or "<<'" (the body of a heredoc whose delimiter is quoted, where nothing is expanded)."""
-    found: list[tuple[re.Match, str | None]] = []
-    quote, heredocs, i = None, [], 0
-    while i < len(command):
-        char = command[i]
-        if match := PLACEHOLDER.match(command, i):
-            found.append((match, quote))
-            i = match.end()
-        elif char == "\\" and quote != "'":
-            i += 2
-        elif quote is None and (here := HEREDOC.match(command, i)):
-            heredocs.append(here)
-            i = here.end()
-        elif quote is None and char == "\n" and heredocs:
-            i += 1
-            for here in heredocs:  # their bodies follow this line, one after the other
-                context = "<<'" if here.group(2) else "<<"
-                while i < len(command):
-                    end = command.find("\n", i)
-                    end = len(command) if end < 0 else end
-                    line, start, i = command[i:end], i, end + 1
-                    if (line.lstrip("\t") if here.group(1) else line) == here.group(3):
-                        break
-                    found += [(m, context) for m in PLACEHOLDER.finditer(command, start, end)]
-            heredocs = []
-        else:
-            if quote is None and char in "'\"`":
-                quote = char
-            elif char == quote:
-                quote = None
-            i += 1
-    return found
 
 
 def with_defaults(instance: Any, node: dict) -> Any:
@@ -487,8 +372,6 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
 
 def _env_errors(spec: dict, placeholders: list[str]) -> Iterator[FieldError]:
     """A job's or role's env may not set what distrain sets, nor name an unknown placeholder."""
-    from .clusterenv import reserved_variables  # which imports this module
-
     reserved = reserved_variables(spec)
     fields = [("env", spec.get("env", {}))]
     fields += [(f"replicas.{role}.env", r["env"]) for role, r in spec["replicas"].items() if "env" in r]
