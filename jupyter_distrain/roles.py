@@ -13,7 +13,7 @@ def replicas(spec: dict) -> list[tuple[str, int]]:
     return [
         (role, i)
         for role in ROLE_ORDER
-        for i in range(spec["replicas"].get(role, {}).get("count", 0))
+        for i in range(int(spec["replicas"].get(role, {}).get("count", 0)))  # JSON's 2.0 is an integer too
     ]
 
 

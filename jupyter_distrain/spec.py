@@ -372,9 +372,9 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
 
 def _env_errors(spec: dict, placeholders: list[str]) -> Iterator[FieldError]:
     """A job's or role's env may not set what distrain sets, nor name an unknown placeholder."""
-    reserved = reserved_variables(spec)
-    fields = [("env", spec.get("env", {}))]
+    fields = [("env", spec["env"])] if "env" in spec else []
     fields += [(f"replicas.{role}.env", r["env"]) for role, r in spec["replicas"].items() if "env" in r]
+    reserved = reserved_variables(spec) if fields else set()
     for path, env in fields:
         for name, value in env.items():
             if name in reserved or name.startswith("DISTRAIN_"):

@@ -46,6 +46,13 @@ def play_kubelet(control_plane, admin, pod_name_: str, cwd: Path, env: dict | No
     return process
 
 
+def workspace(tmp_path: Path) -> Path:
+    """The replica's working directory, its own (the log tee names what the command writes there)."""
+    directory = tmp_path / "workspace"
+    directory.mkdir()
+    return directory
+
+
 @pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
 def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_path, engine):
     """A replica's command runs under the log tee, which stamps each line and writes it to pods/log and to the
@@ -58,7 +65,7 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     first.submit(spec)
     chief = pod_name(admin, "outlived", "chief-0")
     wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
-    process = play_kubelet(control_plane, admin, chief, tmp_path)
+    process = play_kubelet(control_plane, admin, chief, workspace(tmp_path))
     process.stdin.write(b"epoch 1\nepoch 2\n")
     process.stdin.flush()
     texts = lambda backend: [line.text for line in backend.logs("outlived", replica="chief-0")]  # noqa: E731
@@ -114,7 +121,7 @@ def test_a_failed_replicas_exception_is_the_jobs_message_and_its_stderr_lines_ar
     chief = pod_name(admin, "bad-lr", "chief-0")
     wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
     termination = tmp_path / "termination-log"
-    process = play_kubelet(control_plane, admin, chief, tmp_path, termination=termination)
+    process = play_kubelet(control_plane, admin, chief, workspace(tmp_path), termination=termination)
     process.stdin.close()
     assert process.wait(60) == 1
     lines = lambda: [(line.text, line.stderr) for line in backend.logs("bad-lr", replica="chief-0")]  # noqa: E731

@@ -558,7 +558,7 @@ def test_kueue_holds_a_job_over_quota_and_runs_it_once_admitted(cli, admin, kueu
                 "replicas": {"worker": {"count": 2, "resources": {"cpu": 0.3}}},
                 "command": f"python -c 'import time; time.sleep({seconds})'"}
 
-    submit(cli, spec("first", 20))
+    submit(cli, spec("first", 60))  # running still while the second is submitted and queued, on a busy machine
     try:
         cli.wait("first", phases=("Running",), timeout=120)
         submit(cli, spec("second", 0))

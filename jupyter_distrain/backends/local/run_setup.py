@@ -17,8 +17,6 @@ from ...logs import LogWriter
 from . import processes, venvs
 
 
-
-
 class SetupFailed(Exception):
     pass
 
