@@ -15,6 +15,7 @@ import job_list
 import launch
 import log_latency
 import log_throughput
+import stacks
 import tensorboard_memory
 import tensorboard_proxy
 from harness import table
@@ -29,5 +30,5 @@ def machine() -> str:
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
             *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure(),
-            *launch.measure(), *job_end.measure()]
+            *launch.measure(), *job_end.measure(), *stacks.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

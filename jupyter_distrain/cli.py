@@ -252,6 +252,20 @@ def top(manager: JobManager, name: str) -> None:
 
 @main.command()
 @click.argument("name")
+@click.option("-r", "--replica", help="Only this replica, e.g. worker-2 (default: every running one).")
+@output_option
+@click.pass_obj
+def stacks(manager: JobManager, name: str, replica: str | None, fmt: str) -> None:
+    """Where each running replica is now: its Python threads' stacks (native frames too where py-spy can unwind
+    them), taken at once; the frames every replica shares are shown once, a replica elsewhere than most is marked."""
+    from .stacks import text
+
+    found = manager.stacks(name, replica)
+    click.echo(json.dumps(found, indent=2) if fmt == "json" else text(found))
+
+
+@main.command()
+@click.argument("name")
 @click.pass_obj
 def stop(manager: JobManager, name: str) -> None:
     """Stop a job: SIGTERM to every replica, SIGKILL after a grace period."""

@@ -17,10 +17,11 @@ from .placeholders import PLACEHOLDER, hyperparameter_env, placeholder_variable,
 from .roles import ROLE_ORDER, chief, gpus, replica_name, replicas
 
 TF_FRAMEWORKS = ("tensorflow", "keras")
-# A PyTorch job's replicas start Python with this directory first on PYTHONPATH (uses_pytorch_site): its
-# sitecustomize.py keeps TensorFlow out of their TensorBoard writers, which would otherwise import it wherever it
-# is installed beside PyTorch, and crash the process once torch loads Triton (see there).
-PYTORCH_SITE = Path(__file__).parent / "pytorch_site"
+# A job's replicas start Python with this directory first on PYTHONPATH (every job's locally; a PyTorch job's on
+# Kubernetes): its sitecustomize.py lets the job's user dump their stacks, and in a PyTorch job keeps TensorFlow out
+# of their TensorBoard writers, which would otherwise import it wherever it is installed beside PyTorch, and crash
+# the process once torch loads Triton (see there).
+REPLICA_SITE = Path(__file__).parent / "replica_site"
 # What distrain sets that a job's env may change: Paddle's gloo switch (a program whose barriers need gloo)
 DEFAULTS = frozenset({"PADDLE_WITH_GLOO"})
 AWAIT_PSERVERS = incluster.source("await_pservers")
@@ -149,6 +150,7 @@ def pytorch_env(spec: dict, addresses: dict[str, list[str]], role: str, index: i
         "PET_NODE_RANK": rank,
         "PET_NPROC_PER_NODE": "1",
         "PET_RDZV_CONF": f"is_host={int(is_master)}",
+        "DISTRAIN_TENSORBOARD_WITHOUT_TENSORFLOW": "1",  # REPLICA_SITE's switch
     }
 
 
@@ -184,11 +186,6 @@ def paddle_env(spec: dict, addresses: dict[str, list[str]], role: str, index: in
         env.update({"PADDLE_WITH_GLOO": "0", "PADDLE_GLOO_RENDEZVOUS": "3",
                     "PADDLE_GLOO_HTTP_ENDPOINT": f"{store_host}:{int(store_port) + 1}"})
     return env
-
-
-def uses_pytorch_site(spec: dict) -> bool:
-    """Whether the job's replicas start with PYTORCH_SITE (or, in a container, its copy) first on PYTHONPATH."""
-    return spec.get("framework") == "pytorch"
 
 
 def _cluster(addresses: dict[str, list[str]]) -> dict[str, list[str]]:

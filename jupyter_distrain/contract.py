@@ -84,6 +84,10 @@ class Backend(Protocol):
     def metrics(self, name: str) -> builtins.list[dict]:
         """CPU, memory and GPU use per replica (None where unknown)."""
 
+    def stacks(self, name: str, replica: str | None = None) -> dict:
+        """Where the running replicas (or only `replica`) are now: stacks.take's answer; NotRunning if none
+        runs."""
+
     def cluster(self) -> dict:
         """What jobs can use: volumes, CPUs, memory, GPUs (capacity and available)."""
 

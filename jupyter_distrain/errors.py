@@ -41,6 +41,18 @@ class RunNotFound(DistrainError):
         super().__init__(f"job {job!r} has no run {run}; runs: {runs}")
 
 
+class NotRunning(DistrainError):
+    """What only a running replica can answer (its stacks)."""
+
+    status = 409
+
+
+class NotSupported(DistrainError):
+    """What a backend cannot do (yet)."""
+
+    status = 501
+
+
 class StorageError(DistrainError):
     """The job store cannot be read or written (a corrupt or unreachable database)."""
 

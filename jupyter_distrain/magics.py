@@ -30,6 +30,7 @@ from .client import Client, Job
 from .errors import DistrainError
 from .flags import apply_flags, apply_sweep_flags, command_given, finetune_changes, spec_options, sweep_options
 from .spec import SAFE_INTEGER, load, load_file
+from .stacks import text as stacks_text
 from .sweep import is_sweep
 
 if TYPE_CHECKING:
@@ -127,6 +128,15 @@ def logs(magics: DistrainMagics, name: str, **options: Any) -> None:
             print(line, flush=True)
     except KeyboardInterrupt:  # the kernel was interrupted: stop following, the job goes on
         print(f"(stopped following; {name} goes on)")
+
+
+@commands.command()
+@click.argument("name")
+@click.option("--replica", help="One replica, e.g. worker-2.")
+@click.pass_obj
+def stacks(magics: DistrainMagics, name: str, replica: str | None) -> None:
+    """Print where each running replica is now: its threads' stacks, the frames they share once."""
+    print(stacks_text(magics.client.stacks(name, replica)))
 
 
 @commands.command()

@@ -85,6 +85,8 @@ export type JobSpec = components['schemas']['JobSpec'];
 export type Phase = components['schemas']['Phase'];
 export type JobEvent = components['schemas']['Event'];
 export type ReplicaMetrics = components['schemas']['ReplicaMetrics'];
+export type Stacks = components['schemas']['Stacks'];
+export type Frame = components['schemas']['Frame'];
 /** A job's scalars: its tags, and one tag's [step, value] points per run. */
 export type Scalars =
   operations['getScalars']['responses'][200]['content']['application/json'];
@@ -218,6 +220,9 @@ export const serverAPI = {
   /** What the job logs to its event files: one tag (default: its loss) per run. */
   scalars: (name: string, tag?: string): Promise<Scalars> =>
     requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag })),
+  /** Where the running replicas are now: their stacks, taken at once, compared. */
+  stacks: (name: string): Promise<Stacks> =>
+    requestAPI<Stacks>(jobPath(name, 'stacks')),
   /** A sweep's trials with their hyperparameters and metric, best first. */
   trials: (sweep: string): Promise<Trials> =>
     requestAPI<Trials>(jobPath(sweep, 'trials'))

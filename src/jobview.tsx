@@ -19,6 +19,7 @@ import { age, bytes, FINISHED, until, why } from './format';
 import { LogView } from './logs';
 import { usePoll } from './polling';
 import { Provenance } from './provenance';
+import { StacksView } from './stacks';
 import { SweepTrials } from './sweep';
 
 export interface IJobViewActions {
@@ -114,6 +115,7 @@ export function JobView(
 ): JSX.Element {
   const { job, metrics, scalars, trials, error, refresh, chooseTag } =
     useJobDetails(props.name, props.interval);
+  const [showStacks, setShowStacks] = React.useState(false);
   if (!job) {
     return <div className="jp-distrain-job-view">{error || 'Loading…'}</div>;
   }
@@ -159,6 +161,15 @@ export function JobView(
             TensorBoard (all {job.spec.sweep ? 'trials' : 'replicas'})
           </button>
         )}
+        {job.phase === 'Running' && !job.spec.sweep && !showStacks && (
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            title="Every replica's stacks, taken at once"
+            onClick={() => setShowStacks(true)}
+          >
+            Where is it now?
+          </button>
+        )}
       </div>
       {job.spec.sweep ? (
         trials && (
@@ -176,6 +187,9 @@ export function JobView(
           openLogs={props.openLogs}
           openTensorBoard={props.openTensorBoard}
         />
+      )}
+      {showStacks && (
+        <StacksView name={job.name} onClose={() => setShowStacks(false)} />
       )}
       <JobLogs name={job.name} />
       {scalars && <ScalarChart scalars={scalars} onTag={chooseTag} />}

@@ -205,6 +205,25 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/jobs/{name}/stacks': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    /** @description Where the running replicas are now: the threads of every Python process of each replica (or of one), their stacks dumped by py-spy all at once, native frames too where it can unwind them; the replicas' training processes (each one's last Python process, its main thread) compared. Local jobs only for now. */
+    get: operations['getStacks'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/jobs/{name}/scalars': {
     parameters: {
       query?: never;
@@ -562,6 +581,48 @@ export interface components {
       memory_bytes?: number | null;
       gpu_memory_mib?: number | null;
       gpu_utilization?: number | null;
+    };
+    Frame: {
+      function: string;
+      /** @description The source file, or a native frame's library */
+      file: string;
+      /** @description 0 for a native frame */
+      line: number;
+      native: boolean;
+    };
+    Stacks: {
+      /** Format: date-time */
+      taken: string;
+      /** @description How long the dumps took, all together */
+      seconds: number;
+      replicas: {
+        name: string;
+        /** @description The replica's Python processes, parents before their children */
+        processes: {
+          pid: number;
+          command: string;
+          /** @description Why its stack could not be dumped (py-spy's reason), else empty */
+          error: string;
+          threads: {
+            name: string;
+            /** @description The thread's id in the operating system */
+            id: number;
+            active: boolean;
+            /** @description Whether it holds the GIL */
+            gil: boolean;
+            /** @description Outermost first */
+            frames: components['schemas']['Frame'][];
+          }[];
+        }[];
+        /** @description The stack the replicas are compared on (its last Python process's main thread), outermost first */
+        frames: components['schemas']['Frame'][];
+        /** @description Why the replica has no such stack, else empty */
+        error: string;
+      }[];
+      /** @description How many outermost frames every replica's compared stack has in common */
+      shared: number;
+      /** @description The replicas whose innermost Python function is not the one most replicas are in */
+      differs: string[];
     };
     JobFile: {
       path?: string;
@@ -1423,6 +1484,53 @@ export interface operations {
       };
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  getStacks: {
+    parameters: {
+      query?: {
+        /** @description Only this replica's (default, every running replica's) */
+        replica?: string;
+      };
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The stacks */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Stacks'];
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+      /** @description No replica (or not that one) is running */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
+      /** @description The job's backend takes no stacks (Kubernetes, for now) */
+      501: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
       '5XX': components['responses']['Unavailable'];
     };
   };

@@ -159,7 +159,7 @@ def test_flags_submit_and_follow(cli, tmp_path):
 
 def test_env_flags_reach_the_job_and_the_roles_replicas(cli, tmp_path):
     """--env for every replica and --env ROLE:... for a role's, placeholders replaced; the job's PYTHONPATH comes
-    after PyTorch's site directory, before the server environment's."""
+    after the replicas' site directory, before the server environment's."""
     code = tmp_path / "code"
     (code / "src").mkdir(parents=True)
     (code / "src" / "helper.py").write_text("WHO = 'the helper'\n")
@@ -169,7 +169,7 @@ def test_env_flags_reach_the_job_and_the_roles_replicas(cli, tmp_path):
                  "import os, helper; print(helper.WHO, os.environ['NOTE'], os.environ['PYTHONPATH'])")
     lines = {line.split("] ")[0][1:]: line.split("] ", 1)[1] for line in result.stdout.splitlines()
              if line.startswith("[")}
-    site = str(Path(jupyter_distrain.__file__).parent / "pytorch_site")
+    site = str(Path(jupyter_distrain.__file__).parent / "replica_site")
     assert lines["master-0"].startswith(f"the helper lr 0.5 {site}:src"), result.stdout
     assert lines["worker-1"].startswith(f"the helper worker 1 {site}:src"), result.stdout
     assert cli.json("get", "envs")["spec"]["replicas"]["worker"]["env"] == {"NOTE": "worker {{ index }}"}

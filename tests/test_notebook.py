@@ -12,7 +12,7 @@ import uuid
 import pytest
 import requests
 import websocket
-from conftest import EXAMPLES, assert_nothing_left
+from conftest import EXAMPLES, assert_nothing_left, wait
 
 
 class Kernel:
@@ -107,6 +107,9 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     long = kernel.run("%%distrain\nname: long\ncommand: python train.py --epochs 100000\n")
     assert "<b>long</b>" in long, long
     wait_phase(jupyter_server, "long", phases=("Running",), timeout=60)
+    where = wait(lambda: out if "train.py:" in (out := kernel.run("%distrain stacks long")) else None,
+                 "its stack shows train.py (once its Python has started)")
+    assert where.startswith("1 replica, stacks taken at ") and "worker-0\n  pid " in where, where
     stopped = kernel.run("%distrain stop long")
     assert "<b>long</b> (local) <b>Stopped</b>" in stopped and "<b>Stopped</b>: Stopped" not in stopped, stopped
 

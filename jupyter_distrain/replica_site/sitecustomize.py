@@ -1,20 +1,25 @@
-"""What a PyTorch job's replicas run as Python starts: this directory comes first on their PYTHONPATH (the local
-backend's supervisor puts it there; on Kubernetes the pod's command writes this file to the workspace first).
+"""What a job's replicas run as Python starts: this directory comes first on their PYTHONPATH (the local backend's
+supervisor puts it there; on Kubernetes the pod's command writes this file to the workspace first). It imports
+nothing of jupyter-distrain, and then the sitecustomize it hides, if there is one, runs.
 
-TensorBoard's writer (torch.utils.tensorboard, tensorboard.summary) does its file I/O through TensorFlow whenever
-TensorFlow is installed, and imports it to find out. In a PyTorch process that is the cause of a crash: TensorFlow
-2.20 and 2.21 load their statically linked LLVM into the process's global symbols (RTLD_GLOBAL), and Triton's
-LLVM, loaded later (torch imports Triton with the first optimizer, or torch.compile), then registers its options
-into TensorFlow's copy and aborts ("LLVM ERROR: inconsistency in registered CommandLine options", exit 134).
+Stacks: the process lets the job's user read its memory (Linux's PR_SET_PTRACER_ANY), which py-spy needs to dump
+its stacks (see jupyter_distrain/stacks.py) where the kernel's Yama module allows a user's processes to trace only
+their own children (ptrace_scope 1, the default of most distributions); a kernel without Yama needs nothing.
 
-Here TensorBoard is told to use its own TensorFlow-free I/O, as it does wherever PyTorch is installed without
-TensorFlow: its switch for that is a module named tensorboard.compat.notf being importable, which this finder
-makes it while the process has not imported TensorFlow itself (a process that has keeps TensorFlow's I/O). Then
-the sitecustomize this one hides, if there is one, runs. It imports nothing of jupyter-distrain.
+A PyTorch job's (DISTRAIN_TENSORBOARD_WITHOUT_TENSORFLOW set): TensorBoard's writer (torch.utils.tensorboard,
+tensorboard.summary) does its file I/O through TensorFlow whenever TensorFlow is installed, and imports it to find
+out. In a PyTorch process that is the cause of a crash: TensorFlow 2.20 and 2.21 load their statically linked LLVM
+into the process's global symbols (RTLD_GLOBAL), and Triton's LLVM, loaded later (torch imports Triton with the
+first optimizer, or torch.compile), then registers its options into TensorFlow's copy and aborts ("LLVM ERROR:
+inconsistency in registered CommandLine options", exit 134). Here TensorBoard is told to use its own
+TensorFlow-free I/O, as it does wherever PyTorch is installed without TensorFlow: its switch for that is a module
+named tensorboard.compat.notf being importable, which this finder makes it while the process has not imported
+TensorFlow itself (a process that has keeps TensorFlow's I/O).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -24,6 +29,13 @@ from types import ModuleType
 from typing import Sequence
 
 SWITCH = "tensorboard.compat.notf"
+PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, -1  # <linux/prctl.h>
+
+
+def let_the_user_trace() -> None:
+    """Declare that any process of this user may trace this one (Yama's exception); nothing without Yama."""
+    if sys.platform == "linux":
+        ctypes.CDLL(None).prctl(PR_SET_PTRACER, ctypes.c_ulong(PR_SET_PTRACER_ANY), 0, 0, 0)
 
 
 class TensorBoardWithoutTensorFlow(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -54,5 +66,7 @@ def run_the_hidden_one() -> None:
     spec.loader.exec_module(module)
 
 
-sys.meta_path.insert(0, TensorBoardWithoutTensorFlow())
+let_the_user_trace()
+if os.environ.get("DISTRAIN_TENSORBOARD_WITHOUT_TENSORFLOW"):
+    sys.meta_path.insert(0, TensorBoardWithoutTensorFlow())
 run_the_hidden_one()

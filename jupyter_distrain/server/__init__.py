@@ -80,6 +80,7 @@ def routes() -> list[tuple]:
         (f"{job}/logs", handlers.LogsHandler),
         (f"{job}/logs/stream", logstream.LogStreamHandler),
         (f"{job}/metrics", handlers.MetricsHandler),
+        (f"{job}/stacks", handlers.StacksHandler),
         (f"{job}/scalars", handlers.ScalarsHandler),
         (f"{job}/trials", handlers.TrialsHandler),
         (f"{job}/finetune", handlers.FinetuneHandler),

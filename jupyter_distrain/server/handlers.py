@@ -223,6 +223,13 @@ class MetricsHandler(DistrainHandler):
         self.reply(await call(self.manager.metrics, name))
 
 
+class StacksHandler(DistrainHandler):
+    query_params = ("replica",)
+
+    async def get(self, name: str) -> None:
+        self.reply(await call(self.manager.stacks, name, self.get_query_argument("replica", None)))
+
+
 class ScalarsHandler(DistrainHandler):
     query_params = ("tag",)
 

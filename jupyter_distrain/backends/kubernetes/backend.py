@@ -50,7 +50,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ... import logs, reasons
-from ...errors import DistrainError, FieldError, SpecError
+from ...errors import DistrainError, FieldError, NotSupported, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
 from ...policy import FINISHED, Event, run_ended
@@ -360,6 +360,10 @@ class KubeBackend(JobObserver, CredentialStore):
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:
             self.close()
+
+    def stacks(self, name: str, replica: str | None = None) -> dict:
+        self.get(name, events=0)  # JobNotFound first
+        raise NotSupported("stacks are taken of local jobs' replicas; on Kubernetes, not yet")
 
     def metrics(self, name: str) -> builtins.list[dict]:
         """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""

@@ -9,7 +9,7 @@ import posixpath
 import shlex
 
 from ... import incluster, snapshot, storage
-from ...clusterenv import PYTORCH_SITE, Dirs, replica_command, replica_env, uses_pytorch_site
+from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...config import Distrain
 from ...errors import FieldError, SpecError
 from ...git import CREDENTIAL_HELPER
@@ -131,9 +131,9 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, root: dict, resta
 
 INSTALL_PROGRAM = incluster.source("install")
 INSTALL = f"python -c {shlex.quote(INSTALL_PROGRAM)} || exit 1"  # requirements.txt, then what the Python has
-# a PyTorch job's replicas: clusterenv.PYTORCH_SITE's sitecustomize.py, written to the workspace, first on PYTHONPATH
+# a PyTorch job's replicas: clusterenv.REPLICA_SITE's sitecustomize.py, written to the workspace, first on PYTHONPATH
 SITE_DIR = f"{WORKSPACE}/.distrain-python"
-SITE_SETUP = (f"mkdir -p {SITE_DIR} && printf %s {shlex.quote((PYTORCH_SITE / 'sitecustomize.py').read_text())} > "
+SITE_SETUP = (f"mkdir -p {SITE_DIR} && printf %s {shlex.quote((REPLICA_SITE / 'sitecustomize.py').read_text())} > "
               f'{SITE_DIR}/sitecustomize.py && export PYTHONPATH="{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"')
 
 
@@ -171,7 +171,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
         script = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
                             '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
         log = f"{volume_logs(root)}/{run}/{role}-$(DISTRAIN_INDEX).log"
-    if uses_pytorch_site(spec):
+    if spec.get("framework") == "pytorch":
         script = f"{SITE_SETUP}\n{script}"
     volumes, mounts = _volumes(spec, settings, root)
     main = {

@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
-from ... import logs, snapshot, storage
-from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
+from ... import logs, snapshot, stacks, storage
+from ...errors import (DistrainError, FieldError, JobConflict, NotRunning, ReplicaNotFound, SpecError,
+                       StorageFull)
 from ...policy import FINISHED, Phase, run_ended
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 from ...spec import expires, gpus, replicas
@@ -329,6 +330,18 @@ class LocalBackend(CredentialStore):
             return logs.read(files, tail=tail, since=since)
         finished = finished or (lambda: run_ended(self.get(name, events=0), run))
         return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
+
+    def stacks(self, name: str, replica: str | None = None) -> dict:
+        job = self.end_if_vanished(self.row(name))
+        names = [r["name"] for r in job["replicas"]]
+        if replica is not None and replica not in names:
+            raise ReplicaNotFound(name, replica, names)
+        running = {r["name"]: r["pid"] for r in job["replicas"]
+                   if replica in (None, r["name"]) and processes.alive(r["pid"], r["pid_started"])}
+        if not running:
+            raise NotRunning((f"replica {replica} of job {name!r} is not running" if replica else
+                              f"no replica of job {name!r} is running") + ": stacks are taken of running replicas")
+        return stacks.take(running)
 
     def metrics(self, name: str, interval: float = 0.5) -> builtins.list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""

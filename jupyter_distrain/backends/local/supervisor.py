@@ -36,7 +36,7 @@ from pathlib import Path
 import psutil
 
 from ... import sweep
-from ...clusterenv import PYTORCH_SITE, Dirs, replica_command, replica_env, uses_pytorch_site
+from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...logs import LogWriter, last_error, mark_ended, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
@@ -182,10 +182,8 @@ class Supervisor:
         own = replica_env(self.spec, self.addresses, role, index, dirs)
         env = {**self.env, **own, "CUDA_VISIBLE_DEVICES": self.devices[name]}
         # the job's PYTHONPATH adds to the server environment's, which holds the packages the job installed
-        python_path = [str(PYTORCH_SITE)] if uses_pytorch_site(self.spec) else []
-        python_path += filter(None, [own.get("PYTHONPATH"), self.env.get("PYTHONPATH")])
-        if python_path:
-            env["PYTHONPATH"] = os.pathsep.join(python_path)
+        python_path = [str(REPLICA_SITE), *filter(None, [own.get("PYTHONPATH"), self.env.get("PYTHONPATH")])]
+        env["PYTHONPATH"] = os.pathsep.join(python_path)
         # The output pipes are this process's own, not the subprocess transport's: the transport's wait() would
         # wait for its pipes too, and a daemon the replica leaves behind may hold them open forever.
         pipes = [os.pipe(), os.pipe()]  # stdout, stderr: each line's log says which it came through

@@ -1,0 +1,113 @@
+"""Where a job's replicas are now: their stacks through the REST API, the Python client, the CLI and the panel
+(in a real browser, as test_panel.py), on a real PyTorch job whose third replica is late to an all-reduce."""
+
+import pytest
+from conftest import CLI, assert_nothing_left, wait
+from playwright.sync_api import expect
+from test_panel import assert_accessible, lab, open_panel, page, screenshot  # noqa: F401 (lab and page are fixtures)
+
+from jupyter_distrain.client import Client
+from jupyter_distrain.errors import DistrainError
+from jupyter_distrain.stacks import compare
+
+LATE_TO_ALL_REDUCE = """
+import time
+import torch
+import torch.distributed as dist
+
+
+def slow_down():
+    time.sleep(600)
+
+
+def step():
+    if dist.get_rank() == 2:
+        slow_down()
+    dist.all_reduce(torch.ones(1))
+
+
+dist.init_process_group("gloo")
+step()
+"""
+
+
+def innermost(frames: list[dict]) -> str:
+    return next(f["function"] for f in reversed(frames) if not f["native"])
+
+
+def test_stacks_show_the_replica_late_to_an_all_reduce(lab, page, tmp_path):
+    """Replicas 0 and 1 wait in the all-reduce, replica 2 in its own function: the frames they share are counted,
+    replica 2 is the one that differs, native frames come with the Python ones; the CLI and the job view's "Where
+    is it now?" say the same."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(LATE_TO_ALL_REDUCE)
+    client = Client(lab.url, lab.TOKEN)
+    client.submit({"name": "late", "framework": "pytorch", "code": {"path": str(code)}, "command": "python train.py",
+                   "replicas": {"worker": {"count": 3}}})
+
+    def stacks_once_waiting():
+        try:
+            found = client.stacks("late")
+        except DistrainError:  # not running yet
+            return None
+        rows = {r["name"]: r for r in found["replicas"]}
+        ready = all(r["frames"] for r in rows.values()) and all(
+            "all_reduce" in innermost(rows[n]["frames"]) for n in ("worker-0", "worker-1"))
+        return found if ready and "slow_down" in innermost(rows["worker-2"]["frames"]) else None
+
+    found = wait(stacks_once_waiting, "replicas 0 and 1 in the all-reduce, 2 in slow_down", 120)
+    rows = {r["name"]: r for r in found["replicas"]}
+    assert found["differs"] == ["worker-2"]
+    shared = found["shared"]
+    assert shared >= 1 and len({str(r["frames"][:shared]) for r in rows.values()}) == 1
+    assert [f["function"] for f in rows["worker-2"]["frames"][shared - 1:shared + 2]] == ["<module>", "step",
+                                                                                          "slow_down"]
+    assert any(f["native"] for f in rows["worker-0"]["frames"]), "py-spy unwinds the native frames too"
+    assert all(len(r["processes"]) == 1 and r["processes"][0]["command"] == "python train.py" for r in rows.values())
+
+    one = client.stacks("late", replica="worker-1")
+    assert [r["name"] for r in one["replicas"]] == ["worker-1"] and one["differs"] == [] and one["shared"] == 0
+    with pytest.raises(DistrainError, match="job 'late' has no replica 'worker-9'; replicas: worker-0, worker-1, "
+                                            "worker-2"):
+        client.stacks("late", replica="worker-9")
+
+    cli = CLI(lab.root, tmp_path)
+    printed = cli("stacks", "late").stdout
+    assert printed.startswith("3 replicas, stacks taken at ") and "; differs: worker-2\n" in printed
+    assert "worker-2  <- differs" in printed and "slow_down (" in printed
+    assert cli.json("stacks", "late", "--replica", "worker-2")["replicas"][0]["name"] == "worker-2"
+
+    open_panel(page)
+    page.locator('[data-job="late"]').get_by_title("Open late").click()
+    page.locator(".jp-distrain-job-links").get_by_role("button", name="Where is it now?").click()
+    view = page.get_by_role("region", name="Stacks")
+    expect(view.get_by_role("status")).to_contain_text("elsewhere than the others: worker-2", timeout=30_000)
+    late = view.get_by_role("listitem", name="worker-2")
+    expect(late).to_have_class("jp-distrain-stacks-replica jp-mod-differs")
+    expect(late.locator(".jp-distrain-frames").first).to_contain_text("slow_down")
+    expect(view.get_by_role("listitem", name="worker-0").locator(".jp-distrain-frames").first).to_contain_text(
+        "all_reduce")
+    assert view.locator(".jp-distrain-stacks-shared summary").inner_text().endswith("every replica shares")
+    screenshot(page, "stacks")
+    assert_accessible(page, ".jp-distrain-stacks")
+
+    client.stop("late")
+    refused = lab.rest("GET", "jobs/late/stacks")
+    assert (refused.status_code, refused.json()["message"]) == (
+        409, "no replica of job 'late' is running: stacks are taken of running replicas")
+    assert lab.rest("GET", "jobs/nothing/stacks").status_code == 404
+    client.delete("late")
+    assert_nothing_left(lab.root)
+
+
+def test_replicas_differ_only_where_most_are_elsewhere():
+    def replica(name, *functions):
+        return {"name": name, "frames": [{"function": f, "file": "t.py", "line": 1, "native": False}
+                                         for f in functions]}
+
+    three = [replica("w-0", "main", "wait"), replica("w-1", "main", "wait"), replica("w-2", "main", "late")]
+    assert compare(three) == {"shared": 1, "differs": ["w-2"]}
+    assert compare(three[1:]) == {"shared": 1, "differs": []}  # one each: no majority
+    assert compare(three[:2]) == {"shared": 2, "differs": []}
+    assert compare([*three, {"name": "w-3", "frames": []}]) == {"shared": 1, "differs": ["w-2"]}  # no stack: not compared
