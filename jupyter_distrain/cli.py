@@ -253,14 +253,15 @@ def top(manager: JobManager, name: str) -> None:
 @main.command()
 @click.argument("name")
 @click.option("-r", "--replica", help="Only this replica, e.g. worker-2 (default: every running one).")
+@click.option("--kept", is_flag=True, help="The stacks kept when the job hung (policy.hang_after), not now's.")
 @output_option
 @click.pass_obj
-def stacks(manager: JobManager, name: str, replica: str | None, fmt: str) -> None:
+def stacks(manager: JobManager, name: str, replica: str | None, kept: bool, fmt: str) -> None:
     """Where each running replica is now: its Python threads' stacks (native frames too where py-spy can unwind
     them), taken at once; the frames every replica shares are shown once, a replica elsewhere than most is marked."""
     from .stacks import text
 
-    found = manager.stacks(name, replica)
+    found = manager.stacks(name, replica, kept)
     click.echo(json.dumps(found, indent=2) if fmt == "json" else text(found))
 
 

@@ -193,11 +193,11 @@ class Client:
         [step, value] points per run."""
         return self._call("GET", f"jobs/{quote(name)}/scalars", tag=tag)
 
-    def stacks(self, name: str, replica: str | None = None) -> dict:
+    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         """Where the running replicas (or only `replica`) are now: every Python thread's stack, taken at once;
         `shared` outermost frames of their training processes are the same everywhere, `differs` names the
-        replicas elsewhere than most (see `distrain stacks`)."""
-        return self._call("GET", f"jobs/{quote(name)}/stacks", replica=replica)
+        replicas elsewhere than most (see `distrain stacks`). `kept`: those kept when the job hung."""
+        return self._call("GET", f"jobs/{quote(name)}/stacks", replica=replica, kept="true" if kept else None)
 
     def trials(self, name: str) -> dict:
         """A sweep's trials, best first: each one's swept hyperparameters, phase and metric, and the best that

@@ -23,7 +23,7 @@ from traitlets.config import Config, Configurable
 
 from .errors import DistrainError
 from .owners import current_owner
-from .spec import ttl_problem
+from .spec import duration_problem
 
 # the image of a job whose spec names none
 DEFAULT_IMAGES = {
@@ -108,6 +108,9 @@ class Distrain(Configurable):
                                  help="How long a finished job and its logs are kept when its spec names no "
                                       "policy.ttl_after_finished: 30m, 12h, 7d, 2w (outputs stay). Empty: until "
                                       "deleted.")
+    hang_after = Unicode("", config=True,
+                         help="When a running job whose spec names no policy.hang_after is hung: no log line and no "
+                              "TensorBoard step for this long (90s, 20m, 2h); see policy.on_hang. Empty: never.")
     ttl_check_interval = Float(60, config=True,
                                help="Seconds between the Jupyter server's looks for jobs past their time to be kept.")
     gpu_types = Dict(config=True,
@@ -167,10 +170,11 @@ class Distrain(Configurable):
         self._check_names(proposal["value"], "backends")
         return proposal["value"]
 
-    @validate("ttl_after_finished")
+    @validate("ttl_after_finished", "hang_after")
     def _a_duration(self, proposal: Any) -> str:
-        if proposal["value"] and (problem := ttl_problem(proposal["value"])):
-            raise TraitError(f"Distrain.ttl_after_finished: {problem}")
+        field = proposal["trait"].name
+        if proposal["value"] and (problem := duration_problem(field, proposal["value"])):
+            raise TraitError(f"Distrain.{field}: {problem}")
         return proposal["value"]
 
     @validate("gpu_types")

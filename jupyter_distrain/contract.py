@@ -84,9 +84,9 @@ class Backend(Protocol):
     def metrics(self, name: str) -> builtins.list[dict]:
         """CPU, memory and GPU use per replica (None where unknown)."""
 
-    def stacks(self, name: str, replica: str | None = None) -> dict:
+    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         """Where the running replicas (or only `replica`) are now: stacks.take's answer; NotRunning if none
-        runs."""
+        runs. `kept`: those kept with the current run when it hung instead (NotFound if none were)."""
 
     def cluster(self) -> dict:
         """What jobs can use: volumes, CPUs, memory, GPUs (capacity and available)."""

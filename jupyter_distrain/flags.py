@@ -50,6 +50,11 @@ def spec_options(command):
         click.option("--resume-from", help="A checkpoint path, or job:NAME for an earlier job's output."),
         click.option("--success-policy", type=click.Choice(["chief", "all-workers"]),
                      help="The job succeeds when the chief succeeds, or when every worker does."),
+        click.option("--hang-after", metavar="DURATION",
+                     help="Hung after this long without a log line or a TensorBoard step (90s, 20m, 2h): a "
+                          "NoProgress warning, its stacks kept."),
+        click.option("--on-hang", type=click.Choice(["warn", "fail"]),
+                     help="fail: a hung job also stops, Failed (default: warn only)."),
     ]):
         command = option(command)
     return command
@@ -159,8 +164,9 @@ def apply_flags(raw: dict, flags: dict, command: str) -> dict:
         tensorboard.update(enabled=True, logdir=flags["logdir"])
     if tensorboard:
         raw["tensorboard"] = tensorboard
-    if flags["success_policy"]:
-        raw["policy"] = {**(raw.get("policy") or {}), "success": flags["success_policy"]}
+    for flag, field in (("success_policy", "success"), ("hang_after", "hang_after"), ("on_hang", "on_hang")):
+        if flags[flag]:
+            raw["policy"] = {**(raw.get("policy") or {}), field: flags[flag]}
     return with_env(raw, flags["env"])
 
 

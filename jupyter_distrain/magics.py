@@ -133,10 +133,11 @@ def logs(magics: DistrainMagics, name: str, **options: Any) -> None:
 @commands.command()
 @click.argument("name")
 @click.option("--replica", help="One replica, e.g. worker-2.")
+@click.option("--kept", is_flag=True, help="The stacks kept when the job hung, not now's.")
 @click.pass_obj
-def stacks(magics: DistrainMagics, name: str, replica: str | None) -> None:
+def stacks(magics: DistrainMagics, name: str, replica: str | None, kept: bool) -> None:
     """Print where each running replica is now: its threads' stacks, the frames they share once."""
-    print(stacks_text(magics.client.stacks(name, replica)))
+    print(stacks_text(magics.client.stacks(name, replica, kept)))
 
 
 @commands.command()

@@ -340,8 +340,8 @@ class JobManager:
     def metrics(self, name: str) -> builtins.list[dict]:
         return self.backend_of(name).metrics(name)
 
-    def stacks(self, name: str, replica: str | None = None) -> dict:
-        return self.backend_of(name).stacks(name, replica)
+    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
+        return self.backend_of(name).stacks(name, replica, kept)
 
     def scalars(self, name: str, tag: str | None = None) -> dict:
         """What the job logged to event files under its output directory (scalars.Scalars.of): locally read here, on

@@ -25,6 +25,7 @@ class AdminRules:
     max_deadline_seconds: int | None
     gpu_types: tuple[str, ...]
     ttl_after_finished: str | None  # how long a finished job is kept when its spec names no time; None: ever
+    hang_after: str | None  # when a running job is hung, when its spec names no time; None: never
 
     @classmethod
     def from_config(cls, config: Distrain, default_host_paths: tuple[str, ...] | None) -> AdminRules:
@@ -34,7 +35,7 @@ class AdminRules:
                    images=tuple(config.allowed_images), max_replicas=config.max_replicas,
                    max_gpus_per_replica=config.max_gpus_per_replica, max_gpus_per_job=config.max_gpus_per_job,
                    max_deadline_seconds=config.max_deadline_seconds, gpu_types=tuple(config.gpu_types),
-                   ttl_after_finished=config.ttl_after_finished or None)
+                   ttl_after_finished=config.ttl_after_finished or None, hang_after=config.hang_after or None)
 
     def public(self) -> dict:
         """The rules as GET cluster shows them (`limits`), for the form to show and check as a person types."""
@@ -42,10 +43,11 @@ class AdminRules:
 
     def apply(self, spec: dict) -> dict:
         """The spec under these rules (a job naming no deadline gets the longest allowed, one naming no time
-        to be kept once finished the server's), or SpecError naming each field that breaks one, and the rule."""
+        to be kept once finished, or no time after which it is hung, the server's), or SpecError naming each field that breaks one, and the rule."""
         errors = [*self._host_path_errors(spec), *self._image_errors(spec), *self._replica_errors(spec)]
-        if spec["policy"].get("ttl_after_finished") is None and self.ttl_after_finished:
-            spec = {**spec, "policy": {**spec["policy"], "ttl_after_finished": self.ttl_after_finished}}
+        for field in ("ttl_after_finished", "hang_after"):
+            if spec["policy"].get(field) is None and getattr(self, field):
+                spec = {**spec, "policy": {**spec["policy"], field: getattr(self, field)}}
         deadline = spec["policy"].get("deadline_seconds")
         if self.max_deadline_seconds is not None:
             if deadline is None:

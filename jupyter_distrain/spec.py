@@ -173,16 +173,17 @@ def duration_seconds(text: str) -> int | None:
     return sum(int(count) * DURATION_SECONDS[unit] for count, unit in parts)
 
 
-MAX_TTL_SECONDS = 520 * DURATION_SECONDS["w"]  # ten years: a job's end plus this is a date every reader holds
+MAX_DURATION_SECONDS = 520 * DURATION_SECONDS["w"]  # ten years: a job's end plus this is a date every reader holds
+DURATION_POLICIES = {"ttl_after_finished": "30m, 12h, 7d or 2w", "hang_after": "90s, 20m or 2h"}  # and examples
 
 
-def ttl_problem(text: str) -> str | None:
-    """What is wrong with `text` as a time to keep a finished job (None if nothing)."""
+def duration_problem(field: str, text: str) -> str | None:
+    """What is wrong with `text` as the duration of policy.`field` (one of DURATION_POLICIES); None if nothing."""
     seconds = duration_seconds(text)
     if seconds is None:
-        return f"{text[:40]!r} is not a duration such as 30m, 12h, 7d or 2w"
-    if seconds > MAX_TTL_SECONDS:
-        return f"{text} is longer than the longest a job is kept, 520w (ten years)"
+        return f"{text[:40]!r} is not a duration such as {DURATION_POLICIES[field]}"
+    if seconds > MAX_DURATION_SECONDS:
+        return f"{text} is longer than the longest duration here, 520w (ten years)"
     return None
 
 
@@ -352,9 +353,9 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
                                      "with the job and shown in its events; give the URL without them and name a "
                                      "secret in code.credentials (create one with 'distrain secret set NAME "
                                      "--host HOST')")
-    ttl = spec["policy"].get("ttl_after_finished")
-    if ttl and (problem := ttl_problem(ttl)):
-        yield FieldError("policy.ttl_after_finished", problem)
+    for field in DURATION_POLICIES:
+        if (text := spec["policy"].get(field)) and (problem := duration_problem(field, text)):
+            yield FieldError(f"policy.{field}", problem)
     hyper = spec.get("hyperparameters", {})
     for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
         yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")

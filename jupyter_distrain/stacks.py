@@ -12,6 +12,7 @@ shown with the error py-spy gives.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from .errors import DistrainError, Unavailable
 from .jobjson import iso
 
 DUMP_SECONDS = 20  # the most one process's dump may take (py-spy pauses it meanwhile)
+KEPT = "stacks.json"  # the stacks kept with a run's logs when it hung (policy.hang_after)
 
 
 def py_spy() -> str:
@@ -98,6 +100,24 @@ def take(replicas: dict[str, int]) -> dict:
     return {"taken": iso(taken), "seconds": seconds, "replicas": rows, **compare(rows)}
 
 
+def keep(log_dir: Path, taken: dict) -> None:
+    """Keep stacks (take's, with why) with a run's logs, in place of any kept before."""
+    partial = log_dir / f".{KEPT}.partial"
+    partial.write_text(json.dumps(taken))
+    os.replace(partial, log_dir / KEPT)
+
+
+def kept(log_dir: Path, replica: str | None = None) -> dict | None:
+    """The stacks kept with a run's logs (only `replica`'s), or None."""
+    try:
+        found = json.loads((log_dir / KEPT).read_text())
+    except FileNotFoundError:
+        return None
+    if replica is not None:
+        found["replicas"] = [r for r in found["replicas"] if r["name"] == replica]
+    return found
+
+
 def _dump_or_error(pid: int) -> dict:
     try:
         return {"threads": dump(pid), "error": ""}
@@ -134,8 +154,9 @@ def text(stacks: dict) -> str:
     """The stacks as the CLI prints them: the frames every replica shares once, then each replica's own (a
     replica that differs marked), its other threads after."""
     count, shared = len(stacks["replicas"]), stacks["shared"]
-    lines = [f"{count} replica{'s' * (count != 1)}, stacks taken at {stacks['taken']} in {stacks['seconds']:.2f} s"
-             + (f"; differs: {', '.join(stacks['differs'])}" if stacks["differs"] else "")]
+    lines = [f"{stacks['reason']}: {stacks['message']}"] if stacks.get("reason") else []
+    lines.append(f"{count} replica{'s' * (count != 1)}, stacks taken at {stacks['taken']} in {stacks['seconds']:.2f} s"
+                 + (f"; differs: {', '.join(stacks['differs'])}" if stacks["differs"] else ""))
     if shared:
         first = next(r for r in stacks["replicas"] if r["frames"])
         lines += [f"shared by every replica ({shared} frame{'s' * (shared != 1)}, outermost first):",

@@ -220,9 +220,11 @@ export const serverAPI = {
   /** What the job logs to its event files: one tag (default: its loss) per run. */
   scalars: (name: string, tag?: string): Promise<Scalars> =>
     requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag })),
-  /** Where the running replicas are now: their stacks, taken at once, compared. */
-  stacks: (name: string): Promise<Stacks> =>
-    requestAPI<Stacks>(jobPath(name, 'stacks')),
+  /** Where the running replicas are now (`kept`: when the job hung): their stacks, taken at once, compared. */
+  stacks: (name: string, kept = false): Promise<Stacks> =>
+    requestAPI<Stacks>(
+      jobPath(name, 'stacks') + queryString({ kept: kept ? 'true' : undefined })
+    ),
   /** A sweep's trials with their hyperparameters and metric, best first. */
   trials: (sweep: string): Promise<Trials> =>
     requestAPI<Trials>(jobPath(sweep, 'trials'))

@@ -116,10 +116,12 @@ export function JobView(
   const { job, metrics, scalars, trials, error, refresh, chooseTag } =
     useJobDetails(props.name, props.interval);
   const [showStacks, setShowStacks] = React.useState(false);
+  const [showKept, setShowKept] = React.useState(false);
   if (!job) {
     return <div className="jp-distrain-job-view">{error || 'Loading…'}</div>;
   }
   const tensorboard = Boolean(job.spec.tensorboard?.enabled);
+  const hung = (job.events ?? []).some(event => event.reason === 'NoProgress');
   // After an action: the tab closes with the deleted job, else shows it as it is now.
   const after = async (done: Action | null) => {
     if (done === 'delete') {
@@ -170,6 +172,15 @@ export function JobView(
             Where is it now?
           </button>
         )}
+        {hung && !showKept && (
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            title="The replicas' stacks, kept when the job stopped progressing"
+            onClick={() => setShowKept(true)}
+          >
+            Stacks when it hung
+          </button>
+        )}
       </div>
       {job.spec.sweep ? (
         trials && (
@@ -190,6 +201,9 @@ export function JobView(
       )}
       {showStacks && (
         <StacksView name={job.name} onClose={() => setShowStacks(false)} />
+      )}
+      {showKept && (
+        <StacksView name={job.name} kept onClose={() => setShowKept(false)} />
       )}
       <JobLogs name={job.name} />
       {scalars && <ScalarChart scalars={scalars} onTag={chooseTag} />}

@@ -623,6 +623,10 @@ export interface components {
       shared: number;
       /** @description The replicas whose innermost Python function is not the one most replicas are in */
       differs: string[];
+      /** @description Why kept stacks were taken: NoProgress */
+      reason?: string;
+      /** @description What the job's event said when kept stacks were taken */
+      message?: string;
     };
     JobFile: {
       path?: string;
@@ -744,6 +748,8 @@ export interface components {
         gpu_types: string[];
         /** @description How long a finished job is kept when its spec names no policy.ttl_after_finished; null: until deleted */
         ttl_after_finished: string | null;
+        /** @description When a running job is hung, when its spec names no policy.hang_after; null: never */
+        hang_after: string | null;
       };
     };
     sweepParameter:
@@ -962,6 +968,17 @@ export interface components {
          * @default null
          */
         ttl_after_finished: string | null;
+        /**
+         * @description a running job whose replicas write no log line and no TensorBoard step for this long is hung: a NoProgress warning, its stacks kept with the job, then on_hang: 90s, 20m, 2h; default: the server's, else never
+         * @default null
+         */
+        hang_after: string | null;
+        /**
+         * @description warn: the NoProgress warning and the stacks only; fail: then the job stops, Failed with reason Hung
+         * @default warn
+         * @enum {unknown}
+         */
+        on_hang: 'warn' | 'fail';
       };
       /**
        * Resume from
@@ -1492,6 +1509,8 @@ export interface operations {
       query?: {
         /** @description Only this replica's (default, every running replica's) */
         replica?: string;
+        /** @description The stacks kept with the job's current run when it hung (policy.hang_after), not now's */
+        kept?: boolean;
       };
       header?: never;
       path: {
@@ -1512,7 +1531,15 @@ export interface operations {
       };
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
-      404: components['responses']['NotFound'];
+      /** @description No such job, or (kept) no stacks kept */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Error'];
+        };
+      };
       /** @description No replica (or not that one) is running */
       409: {
         headers: {

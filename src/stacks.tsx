@@ -6,12 +6,14 @@ type StackReplica = Stacks['replicas'][number];
 type StackThread = StackReplica['processes'][number]['threads'][number];
 
 /**
- * "Where is it now?": the running replicas' stacks, taken at once. The frames
- * every replica shares are folded; each replica's own follow side by side, the
- * one elsewhere than most highlighted. Taken when shown, again on request.
+ * "Where is it now?": the running replicas' stacks, taken at once (or, `kept`,
+ * those kept when the job hung). The frames every replica shares are folded;
+ * each replica's own follow side by side, the one elsewhere than most
+ * highlighted. Taken when shown, again on request.
  */
 export function StacksView(props: {
   name: string;
+  kept?: boolean;
   onClose: () => void;
 }): JSX.Element {
   const [stacks, setStacks] = React.useState<Stacks | null>(null);
@@ -20,31 +22,37 @@ export function StacksView(props: {
   const take = React.useCallback(async () => {
     setTaking(true);
     try {
-      setStacks(await serverAPI.stacks(props.name));
+      setStacks(await serverAPI.stacks(props.name, props.kept));
       setError('');
     } catch (reason) {
       setError((reason as Error).message);
     } finally {
       setTaking(false);
     }
-  }, [props.name]);
+  }, [props.name, props.kept]);
   React.useEffect(() => {
     void take();
   }, [take]);
   return (
-    <section className="jp-distrain-stacks" aria-label="Stacks">
-      <h3>Where is it now?</h3>
+    <section
+      className="jp-distrain-stacks"
+      aria-label={props.kept ? 'Stacks when it hung' : 'Stacks'}
+    >
+      <h3>{props.kept ? 'Where it was when it hung' : 'Where is it now?'}</h3>
+      {props.kept && stacks?.message && <p>{stacks.message}</p>}
       <div className="jp-distrain-stacks-toolbar">
         <span role="status">
           {taking ? 'Taking the stacks…' : stacks ? summary(stacks) : ''}
         </span>
-        <button
-          className="jp-Button jp-mod-styled jp-mod-reject"
-          disabled={taking}
-          onClick={() => void take()}
-        >
-          Take again
-        </button>
+        {!props.kept && (
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject"
+            disabled={taking}
+            onClick={() => void take()}
+          >
+            Take again
+          </button>
+        )}
         <button
           className="jp-Button jp-mod-styled jp-mod-reject"
           onClick={props.onClose}

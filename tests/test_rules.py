@@ -19,7 +19,7 @@ GPU_TYPES = {"a100": {"node_selector": {"gpu": "a100"}}}
 def admin_config(allowed) -> dict:
     return {"allowed_host_paths": [str(allowed)], "allowed_images": ["registry.example.com/*"], "max_replicas": 3,
             "max_gpus_per_replica": 1, "max_gpus_per_job": 2, "max_deadline_seconds": 3600, "gpu_types": GPU_TYPES,
-            "ttl_after_finished": "7d"}
+            "ttl_after_finished": "7d", "hang_after": "2h"}
 
 
 def job(name: str, **fields) -> dict:
@@ -55,10 +55,13 @@ def test_host_paths_are_compared_by_directory_once_dots_are_resolved():
     assert AdminRules.from_config(Distrain(allowed_host_paths=[]), None).host_paths == ()
 
 
-def test_a_time_to_keep_finished_jobs_that_is_no_duration_is_a_clear_configuration_error():
+def test_a_time_to_keep_finished_jobs_or_to_call_one_hung_that_is_no_duration_is_a_clear_configuration_error():
     assert Distrain(ttl_after_finished="1d12h").ttl_after_finished == "1d12h"
     with pytest.raises(Exception, match="'7 days' is not a duration such as 30m, 12h, 7d or 2w"):
         Distrain(ttl_after_finished="7 days")
+    assert Distrain(hang_after="90s").hang_after == "90s"
+    with pytest.raises(Exception, match="Distrain.hang_after: '20 min' is not a duration such as 90s, 20m or 2h"):
+        Distrain(hang_after="20 min")
 
 
 def test_a_malformed_gpu_type_is_a_clear_configuration_error():
@@ -87,7 +90,8 @@ def test_every_rule_is_refused_by_rest_client_and_cli_naming_the_field_and_nothi
         cluster = server.rest("GET", "cluster").json()
         assert cluster["limits"] == {"host_paths": [str(allowed)], "images": ["registry.example.com/*"],
                                      "max_replicas": 3, "max_gpus_per_replica": 1, "max_gpus_per_job": 2,
-                                     "max_deadline_seconds": 3600, "gpu_types": ["a100"], "ttl_after_finished": "7d"}
+                                     "max_deadline_seconds": 3600, "gpu_types": ["a100"], "ttl_after_finished": "7d",
+                                     "hang_after": "2h"}
         client = Client(server.url, JupyterServer.TOKEN)
         for fields, path, says in BROKEN:
             fields = json.loads(json.dumps(fields).replace("ALLOWED", str(allowed)))
@@ -111,6 +115,7 @@ def test_every_rule_is_refused_by_rest_client_and_cli_naming_the_field_and_nothi
         created = server.rest("POST", "jobs", json=within)
         assert created.status_code == 201, created.text
         assert created.json()["spec"]["policy"]["deadline_seconds"] == 3600
+        assert created.json()["spec"]["policy"]["hang_after"] == "2h"
         assert cli.wait("within")["phase"] == "Succeeded"
         assert (allowed / "results" / "result.txt").read_text() == "kept\n"
     finally:

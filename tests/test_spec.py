@@ -20,7 +20,7 @@ def test_defaults_come_from_the_schema():
     assert spec["framework"] == "python"
     assert spec["replicas"] == {"worker": {"count": 1, "resources": {"gpus": 0}}}
     assert spec["tensorboard"] == {"enabled": False, "logdir": "training_logs"}
-    assert spec["policy"] == {"success": "chief", "restart": "never", "max_restarts": 0}
+    assert spec["policy"] == {"success": "chief", "restart": "never", "max_restarts": 0, "on_hang": "warn"}
     code = spec_.validate({"name": "a", "command": "t", "code": {"git": "https://example.com/r.git"}})["code"]
     assert code == {"git": "https://example.com/r.git", "ref": "HEAD"}
 
@@ -148,9 +148,12 @@ def test_text_that_is_not_unicode_is_refused_where_it_stands():
 
 
 def test_every_duration_has_a_bound_the_product_can_carry():
-    assert "longer than the longest a job is kept, 520w" in errors_of(
-        {"name": "a", "command": "t", "policy": {"ttl_after_finished": "999999w"}})["policy.ttl_after_finished"]
-    assert spec_.validate({"name": "a", "command": "t", "policy": {"ttl_after_finished": "520w"}})
+    for field in ("ttl_after_finished", "hang_after"):
+        assert "longer than the longest duration here, 520w" in errors_of(
+            {"name": "a", "command": "t", "policy": {field: "999999w"}})[f"policy.{field}"]
+        assert spec_.validate({"name": "a", "command": "t", "policy": {field: "520w"}})
+    assert list(errors_of({"name": "a", "command": "t", "policy": {"hang_after": "20 min"}})) == ["policy.hang_after"]
+    assert spec_.validate({"name": "a", "command": "t", "policy": {"hang_after": "1h30m"}})["policy"]["on_hang"] == "warn"
 
 
 def test_schema_is_one_json_file_in_the_package():

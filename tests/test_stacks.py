@@ -27,6 +27,7 @@ def step():
 
 
 dist.init_process_group("gloo")
+print("ready", flush=True)  # the last line: then the job is quiet
 step()
 """
 
@@ -38,13 +39,13 @@ def innermost(frames: list[dict]) -> str:
 def test_stacks_show_the_replica_late_to_an_all_reduce(lab, page, tmp_path):
     """Replicas 0 and 1 wait in the all-reduce, replica 2 in its own function: the frames they share are counted,
     replica 2 is the one that differs, native frames come with the Python ones; the CLI and the job view's "Where
-    is it now?" say the same."""
+    is it now?" say the same. Quiet for its policy.hang_after, the job warns and keeps the stacks of then."""
     code = tmp_path / "code"
     code.mkdir()
     (code / "train.py").write_text(LATE_TO_ALL_REDUCE)
     client = Client(lab.url, lab.TOKEN)
     client.submit({"name": "late", "framework": "pytorch", "code": {"path": str(code)}, "command": "python train.py",
-                   "replicas": {"worker": {"count": 3}}})
+                   "replicas": {"worker": {"count": 3}}, "policy": {"hang_after": "8s"}})
 
     def stacks_once_waiting():
         try:
@@ -92,6 +93,21 @@ def test_stacks_show_the_replica_late_to_an_all_reduce(lab, page, tmp_path):
     screenshot(page, "stacks")
     assert_accessible(page, ".jp-distrain-stacks")
 
+    # 8 s after the last line: hung, a warning, the stacks kept; it goes on (on_hang: warn)
+    hung = wait(lambda: next((e for e in client.get("late")["events"] if e["reason"] == "NoProgress"), None),
+                "the NoProgress warning", 60)
+    assert hung["type"] == "Warning" and hung["message"] == (
+        "no replica wrote a log line or a TensorBoard step for 8s; their stacks then are kept (distrain stacks late "
+        "--kept)")
+    assert (client.get("late")["phase"], client.get("late")["reason"]) == ("Running", "NoProgress")
+    kept = client.stacks("late", kept=True)
+    assert (kept["reason"], kept["differs"]) == ("NoProgress", ["worker-2"])
+    assert cli("stacks", "late", "--kept").stdout.startswith(f"NoProgress: {hung['message']}\n3 replicas, ")
+    page.locator(".jp-distrain-job-links").get_by_role("button", name="Stacks when it hung").click()
+    at_hang = page.get_by_role("region", name="Stacks when it hung")
+    expect(at_hang.get_by_role("listitem", name="worker-2")).to_have_class("jp-distrain-stacks-replica jp-mod-differs")
+    expect(at_hang).to_contain_text(hung["message"])
+
     client.stop("late")
     refused = lab.rest("GET", "jobs/late/stacks")
     assert (refused.status_code, refused.json()["message"]) == (
@@ -99,6 +115,38 @@ def test_stacks_show_the_replica_late_to_an_all_reduce(lab, page, tmp_path):
     assert lab.rest("GET", "jobs/nothing/stacks").status_code == 404
     client.delete("late")
     assert_nothing_left(lab.root)
+
+
+QUIET = """import sys, time
+def wait_here(seconds):
+    time.sleep(seconds)
+print("ready", flush=True)
+wait_here(float(sys.argv[1]))
+print("again", flush=True)
+wait_here(600)
+"""
+
+
+def test_a_quiet_job_fails_as_hung_with_on_hang_fail_and_one_that_speaks_again_is_no_longer_hung(cli, tmp_path):
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "quiet.py").write_text(QUIET)
+    cli("submit", "--name", "stuck", "--workers", "2", "--code", str(code), "--hang-after", "2s", "--on-hang",
+        "fail", "--", "python", "quiet.py", "600")
+    cli("submit", "--name", "pause", "--code", str(code), "--hang-after", "2s", "--", "python", "quiet.py", "8")
+    stuck = cli.wait("stuck")
+    assert (stuck["phase"], stuck["reason"]) == ("Failed", "Hung"), stuck
+    assert stuck["message"] == ("no replica wrote a log line or a TensorBoard step for 2s; their stacks then are "
+                                "kept (distrain stacks stuck --kept)")
+    kept = cli.json("stacks", "stuck", "--kept")
+    assert [[f["function"] for f in r["frames"] if not f["native"]] for r in kept["replicas"]] == [
+        ["<module>", "wait_here"]] * 2 and kept["shared"] >= 2
+
+    paused = cli.wait("pause", until=lambda job: job["reason"] == "NoProgress")
+    assert paused["phase"] == "Running"
+    cli.wait("pause", until=lambda job: job["reason"] == "" and job["phase"] == "Running")
+    assert "again" in cli("logs", "pause").stdout
+    assert cli.json("stacks", "pause", "--kept")["reason"] == "NoProgress"  # kept with the run
 
 
 def test_replicas_differ_only_where_most_are_elsewhere():

@@ -224,10 +224,11 @@ class MetricsHandler(DistrainHandler):
 
 
 class StacksHandler(DistrainHandler):
-    query_params = ("replica",)
+    query_params = ("replica", "kept")
 
     async def get(self, name: str) -> None:
-        self.reply(await call(self.manager.stacks, name, self.get_query_argument("replica", None)))
+        self.reply(await call(self.manager.stacks, name, self.get_query_argument("replica", None),
+                              self.query_bool("kept")))
 
 
 class ScalarsHandler(DistrainHandler):

@@ -9,7 +9,8 @@ const none: Limits = {
   max_gpus_per_job: null,
   max_deadline_seconds: null,
   gpu_types: [],
-  ttl_after_finished: null
+  ttl_after_finished: null,
+  hang_after: null
 };
 
 describe('limitNote', () => {
@@ -34,7 +35,8 @@ describe('limitNote', () => {
       max_gpus_per_replica: 1,
       max_gpus_per_job: 0,
       max_deadline_seconds: 3600,
-      ttl_after_finished: '7d'
+      ttl_after_finished: '7d',
+      hang_after: '2h'
     };
     expect(limitNote(limits, 'replicas')).toBe(
       'At most 3 replicas in all, 1 GPU per replica, 0 GPUs per job'
@@ -48,6 +50,9 @@ describe('limitNote', () => {
     expect(limitNote(limits, 'policy.deadline_seconds')).toContain('3600 s');
     expect(limitNote(limits, 'policy.ttl_after_finished')).toBe(
       'Jobs naming none are kept 7d here once finished'
+    );
+    expect(limitNote(limits, 'policy.hang_after')).toBe(
+      'Jobs naming none are hung after 2h here without progress'
     );
   });
 });

@@ -272,7 +272,9 @@ describe('prefill from the notebook repository', () => {
       restart: 'never' as const,
       max_restarts: 0,
       deadline_seconds: null,
-      ttl_after_finished: null
+      ttl_after_finished: null,
+      hang_after: null,
+      on_hang: 'warn' as const
     };
     const last: Repo['last_job'] = {
       name: 'ddp',

@@ -30,6 +30,9 @@ export function limitNote(limits: Limits, path: string): string | undefined {
   if (path === 'policy.ttl_after_finished' && limits.ttl_after_finished) {
     return `Jobs naming none are kept ${limits.ttl_after_finished} here once finished`;
   }
+  if (path === 'policy.hang_after' && limits.hang_after) {
+    return `Jobs naming none are hung after ${limits.hang_after} here without progress`;
+  }
   if ((path === 'data' || path === 'output') && limits.host_paths?.length) {
     return `Host directories allowed: ${limits.host_paths.join(', ')} (and what is inside them)`;
   }

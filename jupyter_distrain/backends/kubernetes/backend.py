@@ -361,7 +361,7 @@ class KubeBackend(JobObserver, CredentialStore):
         finally:
             self.close()
 
-    def stacks(self, name: str, replica: str | None = None) -> dict:
+    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         self.get(name, events=0)  # JobNotFound first
         raise NotSupported("stacks are taken of local jobs' replicas; on Kubernetes, not yet")
 

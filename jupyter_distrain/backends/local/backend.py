@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 import psutil
 
 from ... import logs, snapshot, stacks, storage
-from ...errors import (DistrainError, FieldError, JobConflict, NotRunning, ReplicaNotFound, SpecError,
+from ...errors import (DistrainError, FieldError, JobConflict, NotFound, NotRunning, ReplicaNotFound, SpecError,
                        StorageFull)
 from ...policy import FINISHED, Phase, run_ended
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
@@ -331,11 +331,15 @@ class LocalBackend(CredentialStore):
         finished = finished or (lambda: run_ended(self.get(name, events=0), run))
         return logs.follow(lambda: files, finished, tail=tail, since=since, directory=self._log_dir(name, run))
 
-    def stacks(self, name: str, replica: str | None = None) -> dict:
+    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         job = self.end_if_vanished(self.row(name))
         names = [r["name"] for r in job["replicas"]]
         if replica is not None and replica not in names:
             raise ReplicaNotFound(name, replica, names)
+        if kept:
+            if (found := stacks.kept(self.log_dir(name), replica)) is None:
+                raise NotFound(f"job {name!r} has no stacks kept: they are kept when it hangs (policy.hang_after)")
+            return found
         running = {r["name"]: r["pid"] for r in job["replicas"]
                    if replica in (None, r["name"]) and processes.alive(r["pid"], r["pid_started"])}
         if not running:

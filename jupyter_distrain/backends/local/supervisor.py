@@ -35,17 +35,19 @@ from pathlib import Path
 
 import psutil
 
-from ... import sweep
+from ... import reasons, stacks, sweep
 from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...logs import LogWriter, last_error, mark_ended, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
-from ...spec import gpus, replica_name, replicas
+from ...progress import last_written
+from ...spec import duration_seconds, gpus, replica_name, replicas
 from . import processes, venvs
 from .backend import STOP_GRACE_SECONDS, LocalBackend
 from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
+HUNG_CHECK_SECONDS = 30.0  # how often a hung job is looked at again, for its progress to resume
 
 
 @dataclass
@@ -74,6 +76,9 @@ class Supervisor:
         self.shown = ("", "")  # the running job's reason and message, as recorded
         self.workspace = backend.workspace(name)
         self.replicas_started: float | None = None  # when, once they have: what is written after is the job's
+        hang_after = self.spec["policy"].get("hang_after")
+        self.hang_after = duration_seconds(hang_after) if hang_after else None
+        self.hung = False  # no progress for hang_after: warned, the stacks kept
         self.links: list[Path] = []  # data.link_as and output.link_as
         self.env_dir: Path | None = None  # the job's own packages (requirements.txt), once installed
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
@@ -221,18 +226,25 @@ class Supervisor:
 
     async def watch(self) -> Decision:
         """Wait for replicas to exit and apply the policy until the job ends."""
+        hang_check = time.monotonic() + (self.hang_after or 0)
         while True:
             exits = {asyncio.ensure_future(r.process.wait()): name for name, r in self.running.items()}
             stop = asyncio.ensure_future(self.stop_requested.wait())
-            timeout = None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+            wakes = [self.deadline, hang_check if self.hang_after else None]
+            timeout = min((max(0.0, t - time.monotonic()) for t in wakes if t is not None), default=None)
             done, _ = await asyncio.wait({*exits, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for task in [*exits, stop]:
                 if task not in done:
                     task.cancel()
             if stop in done:
                 return self.fault or STOP_REQUESTED
-            if not done:
+            if self.deadline is not None and time.monotonic() >= self.deadline:
                 return deadline_exceeded(self.spec)
+            if not done:
+                ended, hang_check = await self.check_progress()
+                if ended:
+                    return ended
+                continue
             for task in done:
                 await self.record_exit(exits[task])
             decision = decide(self.spec, list(self.states.values()))
@@ -248,6 +260,33 @@ class Supervisor:
                 self.states[name] = replace(state, restarts=state.restarts + 1)
                 self.record(restart_event(state))
                 await self.start_replica(name)
+
+    # hangs: no replica wrote a log line or a TensorBoard step for policy.hang_after
+    async def check_progress(self) -> tuple[Decision | None, float]:
+        """Once the job has been quiet for hang_after: a NoProgress warning (the job's reason while it lasts) and
+        the running replicas' stacks kept with the run; on_hang fail ends the job. Returns that end, if any, and
+        when (time.monotonic) to look again: as the quiet spell would reach hang_after, or while hung, now and then."""
+        assert self.hang_after is not None
+        quiet = time.time() - await asyncio.to_thread(last_written, self.log_dir, self.backend.output_of(self.spec),
+                                                      self.replicas_started or 0.0)
+        if quiet < self.hang_after:
+            if self.hung:
+                self.hung = False
+                self.store.update_job(self.name, reason=self.shown[0], message=self.shown[1])
+            return None, time.monotonic() + self.hang_after - quiet
+        again = time.monotonic() + min(self.hang_after, HUNG_CHECK_SECONDS)
+        if self.hung:
+            return None, again
+        self.hung = True
+        taken = await asyncio.to_thread(stacks.take, {name: r.process.pid for name, r in self.running.items()})
+        message = (f"no replica wrote a log line or a TensorBoard step for {self.spec['policy']['hang_after']}; "
+                   f"their stacks then are kept (distrain stacks {self.name} --kept)")
+        stacks.keep(self.log_dir, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
+        self.event(reasons.NO_PROGRESS, message, type="Warning")
+        if self.spec["policy"]["on_hang"] == "fail":
+            return Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True), again
+        self.store.update_job(self.name, reason=reasons.NO_PROGRESS, message=message)
+        return None, again
 
     async def record_exit(self, name: str) -> None:
         running = self.running.pop(name)
