@@ -165,7 +165,8 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
         click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")
     click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
-    metric = "" if trials else last_values(manager, name)
+    logged = {} if trials else logged_scalars(manager, name)
+    metric = last_values(logged)
     for label, value in [*provenance_lines(job["provenance"]), ("Metric", metric)]:
         if value:
             click.echo(f"{label + ':':<11}{value}")
@@ -173,9 +174,11 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
     if trials:
         trials_table(trials)
     else:
-        table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED"),
+        rates = logged.get("rates", {})
+        table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED", "STEPS/S"),
               [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
-                dash(r["started"]), dash(r["finished"])) for r in job["replicas"]])
+                dash(r["started"]), dash(r["finished"]), f"{rates[r['name']]:.3g}" if r["name"] in rates else "-")
+               for r in job["replicas"]])
     click.echo("\nEvents:")
     for e in job["events"]:
         click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")
@@ -193,13 +196,17 @@ def trials_table(trials: dict) -> None:
            for row in rows])
 
 
-def last_values(manager: JobManager, name: str) -> str:
-    """The last point of the job's main scalar in each run: "loss: worker-0 0.0392 (step 3), ..."; "" if none."""
+def logged_scalars(manager: JobManager, name: str) -> dict:
+    """What the job logged (manager.scalars), {} where it cannot be read (no TensorBoard, or it does not answer)."""
     try:
-        found = manager.scalars(name)
+        return manager.scalars(name)
     except DistrainError:
-        return ""  # no TensorBoard, or it does not answer
-    last = [(run, *points[-1]) for run, points in found["runs"].items()]
+        return {}
+
+
+def last_values(found: dict) -> str:
+    """The last point of the job's main scalar in each run: "loss: worker-0 0.0392 (step 3), ..."; "" if none."""
+    last = [(run, *points[-1]) for run, points in found.get("runs", {}).items()]
     if not last:
         return ""
     return f"{found['tag']}: " + ", ".join(f"{run} {value:.4g} (step {step:g})" for run, step, value in last)

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-NOTHING_LOGGED: dict = {"tag": None, "runs": {}}  # what scalars answers of a job whose event files cannot be read
+NOTHING_LOGGED: dict = {"tag": None, "runs": {}, "rates": {}}  # what scalars answers of a job whose event files cannot be read
 
 
 class JobManager:

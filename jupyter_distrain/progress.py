@@ -1,9 +1,10 @@
 """Whether a running job progresses: when its replicas last wrote a log line or a TensorBoard step (what
-policy.hang_after measures)."""
+policy.hang_after measures), and which replica keeps a pace far below the others' (a straggler)."""
 
 from __future__ import annotations
 
 import os
+import statistics
 from pathlib import Path
 
 from .incluster.tensorboard import is_event_file
@@ -21,3 +22,29 @@ def last_written(log_dir: Path, output: Path, since: float) -> float:
         except OSError:  # gone meanwhile
             pass
     return newest
+
+
+STRAGGLER_RATIO = 0.7  # a replica whose pace stays under this fraction of the others' median...
+STRAGGLER_SECONDS = 60.0  # ...for this long is a straggler
+
+
+class Stragglers:
+    """Which replicas are stragglers, from their paces (steps per second) as they are read now and then: each
+    named once per slow spell."""
+
+    def __init__(self) -> None:
+        self.slow_since: dict[str, float] = {}
+        self.named: set[str] = set()
+
+    def update(self, rates: dict[str, float], now: float) -> list[tuple[str, float, float]]:
+        """The replicas that became stragglers with these paces (of the replicas running now) at `now`
+        (seconds, monotonic): (replica, its pace, the others' median)."""
+        slow = {name: median for name, rate in rates.items()
+                if len(rates) > 1 and rate < STRAGGLER_RATIO * (median := statistics.median(
+                    r for other, r in rates.items() if other != name))}
+        self.slow_since = {name: self.slow_since.get(name, now) for name in slow}
+        self.named &= set(slow)  # one that caught up is named again when it falls behind again
+        found = [(name, rates[name], slow[name]) for name in slow
+                 if name not in self.named and now - self.slow_since[name] >= STRAGGLER_SECONDS]
+        self.named.update(name for name, _, _ in found)
+        return found

@@ -43,7 +43,8 @@ class AdminRules:
 
     def apply(self, spec: dict) -> dict:
         """The spec under these rules (a job naming no deadline gets the longest allowed, one naming no time
-        to be kept once finished, or no time after which it is hung, the server's), or SpecError naming each field that breaks one, and the rule."""
+        to be kept once finished, or no time after which it is hung, the server's), or SpecError naming each
+        field that breaks one, and the rule."""
         errors = [*self._host_path_errors(spec), *self._image_errors(spec), *self._replica_errors(spec)]
         for field in ("ttl_after_finished", "hang_after"):
             if spec["policy"].get(field) is None and getattr(self, field):

@@ -36,6 +36,7 @@ RECORD_HEADER = struct.Struct("<QI")  # a record's length and its checksum; the 
 CHECKSUM_SIZE = 4
 MAX_POINTS = 1000
 MAX_FILES = 512  # event files followed at once; the least recently read is forgotten (read again if asked)
+RATE_SECONDS = 60.0  # a run's step rate is over its last points written within this long
 MAX_DIRECTORIES = 16384  # directories whose listing is remembered; the least recently asked is forgotten
 SETTLED_NS = 2_000_000_000  # a listing is remembered once its directory has not changed for this long (a change
                             # within the same tick of the clock as the listing would leave the time as it was)
@@ -220,20 +221,33 @@ def child(run: str, name: str) -> str:
 def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], since: float | None) -> dict:
     """The tags, the tag shown, and its [step, value] points per run: in `runs` those written since the job's
     current run started (`since`, None: all of them), in `earlier` those written before, a list per earlier
-    run of the job (a new one wherever the step does not advance: a replica that started again)."""
+    run of the job (a new one wherever the step does not advance: a replica that started again); in `rates`,
+    each run's steps per second (step_rate) in the current run."""
     runs: dict[str, list[list[float]]] = {}
     earlier: dict[str, list[list[list[float]]]] = {}
+    rates: dict[str, float] = {}
     for run, found in points.items():
         found = sorted(found, key=lambda point: point[0])  # several files of a directory: in the order written
         before = [(step, value) for wall, step, value in found if since is not None and wall < since]
-        current = [[step, value] for wall, step, value in found if since is None or wall >= since]
+        current = [point for point in found if since is None or point[0] >= since]
         if current:
-            runs[run] = current
+            runs[run] = [[step, value] for _, step, value in current]
+        if (rate := step_rate(current)) is not None:
+            rates[run] = rate
         for i, (step, value) in enumerate(before):
             if i == 0 or step <= before[i - 1][0]:
                 earlier.setdefault(run, []).append([])
             earlier[run][-1].append([step, value])
-    return {"tags": tags, "tag": tag, "runs": runs, "earlier": earlier}
+    return {"tags": tags, "tag": tag, "runs": runs, "earlier": earlier, "rates": rates}
+
+
+def step_rate(points: list[Point]) -> float | None:
+    """Steps per second over the points written in the last RATE_SECONDS of these (oldest first); None without
+    two written at different times."""
+    recent = [point for point in points if point[0] >= points[-1][0] - RATE_SECONDS] if points else []
+    if len(recent) < 2 or recent[-1][0] <= recent[0][0]:
+        return None
+    return (recent[-1][1] - recent[0][1]) / (recent[-1][0] - recent[0][0])
 
 
 def chosen_tag(tags: list[str], tag: str | None) -> str | None:

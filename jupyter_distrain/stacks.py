@@ -83,8 +83,8 @@ def python_processes(pid: int) -> list[psutil.Process]:
 def take(replicas: dict[str, int]) -> dict:
     """The stacks of the replicas' processes (replica name -> its process id), all dumped at once, compared:
     {taken (ISO 8601), seconds (how long the dumps took), replicas: [{name, processes: [{pid, command, threads,
-    error}], frames, error}], shared, differs}. A replica's `frames` are its training process's main thread's (its last Python process's, the one
-    a launcher like torchrun starts): the replicas are compared on them (see `compare`)."""
+    error}], frames, error}], shared, differs}. A replica's `frames` are its training process's main thread's (its
+    last Python process's, the one a launcher like torchrun starts): the replicas are compared on them (`compare`)."""
     trees = {name: python_processes(pid) for name, pid in replicas.items()}
     every = [p for tree in trees.values() for p in tree]
     taken = time.time()
@@ -169,7 +169,7 @@ def text(stacks: dict) -> str:
                          (f": {process['error']}" if process["error"] else ""))
             for thread in process["threads"]:
                 frames = thread["frames"]
-                skipped = shared if frames is replica["frames"] else 0
+                skipped = shared if frames == replica["frames"] else 0  # the thread the replicas are compared on
                 flags = [flag for flag, on in (("active", thread["active"]), ("holds the GIL", thread["gil"])) if on]
                 named = thread["name"] or ("main" if thread["id"] == process["pid"] else str(thread["id"]))
                 lines.append(f"    thread {named}" + (f" ({', '.join(flags)})" if flags else "")

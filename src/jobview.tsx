@@ -194,6 +194,7 @@ export function JobView(
         <ReplicaTable
           job={job}
           metrics={metrics}
+          paces={scalars?.rates ?? {}}
           tensorboard={tensorboard}
           openLogs={props.openLogs}
           openTensorBoard={props.openTensorBoard}
@@ -287,12 +288,17 @@ type ReplicaLinks = Pick<IJobViewActions, 'openLogs' | 'openTensorBoard'> & {
 
 /**
  * The job's replicas, a row each: phase, exit, links to its logs and
- * TensorBoard, node, restarts, times and what it uses.
+ * TensorBoard, node, restarts, times, pace (steps per second, from its event
+ * files) and what it uses.
  */
 function ReplicaTable(
-  props: { job: Job; metrics: ReplicaMetrics[] } & ReplicaLinks
+  props: {
+    job: Job;
+    metrics: ReplicaMetrics[];
+    paces: Record<string, number>;
+  } & ReplicaLinks
 ): JSX.Element {
-  const { job, ...links } = props;
+  const { job, paces, ...links } = props;
   const use = new Map(props.metrics.map(m => [m.replica, m]));
   return (
     <>
@@ -310,6 +316,7 @@ function ReplicaTable(
               <th>Restarts</th>
               <th>Started</th>
               <th>Finished</th>
+              <th>Steps/s</th>
               <th>CPU</th>
               <th>Memory</th>
               <th>GPU</th>
@@ -322,6 +329,7 @@ function ReplicaTable(
                 job={job.name}
                 replica={replica}
                 used={use.get(replica.name)}
+                pace={paces[replica.name]}
                 {...links}
               />
             ))}
@@ -337,9 +345,10 @@ function ReplicaRow(
     job: string;
     replica: Replica;
     used?: ReplicaMetrics;
+    pace?: number;
   } & ReplicaLinks
 ): JSX.Element {
-  const { job, replica, used } = props;
+  const { job, replica, used, pace } = props;
   return (
     <tr data-replica={replica.name}>
       <td>{replica.name}</td>
@@ -376,6 +385,9 @@ function ReplicaRow(
       </td>
       <td title={replica.finished ?? ''}>
         {replica.finished ? `${age(replica.finished)} ago` : ''}
+      </td>
+      <td className="jp-distrain-pace">
+        {pace === undefined ? '' : pace.toPrecision(3)}
       </td>
       <td>
         {typeof used?.cpu_percent === 'number'

@@ -1592,6 +1592,10 @@ export interface operations {
             earlier: {
               [key: string]: components['schemas']['Points'][];
             };
+            /** @description Each run's steps per second in the job's current run, over its points of the tag written in the last minute of them (a run with fewer than two has none): a replica's pace */
+            rates: {
+              [key: string]: number;
+            };
           };
         };
       };

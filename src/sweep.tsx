@@ -128,7 +128,13 @@ export function SweepTrials(props: {
       </ScrollingTable>
       {metric.tag && (
         <ScalarChart
-          scalars={{ tags: [metric.tag], tag: metric.tag, runs, earlier: {} }}
+          scalars={{
+            tags: [metric.tag],
+            tag: metric.tag,
+            runs,
+            earlier: {},
+            rates: {}
+          }}
           onTag={() => undefined}
         />
       )}

@@ -230,7 +230,8 @@ def test_the_admins_rules_hold_and_a_gpu_type_places_replicas_on_its_nodes(contr
         control_plane.wait_nodes_ready(4)
         assert jobs.cluster()["limits"] == {
             "host_paths": [], "images": [], "max_replicas": None, "max_gpus_per_replica": None,
-            "max_gpus_per_job": None, "max_deadline_seconds": None, "gpu_types": ["a100"], "ttl_after_finished": None}
+            "max_gpus_per_job": None, "max_deadline_seconds": None, "gpu_types": ["a100"], "ttl_after_finished": None,
+            "hang_after": None}
         hosted = {**spec("hosted"), "output": {"host_path": str(tmp_path)}}
         with pytest.raises(SpecError) as refused:
             jobs.submit(hosted)

@@ -261,7 +261,8 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
                                    headers=headers).json()
             assert [value for _, _, value in scalars] == [2.0, 1.0]
             # the same numbers in the job's own scalars, asked of its TensorBoard
-            assert requests.get(f"{api}/jobs/tb-job/scalars", headers=headers).json() == {
+            answer = requests.get(f"{api}/jobs/tb-job/scalars", headers=headers).json()
+            assert {key: value for key, value in answer.items() if key != "rates"} == {
                 "tags": ["loss"], "tag": "loss", "earlier": {}, "runs": {"chief-0": [[0, 1.0], [1, 0.5], [2, 0.25]],
                                                           "somewhere/log": [[0, 3.0]],
                                                           "worker-0": [[0, 2.0], [1, 1.0]]}}

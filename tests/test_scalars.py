@@ -46,13 +46,30 @@ def test_runs_tags_and_both_kinds_of_scalar(tmp_path):
     (tmp_path / "worker-1" / "events.out.tfevents.1.histogram").write_bytes(frame(histogram.SerializeToString()))
 
     found = scalars.Scalars().of(tmp_path)
+    found.pop("rates")  # of points written microseconds apart: see test_each_runs_pace_is_its_steps_per_second
     assert found == {"tags": ["accuracy", "epoch_loss"], "tag": "epoch_loss",
                      "runs": {"worker-0/train": [[0, 0.75], [1, 0.5], [2, 0.25]], "worker-1": [[0, 0.5], [1, 0.375]]},
                      "earlier": {}}
     accuracy = scalars.Scalars().of(tmp_path, "accuracy")
     assert list(accuracy["runs"]) == ["worker-0/train"]
     assert accuracy["runs"]["worker-0/train"] == [[0, 0.25], [1, 0.5], [2, 0.75]]
-    assert scalars.Scalars().of(tmp_path / "nothing") == {"tags": [], "tag": None, "runs": {}, "earlier": {}}
+    assert scalars.Scalars().of(tmp_path / "nothing") == {"tags": [], "tag": None, "runs": {}, "earlier": {},
+                                                          "rates": {}}
+
+
+def test_each_runs_pace_is_its_steps_per_second_over_its_last_minute(tmp_path):
+    """A run that slowed down is judged by its last minute; one point, or points of one moment, make no pace;
+    an earlier run's points count for nothing."""
+    for run, points in {"worker-0": [(step, 1000.0 + step) for step in range(100)],  # 1 step/s
+                        "worker-1": [(step, 1000.0 + step) for step in range(50)]  # 1 step/s, then 1 per 4 s
+                        + [(50 + step, 1049.0 + 4 * step) for step in range(1, 21)],
+                        "worker-2": [(0, 1000.0)], "worker-3": [(0, 1090.0), (1, 1090.0)],
+                        "worker-4": [(0, 900.0), (50, 910.0)]}.items():
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "events.out.tfevents.1.host").write_bytes(
+            b"".join(record(step, "loss", 1.0, wall) for step, wall in points))
+    rates = scalars.Scalars().of(tmp_path, since=950.0)["rates"]
+    assert rates == {"worker-0": 1.0, "worker-1": 0.25}
 
 
 def test_a_restarted_jobs_earlier_runs_are_apart_from_its_current_one(tmp_path):

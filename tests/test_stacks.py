@@ -122,8 +122,9 @@ def wait_here(seconds):
     time.sleep(seconds)
 print("ready", flush=True)
 wait_here(float(sys.argv[1]))
-print("again", flush=True)
-wait_here(600)
+while True:
+    print("again", flush=True)
+    time.sleep(0.5)
 """
 
 
@@ -146,6 +147,7 @@ def test_a_quiet_job_fails_as_hung_with_on_hang_fail_and_one_that_speaks_again_i
     assert paused["phase"] == "Running"
     cli.wait("pause", until=lambda job: job["reason"] == "" and job["phase"] == "Running")
     assert "again" in cli("logs", "pause").stdout
+    assert [e["reason"] for e in cli.json("get", "pause")["events"]].count("NoProgress") == 1  # one quiet spell
     assert cli.json("stacks", "pause", "--kept")["reason"] == "NoProgress"  # kept with the run
 
 

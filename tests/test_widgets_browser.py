@@ -41,7 +41,8 @@ MONITOR_CELL = """\
 from jupyter_distrain import Client
 from jupyter_distrain.widgets import JobMonitor
 Client().submit({"name": "chatty", "code": {"path": "."}, "command": "python chatty.py",
-                 "replicas": {"worker": {"count": 2}}, "tensorboard": {"enabled": True}})
+                 "replicas": {"worker": {"count": 2}}, "tensorboard": {"enabled": True},
+                 "policy": {"success": "all-workers"}})  # each run ends once worker-1 wrote its point too
 JobMonitor("chatty")"""
 
 # Whether `text`, in the log tail's <pre>, can be seen: within the tail's scroll box as it is scrolled, and the page's.
@@ -100,7 +101,7 @@ def test_the_job_monitor_shows_the_newest_log_line_and_charts_the_loss(tmp_path)
             expect(chart.locator(".jp-distrain-chart-y span")).to_have_text(["1", "loss", "0.0333"])
 
             # finished: why, what can be done now, and its TensorBoard, opened in a tab of its own
-            expect(monitor).to_contain_text("Succeeded: Completed: worker-0 succeeded")
+            expect(monitor).to_contain_text("Succeeded: Completed: all workers succeeded")
             expect(monitor.get_by_role("button", name="Stop")).to_be_hidden()
             board = monitor.get_by_role("link", name="TensorBoard")
             expect(board).to_have_attribute("target", "_blank")

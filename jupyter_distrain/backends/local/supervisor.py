@@ -32,6 +32,7 @@ import traceback
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psutil
 
@@ -40,14 +41,18 @@ from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...logs import LogWriter, last_error, mark_ended, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
-from ...progress import last_written
+from ...progress import STRAGGLER_RATIO, STRAGGLER_SECONDS, Stragglers, last_written
 from ...spec import duration_seconds, gpus, replica_name, replicas
 from . import processes, venvs
 from .backend import STOP_GRACE_SECONDS, LocalBackend
 from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
 
+if TYPE_CHECKING:
+    from ...scalars import Scalars
+
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
 HUNG_CHECK_SECONDS = 30.0  # how often a hung job is looked at again, for its progress to resume
+PACE_CHECK_SECONDS = 15.0  # how often the replicas' paces are read, for stragglers
 
 
 @dataclass
@@ -78,7 +83,9 @@ class Supervisor:
         self.replicas_started: float | None = None  # when, once they have: what is written after is the job's
         hang_after = self.spec["policy"].get("hang_after")
         self.hang_after = duration_seconds(hang_after) if hang_after else None
-        self.hung = False  # no progress for hang_after: warned, the stacks kept
+        self.hung: float | None = None  # while hung (warned, the stacks kept): the last progress then
+        self.stragglers = Stragglers()
+        self.event_files: Scalars | None = None  # the replicas' event files, read as they grow (for their paces)
         self.links: list[Path] = []  # data.link_as and output.link_as
         self.env_dir: Path | None = None  # the job's own packages (requirements.txt), once installed
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
@@ -227,10 +234,12 @@ class Supervisor:
     async def watch(self) -> Decision:
         """Wait for replicas to exit and apply the policy until the job ends."""
         hang_check = time.monotonic() + (self.hang_after or 0)
+        pace_check = time.monotonic() + PACE_CHECK_SECONDS
         while True:
             exits = {asyncio.ensure_future(r.process.wait()): name for name, r in self.running.items()}
             stop = asyncio.ensure_future(self.stop_requested.wait())
-            wakes = [self.deadline, hang_check if self.hang_after else None]
+            wakes = [self.deadline, hang_check if self.hang_after else None,
+                     pace_check if len(self.states) > 1 else None]
             timeout = min((max(0.0, t - time.monotonic()) for t in wakes if t is not None), default=None)
             done, _ = await asyncio.wait({*exits, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for task in [*exits, stop]:
@@ -241,9 +250,13 @@ class Supervisor:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return deadline_exceeded(self.spec)
             if not done:
-                ended, hang_check = await self.check_progress()
-                if ended:
-                    return ended
+                if time.monotonic() >= pace_check:
+                    await self.check_pace()
+                    pace_check = time.monotonic() + PACE_CHECK_SECONDS
+                if self.hang_after and time.monotonic() >= hang_check:
+                    ended, hang_check = await self.check_progress()
+                    if ended:
+                        return ended
                 continue
             for task in done:
                 await self.record_exit(exits[task])
@@ -267,17 +280,18 @@ class Supervisor:
         the running replicas' stacks kept with the run; on_hang fail ends the job. Returns that end, if any, and
         when (time.monotonic) to look again: as the quiet spell would reach hang_after, or while hung, now and then."""
         assert self.hang_after is not None
-        quiet = time.time() - await asyncio.to_thread(last_written, self.log_dir, self.backend.output_of(self.spec),
-                                                      self.replicas_started or 0.0)
+        last = await asyncio.to_thread(last_written, self.log_dir, self.backend.output_of(self.spec),
+                                       self.replicas_started or 0.0)
+        if self.hung is not None and last > self.hung:  # progress since: no longer hung
+            self.hung = None
+            self.store.update_job(self.name, reason=self.shown[0], message=self.shown[1])
+        quiet = time.time() - last
         if quiet < self.hang_after:
-            if self.hung:
-                self.hung = False
-                self.store.update_job(self.name, reason=self.shown[0], message=self.shown[1])
             return None, time.monotonic() + self.hang_after - quiet
         again = time.monotonic() + min(self.hang_after, HUNG_CHECK_SECONDS)
-        if self.hung:
+        if self.hung is not None:
             return None, again
-        self.hung = True
+        self.hung = last
         taken = await asyncio.to_thread(stacks.take, {name: r.process.pid for name, r in self.running.items()})
         message = (f"no replica wrote a log line or a TensorBoard step for {self.spec['policy']['hang_after']}; "
                    f"their stacks then are kept (distrain stacks {self.name} --kept)")
@@ -287,6 +301,20 @@ class Supervisor:
             return Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True), again
         self.store.update_job(self.name, reason=reasons.NO_PROGRESS, message=message)
         return None, again
+
+    async def check_pace(self) -> None:
+        """A Straggler warning for each running replica whose steps per second, from its event files, stayed under
+        STRAGGLER_RATIO of the others' median for STRAGGLER_SECONDS."""
+        if self.event_files is None:
+            from ...scalars import Scalars  # TensorBoard's protos: only for a job of several replicas
+
+            self.event_files = Scalars()
+        logged = await asyncio.to_thread(self.event_files.of, self.backend.tensorboard(self.spec), None,
+                                         self.replicas_started)
+        paces = {name: rate for name, rate in logged["rates"].items() if name in self.running}
+        for name, rate, others in self.stragglers.update(paces, time.monotonic()):
+            self.event(reasons.STRAGGLER, f"{rate:.3g} steps/s, under {STRAGGLER_RATIO}x the other replicas' median "
+                       f"({others:.3g}) for {STRAGGLER_SECONDS:.0f} s", replica=name, type="Warning")
 
     async def record_exit(self, name: str) -> None:
         running = self.running.pop(name)
