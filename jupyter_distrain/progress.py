@@ -39,9 +39,11 @@ class Stragglers:
     def update(self, rates: dict[str, float], now: float) -> list[tuple[str, float, float]]:
         """The replicas that became stragglers with these paces (of the replicas running now) at `now`
         (seconds, monotonic): (replica, its pace, the others' median)."""
-        slow = {name: median for name, rate in rates.items()
-                if len(rates) > 1 and rate < STRAGGLER_RATIO * (median := statistics.median(
-                    r for other, r in rates.items() if other != name))}
+        slow = {}  # replica -> the others' median
+        for name, rate in rates.items():
+            others = [r for other, r in rates.items() if other != name]
+            if others and rate < STRAGGLER_RATIO * statistics.median(others):
+                slow[name] = statistics.median(others)
         self.slow_since = {name: self.slow_since.get(name, now) for name in slow}
         self.named &= set(slow)  # one that caught up is named again when it falls behind again
         found = [(name, rates[name], slow[name]) for name in slow
