@@ -175,6 +175,15 @@ def test_env_flags_reach_the_job_and_the_roles_replicas(cli, tmp_path):
     assert cli.json("get", "envs")["spec"]["replicas"]["worker"]["env"] == {"NOTE": "worker {{ index }}"}
 
 
+def test_code_whose_directory_holds_the_jobs_storage_is_copied_without_it(cli, tmp_path):
+    """The code's directory may hold the storage root (DISTRAIN_HOME inside a project, here tmp_path/distrain-home):
+    the copy leaves out the directory holding the job's own working copy, which it would copy into itself."""
+    (tmp_path / "train.py").write_text("import os; print(sorted(os.listdir('.')))\n")
+    printed = cli("submit", "--name", "inside", "--code", str(tmp_path), "--follow", "--", "python", "train.py")
+    assert "['train.py', 'work']" in printed.stdout, printed.stdout
+    assert cli.json("get", "inside")["phase"] == "Succeeded"
+
+
 def test_files_written_next_to_the_code_are_named_before_they_go(cli, tmp_path):
     code = tmp_path / "code"
     code.mkdir()

@@ -11,7 +11,19 @@ from jupyter_distrain.errors import DistrainError
 from jupyter_distrain.stacks import compare
 
 LATE_TO_ALL_REDUCE = """
+import threading
 import time
+
+ready = threading.Event()
+
+
+def say_starting():  # a line a second while torch loads: the job is quiet only once it waits in step()
+    while not ready.wait(1):
+        print("starting", flush=True)
+
+
+threading.Thread(target=say_starting, daemon=True).start()
+
 import torch
 import torch.distributed as dist
 
@@ -27,6 +39,7 @@ def step():
 
 
 dist.init_process_group("gloo")
+ready.set()
 print("ready", flush=True)  # the last line: then the job is quiet
 step()
 """

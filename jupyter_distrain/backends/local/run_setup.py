@@ -16,6 +16,8 @@ from ... import git, snapshot
 from ...logs import LogWriter
 from . import processes, venvs
 
+CODE_NOT_COPIED = shutil.ignore_patterns(".git", ".ipynb_checkpoints", "__pycache__")
+
 
 class SetupFailed(Exception):
     pass
@@ -94,12 +96,17 @@ class RunSetup:
                 argv, env = git.command("checkout", "--quiet", "--detach", source["commit"], directory=self.workspace)
                 await self.step(argv, env, "git checkout")
         elif "path" in source:
-            await asyncio.to_thread(
-                shutil.copytree, source["path"], self.workspace, symlinks=True,
-                ignore=shutil.ignore_patterns(".git", ".ipynb_checkpoints", "__pycache__"),
-            )
+            await asyncio.to_thread(shutil.copytree, source["path"], self.workspace, symlinks=True,
+                                    ignore=self.not_copied)
         else:
             self.workspace.mkdir(parents=True)
+
+    def not_copied(self, directory: str, names: list[str]) -> set[str]:
+        """What a copy of the code leaves out: git's and Jupyter's own files, and the directory holding the
+        workspace itself, where the code's directory holds the jobs' storage (a copy would copy itself)."""
+        workspace = os.path.realpath(self.workspace)
+        return set(CODE_NOT_COPIED(directory, names)) | {
+            name for name in names if workspace.startswith(os.path.realpath(os.path.join(directory, name)) + os.sep)}
 
     async def install_requirements(self, root: Path, env: dict[str, str]) -> tuple[Path | None, dict[str, str]]:
         """The job's own packages (venvs.py, under the storage `root`): installed, or reused from a job with the
