@@ -234,12 +234,12 @@ class Supervisor:
     async def watch(self) -> Decision:
         """Wait for replicas to exit and apply the policy until the job ends."""
         hang_check = time.monotonic() + (self.hang_after or 0)
-        pace_check = time.monotonic() + PACE_CHECK_SECONDS
+        # paces only where there are others to be slower than
+        pace_check = time.monotonic() + PACE_CHECK_SECONDS if len(self.states) > 1 else None
         while True:
             exits = {asyncio.ensure_future(r.process.wait()): name for name, r in self.running.items()}
             stop = asyncio.ensure_future(self.stop_requested.wait())
-            wakes = [self.deadline, hang_check if self.hang_after else None,
-                     pace_check if len(self.states) > 1 else None]
+            wakes = [self.deadline, hang_check if self.hang_after else None, pace_check]
             timeout = min((max(0.0, t - time.monotonic()) for t in wakes if t is not None), default=None)
             done, _ = await asyncio.wait({*exits, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for task in [*exits, stop]:
@@ -250,7 +250,7 @@ class Supervisor:
             if self.deadline is not None and time.monotonic() >= self.deadline:
                 return deadline_exceeded(self.spec)
             if not done:
-                if time.monotonic() >= pace_check:
+                if pace_check is not None and time.monotonic() >= pace_check:
                     await self.check_pace()
                     pace_check = time.monotonic() + PACE_CHECK_SECONDS
                 if self.hang_after and time.monotonic() >= hang_check:
