@@ -14,19 +14,18 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, Callable
 
 import psutil
 
-from .errors import DistrainError, Unavailable
+from .errors import NotFound, NotRunning, ReplicaNotFound, Unavailable
+from .incluster import stackdump
 from .jobjson import iso
 
-DUMP_SECONDS = 20  # the most one process's dump may take (py-spy pauses it meanwhile)
 KEPT = "stacks.json"  # the stacks kept with a run's logs when it hung (policy.hang_after)
 
 
@@ -37,31 +36,6 @@ def py_spy() -> str:
     if not found:
         raise Unavailable("py-spy, which takes the stacks, is not installed: pip install py-spy")
     return found
-
-
-def dump(pid: int) -> list[dict]:
-    """The threads of Python process `pid`: name, id (the OS's), active, gil, frames (outermost first). Native
-    frames where py-spy can unwind them, else Python's only; raises DistrainError with py-spy's reason."""
-    failed = ""
-    for native in (["--native"], []):
-        try:
-            done = subprocess.run([py_spy(), "dump", "--json", "--pid", str(pid), *native], capture_output=True,
-                                  text=True, timeout=DUMP_SECONDS)
-        except subprocess.TimeoutExpired:
-            failed = f"no stack within {DUMP_SECONDS} s"
-            continue
-        if done.returncode == 0:
-            return [_thread(raw) for raw in json.loads(done.stdout)]
-        failed = (done.stderr.strip().splitlines() or [f"py-spy exited with code {done.returncode}"])[-1]
-    raise DistrainError(failed.removeprefix("Error: "))
-
-
-def _thread(raw: dict) -> dict:
-    frames = [{"function": f["name"], "file": f["filename"], "line": f["line"], "native": f["module"] is not None}
-              for f in reversed(raw["frames"]) if not f["name"].startswith("0x")]  # an address it could not name
-    first_python = next((i for i, f in enumerate(frames) if not f["native"]), 0)
-    return {"name": raw["thread_name"] or "", "id": raw["os_thread_id"], "active": raw["active"],
-            "gil": raw["owns_gil"], "frames": frames[first_python:]}  # not the interpreter's own start
 
 
 def python_processes(pid: int) -> list[psutil.Process]:
@@ -80,23 +54,47 @@ def python_processes(pid: int) -> list[psutil.Process]:
     return found
 
 
+def requested(job: dict, replica: str | None, kept: bool, log_dir: Path,
+              running: Callable[[list[str]], dict[str, Any]], take: Callable[[dict[str, Any]], dict]) -> dict:
+    """A stacks request, as every backend answers it: `replica`'s (None: every replica's) stacks kept in `log_dir`
+    when the job hung, or `take(running(names))`, the replicas of `names` that run (name -> how to reach them)."""
+    names = [r["name"] for r in job["replicas"]]
+    if replica is not None and replica not in names:
+        raise ReplicaNotFound(job["name"], replica, names)
+    if kept:
+        if (found := kept_in(log_dir, replica)) is None:
+            raise NotFound(f"job {job['name']!r} has no stacks kept: they are kept when it hangs (policy.hang_after)")
+        return found
+    if not (found := running([replica] if replica else names)):
+        raise NotRunning((f"replica {replica} of job {job['name']!r} is not running" if replica else
+                          f"no replica of job {job['name']!r} is running") + ": stacks are taken of running replicas")
+    return take(found)
+
+
 def take(replicas: dict[str, int]) -> dict:
-    """The stacks of the replicas' processes (replica name -> its process id), all dumped at once, compared:
-    {taken (ISO 8601), seconds (how long the dumps took), replicas: [{name, processes: [{pid, command, threads,
-    error}], frames, error}], shared, differs}. A replica's `frames` are its training process's main thread's (its
-    last Python process's, the one a launcher like torchrun starts): the replicas are compared on them (`compare`)."""
+    """The stacks of local replicas' processes (replica name -> its process id), all dumped at once: `compared`."""
     trees = {name: python_processes(pid) for name, pid in replicas.items()}
-    every = [p for tree in trees.values() for p in tree]
     taken = time.time()
-    with ThreadPoolExecutor(max(len(every), 1)) as pool:
-        dumps = dict(zip([p.pid for p in every], pool.map(_dump_or_error, [p.pid for p in every])))
+    dumped = stackdump.dumps(py_spy(), [p.pid for tree in trees.values() for p in tree])
+    return compared({name: [{"pid": p.pid, "command": _command(p), **dumped[p.pid]} for p in tree]
+                     for name, tree in trees.items()}, taken)
+
+
+def compared(found: dict[str, list[dict] | str], taken: float) -> dict:
+    """Replicas' stacks (name -> their Python processes as incluster/stackdump.py gives them, or why none were
+    dumped), dumped from `taken` until now: {taken (ISO 8601), seconds, replicas: [{name, processes: [{pid,
+    command, threads, error}], frames, error}], shared, differs}. A replica's `frames` are its training process's
+    main thread's (its last Python process's, the one a launcher like torchrun starts): the replicas are compared
+    on them (`compare`)."""
     seconds = round(time.time() - taken, 3)
-    rows = []
-    for name, tree in trees.items():
-        found = [{"pid": p.pid, "command": _command(p), **dumps[p.pid]} for p in tree]
-        main = next((t for p in reversed(found) for t in p["threads"] if t["id"] == p["pid"]), None)
-        error = "" if main else "; ".join(p["error"] for p in found if p["error"]) or "no Python process runs"
-        rows.append({"name": name, "processes": found, "frames": main["frames"] if main else [], "error": error})
+    rows: list[dict] = []
+    for name, processes in found.items():
+        if isinstance(processes, str):
+            rows.append({"name": name, "processes": [], "frames": [], "error": processes})
+            continue
+        main = next((t for p in reversed(processes) for t in p["threads"] if t["id"] == p["pid"]), None)
+        error = "" if main else "; ".join(p["error"] for p in processes if p["error"]) or "no Python process runs"
+        rows.append({"name": name, "processes": processes, "frames": main["frames"] if main else [], "error": error})
     return {"taken": iso(taken), "seconds": seconds, "replicas": rows, **compare(rows)}
 
 
@@ -107,7 +105,7 @@ def keep(log_dir: Path, taken: dict) -> None:
     os.replace(partial, log_dir / KEPT)
 
 
-def kept(log_dir: Path, replica: str | None = None) -> dict | None:
+def kept_in(log_dir: Path, replica: str | None = None) -> dict | None:
     """The stacks kept with a run's logs (only `replica`'s), or None."""
     try:
         found = json.loads((log_dir / KEPT).read_text())
@@ -116,13 +114,6 @@ def kept(log_dir: Path, replica: str | None = None) -> dict | None:
     if replica is not None:
         found["replicas"] = [r for r in found["replicas"] if r["name"] == replica]
     return found
-
-
-def _dump_or_error(pid: int) -> dict:
-    try:
-        return {"threads": dump(pid), "error": ""}
-    except DistrainError as e:
-        return {"threads": [], "error": str(e)}
 
 
 def _command(process: psutil.Process) -> str:

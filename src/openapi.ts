@@ -214,7 +214,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description Where the running replicas are now: the threads of every Python process of each replica (or of one), their stacks dumped by py-spy all at once, native frames too where it can unwind them; the replicas' training processes (each one's last Python process, its main thread) compared. Local jobs only for now. */
+    /** @description Where the running replicas are now: the threads of every Python process of each replica (or of one), their stacks dumped by py-spy all at once, native frames too where it can unwind them; the replicas' training processes (each one's last Python process, its main thread) compared. On Kubernetes they are dumped in each replica's container, through pods/exec. */
     get: operations['getStacks'];
     put?: never;
     post?: never;
@@ -1549,7 +1549,7 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
-      /** @description The job's backend takes no stacks (Kubernetes, for now) */
+      /** @description The stacks cannot be taken there (Kubernetes without c.Distrain.controller_image) */
       501: {
         headers: {
           [name: string]: unknown;

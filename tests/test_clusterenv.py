@@ -152,26 +152,30 @@ def test_the_specs_env_reaches_its_replicas_under_distrains_own_variables():
     assert make({"name": "plain", "env": {"TF_CONFIG": "{}"}})["env"] == {"TF_CONFIG": "{}"}
 
 
-def test_a_pytorch_pod_starts_python_with_the_replica_site_first(tmp_path):
+def test_a_pod_starts_python_with_the_replica_site_first(tmp_path):
     """On Kubernetes the pod's command writes clusterenv.REPLICA_SITE's sitecustomize.py to the workspace and puts it
-    first on PYTHONPATH, before the image's own (locally the supervisor does, as test_examples' PyTorch jobs show);
-    the job's variables turn its TensorBoard switch on."""
+    first on PYTHONPATH, before the image's own (locally the supervisor does, as test_examples' PyTorch jobs show):
+    for every framework, since it lets a replica's stacks be taken; a PyTorch job's variables turn its TensorBoard
+    switch on."""
     def container(framework):
         spec = spec_.validate({"name": "x", "framework": framework, "command": "python train.py"})
         return next(o for o in render.render(spec, Distrain(namespace="team"), "pods") if o["kind"] == "Pod")[
             "spec"]["containers"][0]
 
-    def script(framework):
-        return container(framework)["command"][-1].removeprefix(podspec.INSTALL + "\n")
+    def started(framework):
+        script = container(framework)["command"][-1].removeprefix(podspec.INSTALL + "\n")
+        assert script.startswith(podspec.SITE_SETUP + "\n")
+        setup = podspec.SITE_SETUP.replace(podspec.WORKSPACE, str(tmp_path))
+        switch = {e["name"]: e["value"] for e in container(framework)["env"]
+                  if e["name"].startswith("DISTRAIN_TENSORB")}
+        first_finder = "import sys; print(type(sys.meta_path[0]).__name__)"
+        return subprocess.run(["sh", "-c", f'{setup} && echo "$PYTHONPATH" && exec "$0" -c "$1"', sys.executable,
+                               first_finder], env={"PATH": os.environ["PATH"], "PYTHONPATH": "/image", **switch},
+                              capture_output=True, text=True, check=True).stdout.split()
 
-    assert script("pytorch").startswith(podspec.SITE_SETUP + "\n") and podspec.SITE_SETUP not in script("tensorflow")
-    setup = podspec.SITE_SETUP.replace(podspec.WORKSPACE, str(tmp_path))
-    switch = {e["name"]: e["value"] for e in container("pytorch")["env"] if e["name"].startswith("DISTRAIN_TENSORB")}
-    first_finder = "import sys; print(type(sys.meta_path[0]).__name__)"
-    started = subprocess.run(["sh", "-c", f'{setup} && echo "$PYTHONPATH" && exec "$0" -c "$1"', sys.executable,
-                              first_finder], env={"PATH": os.environ["PATH"], "PYTHONPATH": "/image", **switch},
-                             capture_output=True, text=True, check=True)
-    assert started.stdout.split() == [f"{tmp_path}/.distrain-python:/image", "TensorBoardWithoutTensorFlow"]
+    assert started("pytorch") == [f"{tmp_path}/.distrain-python:/image", "TensorBoardWithoutTensorFlow"]
+    assert started("tensorflow")[0] == f"{tmp_path}/.distrain-python:/image"
+    assert started("tensorflow")[1] != "TensorBoardWithoutTensorFlow"
 
 
 def test_shard_helper(monkeypatch):

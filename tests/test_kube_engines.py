@@ -39,7 +39,8 @@ pytestmark = pytest.mark.usefixtures("fresh_logs")
 def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     spec = tf_spec("render-check", gpus=1, data={"volume": "datasets", "path": "mnist", "link_as": "../data"},
                    code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
-    objects = render.render(spec, SETTINGS, "pods")
+    settings = Distrain(namespace=NAMESPACE, controller_image="registry.example.com/notebook:1")
+    objects = render.render(spec, settings, "pods")
     assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4
     dry_run_create(admin, objects)
     assert not admin.list_namespaced_pod(NAMESPACE).items
@@ -57,9 +58,12 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     assert mounts["/input"]["readOnly"] and mounts["/input"]["subPath"] == "mnist"
     assert {**mounts["/data"], "mountPath": "/input"} == mounts["/input"]  # link_as: also where the code looks
     assert mounts["/output"]["subPath"] == f"owners/{storage.owner_dir(SETTINGS.owner)}/render-check"
-    fetch = pod["spec"]["initContainers"][0]
+    fetch, tools = pod["spec"]["initContainers"]
     assert COMMIT in fetch["command"][-1]
     assert {"secretKeyRef": {"name": "git-login", "key": "password"}} in [e.get("valueFrom") for e in fetch["env"]]
+    # py-spy from the product's image, for the replica's stacks (podstacks.py)
+    assert (tools["name"], tools["image"]) == ("stack-tools", settings.controller_image)
+    assert mounts["/distrain-tools"] == {"name": "stack-tools", "mountPath": "/distrain-tools", "readOnly": True}
 
 
 def test_the_training_operator_runs_each_replica_with_its_own_variables(control_plane, admin):

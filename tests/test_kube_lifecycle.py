@@ -23,7 +23,7 @@ from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, r
 from jupyter_distrain.backends.kubernetes import state as kube_state
 from jupyter_distrain.backends.kubernetes.controller import NamespaceController
 from jupyter_distrain.backends.kubernetes.state import event_time, new_status, newest
-from jupyter_distrain.errors import RunNotFound, SpecError
+from jupyter_distrain.errors import NotFound, NotSupported, ReplicaNotFound, RunNotFound, SpecError
 from jupyter_distrain.jobjson import job_json
 from jupyter_distrain.manager import JobManager
 
@@ -114,6 +114,23 @@ def test_the_deadline_fails_the_job(backend, admin):
     job = wait_job(backend, "tf-late", lambda j: j["phase"] == "Failed", "the deadline fails the job", 60)
     assert (job["reason"], job["message"]) == ("DeadlineExceeded", "the job ran longer than 2 s")
     wait(lambda: not running(admin, "tf-late"), "every replica stops")
+
+
+def test_stacks_say_why_they_cannot_be_taken(backend):
+    """Stacks are dumped in real containers (test_real_pods.py); of simulated pods, what stops them, in words."""
+    backend.submit(tf_spec("no-stacks", workers=1))
+    job = wait_job(backend, "no-stacks", lambda j: j["phase"] == "Running", "the job runs")
+    with pytest.raises(ReplicaNotFound, match="job 'no-stacks' has no replica 'worker-9'; replicas: chief-0, "):
+        backend.stacks("no-stacks", "worker-9")
+    with pytest.raises(NotFound, match="job 'no-stacks' has no stacks kept: they are kept when it hangs"):
+        backend.stacks("no-stacks", kept=True)
+    with pytest.raises(NotSupported, match=r"from c\.Distrain\.controller_image; it is not set$"):
+        backend.stacks("no-stacks")
+    backend.settings.controller_image = "registry.example.com/notebook:1"  # set after the pods were made
+    found = backend.stacks("no-stacks")
+    assert {r["name"]: r["error"] for r in found["replicas"]} == dict.fromkeys(
+        [r["name"] for r in job["replicas"]],
+        "its pod was made without the stack tools (c.Distrain.controller_image was not set)")
 
 
 @ENGINES

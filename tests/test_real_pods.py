@@ -25,18 +25,20 @@ from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kubernetes import client
+from test_stacks import LATE_TO_ALL_REDUCE, innermost
 
 from jupyter_distrain import storage
 from jupyter_distrain.backends.kubernetes import naming
+from jupyter_distrain.backends.kubernetes.podspec import VOLUME_LOGS
 from jupyter_distrain.owners import current_owner
 
 # the cluster (its images built once per machine) starts untimed; each test has the suite's 300 s
 pytestmark = [pytest.mark.real_pods, pytest.mark.timeout(300, func_only=True)]
 
 
-def wait(condition, what: str, timeout: float = 120):
+def wait(condition, what: str, timeout: float = 120, shown=None):
     """conftest.wait, asking less often: most conditions run a command."""
-    return conftest.wait(condition, what, timeout, every=0.5)
+    return conftest.wait(condition, what, timeout, shown, every=0.5)
 
 
 class ANY_OF:
@@ -64,6 +66,17 @@ def running_containers() -> list[str]:
 def outputs(real_cluster) -> Path:
     """This user's directory of the cluster's output volume, as the node holds it."""
     return real_cluster.dir / "volumes" / "distrain-outputs" / storage.OWNERS / storage.owner_dir(current_owner())
+
+
+def as_kept(admin, real_cluster, job: str) -> str:
+    """What the cluster holds of a job's lines, to say where lines went missing: each pod's pods/log, and the log
+    files its replicas wrote to the output volume."""
+    pods = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}={job},{naming.ROLE}").items
+    logs = [f"pods/log of {pod.metadata.name} ({pod.status.phase}):\n"
+            f"{admin.read_namespaced_pod_log(pod.metadata.name, NAMESPACE)}" for pod in pods]
+    files = [f"{path.name} on the volume:\n{path.read_text()}" for path in
+             sorted((outputs(real_cluster) / job / VOLUME_LOGS).rglob("*.log"))]
+    return "\n".join(logs + files)
 
 
 @pytest.fixture
@@ -399,7 +412,7 @@ def test_pytorch_trains_across_pods_under_torchrun(git_host, real_cluster, cli, 
         assert followed.returncode == 0, followed.stdout + followed.stderr + cli("logs", name).stdout
         joined = set(re.findall(r"rank \d/\d joined", followed.stdout))
         assert {f"rank {rank}/3 joined" for rank in range(3)} <= joined, \
-            f"{followed.stdout}{followed.stderr}\nread afterwards:\n{cli('logs', name).stdout}"
+            f"{followed.stdout}{followed.stderr}\nread afterwards:\n{cli('logs', name).stdout}\n{as_kept(admin, real_cluster, name)}"
         assert "[master-0] done epoch 2 loss" in followed.stdout
         job = cli.json("get", name)
         assert (job["phase"], job["engine"]) == ("Succeeded", engine), job
@@ -480,6 +493,56 @@ def test_restricted_pods_run_as_their_user_and_write_their_output(git_host, real
     finally:
         admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "baseline"}}})
         cli("delete", "whoami")
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, cli, admin, tmp_path):
+    """test_stacks.py's PyTorch job, its third replica late to the all-reduce, in pods under pod_security
+    "restricted" (a non-root user, no capability): `distrain stacks` dumps each replica's container through
+    pods/exec, with the user's role, as that user, with the py-spy the pod's init container copied from the
+    product's image. Replicas 0 and 1 are in the all-reduce, 2 in its own function: it differs."""
+    code = tmp_path / "late"
+    code.mkdir()
+    (code / "train.py").write_text(LATE_TO_ALL_REDUCE)
+    (real_cluster.dir / "volumes" / "datasets").chmod(0o777)
+    configure(cli, pod_security="restricted", run_as_user=1234, output_claim="datasets")
+    enforce = "pod-security.kubernetes.io/enforce"
+    admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "restricted"}}})
+    try:
+        submit(cli, {"name": "late", "framework": "pytorch", "code": {"git": publish(code, git_host), "ref": "main"},
+                     "command": "python train.py", "replicas": {"worker": {"count": 3}}})
+
+        answers = []
+
+        def stacks_once_waiting():
+            answers[:] = [asked := cli("stacks", "late", "-o", "json", check=False)]
+            if asked.returncode:  # not running yet
+                return None
+            found = json.loads(asked.stdout)
+            rows = {r["name"]: r for r in found["replicas"]}
+            ready = all(r["frames"] for r in rows.values()) and all(
+                "all_reduce" in innermost(rows[n]["frames"]) for n in ("worker-0", "worker-1"))
+            return found if ready and "slow_down" in innermost(rows["worker-2"]["frames"]) else None
+
+        found = wait(stacks_once_waiting, "replicas 0 and 1 in the all-reduce, 2 in slow_down", 180,
+                     lambda: f"{answers[0].stdout}{answers[0].stderr}{cli('logs', 'late').stdout}")
+        assert found["differs"] == ["worker-2"] and found["shared"] >= 1, found
+        assert all([p["command"] for p in r["processes"]] == ["python train.py"] for r in found["replicas"]), found
+        print(f"stacks of 3 pods taken in {found['seconds']:.2f} s")
+        [pod] = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=late,{naming.REPLICA}=worker-2").items
+        [tools] = [c for c in pod.spec.init_containers if c.name == "stack-tools"]
+        assert (tools.image, pod.spec.security_context.run_as_user) == (PRODUCT_IMAGE, 1234)
+        assert pod.spec.containers[0].security_context.capabilities.drop == ["ALL"]
+
+        one = cli.json("stacks", "late", "--replica", "worker-2")
+        assert [r["name"] for r in one["replicas"]] == ["worker-2"] and innermost(one["replicas"][0]["frames"]) == \
+            "slow_down"
+        cli("stop", "late")
+        wait(lambda: "no replica of job 'late' is running" in cli("stacks", "late", check=False).stderr,
+             "stacks refused once the job stops")
+    finally:
+        admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "baseline"}}})
+        cli("delete", "late")
     wait(lambda: none_left(admin), "nothing of the job left")
 
 

@@ -1,6 +1,11 @@
 """Where a job's replicas are now: their stacks through the REST API, the Python client, the CLI and the panel
 (in a real browser, as test_panel.py), on a real PyTorch job whose third replica is late to an all-reduce."""
 
+import json
+import subprocess
+import sys
+
+import psutil
 import pytest
 from conftest import CLI, assert_nothing_left, wait
 from playwright.sync_api import expect
@@ -8,7 +13,8 @@ from test_panel import assert_accessible, lab, open_panel, page, screenshot  # n
 
 from jupyter_distrain.client import Client
 from jupyter_distrain.errors import DistrainError
-from jupyter_distrain.stacks import compare
+from jupyter_distrain.incluster import source
+from jupyter_distrain.stacks import compare, py_spy
 
 LATE_TO_ALL_REDUCE = """
 import threading
@@ -174,3 +180,31 @@ def test_replicas_differ_only_where_most_are_elsewhere():
     assert compare(three[1:]) == {"shared": 1, "differs": []}  # one each: no majority
     assert compare(three[:2]) == {"shared": 2, "differs": []}
     assert compare([*three, {"name": "w-3", "frames": []}]) == {"shared": 1, "differs": ["w-2"]}  # no stack: not compared
+
+
+def test_the_pods_stack_program_dumps_the_python_processes_below_its_root(tmp_path):
+    """incluster/stackdump.py as pods/exec runs it in a replica's container (podstacks.py), here with this
+    machine's py-spy: the Python processes below ROOT, a launcher before the process it started, not ROOT itself
+    nor a process that is not Python."""
+    (tmp_path / "child.py").write_text("import time\ndef wait_here():\n    time.sleep(600)\nwait_here()\n")
+    launcher = f"import subprocess, sys\nsubprocess.run([sys.executable, {str(tmp_path / 'child.py')!r}])\n"
+    root = subprocess.Popen([sys.executable, "-c", f"import subprocess, sys; subprocess.run(['sh', '-c', "
+                             f"'sleep 600 & exec \"$0\" -c \"$1\"', sys.executable, {launcher!r}])"])
+    try:
+        def below():
+            found = [p for p in psutil.Process(root.pid).children(recursive=True) if "python" in p.name()]
+            return len(found) == 2 and found
+
+        wait(below, "the launcher and its child")
+        dumped = json.loads(subprocess.run([sys.executable, "-c", source("stackdump"), py_spy(), str(root.pid)],
+                                           capture_output=True, text=True, check=True).stdout)
+        launched, child = dumped
+        assert launched["command"].startswith(f"{sys.executable} -c import subprocess")
+        assert child["command"] == f"{sys.executable} {tmp_path / 'child.py'}" and not child["error"]
+        [main] = [t for t in child["threads"] if t["id"] == child["pid"]]
+        assert [f["function"] for f in main["frames"] if not f["native"]] == ["<module>", "wait_here"]
+    finally:
+        for process in psutil.Process(root.pid).children(recursive=True):
+            process.kill()
+        root.kill()
+        root.wait()

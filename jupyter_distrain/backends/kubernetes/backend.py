@@ -50,7 +50,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ... import logs, reasons
-from ...errors import DistrainError, FieldError, NotSupported, SpecError
+from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
 from ...policy import FINISHED, Event, run_ended
@@ -62,6 +62,7 @@ from .logcopy import READER_TIMEOUT
 from .naming import SWEEP
 from .objects import owner_of
 from .observe import JobObserver
+from .podstacks import ReplicaStacks
 from .state import current_run, engine_of, new_status, newest, stopped_status, why_not_running
 from .watch import KubeError, api_error
 
@@ -69,7 +70,7 @@ if TYPE_CHECKING:
     from ...config import Distrain
 
 
-class KubeBackend(JobObserver, CredentialStore):
+class KubeBackend(JobObserver, CredentialStore, ReplicaStacks):
     default_host_paths: tuple[str, ...] | None = podspec.HOST_PATHS_BY_DEFAULT
     controller: NamespaceController | None = None  # while started
 
@@ -360,10 +361,6 @@ class KubeBackend(JobObserver, CredentialStore):
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:
             self.close()
-
-    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
-        self.get(name, events=0)  # JobNotFound first
-        raise NotSupported("stacks are taken of local jobs' replicas; on Kubernetes, not yet")
 
     def metrics(self, name: str) -> builtins.list[dict]:
         """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""

@@ -131,7 +131,7 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, root: dict, resta
 
 INSTALL_PROGRAM = incluster.source("install")
 INSTALL = f"python -c {shlex.quote(INSTALL_PROGRAM)} || exit 1"  # requirements.txt, then what the Python has
-# a PyTorch job's replicas: clusterenv.REPLICA_SITE's sitecustomize.py, written to the workspace, first on PYTHONPATH
+# every replica's Python: clusterenv.REPLICA_SITE's sitecustomize.py, written to the workspace, first on PYTHONPATH
 SITE_DIR = f"{WORKSPACE}/.distrain-python"
 SITE_SETUP = (f"mkdir -p {SITE_DIR} && printf %s {shlex.quote((REPLICA_SITE / 'sitecustomize.py').read_text())} > "
               f'{SITE_DIR}/sitecustomize.py && export PYTHONPATH="{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"')
@@ -171,14 +171,17 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
         script = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
                             '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
         log = f"{volume_logs(root)}/{run}/{role}-$(DISTRAIN_INDEX).log"
-    if spec.get("framework") == "pytorch":
-        script = f"{SITE_SETUP}\n{script}"
     volumes, mounts = _volumes(spec, settings, root)
+    tools = _stack_tools(settings)
+    if tools:
+        volumes.append({"name": TOOLS, "emptyDir": {}})
+        mounts.append({"name": TOOLS, "mountPath": TOOLS_DIR, "readOnly": True})
     main = {
         "name": kubeflow.container if kubeflow else "main",
         "image": image(spec, settings),
         "workingDir": WORKSPACE,
-        "command": ["python", "-c", TEE_PROGRAM, log, TERMINATION_LOG, "/bin/sh", "-c", f"{INSTALL}\n{script}"],
+        "command": ["python", "-c", TEE_PROGRAM, log, TERMINATION_LOG, "/bin/sh", "-c",
+                    f"{INSTALL}\n{SITE_SETUP}\n{script}"],
         **WHY_FAILED,
         "env": env,
         "ports": [{"name": kubeflow.port if kubeflow else "distrain", "containerPort": port(spec)}],
@@ -186,9 +189,9 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
         "volumeMounts": mounts,
     }
     body = {"restartPolicy": "Never", "containers": [main], "volumes": volumes, **_placement(spec, role, settings)}
-    fetch = _fetch_code(spec, settings)
-    if fetch:
-        body["initContainers"] = [fetch]
+    inits = [c for c in (_fetch_code(spec, settings), tools) if c]
+    if inits:
+        body["initContainers"] = inits
     if "snapshot" in spec.get("code", {}):
         body["volumes"] = [*body["volumes"], {"name": "snapshot", "secret": {"secretName": snapshot_name(spec["name"])}}]
     return secured(body, settings)
@@ -318,6 +321,19 @@ def _fetch_code(spec: dict, settings: Distrain) -> dict | None:
         mounts.append({"name": "snapshot", "mountPath": SNAPSHOT_DIR, "readOnly": True})
     return {"name": "fetch-code", "image": settings.git_image, "command": ["/bin/sh", "-c", script], "env": env,
             "volumeMounts": mounts, **WHY_FAILED}
+
+
+# py-spy, which takes a replica's stacks (podstacks.py), copied from this product's image into the pod
+TOOLS, TOOLS_DIR = "stack-tools", "/distrain-tools"
+
+
+def _stack_tools(settings: Distrain) -> dict | None:
+    """The init container that puts py-spy in volume TOOLS, when this product's image is known."""
+    if not settings.controller_image:
+        return None
+    return {"name": TOOLS, "image": settings.controller_image,
+            "command": ["/bin/sh", "-c", f'cp "$(command -v py-spy)" {TOOLS_DIR}/'],
+            "volumeMounts": [{"name": TOOLS, "mountPath": TOOLS_DIR}], **WHY_FAILED}
 
 
 def _resources(spec: dict, role: str) -> dict:

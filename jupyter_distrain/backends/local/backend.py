@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 import psutil
 
 from ... import logs, snapshot, stacks, storage
-from ...errors import (DistrainError, FieldError, JobConflict, NotFound, NotRunning, ReplicaNotFound, SpecError,
-                       StorageFull)
+from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Phase, run_ended
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 from ...spec import expires, gpus, replicas
@@ -333,19 +332,11 @@ class LocalBackend(CredentialStore):
 
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         job = self.end_if_vanished(self.row(name))
-        names = [r["name"] for r in job["replicas"]]
-        if replica is not None and replica not in names:
-            raise ReplicaNotFound(name, replica, names)
-        if kept:
-            if (found := stacks.kept(self.log_dir(name), replica)) is None:
-                raise NotFound(f"job {name!r} has no stacks kept: they are kept when it hangs (policy.hang_after)")
-            return found
-        running = {r["name"]: r["pid"] for r in job["replicas"]
-                   if replica in (None, r["name"]) and processes.alive(r["pid"], r["pid_started"])}
-        if not running:
-            raise NotRunning((f"replica {replica} of job {name!r} is not running" if replica else
-                              f"no replica of job {name!r} is running") + ": stacks are taken of running replicas")
-        return stacks.take(running)
+
+        def running(names: builtins.list[str]) -> dict[str, int]:
+            return {r["name"]: r["pid"] for r in job["replicas"]
+                    if r["name"] in names and processes.alive(r["pid"], r["pid_started"])}
+        return stacks.requested(job, replica, kept, self.log_dir(name), running, stacks.take)
 
     def metrics(self, name: str, interval: float = 0.5) -> builtins.list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""

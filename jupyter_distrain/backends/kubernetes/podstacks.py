@@ -1,0 +1,72 @@
+"""A running job's stacks on Kubernetes: incluster/stackdump.py run through pods/exec in every replica's container,
+all at once, with the py-spy that the pod's `stack-tools` init container copied from this product's image
+(podspec.TOOLS). The dump runs as the container's user, within the container: a process of the same user may read
+the training process's memory under the default Pod Security profiles (baseline and restricted: no capability),
+where the kernel's Yama allows it as replica_site/sitecustomize.py declares."""
+
+from __future__ import annotations
+
+import builtins  # `list` is also a method name below
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import yaml
+from kubernetes import client
+from kubernetes.stream import stream
+from kubernetes.stream.ws_client import ERROR_CHANNEL
+
+from ... import stacks
+from ...errors import NotSupported
+from ...incluster import source
+from ...incluster.stackdump import DUMP_SECONDS
+from .objects import NamespaceObjects
+from .podspec import TOOLS, TOOLS_DIR
+from .state import newest
+
+STACKDUMP = source("stackdump")
+EXEC_SECONDS = 2 * DUMP_SECONDS + 15  # a process's dump, native and then Python's only, and the exec's own start
+
+
+class ReplicaStacks(NamespaceObjects):
+    def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
+        job = self.get(name, events=0)  # type: ignore[attr-defined]  # JobObserver's
+
+        def running(names: builtins.list[str]) -> dict[str, client.V1Pod]:
+            if not self.settings.controller_image:
+                raise NotSupported("stacks on Kubernetes use py-spy from this product's image, which the pods get "
+                                   "from c.Distrain.controller_image; it is not set")
+            return {r: p for r, p in newest(self.job_pods(name)).items()
+                    if r in names and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
+        return stacks.requested(job, replica, kept, self.log_dir(name), running, self._take)
+
+    def _take(self, pods: dict[str, client.V1Pod]) -> dict:
+        taken = time.time()
+        with ThreadPoolExecutor(len(pods)) as pool:
+            found = dict(zip(pods, pool.map(self._dump, pods.values())))
+        return stacks.compared(found, taken)
+
+    def _dump(self, pod: client.V1Pod) -> builtins.list[dict] | str:
+        """The Python processes of the pod's replica, or why they could not be dumped."""
+        if not any(v.name == TOOLS for v in pod.spec.volumes or []):
+            return "its pod was made without the stack tools (c.Distrain.controller_image was not set)"
+        # a client of its own: the exec's websocket replaces the client's transport while the call is made
+        with client.ApiClient(self.api.configuration) as api:
+            try:
+                answer = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod.metadata.name, self.ns,
+                                container=pod.spec.containers[0].name, stdout=True, stderr=True, stdin=False,
+                                tty=False, _preload_content=False,
+                                command=["python", "-c", STACKDUMP, f"{TOOLS_DIR}/py-spy", "1"])
+            except client.ApiException as e:
+                return f"pods/exec refused: {e.reason or e.status}"
+            try:
+                answer.run_forever(timeout=EXEC_SECONDS)
+                if answer.is_open():
+                    return f"no stacks within {EXEC_SECONDS} s"
+                out, err = answer.read_stdout(), answer.read_stderr()
+                status = yaml.safe_load(answer.read_channel(ERROR_CHANNEL)) or {}
+            finally:
+                answer.close()
+        if status.get("status") != "Success" or not out:
+            return (err.strip().splitlines() or [status.get("message") or "the stack dump printed nothing"])[-1]
+        return json.loads(out)
