@@ -123,7 +123,8 @@ class Distrain(Configurable):
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
     controller_image = Unicode(config=True,
                                help="Image of this product's own pods in a Kubernetes cluster (a sweep's controller, "
-                                    "the namespace's janitor; the jobs' TensorBoards, where set): one with "
+                                    "the namespace's janitor, a run's monitor; the jobs' TensorBoards, and the py-spy "
+                                    "of the replicas' stacks, where set): one with "
                                     "jupyter-distrain installed. Default: $JUPYTER_IMAGE (the image of this server, "
                                     "as JupyterHub's KubeSpawner sets it).")
     janitor_schedule = Unicode("*/10 * * * *", config=True,

@@ -34,6 +34,7 @@ LAUNCH_INTERRUPTED = "LaunchInterrupted"  # a local launch interrupted before it
 LOG_WRITE_FAILED = "LogWriteFailed"  # a log the disk cannot take
 LOGS_NOT_READ = "LogsNotRead"  # the output volume's lines could not be read back (an event)
 NO_JANITOR = "NoJanitor"  # the namespace's janitor could not be made (an event)
+NO_MONITOR = "NoMonitor"  # a run's monitor could not be made (an event)
 TRIAL_NOT_LAUNCHED = "TrialNotLaunched"  # a sweep's trial refused (an event)
 EARLY_STOPPED = "EarlyStopped"  # a sweep stopped a trial early (an event)
 TRIALS_FAILED = "TrialsFailed"  # no trial of a sweep succeeded

@@ -54,17 +54,18 @@ def python_processes(pid: int) -> list[psutil.Process]:
     return found
 
 
-def requested(job: dict, replica: str | None, kept: bool, log_dir: Path,
+def requested(job: dict, replica: str | None, kept: bool, kept_stacks: Callable[[], dict | None],
               running: Callable[[list[str]], dict[str, Any]], take: Callable[[dict[str, Any]], dict]) -> dict:
-    """A stacks request, as every backend answers it: `replica`'s (None: every replica's) stacks kept in `log_dir`
-    when the job hung, or `take(running(names))`, the replicas of `names` that run (name -> how to reach them)."""
+    """A stacks request, as every backend answers it: `replica`'s (None: every replica's) stacks kept when the
+    current run hung (`kept_stacks()`), or `take(running(names))`, the replicas of `names` that run (name -> how to
+    reach them)."""
     names = [r["name"] for r in job["replicas"]]
     if replica is not None and replica not in names:
         raise ReplicaNotFound(job["name"], replica, names)
     if kept:
-        if (found := kept_in(log_dir, replica)) is None:
+        if (found := kept_stacks()) is None:
             raise NotFound(f"job {job['name']!r} has no stacks kept: they are kept when it hangs (policy.hang_after)")
-        return found
+        return {**found, "replicas": [r for r in found["replicas"] if replica in (None, r["name"])]}
     if not (found := running([replica] if replica else names)):
         raise NotRunning((f"replica {replica} of job {job['name']!r} is not running" if replica else
                           f"no replica of job {job['name']!r} is running") + ": stacks are taken of running replicas")
@@ -105,15 +106,12 @@ def keep(log_dir: Path, taken: dict) -> None:
     os.replace(partial, log_dir / KEPT)
 
 
-def kept_in(log_dir: Path, replica: str | None = None) -> dict | None:
-    """The stacks kept with a run's logs (only `replica`'s), or None."""
+def kept_in(log_dir: Path) -> dict | None:
+    """The stacks kept with a run's logs, or None."""
     try:
-        found = json.loads((log_dir / KEPT).read_text())
+        return json.loads((log_dir / KEPT).read_text())
     except FileNotFoundError:
         return None
-    if replica is not None:
-        found["replicas"] = [r for r in found["replicas"] if r["name"] == replica]
-    return found
 
 
 def _command(process: psutil.Process) -> str:

@@ -152,8 +152,11 @@ def dry_run_create(admin: client.CoreV1Api, objects: list[dict]) -> None:
             custom.create_namespaced_custom_object(group, version, NAMESPACE, obj["kind"].lower() + "s", obj,
                                                    dry_run="All")
         else:
+            rbac, batch = client.RbacAuthorizationV1Api(admin.api_client), client.BatchV1Api(admin.api_client)
             {"ConfigMap": admin.create_namespaced_config_map, "Service": admin.create_namespaced_service,
-             "Pod": admin.create_namespaced_pod}[obj["kind"]](NAMESPACE, obj, dry_run="All")
+             "Pod": admin.create_namespaced_pod, "ServiceAccount": admin.create_namespaced_service_account,
+             "Role": rbac.create_namespaced_role, "RoleBinding": rbac.create_namespaced_role_binding,
+             "Job": batch.create_namespaced_job}[obj["kind"]](NAMESPACE, obj, dry_run="All")
 
 
 def names(items) -> set[str]:

@@ -22,6 +22,7 @@ from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, render
 from jupyter_distrain.backends.kubernetes import state as kube_state
 from jupyter_distrain.backends.kubernetes.controller import NamespaceController
+from jupyter_distrain.controllers import monitor
 from jupyter_distrain.backends.kubernetes.state import event_time, new_status, newest
 from jupyter_distrain.errors import NotFound, NotSupported, ReplicaNotFound, RunNotFound, SpecError
 from jupyter_distrain.jobjson import job_json
@@ -131,6 +132,37 @@ def test_stacks_say_why_they_cannot_be_taken(backend):
     assert {r["name"]: r["error"] for r in found["replicas"]} == dict.fromkeys(
         [r["name"] for r in job["replicas"]],
         "its pod was made without the stack tools (c.Distrain.controller_image was not set)")
+
+
+@ENGINES
+def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(backend, admin, tmp_path):
+    """policy.hang_after on Kubernetes: each run gets a monitor (render.monitor: a Job in the product's image), here
+    run in this process with its arguments' files (none written: quiet from the start); of simulated pods the
+    stacks are their errors. It warns, keeps them in the job's ConfigMap, fails the job as Hung (on_hang fail) and,
+    the run over, ends. test_real_pods.py has it in its pod, on a real hang."""
+    backend.settings.controller_image = "registry.example.com/notebook:1"
+    spec = tf_spec("stuck", workers=1, policy={"hang_after": "1s", "on_hang": "fail"})
+    backend.submit(spec)
+    [made] = client.BatchV1Api(admin.api_client).list_namespaced_job(
+        NAMESPACE, label_selector=f"{naming.JOB}=stuck,app.kubernetes.io/component=monitor").items
+    command = made.spec.template.spec.containers[0].command
+    assert made.metadata.name == "stuck-monitor-1" and command[:6] == [
+        "python", "-m", "jupyter_distrain.controllers.monitor", "stuck", "--run", "1"]
+    wait_job(backend, "stuck", lambda j: j["phase"] == "Running", "the job runs")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "output").mkdir()
+    monitor.watch(backend, "stuck", 1, tmp_path / "logs", tmp_path / "output")
+    job = backend.get("stuck")
+    message = "no replica wrote a log line or a TensorBoard step for 1s; their stacks then are kept (distrain " \
+              "stacks stuck --kept)"
+    assert (job["phase"], job["reason"], job["message"]) == ("Failed", "Hung", message)
+    assert ("Warning", "NoProgress", message) in [(e["type"], e["reason"], e["message"]) for e in job["events"]]
+    kept = backend.stacks("stuck", kept=True)
+    assert (kept["reason"], kept["message"]) == ("NoProgress", message)
+    assert {r["name"] for r in kept["replicas"]} == {"chief-0", "ps-0", "worker-0"}
+    assert all(r["error"] and not r["processes"] for r in kept["replicas"]), kept  # kwok runs no command
+    assert [r["name"] for r in backend.stacks("stuck", "ps-0", kept=True)["replicas"]] == ["ps-0"]
+    wait(lambda: not running(admin, "stuck"), "every replica stops")
 
 
 @ENGINES

@@ -25,6 +25,7 @@ from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kubernetes import client
+from test_progress import PACED
 from test_stacks import LATE_TO_ALL_REDUCE, innermost
 
 from jupyter_distrain import storage
@@ -500,7 +501,8 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
     """test_stacks.py's PyTorch job, its third replica late to the all-reduce, in pods under pod_security
     "restricted" (a non-root user, no capability): `distrain stacks` dumps each replica's container through
     pods/exec, with the user's role, as that user, with the py-spy the pod's init container copied from the
-    product's image. Replicas 0 and 1 are in the all-reduce, 2 in its own function: it differs."""
+    product's image. Replicas 0 and 1 are in the all-reduce, 2 in its own function: it differs. Quiet for its
+    hang_after, the job's monitor (a pod of the product's image) warns, keeps the stacks and fails it as Hung."""
     code = tmp_path / "late"
     code.mkdir()
     (code / "train.py").write_text(LATE_TO_ALL_REDUCE)
@@ -510,7 +512,8 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
     admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "restricted"}}})
     try:
         submit(cli, {"name": "late", "framework": "pytorch", "code": {"git": publish(code, git_host), "ref": "main"},
-                     "command": "python train.py", "replicas": {"worker": {"count": 3}}})
+                     "command": "python train.py", "replicas": {"worker": {"count": 3}},
+                     "policy": {"hang_after": "45s", "on_hang": "fail"}})
 
         answers = []
 
@@ -537,12 +540,38 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
         one = cli.json("stacks", "late", "--replica", "worker-2")
         assert [r["name"] for r in one["replicas"]] == ["worker-2"] and innermost(one["replicas"][0]["frames"]) == \
             "slow_down"
-        cli("stop", "late")
+        failed = cli.wait("late", timeout=150)
+        message = "no replica wrote a log line or a TensorBoard step for 45s; their stacks then are kept (distrain " \
+                  "stacks late --kept)"
+        assert (failed["phase"], failed["reason"], failed["message"]) == ("Failed", "Hung", message), failed
+        assert ("NoProgress", message) in [(e["reason"], e["message"]) for e in failed["events"]]
+        kept = cli.json("stacks", "late", "--kept")
+        assert (kept["reason"], kept["differs"]) == ("NoProgress", ["worker-2"]), kept
+        [monitor] = admin.list_namespaced_pod(
+            NAMESPACE, label_selector=f"{naming.JOB}=late,app.kubernetes.io/component=monitor").items
+        assert monitor.spec.containers[0].image == PRODUCT_IMAGE
         wait(lambda: "no replica of job 'late' is running" in cli("stacks", "late", check=False).stderr,
-             "stacks refused once the job stops")
+             "stacks refused once the job ended")
     finally:
         admin.patch_namespace(NAMESPACE, {"metadata": {"labels": {enforce: "baseline"}}})
         cli("delete", "late")
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+def test_the_runs_monitor_names_a_straggler(cli, admin):
+    """test_progress.py's paced job on pods (the product's image, which has TensorBoard's writer): workers 0 and 1
+    write a step every 0.25 s, worker 2 every second; the run's monitor, a pod reading their event files on the
+    output volume, names worker 2 in a Straggler warning, with no Jupyter server running."""
+    submit(cli, {"name": "paced", "image": PRODUCT_IMAGE, "command": python(PACED),
+                 "replicas": {"worker": {"count": 3}}})
+    try:
+        job = cli.wait("paced", until=lambda j: any(e["reason"] == "Straggler" for e in j["events"]), timeout=240)
+        warned = [e for e in job["events"] if e["reason"] == "Straggler"]
+        assert [(e["type"], e["replica"]) for e in warned] == [("Warning", "worker-2")], warned
+        assert re.fullmatch(r"[\d.]+ steps/s, under 0.7x the other replicas' median \([\d.]+\) for 60 s",
+                            warned[0]["message"]), warned
+    finally:
+        cli("delete", "paced")
     wait(lambda: none_left(admin), "nothing of the job left")
 
 
@@ -627,7 +656,7 @@ def test_kueue_holds_a_job_over_quota_and_runs_it_once_admitted(cli, admin, kueu
         submit(cli, spec("second", 0))
         job = cli.wait("second", until=lambda j: j["phase"] == "Queued" and j["reason"] != "Queued", timeout=60)
         assert job["reason"] == "Pending" and "insufficient unused quota for cpu" in job["message"], job
-        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=second").items
+        assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=second,{naming.ROLE}").items
         assert cli.wait("first", timeout=120)["phase"] == "Succeeded"
         assert cli.wait("second", timeout=180)["phase"] == "Succeeded"
     finally:

@@ -17,18 +17,20 @@ DUMP_SECONDS = 20  # the most one process's dump may take (py-spy pauses it mean
 
 def dump(py_spy, pid):
     """The threads of Python process `pid`: native frames where py-spy can unwind them, else Python's only; raises
-    RuntimeError with py-spy's reason."""
+    RuntimeError with py-spy's reason. A failed dump is tried once more (a running process may change what py-spy
+    reads while it reads it); one that took too long is not."""
     failed = ""
     for native in (["--native"], []):
-        try:
-            done = subprocess.run([py_spy, "dump", "--json", "--pid", str(pid), *native], capture_output=True,
-                                  text=True, timeout=DUMP_SECONDS)
-        except subprocess.TimeoutExpired:
-            failed = f"no stack within {DUMP_SECONDS} s"
-            continue
-        if done.returncode == 0:
-            return [thread(raw) for raw in json.loads(done.stdout)]
-        failed = (done.stderr.strip().splitlines() or [f"py-spy exited with code {done.returncode}"])[-1]
+        for _ in range(2):
+            try:
+                done = subprocess.run([py_spy, "dump", "--json", "--pid", str(pid), *native], capture_output=True,
+                                      text=True, timeout=DUMP_SECONDS)
+            except subprocess.TimeoutExpired:
+                failed = f"no stack within {DUMP_SECONDS} s"
+                break
+            if done.returncode == 0:
+                return [thread(raw) for raw in json.loads(done.stdout)]
+            failed = (done.stderr.strip().splitlines() or [f"py-spy exited with code {done.returncode}"])[-1]
     raise RuntimeError(failed.removeprefix("Error: "))
 
 

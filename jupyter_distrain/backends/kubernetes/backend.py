@@ -53,7 +53,7 @@ from ... import logs, reasons
 from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
-from ...policy import FINISHED, Event, run_ended
+from ...policy import FINISHED, STOP_REQUESTED, Decision, Event, run_ended
 from ...records import ClusterTensorBoard, JobRecord
 from . import naming, podspec, render
 from .controller import NamespaceController
@@ -167,14 +167,28 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks):
     def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1) -> None:
         for obj in render.workload(spec, self.settings, root_dict, engine, run):
             self._create(obj)
+        self._make_monitor(spec, root_dict, run)
 
-    def stop(self, name: str) -> JobRecord:
+    def _make_monitor(self, spec: dict, root_dict: dict, run: int) -> None:
+        """Make the run's monitor (render.monitor), and the namespace's identity of monitors once; a failure is a
+        Warning on the job: its hangs and stragglers are then not watched."""
+        try:
+            for obj in render.monitor(spec, self.settings, root_dict, run):
+                if obj["kind"] == "Job" or not self.monitor_identity_made:
+                    self._create(obj, exists_ok=obj["kind"] != "Job")
+            self.monitor_identity_made = True
+        except DistrainError as e:
+            self.record(spec["name"], Event(reasons.NO_MONITOR, "the cluster does not watch this run for hangs and "
+                                            f"stragglers: {e}", type="Warning"))
+
+    def stop(self, name: str, decision: Decision = STOP_REQUESTED) -> JobRecord:
         """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
-        (unless the engine ended it), then delete the engine's object (its pods follow)."""
+        (unless the engine ended it), then delete the engine's object (its pods follow). `decision`: how the job
+        ends (by request; a hung job's monitor fails it)."""
         with self.changing(name):
-            return self._stop(name)
+            return self._stop(name, decision)
 
-    def _stop(self, name: str) -> JobRecord:
+    def _stop(self, name: str, decision: Decision = STOP_REQUESTED) -> JobRecord:
         """A sweep's controller stops its trials and records its end once it sees the request."""
         root = self.job_root(name)
         for _ in range(10):
@@ -186,7 +200,9 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks):
                 if observed["phase"] in FINISHED:
                     self._end_workload(root)
                     return self.get(name)
-                status = stopped_status(observed, time.time())
+                status = stopped_status(observed, decision, time.time())
+            elif decision != STOP_REQUESTED:
+                status["stopped_as"] = [str(decision.phase), decision.reason, decision.message]
             status["stop_requested"] = True
             if self._write_status(root, status):
                 break
@@ -196,7 +212,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks):
         if engine_of(root) == SWEEP:
             self._wait_ended(name)
         elif engine_of(root) != "pods":
-            self.record(name, Event(reasons.STOPPED, "stopped by request", type="Warning"))
+            self.record(name, Event(decision.reason, decision.message, type="Warning"))
             self._end_workload(root)
         else:
             self.reconcile(self.job_root_fresh(name), newest(self.job_pods_fresh(name)))

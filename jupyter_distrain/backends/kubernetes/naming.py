@@ -122,10 +122,15 @@ def sweeper_name(sweep: str) -> str:
 
 
 JANITOR = "distrain-janitor"
+MONITOR = "distrain-monitor"  # the identity every job's monitor runs as
 
 
 def log_reader_name(job: str) -> str:
     return f"{job}-logs"
+
+
+def monitor_name(job: str, run: int) -> str:
+    return f"{job}-monitor-{run}"
 
 
 def purger_name(job: str) -> str:

@@ -65,6 +65,7 @@ class NamespaceObjects:
         self.locks: dict[str, threading.RLock] = {}  # job -> held while this process changes it
         self.locking = threading.Lock()
         self.janitor_made = False  # by this process, or found made
+        self.monitor_identity_made = False  # the namespace's identity of monitors (render.monitor), likewise
 
     def _call(self, request, what: str):
         try:

@@ -6,7 +6,9 @@ where the kernel's Yama allows it as replica_site/sitecustomize.py declares."""
 
 from __future__ import annotations
 
+import base64
 import builtins  # `list` is also a method name below
+import gzip
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -22,9 +24,10 @@ from ...incluster import source
 from ...incluster.stackdump import DUMP_SECONDS
 from .objects import NamespaceObjects
 from .podspec import TOOLS, TOOLS_DIR
-from .state import newest
+from .state import current_run, newest
 
 STACKDUMP = source("stackdump")
+KEPT = "stacks.json.gz"  # in the job's ConfigMap (binaryData): the stacks kept when its current run hung
 EXEC_SECONDS = 2 * DUMP_SECONDS + 15  # a process's dump, native and then Python's only, and the exec's own start
 
 
@@ -38,7 +41,21 @@ class ReplicaStacks(NamespaceObjects):
                                    "from c.Distrain.controller_image; it is not set")
             return {r: p for r, p in newest(self.job_pods(name)).items()
                     if r in names and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
-        return stacks.requested(job, replica, kept, self.log_dir(name), running, self._take)
+        return stacks.requested(job, replica, kept, lambda: self._kept(name), running, self._take)
+
+    def keep_stacks(self, name: str, taken: dict) -> None:
+        """Keep stacks (with why they were taken) in the job's ConfigMap, the current run's, in place of any kept
+        before: the cluster holds them, whoever took them."""
+        run = current_run(self.job_root_fresh(name))
+        packed = base64.b64encode(gzip.compress(json.dumps({**taken, "run": run}).encode())).decode()
+        self._call(lambda: self.core.patch_namespaced_config_map(name, self.ns, {"binaryData": {KEPT: packed}}),
+                   f"keep the stacks of {name}")
+
+    def _kept(self, name: str) -> dict | None:
+        root = self.job_root(name)
+        packed = (root.binary_data or {}).get(KEPT)
+        found = json.loads(gzip.decompress(base64.b64decode(packed))) if packed else None
+        return found if found and found.pop("run") == current_run(root) else None
 
     def _take(self, pods: dict[str, client.V1Pod]) -> dict:
         taken = time.time()

@@ -9,13 +9,13 @@ import time
 from kubernetes import client
 
 from ... import reasons
-from ...policy import FINISHED, STOP_REQUESTED, Phase, Replica, deadline_exceeded, decide, ending, restart_event
+from ...policy import FINISHED, Phase, Replica, deadline_exceeded, decide, ending, restart_event
 from ...spec import replica_name, replicas
 from . import podspec
 from .logcopy import LogCopier
 from .naming import RUN, object_name
 from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, missing_pod, newest_of_run,
-                    note_unschedulable, policy_replicas, replica_state, unmade, with_ending)
+                    note_unschedulable, policy_replicas, replica_state, stop_decision, unmade, with_ending)
 
 
 class PodSupervisor(LogCopier):
@@ -52,7 +52,7 @@ class PodSupervisor(LogCopier):
         policy = policy_replicas(states)
         if any(s["phase"] == str(Phase.RUNNING) for s in states.values()) and not status["started"]:
             status["started"] = now
-        decision = (STOP_REQUESTED if status["stop_requested"] else
+        decision = (stop_decision(status) if status["stop_requested"] else
                     deadline_exceeded(spec) if deadline_left(spec, status["started"], now) == 0 else
                     decide(spec, policy))
         announced = []  # recorded once the status is: a reconcile that loses the write announces nothing

@@ -40,6 +40,15 @@ output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
                                     output volume (every replica a run), answering requests that carry
                                     its Secret's secret; it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
+With a policy.hang_after or several replicas (and c.Distrain.controller_image), each run has a monitor
+(controllers/monitor.py), so hangs and stragglers are found whether or not a Jupyter server runs:
+    ServiceAccount, Role, RoleBinding distrain-monitor
+                                    every monitor's identity in the namespace (as the janitor's): what this
+                                    server's Role grants, but making controllers
+    Job       <job>-monitor-<run>   one pod reading the job's output read-only at /output (the replicas' log
+                                    files, their event files) until the run ends; when the run is hung it
+                                    warns, keeps the replicas' stacks in the job's ConfigMap and, with
+                                    on_hang fail, fails the job; it names stragglers
 A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
 ConfigMaps the sweep's owns, from the cluster (controllers/sweep.py runs sweep.Controller):
     ServiceAccount, Role, RoleBinding <sweep>-sweeper
@@ -67,11 +76,12 @@ import yaml
 from ... import incluster, storage
 from ...config import Distrain
 from ...incluster import tensorboard as board
+from ...progress import Quiet, several
 from ...spec import replicas
 from ...sweep import is_sweep
-from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, OWNER, RESUME, SWEEP, job_owner, label_value,
-                     labels, log_reader_name, metadata, owner_label, purger_name, snapshot_name, sweeper_name,
-                     tensorboard_name)
+from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, OWNER, RESUME, SWEEP, job_owner,
+                     label_value, labels, log_reader_name, metadata, monitor_name, owner_label, purger_name,
+                     snapshot_name, sweeper_name, tensorboard_name)
 from .podspec import (SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow, output_source, output_volume,
                       pod, runnable, secured, service, volume_and_mount, volume_logs)
 
@@ -202,6 +212,30 @@ def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
                                                        "spec": secured(pod, settings)}}}]
 
 
+def monitor(spec: dict, settings: Distrain, root: dict, run: int) -> list[dict]:
+    """Run `run`'s monitor (controllers/monitor.py), for a job with a policy.hang_after or several replicas, when
+    this product's image is known (not a sweep, nor a sweep's trial, whose maker, the sweep's controller, makes no
+    controllers): the identity every monitor of the namespace runs as, and the Job that runs this one."""
+    if not settings.controller_image or is_sweep(spec) or "trial_of" in spec or not (Quiet.of(spec) or several(spec)):
+        return []
+    own = {**labels(spec["name"]), COMPONENT: "monitor"}
+    volume, mount = output_volume(spec, settings, root, read_only=True)
+    container = {
+        "name": "monitor", "image": settings.controller_image,
+        "command": ["python", "-m", "jupyter_distrain.controllers.monitor", spec["name"], "--run", str(run),
+                    "--namespace", settings.namespace, "--owner", job_owner(root), "--image", settings.controller_image,
+                    "--logs", f"{volume_logs(root)}/{run}"],
+        "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
+        "volumeMounts": [{**mount, "mountPath": "/output"}],
+    }
+    pod = {"serviceAccountName": MONITOR, "restartPolicy": "Never", "containers": [container], "volumes": [volume]}
+    return [*identity({"name": MONITOR, "namespace": settings.namespace, "labels": {**MANAGED, COMPONENT: "monitor"}}),
+            {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(monitor_name(spec["name"], run), settings,
+                                                                           own, root),
+             "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": {**own, **owner_label(root)}},
+                                                      "spec": secured(pod, settings)}}}]
+
+
 def janitor(settings: Distrain) -> list[dict]:
     """The namespace's janitor, every owner's: its identity and the CronJob that runs controllers/janitor.py on
     `settings.janitor_schedule`, one run at a time, keeping the last run's pod of each outcome."""
@@ -289,4 +323,5 @@ def render(spec: dict, settings: Distrain, engine: str, bundle: bytes | None = N
     Secret of its snapshot's `bundle` if it has one."""
     head = root(spec, settings, engine)
     secret = [snapshot_secret(spec, settings, head, bundle)] if bundle is not None else []
-    return [head, *secret, *workload(spec, settings, head, engine), *tensorboard(spec, settings, head)]
+    return [head, *secret, *workload(spec, settings, head, engine), *monitor(spec, settings, head, 1),
+            *tensorboard(spec, settings, head)]

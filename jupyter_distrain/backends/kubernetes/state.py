@@ -250,9 +250,18 @@ def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict]
     return status
 
 
-def stopped_status(observed: dict, now: float) -> dict:
-    """The status a stopped JobSet job keeps: its replicas as they were observed, the unfinished ones stopped."""
-    return with_ending(observed, ending(STOP_REQUESTED, policy_replicas(observed["replicas"]), now))
+def stopped_status(observed: dict, decision: Decision, now: float) -> dict:
+    """The status a job stopped on an engine keeps (`decision`: by request, or as hung): its replicas as they were
+    observed, the unfinished ones stopped."""
+    return with_ending(observed, ending(decision, policy_replicas(observed["replicas"]), now))
+
+
+def stop_decision(status: dict) -> Decision:
+    """How a job on "pods" whose stop was requested ends: by request, or as the requester said (stopped_as)."""
+    if "stopped_as" not in status:
+        return STOP_REQUESTED
+    phase, reason, message = status["stopped_as"]
+    return Decision(Phase(phase), reason, message, stop_others=True)
 
 
 def deadline_left(spec: dict, started: float | None, now: float) -> float | None:

@@ -336,7 +336,7 @@ class LocalBackend(CredentialStore):
         def running(names: builtins.list[str]) -> dict[str, int]:
             return {r["name"]: r["pid"] for r in job["replicas"]
                     if r["name"] in names and processes.alive(r["pid"], r["pid_started"])}
-        return stacks.requested(job, replica, kept, self.log_dir(name), running, stacks.take)
+        return stacks.requested(job, replica, kept, lambda: stacks.kept_in(self.log_dir(name)), running, stacks.take)
 
     def metrics(self, name: str, interval: float = 0.5) -> builtins.list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""

@@ -41,8 +41,8 @@ from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...logs import LogWriter, last_error, mark_ended, pump
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
-from ...progress import STRAGGLER_RATIO, STRAGGLER_SECONDS, Stragglers, last_written
-from ...spec import duration_seconds, gpus, replica_name, replicas
+from ...progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last_written, several
+from ...spec import gpus, replica_name, replicas
 from . import processes, venvs
 from .backend import STOP_GRACE_SECONDS, LocalBackend
 from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
@@ -51,8 +51,6 @@ if TYPE_CHECKING:
     from ...scalars import Scalars
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
-HUNG_CHECK_SECONDS = 30.0  # how often a hung job is looked at again, for its progress to resume
-PACE_CHECK_SECONDS = 15.0  # how often the replicas' paces are read, for stragglers
 
 
 @dataclass
@@ -81,9 +79,7 @@ class Supervisor:
         self.shown = ("", "")  # the running job's reason and message, as recorded
         self.workspace = backend.workspace(name)
         self.replicas_started: float | None = None  # when, once they have: what is written after is the job's
-        hang_after = self.spec["policy"].get("hang_after")
-        self.hang_after = duration_seconds(hang_after) if hang_after else None
-        self.hung: float | None = None  # while hung (warned, the stacks kept): the last progress then
+        self.quiet = Quiet.of(self.spec)  # policy.hang_after's watch
         self.stragglers = Stragglers()
         self.event_files: Scalars | None = None  # the replicas' event files, read as they grow (for their paces)
         self.links: list[Path] = []  # data.link_as and output.link_as
@@ -233,13 +229,13 @@ class Supervisor:
 
     async def watch(self) -> Decision:
         """Wait for replicas to exit and apply the policy until the job ends."""
-        hang_check = time.monotonic() + (self.hang_after or 0)
+        hang_check = time.monotonic() + (self.quiet.hang_after if self.quiet else 0)
         # paces only where there are others to be slower than
-        pace_check = time.monotonic() + PACE_CHECK_SECONDS if len(self.states) > 1 else None
+        pace_check = time.monotonic() + PACE_CHECK_SECONDS if several(self.spec) else None
         while True:
             exits = {asyncio.ensure_future(r.process.wait()): name for name, r in self.running.items()}
             stop = asyncio.ensure_future(self.stop_requested.wait())
-            wakes = [self.deadline, hang_check if self.hang_after else None, pace_check]
+            wakes = [self.deadline, hang_check if self.quiet else None, pace_check]
             timeout = min((max(0.0, t - time.monotonic()) for t in wakes if t is not None), default=None)
             done, _ = await asyncio.wait({*exits, stop}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
             for task in [*exits, stop]:
@@ -253,7 +249,7 @@ class Supervisor:
                 if pace_check is not None and time.monotonic() >= pace_check:
                     await self.check_pace()
                     pace_check = time.monotonic() + PACE_CHECK_SECONDS
-                if self.hang_after and time.monotonic() >= hang_check:
+                if self.quiet and time.monotonic() >= hang_check:
                     ended, hang_check = await self.check_progress()
                     if ended:
                         return ended
@@ -278,29 +274,23 @@ class Supervisor:
     async def check_progress(self) -> tuple[Decision | None, float]:
         """Once the job has been quiet for hang_after: a NoProgress warning (the job's reason while it lasts) and
         the running replicas' stacks kept with the run; on_hang fail ends the job. Returns that end, if any, and
-        when (time.monotonic) to look again: as the quiet spell would reach hang_after, or while hung, now and then."""
-        assert self.hang_after is not None
+        when (time.monotonic) to look again."""
+        assert self.quiet is not None
         last = await asyncio.to_thread(last_written, self.log_dir, self.backend.output_of(self.spec),
                                        self.replicas_started or 0.0)
-        if self.hung is not None and last > self.hung:  # progress since: no longer hung
-            self.hung = None
+        change, wait = self.quiet.update(last, time.time())
+        if change == "resumed":
             self.store.update_job(self.name, reason=self.shown[0], message=self.shown[1])
-        quiet = time.time() - last
-        if quiet < self.hang_after:
-            return None, time.monotonic() + self.hang_after - quiet
-        again = time.monotonic() + min(self.hang_after, HUNG_CHECK_SECONDS)
-        if self.hung is not None:
-            return None, again
-        self.hung = last
+        if change != "hung":
+            return None, time.monotonic() + wait
         taken = await asyncio.to_thread(stacks.take, {name: r.process.pid for name, r in self.running.items()})
-        message = (f"no replica wrote a log line or a TensorBoard step for {self.spec['policy']['hang_after']}; "
-                   f"their stacks then are kept (distrain stacks {self.name} --kept)")
+        message = hung_message(self.spec)
         stacks.keep(self.log_dir, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
         self.event(reasons.NO_PROGRESS, message, type="Warning")
         if self.spec["policy"]["on_hang"] == "fail":
-            return Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True), again
+            return Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True), time.monotonic() + wait
         self.store.update_job(self.name, reason=reasons.NO_PROGRESS, message=message)
-        return None, again
+        return None, time.monotonic() + wait
 
     async def check_pace(self) -> None:
         """A Straggler warning for each running replica whose steps per second, from its event files, stayed under
@@ -312,9 +302,8 @@ class Supervisor:
         logged = await asyncio.to_thread(self.event_files.of, self.backend.tensorboard(self.spec), None,
                                          self.replicas_started)
         paces = {name: rate for name, rate in logged["rates"].items() if name in self.running}
-        for name, rate, others in self.stragglers.update(paces, time.monotonic()):
-            self.event(reasons.STRAGGLER, f"{rate:.3g} steps/s, under {STRAGGLER_RATIO}x the other replicas' median "
-                       f"({others:.3g}) for {STRAGGLER_SECONDS:.0f} s", replica=name, type="Warning")
+        for warning in self.stragglers.warnings(paces, time.monotonic()):
+            self.record(warning)
 
     async def record_exit(self, name: str) -> None:
         running = self.running.pop(name)
