@@ -59,11 +59,11 @@ class Quiet:
         return change, min(self.hang_after, HUNG_CHECK_SECONDS)
 
 
-def hung_message(spec: dict, not_taken: str = "") -> str:
-    """What a NoProgress warning (and a Hung job) says; `not_taken`: why no stacks were kept."""
+def hung_message(spec: dict, not_kept: str = "") -> str:
+    """What a NoProgress warning (and a Hung job) says; `not_kept`: why no stacks were kept."""
     quiet = f"no replica wrote a log line or a TensorBoard step for {spec['policy']['hang_after']}"
-    if not_taken:
-        return f"{quiet}; no stacks were taken: {not_taken}"
+    if not_kept:
+        return f"{quiet}; no stacks were kept: {not_kept}"
     return f"{quiet}; their stacks then are kept (distrain stacks {spec['name']} --kept)"
 
 

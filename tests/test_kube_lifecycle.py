@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import subprocess
+import threading
 import time
 from contextlib import suppress
 
@@ -163,6 +164,28 @@ def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(backend, admin,
     assert all(r["error"] and not r["processes"] for r in kept["replicas"]), kept  # kwok runs no command
     assert [r["name"] for r in backend.stacks("stuck", "ps-0", kept=True)["replicas"]] == ["ps-0"]
     wait(lambda: not running(admin, "stuck"), "every replica stops")
+
+
+@ENGINES
+def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(backend, tmp_path):
+    """on_hang warn: the job runs on, its reason NoProgress while the monitor finds it quiet, and no longer once a
+    replica writes again (a line in its log file on the volume)."""
+    backend.settings.controller_image = "registry.example.com/notebook:1"
+    backend.submit(tf_spec("quiet", workers=1, policy={"hang_after": "5s"}))
+    wait_job(backend, "quiet", lambda j: j["phase"] == "Running", "the job runs")
+    logs, output = tmp_path / "logs", tmp_path / "output"
+    logs.mkdir()
+    output.mkdir()
+    watching = threading.Thread(target=monitor.watch, args=(backend, "quiet", 1, logs, output), daemon=True)
+    watching.start()
+    job = wait_job(backend, "quiet", lambda j: j["reason"] == "NoProgress", "the monitor finds it hung", 30)
+    assert job["phase"] == "Running" and job["message"].startswith("no replica wrote a log line or a TensorBoard "
+                                                                   "step for 5s; their stacks then are kept")
+    (logs / "worker-0.log").write_text("2026-11-27T00:00:00.000000Z  again\n")
+    wait_job(backend, "quiet", lambda j: j["reason"] == "", "no longer hung once a replica writes", 30)
+    backend.stop("quiet")
+    watching.join(30)
+    assert not watching.is_alive(), "the monitor ends with the run"
 
 
 @ENGINES

@@ -64,6 +64,8 @@ def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path) -
             continue
         if quiet and now >= hang_check:
             change, wait = quiet.update(last_written(logs, output, started), time.time())
+            if change == "resumed":
+                backend.update_status(name, hung="")
             if change == "hung" and hung(backend, job):
                 return
             hang_check = now + wait
@@ -80,17 +82,15 @@ def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path) -
 
 def hung(backend: KubeBackend, job: JobRecord) -> bool:
     """Warn, keep the running replicas' stacks, and with on_hang fail, fail the job; whether it ended."""
-    name = job["name"]
+    name, message = job["name"], hung_message(job["spec"])
     try:
-        taken = backend.stacks(name)
-    except DistrainError as e:  # none running (they ended meanwhile): the warning says so
-        message = hung_message(job["spec"], not_taken=str(e))
-    else:
-        message = hung_message(job["spec"])
-        backend.keep_stacks(name, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
+        backend.keep_stacks(name, {**backend.stacks(name), "reason": reasons.NO_PROGRESS, "message": message})
+    except DistrainError as e:  # none running (they ended meanwhile), or too many to keep: the warning says so
+        message = hung_message(job["spec"], not_kept=str(e))
     backend.record(name, Event(reasons.NO_PROGRESS, message, type="Warning"))
     print(message, flush=True)
     if job["spec"]["policy"]["on_hang"] != "fail":
+        backend.update_status(name, hung=message)  # the job's reason while it lasts (state.unfinished)
         return False
     backend.stop(name, Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True))
     return True

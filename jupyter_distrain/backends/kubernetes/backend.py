@@ -233,7 +233,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks):
         return json.loads(self.job_root_fresh(name).data["settings.json"])
 
     def update_status(self, name: str, **fields) -> None:
-        """Record `fields` of the job's status, as the process that runs the job (a sweep's controller)."""
+        """Record `fields` of the job's status, as a process in the cluster (a sweep's controller, a monitor)."""
         for _ in range(10):
             root = self.job_root_fresh(name)
             if self._write_status(root, {**json.loads(root.data["status.json"]), **fields}):

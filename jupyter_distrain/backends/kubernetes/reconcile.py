@@ -15,7 +15,7 @@ from . import podspec
 from .logcopy import LogCopier
 from .naming import RUN, object_name
 from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, missing_pod, newest_of_run,
-                    note_unschedulable, policy_replicas, replica_state, stop_decision, unmade, with_ending)
+                    policy_replicas, replica_state, stop_decision, unfinished, unmade, with_ending)
 
 
 class PodSupervisor(LogCopier):
@@ -65,8 +65,7 @@ class PodSupervisor(LogCopier):
             self._finish(spec, status, pods, end)
             announced.append(end.event)
         else:
-            status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
-            note_unschedulable(status)
+            unfinished(status, decision)
         if json.dumps(status, sort_keys=True) != before and (written := self._write_status(root, status)):
             root = written
             for event in announced:

@@ -158,6 +158,15 @@ def with_ending(status: dict, end: Ending) -> dict:
     return status
 
 
+def unfinished(status: dict, decision: Decision) -> None:
+    """Record an unfinished job's state: `decision`'s, but NoProgress while the run's monitor finds it hung (its
+    `hung`), and the scheduler's reason while it cannot place a replica."""
+    if decision.phase == Phase.RUNNING and status.get("hung"):
+        decision = Decision(Phase.RUNNING, reasons.NO_PROGRESS, status["hung"])
+    status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
+    note_unschedulable(status)
+
+
 def note_unschedulable(status: dict) -> None:
     """Make the job's reason the scheduler's, naming each replica it cannot place."""
     unschedulable = [(n, s) for n, s in status["replicas"].items() if s["reason"] == reasons.UNSCHEDULABLE]
@@ -245,8 +254,7 @@ def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict]
         decision = Decision(Phase.RUNNING)
     if waiting:
         decision = Decision(Phase.QUEUED, *waiting)
-    status.update(phase=str(decision.phase), reason=decision.reason, message=decision.message)
-    note_unschedulable(status)
+    unfinished(status, decision)
     return status
 
 
