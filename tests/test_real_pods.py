@@ -413,7 +413,8 @@ def test_pytorch_trains_across_pods_under_torchrun(git_host, real_cluster, cli, 
         assert followed.returncode == 0, followed.stdout + followed.stderr + cli("logs", name).stdout
         joined = set(re.findall(r"rank \d/\d joined", followed.stdout))
         assert {f"rank {rank}/3 joined" for rank in range(3)} <= joined, \
-            f"{followed.stdout}{followed.stderr}\nread afterwards:\n{cli('logs', name).stdout}\n{as_kept(admin, real_cluster, name)}"
+            f"{followed.stdout}{followed.stderr}\nread afterwards:\n{cli('logs', name).stdout}\n" \
+            f"{as_kept(admin, real_cluster, name)}"
         assert "[master-0] done epoch 2 loss" in followed.stdout
         job = cli.json("get", name)
         assert (job["phase"], job["engine"]) == ("Succeeded", engine), job
@@ -532,7 +533,8 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
         assert found["differs"] == ["worker-2"] and found["shared"] >= 1, found
         assert all([p["command"] for p in r["processes"]] == ["python train.py"] for r in found["replicas"]), found
         print(f"stacks of 3 pods taken in {found['seconds']:.2f} s")
-        [pod] = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=late,{naming.REPLICA}=worker-2").items
+        [pod] = admin.list_namespaced_pod(NAMESPACE,
+                                          label_selector=f"{naming.JOB}=late,{naming.REPLICA}=worker-2").items
         [tools] = [c for c in pod.spec.init_containers if c.name == "stack-tools"]
         assert (tools.image, pod.spec.security_context.run_as_user) == (PRODUCT_IMAGE, 1234)
         assert pod.spec.containers[0].security_context.capabilities.drop == ["ALL"]
