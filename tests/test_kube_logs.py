@@ -104,6 +104,45 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
         shutil.rmtree(volume.parents[3])
 
 
+@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+def test_a_replica_ended_before_its_log_was_read_has_its_lines_from_the_volume(control_plane, admin, tmp_path, engine):
+    """Once the chief has succeeded the engine ends the replicas still running, and a pod can be gone before
+    the server that watched the job from its start has read its log to the end. Here the worker's lines never
+    reach pods/log at all, only the output volume: the server merges them from there before it marks the run's
+    logs complete, and a CLI reading afterwards has them."""
+    server = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+    server.start(logging.getLogger("server"))
+    worker = None
+    try:
+        server.submit(chief_spec("cut-off", "cat", replicas={"chief": {}, "worker": {"count": 1}}))
+        wait(lambda: [p.status.phase for p in pods_of(admin, "cut-off")] == ["Running"] * 2, "both replicas run")
+        pod = admin.read_namespaced_pod(pod_name(admin, "cut-off", "worker-0"), NAMESPACE)
+        worker = control_plane.run_here(admin, pod, cwd=workspace(tmp_path), stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL)
+        worker.stdin.write(b"worker-0 joined\n")
+        worker.stdin.flush()
+        uid = admin.read_namespaced_config_map("cut-off", NAMESPACE).metadata.uid
+        volume = own_outputs(control_plane) / "cut-off" / ".distrain" / "logs" / uid / "1"
+        log = volume / "worker-0.log"
+        wait(lambda: log.exists() and b"worker-0 joined" in log.read_bytes(), "the tee writes to the volume",
+             shown=lambda: (list(volume.parents[1].rglob("*")), worker.poll()))
+
+        end(admin, "cut-off", "chief-0", 0)
+        wait_job(server, "cut-off", lambda j: j["phase"] == "Succeeded", "the chief's success ends the job")
+        wait(lambda: not pods_of(admin, "cut-off", "worker-0"), "the engine ends the worker")
+        wait(lambda: server.logs_complete("cut-off", 1), "the run's logs are marked complete", 60)
+        assert [line.text for line in server.logs("cut-off", replica="worker-0")] == ["worker-0 joined"]
+        cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
+        assert [line.text for line in cli.logs("cut-off", replica="worker-0")] == ["worker-0 joined"]
+    finally:
+        if worker:
+            worker.kill()
+            worker.wait()
+        server.delete("cut-off")
+        server.close()
+        shutil.rmtree(own_outputs(control_plane) / "cut-off", ignore_errors=True)
+
+
 FAILING = """import sys
 print("epoch 1", flush=True)
 print("learning rate 10 is high", file=sys.stderr, flush=True)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING
 from kubernetes import client
 
 from ...errors import JobNotFound
-from ...policy import FINISHED
+from ...policy import FINISHED, Phase
+from .logcopy import run_of_pod
 from .naming import SWEEP, replica_of
 from .state import WORKLOAD_GRACE, current_run, deadline_left, ended_pod, engine_of, newest, unmade
 from .watch import WATCH_TIMEOUT, Cache, WorkQueue, listers
@@ -31,7 +32,8 @@ class NamespaceController:
     def __init__(self, backend: JobObserver, log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
         self.backend, self.log = backend, log
         self.queue = WorkQueue()
-        self.followers: dict[str, threading.Thread] = {}  # pod uid -> its log copier
+        self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
+        self.unread: set[tuple[str, int | None]] = set()  # (job, run) of pods gone before their logs were read
         self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
         # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
         # the one worker that has the job (see WorkQueue)
@@ -63,7 +65,8 @@ class NamespaceController:
                     else:  # the engine applies the policy; copy what ended pods logged
                         if engine_of(root) == "kubeflow":
                             self.backend.record_restarts(root, pods)
-                        self.backend.copy_logs(name, pods, ended=True)
+                        for pod in self.backend.copy_logs(name, pods, ended=True):
+                            self.unread.add((name, run_of_pod(pod)))
                     self._follow(name, pods)
                     self._mark_complete(root, pods)
             except Exception:
@@ -84,10 +87,21 @@ class NamespaceController:
             runs[run] = not missing or self.backend.read_volume_logs(name, run)
 
     def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
-        """Once the cluster has ended a run whose lines this process has all, and its pods have ended."""
+        """Once the cluster has ended a run whose lines this process has all, its pods have ended and their logs
+        are copied. A pod that was gone before its log was read to its end (an engine deletes the replicas
+        still running once the job has succeeded) left its last lines on the output volume only: merged first,
+        unless the run was stopped (a delete stops the job first: a reader pod would race it)."""
         name, run = root.metadata.name, current_run(root)
-        if (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
+        if not (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
                 and self.backend.run_over(root)):
+            return
+        if any(job == name for job, _ in list(self.followers.values())):
+            return  # reconciled again as each ends
+        if (name, run) in self.unread:
+            self.unread.discard((name, run))
+            if json.loads(root.data["status.json"])["phase"] != Phase.STOPPED:
+                self.runs[name][run] = self.backend.read_volume_logs(name, run)
+        if self.runs[name][run]:
             self.backend.mark_logs_complete(name, run)
 
     def _remind(self, name: str) -> None:
@@ -119,23 +133,27 @@ class NamespaceController:
             if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers:
                 thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
                                           name=f"distrain-logs-{pod.metadata.name}")
-                self.followers[uid] = thread
+                self.followers[uid] = job, thread
                 thread.start()
 
     def _copy(self, job: str, replica: str, pod: client.V1Pod) -> None:
+        read = False
         try:
             while not self.stopping:
                 self.backend.archive(job, replica, pod, follow=True)
                 current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
                 if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
-                    self.backend.archive(job, replica, current or pod)
+                    read = self.backend.archive(job, replica, current or pod)
                     return
                 time.sleep(0.5)  # the stream ended while the container runs: pick up where the file ends
         except Exception:
             if not self.stopping:
                 self.log.exception("copying the log of %s", pod.metadata.name)
         finally:
+            if not read:
+                self.unread.add((job, run_of_pod(pod)))
             self.followers.pop(pod.metadata.uid, None)
+            self.queue.add(job)  # its run may be complete now
 
     def stop(self) -> None:
         self.stopping = True
@@ -146,5 +164,5 @@ class NamespaceController:
         for response in list(self.backend.streams):
             with suppress(ValueError, RuntimeError, OSError):  # raised when its connection is closed already
                 response.shutdown()  # unblocks the copier reading it
-        for thread in [*self.workers, *self.cache.threads, *list(self.followers.values())]:
+        for thread in [*self.workers, *self.cache.threads, *(thread for _, thread in list(self.followers.values()))]:
             thread.join(10)  # none is left reading a connection as the process exits

@@ -29,6 +29,12 @@ LOG_SILENCE = 300  # seconds a followed log may send nothing before it is asked 
 LOGS_GRACE = 30  # seconds a follower waits, past a run's end, for a controller to copy its last lines
 
 
+def run_of_pod(pod: client.V1Pod) -> int | None:
+    """The run a pod belongs to; None for pods made before runs were labelled (the current run)."""
+    run = (pod.metadata.labels or {}).get(RUN)
+    return None if run is None else int(run)
+
+
 class LogCopier(NamespaceObjects):
     """Copies a job's lines into its run's log files."""
 
@@ -65,20 +71,20 @@ class LogCopier(NamespaceObjects):
         if read:
             self.mark_logs_complete(name, run)
 
-    def copy_logs(self, job: str, pods: builtins.list[client.V1Pod], ended: bool = False) -> None:
+    def copy_logs(self, job: str, pods: builtins.list[client.V1Pod], ended: bool = False) -> builtins.list[client.V1Pod]:
         """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
-        last lines, oldest pods first: a replica's restarts in order."""
-        for pod in sorted(pods, key=created):
-            if not ended or ended_pod(pod):
-                self.archive(job, replica_of(pod.metadata.labels), pod)
+        last lines, oldest pods first: a replica's restarts in order. The pods that were gone before they were
+        read."""
+        return [pod for pod in sorted(pods, key=created)
+                if (not ended or ended_pod(pod)) and not self.archive(job, replica_of(pod.metadata.labels), pod)]
 
-    def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> None:
+    def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> bool:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
-        until the container ends."""
+        until the container ends. False if the pod is gone: what it logged since is only on the volume."""
         if not pod.status.container_statuses and pod.status.phase == "Pending":
-            return
-        run = (pod.metadata.labels or {}).get(RUN)  # none on pods made before runs were labelled: the current run
-        path = (self._log_dir(job, int(run)) if run else self.log_dir(job)) / f"{replica}.log"
+            return True
+        run = run_of_pod(pod)
+        path = (self.log_dir(job) if run is None else self._log_dir(job, run)) / f"{replica}.log"
         since = last_stamp(path)
         try:
             response = self.core.read_namespaced_pod_log(
@@ -86,8 +92,8 @@ class LogCopier(NamespaceObjects):
                 _preload_content=False, _request_timeout=(self.settings.kubernetes_timeout,
                                                           LOG_SILENCE if follow else self.settings.kubernetes_timeout),
                 **({"since_seconds": seconds_since(since)} if since else {}))
-        except ApiException:
-            return  # not started, or gone: nothing to copy
+        except ApiException as e:
+            return e.status != 404  # not started (nothing to copy), or gone
         self.streams.add(response)
         try:
             with response:
@@ -98,6 +104,7 @@ class LogCopier(NamespaceObjects):
                 raise
         finally:
             self.streams.discard(response)
+        return True
 
     def logs_complete(self, name: str, run: int) -> bool:
         return (self._log_dir(name, run) / COMPLETE).exists()
