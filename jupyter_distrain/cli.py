@@ -17,6 +17,7 @@ import click
 from . import logs as logs_
 from . import spec as spec_
 from . import sweep as sweep_
+from . import waits
 from .errors import DistrainError
 from .logs import LogLine
 from . import code
@@ -25,7 +26,7 @@ from .flags import (apply_sweep_flags, command_given, finetune_changes, spec_opt
                     sweep_options)
 from .jobjson import job_json, summary_json
 from .manager import JobManager
-from .policy import FINISHED, running, shown_reason
+from .policy import FINISHED, Phase, running, shown_reason
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
@@ -157,6 +158,8 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
     detail = ": ".join(filter(None, (shown_reason(job), job["message"])))
     click.echo(f"Phase:     {click.style(job['phase'], fg=PHASE_COLORS.get(job['phase']))}"
                + (f"  ({detail})" if detail else ""))
+    if job["phase"] in (Phase.QUEUED, Phase.PENDING) and (waiting := manager.waiting(name))["waiting"]:
+        click.echo(f"Waits:     {waiting['sentence']}")
     if job["exit_code"] is not None:
         click.echo(f"Exit code: {job['exit_code']}")
     click.echo(f"Backend:   {job['backend']}" + (f"  (engine: {job['engine']})" if job.get("engine") else ""))
@@ -270,6 +273,17 @@ def stacks(manager: JobManager, name: str, replica: str | None, kept: bool, fmt:
 
     found = manager.stacks(name, replica, kept)
     click.echo(json.dumps(found, indent=2) if fmt == "json" else text(found))
+
+
+@main.command()
+@click.argument("name")
+@output_option
+@click.pass_obj
+def why(manager: JobManager, name: str, fmt: str) -> None:
+    """Why a job waits: for each replica no node can take, what it asks for against the most free on a node; for a
+    job in a Kueue queue, Kueue's reason and the job's place in the queue."""
+    found = manager.waiting(name)
+    click.echo(json.dumps(found, indent=2) if fmt == "json" else waits.text(found))
 
 
 @main.command()

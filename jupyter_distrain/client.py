@@ -199,6 +199,11 @@ class Client:
         replicas elsewhere than most (see `distrain stacks`). `kept`: those kept when the job hung."""
         return self._call("GET", f"jobs/{quote(name)}/stacks", replica=replica, kept="true" if kept else None)
 
+    def waiting(self, name: str) -> dict:
+        """Why the job waits, if it does: a sentence, each replica no node can take with what it asks for against
+        the most free on a node, and its place in its Kueue queue (see `distrain why`)."""
+        return self._call("GET", f"jobs/{quote(name)}/waiting")
+
     def trials(self, name: str) -> dict:
         """A sweep's trials, best first: each one's swept hyperparameters, phase and metric, and the best that
         succeeded."""

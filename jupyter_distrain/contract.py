@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator, Protocol, TypeVar
 
+from .errors import FieldError
 from .records import JobRecord, JobSummary, TensorBoardTarget
 
 if TYPE_CHECKING:
@@ -87,6 +88,12 @@ class Backend(Protocol):
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         """Where the running replicas (or only `replica`) are now: stacks.take's answer; NotRunning if none
         runs. `kept`: those kept with the current run when it hung instead (NotFound if none were)."""
+
+    def waiting(self, name: str) -> dict:
+        """Why the job waits, if it does: waits.record's answer (its sentence, and the numbers behind it)."""
+
+    def outlook(self, spec: dict) -> builtins.list[FieldError]:
+        """What would keep a job of this checked spec waiting were it submitted now (warnings, not refusals)."""
 
     def cluster(self) -> dict:
         """What jobs can use: volumes, CPUs, memory, GPUs (capacity and available)."""

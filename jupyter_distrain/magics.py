@@ -26,6 +26,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class, no_var_expand
 from IPython.display import IFrame, display
 
+from . import waits
 from .client import Client, Job
 from .errors import DistrainError
 from .flags import apply_flags, apply_sweep_flags, command_given, finetune_changes, spec_options, sweep_options
@@ -138,6 +139,14 @@ def logs(magics: DistrainMagics, name: str, **options: Any) -> None:
 def stacks(magics: DistrainMagics, name: str, replica: str | None, kept: bool) -> None:
     """Print where each running replica is now: its threads' stacks, the frames they share once."""
     print(stacks_text(magics.client.stacks(name, replica, kept)))
+
+
+@commands.command()
+@click.argument("name")
+@click.pass_obj
+def why(magics: DistrainMagics, name: str) -> None:
+    """Print why a job waits: what its replicas ask for against the most free on a node, its place in its queue."""
+    print(waits.text(magics.client.waiting(name)))
 
 
 @commands.command()

@@ -343,6 +343,19 @@ class JobManager:
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         return self.backend_of(name).stacks(name, replica, kept)
 
+    def waiting(self, name: str) -> dict:
+        return self.backend_of(name).waiting(name)
+
+    def outlook(self, spec: dict, backend: str | None = None) -> builtins.list[FieldError]:
+        """What would keep a checked spec's job waiting were it submitted now, as warnings; a sweep's trials
+        are launched as there is room, so none for a sweep. A cluster that cannot be read for it is a warning."""
+        if sweep.is_sweep(spec):
+            return []
+        try:
+            return self.target(backend).outlook(spec)
+        except DistrainError as e:
+            return [FieldError("", f"whether it would wait is not known: {e}")]
+
     def scalars(self, name: str, tag: str | None = None) -> dict:
         """What the job logged to event files under its output directory (scalars.Scalars.of): locally read here, on
         Kubernetes asked of the job's TensorBoard; split into the current run's points and earlier runs'."""

@@ -102,6 +102,7 @@ export type Cluster = components['schemas']['Cluster'];
 export type JobCode = components['schemas']['JobCode'];
 export type Backend = Cluster['default_backend'];
 export type Check = components['schemas']['Check'];
+export type Waiting = components['schemas']['Waiting'];
 export type FieldError = NonNullable<
   components['schemas']['Error']['errors']
 >[number];
@@ -225,6 +226,9 @@ export const serverAPI = {
     requestAPI<Stacks>(
       jobPath(name, 'stacks') + queryString({ kept: kept ? 'true' : undefined })
     ),
+  /** Why the job waits, if it does: a sentence and the numbers behind it. */
+  waiting: (name: string): Promise<Waiting> =>
+    requestAPI<Waiting>(jobPath(name, 'waiting')),
   /** A sweep's trials with their hyperparameters and metric, best first. */
   trials: (sweep: string): Promise<Trials> =>
     requestAPI<Trials>(jobPath(sweep, 'trials'))

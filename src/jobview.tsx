@@ -11,7 +11,8 @@ import {
   ReplicaMetrics,
   Scalars,
   serverAPI,
-  Trials
+  Trials,
+  Waiting
 } from './api';
 import { ScalarChart } from './charts';
 import { Action, JobActions, PhaseBadge, ScrollingTable } from './components';
@@ -146,6 +147,9 @@ export function JobView(
           This job is {job.supervision}.
         </div>
       )}
+      {(job.phase === 'Pending' || job.phase === 'Queued') && (
+        <WhyItWaits job={job} />
+      )}
       <JobFacts job={job} />
       <div className="jp-distrain-job-links">
         <button
@@ -212,6 +216,71 @@ export function JobView(
       <EventTable events={job.events ?? []} />
     </div>
   );
+}
+
+/**
+ * Why a Pending or Queued job waits: the server's sentence, and the numbers
+ * behind it (what each replica no node can take asks for against the most free
+ * on a node; its place in its queue). Asked again as the job's state changes.
+ */
+function WhyItWaits(props: { job: Job }): JSX.Element | null {
+  const { name, phase, reason, message } = props.job;
+  const [found, setFound] = React.useState<Waiting>();
+  React.useEffect(() => {
+    let current = true;
+    serverAPI
+      .waiting(name)
+      .then(answer => current && setFound(answer))
+      .catch(() => current && setFound(undefined));
+    return () => {
+      current = false;
+    };
+  }, [name, phase, reason, message]);
+  if (!found?.waiting) {
+    return null;
+  }
+  const rows = found.replicas.flatMap(replica =>
+    replica.resources.map(row => ({ replica: replica.name, ...row }))
+  );
+  return (
+    <section className="jp-distrain-waiting" aria-label="Why it waits">
+      <div>{found.sentence}</div>
+      {rows.length > 0 && (
+        <table>
+          <thead>
+            <tr>
+              <th>Replica</th>
+              <th>Asks for</th>
+              <th>Most free on a node</th>
+              <th>Largest node</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map(row => (
+              <tr key={row.replica + row.resource}>
+                <td>{row.replica}</td>
+                <td>{amount(row.resource, row.requested)}</td>
+                <td>
+                  {amount(row.resource, row.largest_free)}
+                  {row.node ? ` (${row.node})` : ''}
+                </td>
+                <td>{amount(row.resource, row.largest_allocatable)}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </section>
+  );
+}
+
+/** An amount of a resource as the job spec names it: 2 GPUs, 1.5 CPUs, 16.0 GiB. */
+function amount(resource: string, value: number): string {
+  if (resource === 'memory') {
+    return bytes(value);
+  }
+  const unit = resource === 'gpus' ? 'GPU' : 'CPU';
+  return `${value} ${unit}${value === 1 ? '' : 's'}`;
 }
 
 /**

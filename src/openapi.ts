@@ -224,6 +224,25 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/jobs/{name}/waiting': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    /** @description Why the job waits, if it does (Pending or Queued): one sentence, and the numbers behind it. For each replica the scheduler cannot place, what it asks for against the most free on a node it may use (and the most any such node has at all); for a job in a Kueue queue, Kueue's reason and the job's place in its LocalQueue, from Kueue's visibility API, with the jobs ahead of it that the caller may see. */
+    get: operations['getWaiting'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/jobs/{name}/scalars': {
     parameters: {
       query?: never;
@@ -429,6 +448,11 @@ export interface components {
         path: string;
         message: string;
       }[];
+      /** @description For an accepted spec, what would keep the job waiting were it submitted now: a role no node has room for (path replicas.<role>.resources), the workloads waiting in its queue (path queue) */
+      warnings: {
+        path: string;
+        message: string;
+      }[];
     };
     /** @enum {string} */
     Phase:
@@ -589,6 +613,44 @@ export interface components {
       /** @description 0 for a native frame */
       line: number;
       native: boolean;
+    };
+    Waiting: {
+      name: string;
+      phase: components['schemas']['Phase'];
+      waiting: boolean;
+      /** @description Why it waits, in words; empty when it does not */
+      sentence: string;
+      /** @description The replicas no node can take now (Kubernetes) */
+      replicas: {
+        name: string;
+        /** @description The scheduler's */
+        message: string;
+        resources: {
+          /** @enum {string} */
+          resource: 'cpu' | 'memory' | 'gpus';
+          /** @description Memory in bytes */
+          requested: number;
+          /** @description The most free on one node it may use */
+          largest_free: number;
+          /** @description That node */
+          node: string | null;
+          /** @description The most any node it may use has at all */
+          largest_allocatable: number;
+        }[];
+        nodes_with_room: string[];
+        /** @description The nodes it may use (its GPU type's) */
+        nodes: number;
+      }[];
+      /** @description Its place in its Kueue LocalQueue (null when not queued, or the cluster does not say) */
+      queue: {
+        queue: string;
+        /** @description 0: next */
+        position: number;
+        ahead: number;
+        /** @description The jobs ahead that the caller may see */
+        ahead_seen: string[];
+        position_in_cluster_queue: number | null;
+      } | null;
     };
     Stacks: {
       /** Format: date-time */
@@ -1558,6 +1620,31 @@ export interface operations {
           'application/json': components['schemas']['Error'];
         };
       };
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  getWaiting: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Why it waits (waiting false when it does not) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Waiting'];
+        };
+      };
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
       '5XX': components['responses']['Unavailable'];
     };
   };

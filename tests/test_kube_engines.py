@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
+import requests
 import yaml
-from conftest import distrain_command, wait, write_spec
+from conftest import CLI, distrain_command, wait, write_spec
 from controlplane.cluster import ADMIN, BIN, NAMESPACE, RESTRICTED
 from kube_support import COMMIT, SETTINGS, dry_run_create, pods_of, settings, tf_spec, wait_job
 from kubernetes import client
@@ -271,6 +272,65 @@ def test_kueue_holds_a_job_in_its_queue_until_there_is_quota(backend, admin, kue
     backend.delete("first")
     wait_job(backend, "second", lambda j: j["phase"] == "Running", "the second job runs once the first is gone", 60)
     backend.delete("second")
+
+
+def test_a_queued_job_says_its_place_in_its_queue_and_the_check_says_so_before(control_plane, kube_server, kueue_queue,
+                                                                               tmp_path):
+    """With quota for one job, two more wait in queue team. The check of a fourth warns that it would queue behind
+    them; submitted, it says why it waits: Kueue's reason and its place in the queue, behind the two, from Kueue's
+    visibility API (over REST, and in the CLI's `why` and `get`)."""
+    api, headers = kube_server.api, kube_server.headers
+
+    def queued_spec(name: str) -> dict:
+        return {"name": name, "framework": "tensorflow", "command": "python train.py", "queue": kueue_queue,
+                "code": {"git": "https://example.com/models.git", "ref": COMMIT},
+                "replicas": {"chief": {"resources": {"cpu": 1}}, "worker": {"resources": {"cpu": 1}}}}
+
+    def job(name: str) -> dict:
+        return requests.get(f"{api}/jobs/{name}", headers=headers).json()
+
+    def in_line() -> list[str]:
+        """The jobs waiting in the queue, in the order Kueue's visibility API gives (the workloads' owners)."""
+        with control_plane.client(ADMIN) as kube:
+            found = client.CustomObjectsApi(kube).get_namespaced_custom_object(
+                "visibility.kueue.x-k8s.io", "v1beta1", NAMESPACE, "localqueues", f"{kueue_queue}/pendingworkloads")
+        return [w["metadata"]["ownerReferences"][0]["name"] for w in sorted(
+            found["items"], key=lambda w: w["positionInLocalQueue"])]
+
+    names = ["first", "second", "third", "fourth"]
+    try:
+        for name in names[:3]:
+            assert requests.post(f"{api}/jobs", json=queued_spec(name), headers=headers).status_code == 201
+            wait(lambda: job(name)["phase"] in ("Running", "Queued") and job(name)["reason"] != "Queued",
+                 f"Kueue has looked at {name}", 60)
+            time.sleep(1)  # Kueue orders workloads of one priority by their creation times, which are in seconds
+        assert [job(name)["phase"] for name in names[:3]] == ["Running", "Queued", "Queued"]
+        ahead = in_line()
+        assert ahead == ["second", "third"]
+        check = requests.post(f"{api}/check", json=queued_spec("fourth"), headers=headers).json()
+        assert check["errors"] == [] and check["warnings"] == [
+            {"path": "queue", "message": f"2 workloads wait in queue team ({ahead[0]} and {ahead[1]}): it would queue "
+                                         "behind them"}]
+
+        assert requests.post(f"{api}/jobs", json=queued_spec("fourth"), headers=headers).status_code == 201
+        wait(lambda: job("fourth")["reason"] == "Pending", "Kueue has looked at the fourth", 60)
+        waiting = requests.get(f"{api}/jobs/fourth/waiting", headers=headers).json()
+        reason = job("fourth")["message"]
+        assert "insufficient unused quota for cpu in flavor default" in reason
+        assert in_line() == [*ahead, "fourth"], "Kueue's own order"
+        assert waiting["sentence"] == (f"Kueue holds it in queue team, 3rd in line behind {ahead[0]} and {ahead[1]}: "
+                                       f"{reason}.")
+        assert waiting["queue"] == {"queue": "team", "position": 2, "ahead": 2, "ahead_seen": ahead,
+                                    "position_in_cluster_queue": 2}
+        cli = CLI(kube_server.root, tmp_path)
+        cli.env.update(JUPYTER_CONFIG_DIR=str(kube_server.config_dir), DISTRAIN_BACKEND="kubernetes")
+        assert cli("why", "fourth").stdout == (f"{waiting['sentence']}\n\nQueue team: position 3, 2 ahead "
+                                               "(in its ClusterQueue: position 3)\n")
+        assert f"Waits:     {waiting['sentence']}\n" in cli("get", "fourth").stdout
+        assert requests.get(f"{api}/jobs/first/waiting", headers=headers).json()["waiting"] is False
+    finally:
+        for name in names:
+            requests.delete(f"{api}/jobs/{name}", headers=headers)
 
 
 def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_path):

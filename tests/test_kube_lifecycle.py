@@ -203,7 +203,15 @@ def test_impossible_gpu_request_is_refused_before_anything_is_created(backend, a
     with pytest.raises(SpecError) as refused:
         backend.submit(tf_spec("too-big", gpus=3))
     assert [e.path for e in refused.value.errors] == ["replicas.worker.resources.gpus"]
-    assert "3 GPUs per worker requested; the largest node has 2" in str(refused.value)
+    assert "3 GPUs per worker requested; the largest node has 2 (cpu-0: 0, gpu-0: 2, gpu-1: 2)" in str(refused.value)
+    assert not backend.exists("too-big")
+    with pytest.raises(SpecError) as refused:
+        backend.submit(tf_spec("too-big", replicas={"chief": {"resources": {"cpu": 12, "memory": "40Gi"}}}))
+    assert [(e.path, e.message) for e in refused.value.errors] == [
+        ("replicas.chief.resources.cpu", "12 CPUs per chief requested; the largest node has 8 (cpu-0: 8, gpu-0: 8, "
+                                         "gpu-1: 8)"),
+        ("replicas.chief.resources.memory", "40 GiB of memory per chief requested; the largest node has 32 GiB "
+                                            "(cpu-0: 32 GiB, gpu-0: 32 GiB, gpu-1: 32 GiB)")]
     assert not backend.exists("too-big")
     with pytest.raises(SpecError) as refused:
         backend.submit(tf_spec("a" * 45))
@@ -220,6 +228,17 @@ def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, adm
     assert job["phase"] == "Pending"
     assert "Insufficient nvidia.com/gpu" in replica(job, "worker-0")["message"]
     assert "worker-0: " in job["message"] and "Insufficient nvidia.com/gpu" in job["message"]
+    said = "it asks for 2 GPUs; the most free on a node is 0 GPUs (gpu-0)"
+    waiting = backend.waiting("gpu-b")
+    assert waiting["sentence"] == f"worker-0 waits for a node with room: {said}."
+    assert [(r["name"], r["resources"], r["nodes_with_room"]) for r in waiting["replicas"]] == [
+        ("worker-0", [{"resource": "gpus", "requested": 2, "largest_free": 0, "node": "gpu-0", "largest_allocatable": 2}],
+         [])]
+    assert backend.waiting("gpu-a")["waiting"] is False
+    # before a submit, the same numbers: a warning, not a refusal (it would run once GPUs are free)
+    assert [(w.path, w.message) for w in backend.outlook(tf_spec("gpu-c", workers=1, gpus=1))] == [
+        ("replicas.worker.resources", "no node has room for a worker now: it asks for 1 GPU; the most free on a "
+                                      "node is 0 GPUs (gpu-0). It would wait (Pending) until one has")]
     assert backend.cluster()["gpus"] == {"capacity": 4, "available": 0, "held_in": "every namespace",
                                          "devices": [{"node": "gpu-0", "gpus": 2}, {"node": "gpu-1", "gpus": 2}]}
     # the README's narrower rights: no pods of other namespaces; GPUs held are then counted in this one

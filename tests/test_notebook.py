@@ -110,6 +110,7 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     where = wait(lambda: out if "train.py:" in (out := kernel.run("%distrain stacks long")) else None,
                  "its stack shows train.py (once its Python has started)")
     assert where.startswith("1 replica, stacks taken at ") and "worker-0\n  pid " in where, where
+    assert kernel.run("%distrain why long") == "job long is Running: it waits for nothing\n"
     stopped = kernel.run("%distrain stop long")
     assert "<b>long</b> (local) <b>Stopped</b>" in stopped and "<b>Stopped</b>: Stopped" not in stopped, stopped
 
@@ -140,7 +141,8 @@ def test_magics_help_and_unknown_commands_read_as_the_clis(kernel):
     assert helped.startswith("Usage: %distrain [OPTIONS] COMMAND [ARGS]...\n"), helped
     commands = helped.split("Commands:\n")[1]
     assert [line.split()[0] for line in commands.splitlines()] == \
-        ["delete", "finetune", "list", "logs", "stacks", "status", "stop", "submit", "sweep", "tensorboard"], helped
+        ["delete", "finetune", "list", "logs", "stacks", "status", "stop", "submit", "sweep", "tensorboard", "why"], \
+        helped
     assert kernel.run("%distrain") == helped  # and nothing else is displayed
 
     logs_help = kernel.run("%distrain logs --help")

@@ -622,15 +622,22 @@ def test_every_tab_comes_back_after_a_reload_and_close_all_tabs_closes_them(lab,
 
 
 def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_plane, tmp_path):
-    """...to a Kueue queue the form lists; the job shows Queued with Kueue's reason (its ClusterQueue is missing)."""
+    """...to a Kueue queue the form lists; with every GPU held, its check says a worker asking for one would wait,
+    before the submit; the job shows Queued with Kueue's reason (its ClusterQueue is missing), and says why it
+    waits."""
     from controlplane.cluster import ADMIN, NAMESPACE, RESTRICTED
     from kubernetes import client
 
     kueue = ("kueue.x-k8s.io", "v1beta1", NAMESPACE, "localqueues")
+    holders = [f"holds-{node}" for node in ("gpu-0", "gpu-1")]  # every GPU of the cluster, held by someone else
     with control_plane.client(ADMIN) as api:
         client.CustomObjectsApi(api).create_namespaced_custom_object(*kueue, {
             "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
             "metadata": {"name": "waiting-room", "namespace": NAMESPACE}, "spec": {"clusterQueue": "nowhere"}})
+        for holder in holders:
+            client.CoreV1Api(api).create_namespaced_pod(NAMESPACE, {
+                "metadata": {"name": holder}, "spec": {"nodeName": holder.removeprefix("holds-"), "containers": [
+                    {"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "2"}}}]}})
 
     setting = tmp_path / "lab-settings" / "jupyter-distrain" / "plugin.jupyterlab-settings"
     setting.parent.mkdir(parents=True)
@@ -652,12 +659,21 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
             expect(queue.locator("option")).to_have_text(["none: start at once", "waiting-room"], timeout=30_000)
             queue.select_option("waiting-room")
             expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
+            form.get_by_label("worker gpus").fill("1")
+            expect(form.locator(".jp-distrain-outlook")).to_have_text(
+                "It would not start at once:no node has room for a worker now: it asks for 1 GPU; the most free on a "
+                "node is 0 GPUs (gpu-0). It would wait (Pending) until one has", timeout=15_000)
+            expect(form.get_by_text("The server accepts this job; it would wait (see above).")).to_be_visible()
+            form.locator(".jp-distrain-outlook").scroll_into_view_if_needed()
+            screenshot(page, "form-would-wait")
             form.get_by_role("button", name="Submit").click()
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("tf-ps", timeout=30_000)
             expect(page.locator(".jp-distrain-job-header")).to_contain_text("Queued", timeout=30_000)
             expect(page.locator(".jp-distrain-job-reason")).to_contain_text(
                 "Inadmissible: ClusterQueue nowhere doesn't exist", timeout=30_000)
             expect(page.locator(".jp-distrain-job-facts")).to_contain_text("Queuewaiting-room")
+            expect(page.get_by_role("region", name="Why it waits")).to_have_text(
+                "Kueue holds it in queue waiting-room: ClusterQueue nowhere doesn't exist.", timeout=30_000)
             screenshot(page, "kubernetes-queued-job")
             # the cluster has JobSet: its controller, not this server, enforces the job's lifecycle
             expect(page.locator(".jp-distrain-job-facts")).to_contain_text("kubernetes (engine: jobset)")
@@ -676,6 +692,8 @@ def test_the_default_backend_setting_sends_the_forms_job_to_kubernetes(control_p
         server.stop()
         with control_plane.client(ADMIN) as api:
             client.CustomObjectsApi(api).delete_namespaced_custom_object(*kueue, "waiting-room")
+            for holder in holders:
+                client.CoreV1Api(api).delete_namespaced_pod(holder, NAMESPACE, grace_period_seconds=0)
 
 
 TF_CONFIG_SCRIPT = '''\

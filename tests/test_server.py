@@ -239,6 +239,7 @@ async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root
         assert (await api("POST", "check", json.loads(body)))[0] == 400
     code, verdict = await api("POST", "check", python_job("fine", epochs=1))
     assert code == 200 and verdict["errors"] == [] and verdict["spec"]["hyperparameters"] == {"epochs": 1}
+    assert verdict["warnings"] == []  # a job here starts at once
     assert (await api("GET", "jobs"))[1] == []
 
     assert (await api("POST", "jobs", python_job("base", epochs=1)))[0] == 201
@@ -247,7 +248,10 @@ async def test_check_answers_a_verdict_and_a_clone_can_be_edited_first(api, root
     code, spec = await api("POST", "jobs/base/clone", dry_run="true")
     assert code == 200 and spec["name"] == "base-2" and spec["code"] == (await api("GET", "jobs/base"))[1]["spec"]["code"]
     assert [j["name"] for j in (await api("GET", "jobs"))[1]] == ["base"]  # nothing started
-    await wait_phase(api, "base")
+    ended = await wait_phase(api, "base")
+    code, waiting = await api("GET", "jobs/base/waiting")
+    assert code == 200 and waiting == {"name": "base", "phase": ended["phase"], "waiting": False, "sentence": "",
+                                       "replicas": [], "queue": None}
 
 
 EMIT = """

@@ -81,6 +81,7 @@ def routes() -> list[tuple]:
         (f"{job}/logs/stream", logstream.LogStreamHandler),
         (f"{job}/metrics", handlers.MetricsHandler),
         (f"{job}/stacks", handlers.StacksHandler),
+        (f"{job}/waiting", handlers.WaitingHandler),
         (f"{job}/scalars", handlers.ScalarsHandler),
         (f"{job}/trials", handlers.TrialsHandler),
         (f"{job}/finetune", handlers.FinetuneHandler),

@@ -123,8 +123,9 @@ class CheckHandler(DistrainHandler):
     query_params = ("backend", "snapshot_of")
 
     async def post(self) -> None:
-        """A dry run answered as a verdict: the spec it would run, or every error of the spec. The request
-        itself (a JSON object, an enabled backend, the job named by snapshot_of) is checked as any other."""
+        """A dry run answered as a verdict: the spec it would run and what would keep it waiting, or every error
+        of the spec. The request itself (a JSON object, an enabled backend, the job named by snapshot_of) is
+        checked as any other."""
         draft, backend = self.body(), self.get_query_argument("backend", None)
         if draft is None:
             raise ApiError(400, {"message": "the body must be a job spec: a JSON object"})
@@ -136,9 +137,10 @@ class CheckHandler(DistrainHandler):
         except DistrainError as e:
             if e.status >= 500:
                 raise ApiError(e.status, e.to_json()) from None
-            self.reply({"spec": None, "errors": [asdict(f) for f in e.field_errors()]})
+            self.reply({"spec": None, "errors": [asdict(f) for f in e.field_errors()], "warnings": []})
             return
-        self.reply({"spec": spec, "errors": []})
+        warnings = await in_thread(self.manager.outlook, spec, backend)
+        self.reply({"spec": spec, "errors": [], "warnings": [asdict(w) for w in warnings]})
 
 
 class JobHandler(DistrainHandler):
@@ -229,6 +231,11 @@ class StacksHandler(DistrainHandler):
     async def get(self, name: str) -> None:
         self.reply(await call(self.manager.stacks, name, self.get_query_argument("replica", None),
                               self.query_bool("kept")))
+
+
+class WaitingHandler(DistrainHandler):
+    async def get(self, name: str) -> None:
+        self.reply(await call(self.manager.waiting, name))
 
 
 class ScalarsHandler(DistrainHandler):

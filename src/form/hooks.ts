@@ -130,7 +130,8 @@ export function useDraft(source: IFormSource) {
 }
 
 /**
- * The server's verdict on the draft (a dry run: every error, or none), asked
+ * The server's verdict on the draft (a dry run: every error, or none, and what
+ * would keep it waiting), asked
  * once typing pauses and only once the form has `started`; only the latest
  * answer counts. `checked`: the verdict is the current draft's.
  */
@@ -142,6 +143,8 @@ export function useDryRun(
   clone?: string
 ) {
   const [errors, setErrors] = React.useState<FieldError[]>([]);
+  // What would keep the job waiting were it submitted now (an accepted draft's).
+  const [warnings, setWarnings] = React.useState<FieldError[]>([]);
   const [checked, setChecked] = React.useState(false);
   const generation = React.useRef(0);
 
@@ -154,11 +157,12 @@ export function useDryRun(
     const timer = setTimeout(() => {
       jobsAPI
         .check(draft as JobSpec, backend, clone)
-        .then(verdict => verdict.errors)
-        .catch(fieldErrors)
-        .then(found => {
+        .then(verdict => [verdict.errors, verdict.warnings])
+        .catch(error => [fieldErrors(error), []])
+        .then(([found, warned]) => {
           if (current === generation.current) {
             setErrors(found);
+            setWarnings(warned);
             setChecked(true);
           }
         });
@@ -166,5 +170,5 @@ export function useDryRun(
     return () => clearTimeout(timer);
   }, [draft, backend, started, clone]);
 
-  return { errors, setErrors, checked };
+  return { errors, setErrors, warnings, checked };
 }

@@ -38,7 +38,7 @@ interface IFormProps extends IFormSource {
 export function NewJobForm(props: IFormProps): JSX.Element {
   const { loaded, loadError, draft, set, backend, setBackend } =
     useDraft(props);
-  const { errors, setErrors, checked } = useDryRun(
+  const { errors, setErrors, warnings, checked } = useDryRun(
     draft,
     backend,
     loaded !== null,
@@ -233,6 +233,16 @@ export function NewJobForm(props: IFormProps): JSX.Element {
         placed={resumes ? ['resume_from'] : []}
       />
       <Errors messages={general} />
+      {checked && !refused && warnings.length > 0 && (
+        <div className="jp-distrain-outlook" role="status">
+          <div className="jp-distrain-outlook-title">
+            It would not start at once:
+          </div>
+          {warnings.map(warning => (
+            <div key={warning.path + warning.message}>{warning.message}</div>
+          ))}
+        </div>
+      )}
       <div className="jp-distrain-form-buttons">
         <button
           type="submit"
@@ -259,7 +269,9 @@ export function NewJobForm(props: IFormProps): JSX.Element {
               ? ''
               : refused
                 ? `Fix ${errors.length === 1 ? 'the error' : `the ${errors.length} errors`} above to submit.`
-                : 'The server accepts this job.')}
+                : warnings.length
+                  ? 'The server accepts this job; it would wait (see above).'
+                  : 'The server accepts this job.')}
         </span>
       </div>
     </form>

@@ -209,6 +209,22 @@ POD_STAGES = "---\n".join([
 
 # What Kueue's own certificate management expects: its CA's name, its webhook Service, its Secret.
 KUEUE_CA, KUEUE_SERVICE, KUEUE_SECRET = "kueue-ca", "kueue-webhook-service.kueue-system.svc", "kueue-webhook-server-cert"
+# Kueue's visibility API (group, version), aggregated by the API server, and the port Kueue serves it on.
+KUEUE_VISIBILITY, KUEUE_VISIBILITY_PORT = ("visibility.kueue.x-k8s.io", "v1beta1"), 8082
+PROXY_CLIENT = "front-proxy-client"  # the API server's name towards the APIs it aggregates
+# Kueue's visibility API checks its callers with a pod's credentials, at the paths a pod has them, and keeps its
+# certificate in /visibility: in a mount namespace of its own, these are directories of its own (an empty
+# /visibility is all this machine keeps). Arguments: the token file, the CA file, then Kueue's command.
+KUEUE_MOUNTS = """set -e
+mkdir -p /visibility
+mount -t tmpfs tmpfs /visibility
+mount -t tmpfs tmpfs /run
+mkdir -p /run/secrets/kubernetes.io/serviceaccount
+cp "$1" /run/secrets/kubernetes.io/serviceaccount/token
+cp "$2" /run/secrets/kubernetes.io/serviceaccount/ca.crt
+shift 2
+exec "$@"
+"""
 # The webhooks Kueue serves for what the tests run: its own kinds, JobSets and the Training Operator's jobs.
 KUEUE_WEBHOOKS = ("kueue-x-k8s-io", "jobset", "kubeflow-org-v1-tfjob", "kubeflow-org-v1-pytorchjob",
                   "kubeflow-org-v1-paddlejob")
@@ -291,6 +307,11 @@ class ControlPlane:
         openssl("x509", "-req", "-in", "serving.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
                 "-out", "serving.crt", "-days", "365", "-extfile", "san.ext")
         openssl("rsa", "-in", "ca.key", "-traditional", "-out", "ca.pkcs1.key")  # the CA key's form Kueue reads
+        # the API server's identity towards the APIs it aggregates (Kueue's visibility API), which trust its headers
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "proxy-client.key", "-out", "proxy-client.csr",
+                "-subj", f"/CN={PROXY_CLIENT}")
+        openssl("x509", "-req", "-in", "proxy-client.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+                "-out", "proxy-client.crt", "-days", "365")
         openssl("genrsa", "-out", "sa.key", "2048")
         (d / "tokens.csv").write_text(
             f'{self.tokens[ADMIN]},{ADMIN},uid-admin,"system:masters"\n'
@@ -346,6 +367,11 @@ class ControlPlane:
                     "--service-account-signing-key-file", str(d / "sa.key"),
                     f"--service-cluster-ip-range={realnode.SERVICE_SUBNET}",
                     "--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP",
+                    "--requestheader-client-ca-file", str(d / "ca.crt"), f"--requestheader-allowed-names={PROXY_CLIENT}",
+                    "--requestheader-username-headers=X-Remote-User", "--requestheader-group-headers=X-Remote-Group",
+                    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+                    "--proxy-client-cert-file", str(d / "proxy-client.crt"),
+                    "--proxy-client-key-file", str(d / "proxy-client.key"),
                     "--cert-dir", str(d / "apiserver-certs"))
         if self.real_node:  # this machine's loopback to the namespace's, over a Unix socket
             relay = str(d / "apiserver.sock")
@@ -491,8 +517,12 @@ class ControlPlane:
                   "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "kubeflow.org/tfjob",
                                                   "kubeflow.org/pytorchjob", "kubeflow.org/paddlejob"]}}
         (self.dir / "kueue.yaml").write_text(yaml.safe_dump(config))
-        self._spawn("kueue", "--config", str(self.dir / "kueue.yaml"), "--feature-gates=VisibilityOnDemand=false",
-                    env={"KUBECONFIG": str(self.kubeconfig(ADMIN))})
+        (self.dir / "admin.token").write_text(self.tokens[ADMIN])
+        self._spawn("kueue", "--mount", "--propagation", "private", "sh", "-c", KUEUE_MOUNTS, "sh",
+                    str(self.dir / "admin.token"), str(self.dir / "ca.crt"), str(BIN / "kueue"),
+                    "--config", str(self.dir / "kueue.yaml"), program="unshare",
+                    env={"KUBECONFIG": str(self.kubeconfig(ADMIN)), "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+                         "KUBERNETES_SERVICE_PORT": str(self.port)})
         ca = base64.b64encode((self.dir / "ca.crt").read_bytes()).decode()
         with self.client() as api:
             admission = client.AdmissionregistrationV1Api(api)
@@ -507,6 +537,19 @@ class ControlPlane:
                 getattr(admission, f"create_{kind}_webhook_configuration")(body)
         probe = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
         self._wait("kueue", lambda: self._dry_run_accepted(probe))
+        # its visibility API, aggregated as Kueue's own manifest does, at the port Kueue serves it on: the Service
+        # names this loopback (the API server resolves an ExternalName Service to its name and the APIService's port)
+        self.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kueue-visibility-server",
+                                                                         "namespace": "kueue-system"},
+                     "spec": {"type": "ExternalName", "externalName": "localhost"}},
+                    {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                     "metadata": {"name": f"{KUEUE_VISIBILITY[1]}.{KUEUE_VISIBILITY[0]}"},
+                     "spec": {"group": KUEUE_VISIBILITY[0], "version": KUEUE_VISIBILITY[1], "groupPriorityMinimum": 100,
+                              "versionPriority": 100, "insecureSkipTLSVerify": True,
+                              "service": {"name": "kueue-visibility-server", "namespace": "kueue-system",
+                                          "port": KUEUE_VISIBILITY_PORT}}})
+        self._wait("kueue", lambda: self._http_ok(f"{self.url}/apis/{'/'.join(KUEUE_VISIBILITY)}",
+                                                  self.tokens[ADMIN], here=True))
 
     def _register_webhooks(self, name: str, url: str, hooks: list[tuple]) -> None:
         """Admission webhooks at `url`: (mutating|validating, name, path, API group, resource, operations,

@@ -7,6 +7,7 @@
     engines.py      which engine runs a job, what the cluster can never run, queues and capacity
     credentials.py  git credentials as Secrets
     podstacks.py    a running job's stacks, dumped in its pods through pods/exec
+    waiting.py      why a job waits (capacity.py: what nodes have free, what replicas ask)
     objects.py      the namespace's objects read (through the cache when watching) and written
     controller.py   NamespaceController: the cache kept current, the policy applied as objects change
     watch.py        the watch-fed cache and the work queue of changed jobs

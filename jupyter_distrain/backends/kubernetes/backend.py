@@ -64,13 +64,14 @@ from .objects import owner_of
 from .observe import JobObserver
 from .podstacks import ReplicaStacks
 from .state import current_run, engine_of, new_status, newest, stopped_status, why_not_running
+from .waiting import WhyItWaits
 from .watch import KubeError, api_error
 
 if TYPE_CHECKING:
     from ...config import Distrain
 
 
-class KubeBackend(JobObserver, CredentialStore, ReplicaStacks):
+class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
     default_host_paths: tuple[str, ...] | None = podspec.HOST_PATHS_BY_DEFAULT
     controller: NamespaceController | None = None  # while started
 

@@ -11,11 +11,12 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from ... import snapshot as snapshot_
-from ... import storage, sweep
+from ... import storage, sweep, waits
 from ...errors import FieldError, JobNotFound, SpecError
-from ...spec import gpu_type, gpus, replica_name, replicas
+from ...spec import gpu_type, replica_name, replicas
 from ...sweep import is_sweep
-from . import naming, podspec, render
+from . import capacity, naming, podspec, render
+from .capacity import quantity
 from .naming import SWEEP
 from .objects import NamespaceObjects, owner_of
 from .state import GPU, node_gpus
@@ -120,7 +121,7 @@ class EngineChoice(NamespaceObjects):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         if error := snapshot_.too_large(spec, render.SNAPSHOT_LIMIT, "a Secret holds"):
             errors.append(error)
-        errors += self._gpu_refusals(spec)
+        errors += self._size_refusals(spec)
         if engine == "jobset":
             longest = max(len(replica_name(r, i)) for r, i in replicas(spec))
             limit = 63 - len("--0-0-abcde") - longest
@@ -180,27 +181,30 @@ class EngineChoice(NamespaceObjects):
                 source["volume"], self.ns, {"metadata": {"labels": {naming.HOLDS_OUTPUTS: "true"}}}),
                 f"label volume {source['volume']}")
 
-    def _gpu_refusals(self, spec: dict) -> builtins.list[FieldError]:
-        """The roles asking for more GPUs than the largest node (of their GPU type) has; none where this
-        identity may not list nodes (a sweep's controller: its trials were checked when it was submitted)."""
+    def _size_refusals(self, spec: dict) -> builtins.list[FieldError]:
+        """The roles asking for more CPUs, memory or GPUs than the largest node they may use (of their GPU type)
+        has; none where this identity may not list nodes (a sweep's controller: its trials were checked when it
+        was submitted)."""
         try:
-            nodes = self.core.list_node().items
+            nodes = capacity.free_on_nodes(self.core.list_node().items, [])
         except ApiException as e:
             if e.status != 403:
                 raise api_error(e, "list nodes") from None
             return []
         errors = []
         for role in spec["replicas"]:
-            kind = gpu_type(spec, role)
-            selector = podspec.gpu_nodes(spec, role, self.settings).get("node_selector", {})
-            largest = {n.metadata.name: node_gpus(n) for n in nodes
-                       if selector.items() <= (n.metadata.labels or {}).items()}
-            most = max(largest.values(), default=0)
-            if gpus(spec, role) > most:
-                have = ", ".join(f"{n}: {g}" for n, g in sorted(largest.items())) or "no nodes"
-                errors.append(FieldError(f"replicas.{role}.resources.gpus",
-                                         f"{gpus(spec, role)} GPUs per {role} requested; the largest "
-                                         f"{f'{kind} ' if kind else ''}node has {most} ({have})"))
+            kind, asked = gpu_type(spec, role), capacity.role_requests(spec, role)
+            allowed = capacity.allowed(nodes, podspec.gpu_nodes(spec, role, self.settings).get("node_selector"))
+            for key in capacity.RESOURCES:
+                most = max((node["allocatable"][key] for node in allowed.values()), default=0)
+                if asked[key] > most:
+                    resource = waits.RESOURCE_NAMES[key]
+                    have = ", ".join(f"{n}: {waits.number(resource, node['allocatable'][key])}"
+                                     for n, node in sorted(allowed.items())) or "no nodes"
+                    errors.append(FieldError(
+                        f"replicas.{role}.resources.{resource}",
+                        f"{waits.amount(resource, asked[key])} per {role} requested; the largest "
+                        f"{f'{kind} ' if kind and key == GPU else ''}node has {waits.number(resource, most)} ({have})"))
         return errors
 
     def _check_sweep(self, spec: dict) -> None:
@@ -247,13 +251,3 @@ class EngineChoice(NamespaceObjects):
                 raise api_error(e, "list pods") from None
         return self._call(lambda: self.core.list_namespaced_pod(self.ns, field_selector=live).items,
                           "list pods"), self.ns
-
-
-def quantity(value: str) -> float:
-    """A Kubernetes quantity (500m, 4, 16Gi) as a number."""
-    suffixes = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
-                "Ti": 2**40}
-    for suffix in sorted(suffixes, key=len, reverse=True):
-        if value.endswith(suffix):
-            return float(value[:-len(suffix)]) * suffixes[suffix]
-    return float(value)

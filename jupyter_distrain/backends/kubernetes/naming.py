@@ -19,6 +19,7 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUBEFLOW_API = "kubeflow.org/v1"
 KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"  # the label the Training Operator gives each pod
 KUEUE_API = "kueue.x-k8s.io/v1beta1"
+KUEUE_VISIBILITY = ("visibility.kueue.x-k8s.io", "v1beta1")  # Kueue's visibility API: where a workload waits
 QUEUE_NAME = "kueue.x-k8s.io/queue-name"  # the label that puts a JobSet or a Training Operator job in a queue
 COMPONENT = "app.kubernetes.io/component"
 BOARD_SUFFIX, BOARD_KEY = "-tensorboard", "secret"  # the TensorBoard's objects, its Secret's key (board_secret)

@@ -185,7 +185,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
         **WHY_FAILED,
         "env": env,
         "ports": [{"name": kubeflow.port if kubeflow else "distrain", "containerPort": port(spec)}],
-        "resources": _resources(spec, role),
+        "resources": role_resources(spec, role),
         "volumeMounts": mounts,
     }
     body = {"restartPolicy": "Never", "containers": [main], "volumes": volumes, **_placement(spec, role, settings)}
@@ -336,7 +336,8 @@ def _stack_tools(settings: Distrain) -> dict | None:
             "volumeMounts": [{"name": TOOLS, "mountPath": TOOLS_DIR}], **WHY_FAILED}
 
 
-def _resources(spec: dict, role: str) -> dict:
+def role_resources(spec: dict, role: str) -> dict:
+    """A role's container resources: its CPUs and memory requested (and limited), its GPUs limited."""
     wanted = spec["replicas"][role].get("resources", {})
     amounts = {key: str(wanted[key]) for key in ("cpu", "memory") if key in wanted}
     limits = dict(amounts)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
-from ... import logs, snapshot, stacks, storage
+from ... import logs, snapshot, stacks, storage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Phase, run_ended
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
@@ -337,6 +337,14 @@ class LocalBackend(CredentialStore):
             return {r["name"]: r["pid"] for r in job["replicas"]
                     if r["name"] in names and processes.alive(r["pid"], r["pid_started"])}
         return stacks.requested(job, replica, kept, lambda: stacks.kept_in(self.log_dir(name)), running, stacks.take)
+
+    def waiting(self, name: str) -> dict:
+        """A job here waits only while its code is fetched and its requirements installed: its message says so."""
+        job = self.get(name, events=0)
+        return waits.pending(job, []) if job["phase"] == Phase.PENDING else waits.not_waiting(job)
+
+    def outlook(self, spec: dict) -> builtins.list[FieldError]:
+        return []  # a checked job starts at once: this machine queues nothing
 
     def metrics(self, name: str, interval: float = 0.5) -> builtins.list[dict]:
         """CPU %, resident memory and GPU memory of each running replica's process tree."""

@@ -1,0 +1,90 @@
+"""What nodes have free and what replicas ask of them (pure): the numbers behind a refusal of what no node could
+ever hold, and behind why a job waits (waiting.py)."""
+
+from __future__ import annotations
+
+from kubernetes import client
+
+from ... import waits
+from . import podspec
+from .state import GPU
+
+RESOURCES = ("cpu", "memory", GPU)  # what a replica asks the scheduler for
+
+
+def quantity(value: str) -> float:
+    """A Kubernetes quantity (500m, 4, 16Gi) as a number."""
+    suffixes = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
+                "Ti": 2**40}
+    for suffix in sorted(suffixes, key=len, reverse=True):
+        if value.endswith(suffix):
+            return float(value[:-len(suffix)]) * suffixes[suffix]
+    return float(value)
+
+
+def container_requests(containers: list) -> dict[str, float]:
+    """What containers ask for together: their requests, their limits where they request nothing (GPUs)."""
+    total = dict.fromkeys(RESOURCES, 0.0)
+    for container in containers or []:
+        resources = container.resources or client.V1ResourceRequirements()
+        asked = {**(resources.limits or {}), **(resources.requests or {})}
+        for resource in RESOURCES:
+            total[resource] += quantity(str(asked.get(resource, "0")))
+    return total
+
+
+def pod_requests(pod: client.V1Pod) -> dict[str, float]:
+    """What the scheduler reserves for a pod: its containers' requests, or its largest init container's."""
+    main = container_requests(pod.spec.containers)
+    init = [container_requests([c]) for c in pod.spec.init_containers or []]
+    return {r: max([main[r], *(i[r] for i in init)]) for r in RESOURCES}
+
+
+def role_requests(spec: dict, role: str) -> dict[str, float]:
+    """What each replica of a role will ask for."""
+    resources = podspec.role_resources(spec, role)
+    asked = {**resources.get("limits", {}), **resources.get("requests", {})}
+    return {r: quantity(str(asked.get(r, "0"))) for r in RESOURCES}
+
+
+def free_on_nodes(nodes: list[client.V1Node], pods: list[client.V1Pod]) -> dict[str, dict]:
+    """Each node's labels, allocatable and free amounts (allocatable less what its pods request; none on a node
+    cordoned)."""
+    held: dict[str, dict[str, float]] = {}
+    for pod in pods:
+        if pod.spec.node_name:
+            on = held.setdefault(pod.spec.node_name, dict.fromkeys(RESOURCES, 0.0))
+            for resource, value in pod_requests(pod).items():
+                on[resource] += value
+    found = {}
+    for node in nodes:
+        cordoned = bool(node.spec and node.spec.unschedulable)
+        allocatable = {r: quantity(str((node.status.allocatable or {}).get(r, "0"))) for r in RESOURCES}
+        used = held.get(node.metadata.name, {})
+        found[node.metadata.name] = {"labels": node.metadata.labels or {}, "allocatable": allocatable,
+                                     "free": {r: 0.0 if cordoned else max(allocatable[r] - used.get(r, 0.0), 0.0)
+                                              for r in RESOURCES}}
+    return found
+
+
+def against_nodes(requested: dict[str, float], nodes: dict[str, dict], selector: dict | None) -> dict:
+    """A replica's request against the nodes its selector allows: per resource it asks for (named as the job spec
+    names it), the most free and the most allocatable on one node; the nodes with room for all of it now."""
+    allowed_ = allowed(nodes, selector)
+    rows = []
+    for resource in RESOURCES:
+        if requested.get(resource):
+            node = max(allowed_, key=lambda n: (allowed_[n]["free"][resource], allowed_[n]["allocatable"][resource]),
+                       default=None)
+            rows.append({"resource": waits.RESOURCE_NAMES[resource], "requested": requested[resource],
+                         "largest_free": allowed_[node]["free"][resource] if node else 0, "node": node,
+                         "largest_allocatable": max((n["allocatable"][resource] for n in allowed_.values()),
+                                                    default=0)})
+    room = [name for name, node in allowed_.items()
+            if all(node["free"][r] >= value for r, value in requested.items() if value)]
+    return {"resources": rows, "nodes_with_room": sorted(room), "nodes": len(allowed_)}
+
+
+def allowed(nodes: dict[str, dict], selector: dict | None) -> dict[str, dict]:
+    """The nodes (of free_on_nodes) whose labels a node selector matches."""
+    return {name: node for name, node in nodes.items() if (selector or {}).items() <= node["labels"].items()}

@@ -1,0 +1,83 @@
+"""Why a Kubernetes job waits (waits.py says it): each replica the scheduler cannot place against the most free on a
+node it may use, or for a job Kueue holds, Kueue's reason and the job's place in its LocalQueue from Kueue's
+visibility API; and before a submit, what would keep the job waiting if it were submitted now."""
+
+from __future__ import annotations
+
+import builtins  # `list` is also a method name below
+
+from kubernetes.client.exceptions import ApiException
+
+from ... import reasons, waits
+from ...errors import FieldError, JobNotFound
+from ...policy import Phase
+from . import capacity, podspec
+from .engines import EngineChoice
+from .naming import KUEUE_VISIBILITY
+from .state import newest
+from .watch import api_error
+
+
+class WhyItWaits(EngineChoice):
+    def waiting(self, name: str) -> dict:
+        job = self.get(name, events=0)  # type: ignore[attr-defined]  # JobObserver's
+        if job["phase"] == Phase.QUEUED:
+            return waits.queued(job, self._queue_place(job["spec"]["queue"], name))
+        if job["phase"] not in (Phase.PENDING, Phase.RUNNING):
+            return waits.not_waiting(job)
+        unplaced = {r["name"] for r in job["replicas"] if r["reason"] == reasons.UNSCHEDULABLE}
+        if job["phase"] == Phase.RUNNING and not unplaced:
+            return waits.not_waiting(job)
+        pods = newest(self.job_pods(name)) if unplaced else {}
+        nodes = self._nodes_free() if unplaced else {}
+        replicas = [{"name": r["name"], "message": r["message"],
+                     **capacity.against_nodes(capacity.pod_requests(pods[r["name"]]), nodes,
+                                              pods[r["name"]].spec.node_selector)}
+                    for r in job["replicas"] if r["name"] in unplaced and r["name"] in pods]
+        return waits.pending(job, replicas)
+
+    def outlook(self, spec: dict) -> builtins.list[FieldError]:
+        """What would keep a job of this (checked) spec waiting were it submitted now, as warnings: a role no
+        node has room for now, the workloads waiting in its queue."""
+        nodes, found = self._nodes_free(), []
+        for role in spec["replicas"]:
+            seen = capacity.against_nodes(capacity.role_requests(spec, role), nodes,
+                                          podspec.gpu_nodes(spec, role, self.settings).get("node_selector"))
+            if not seen["nodes_with_room"]:
+                found.append(FieldError(f"replicas.{role}.resources", waits.no_room_now(role, seen)))
+        if "queue" in spec and (place := self._queue_place(spec["queue"])) and place["ahead"]:
+            found.append(FieldError("queue", waits.would_queue(spec["queue"], place)))
+        return found
+
+    def _nodes_free(self) -> dict[str, dict]:
+        nodes = self._call(lambda: self.core.list_node().items, "list nodes")
+        return capacity.free_on_nodes(nodes, self._live_pods()[0])
+
+    def _queue_place(self, queue: str, job: str | None = None) -> dict | None:
+        """A job's place in its LocalQueue, from Kueue's visibility API (without `job`: a new one's, behind all
+        that wait there); None where the cluster does not serve that API, this identity may not ask it, or the
+        job waits there no longer."""
+        group, version = KUEUE_VISIBILITY
+        try:
+            pending = self.custom.get_namespaced_custom_object(group, version, self.ns, "localqueues",
+                                                               f"{queue}/pendingworkloads")["items"]
+        except ApiException as e:
+            if e.status in (403, 404, 503):
+                return None
+            raise api_error(e, f"ask Kueue where queue {queue}'s workloads wait") from None
+        owners = [next((o["name"] for o in w["metadata"].get("ownerReferences", [])), "") for w in pending]
+        position = len(owners) if job is None else next((i for i, o in enumerate(owners) if o == job), None)
+        if position is None:
+            return None
+        ahead = owners[:position]
+        return {"queue": queue, "position": position, "ahead": len(ahead),
+                "ahead_seen": [owner for owner in ahead if self._sees(owner)],
+                "position_in_cluster_queue": pending[position]["positionInClusterQueue"] if job else None}
+
+    def _sees(self, job: str) -> bool:
+        """Whether this backend's owner may see the job (owners' jobs are JobNotFound to others)."""
+        try:
+            self.job_root(job)  # type: ignore[attr-defined]  # JobObserver's
+        except JobNotFound:
+            return False
+        return True
