@@ -16,7 +16,10 @@ REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "no
 
 def summary_json(job: JobSummary) -> dict:
     """A job as the list shows it (JobSummary)."""
-    return {key: iso(cast(float | None, value)) if key in TIMES else value for key, value in job.items()}
+    out = {key: iso(cast(float | None, value)) if key in TIMES else value for key, value in job.items()}
+    if job["notice"]:
+        out["notice"] = {**job["notice"], "time": iso(job["notice"]["time"])}
+    return out
 
 
 def job_json(job: Mapping[str, Any]) -> dict:

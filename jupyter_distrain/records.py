@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Union, cast
 
 from .incluster.tensorboard import View, logdir_parts
+from .policy import FINISHED
 
 if TYPE_CHECKING:
     import ssl
@@ -39,6 +40,20 @@ class EventRecord(TypedDict):
     message: str
 
 
+class Notice(TypedDict):
+    reason: str  # reasons.NOTICES
+    message: str
+    replica: str  # the one it names, or ""
+    time: float
+
+
+def running_notice(phase: str, started: float | None, newest: Notice | None) -> Notice | None:
+    """A job's notice: the newest of its NoProgress and Straggler warnings, while it runs, of its current run."""
+    if newest is None or phase in FINISHED or started is None or newest["time"] < started:
+        return None
+    return newest
+
+
 class JobState(TypedDict):
     """What a job is and where it stands: the fields a list and a job's own view share."""
 
@@ -54,6 +69,7 @@ class JobState(TypedDict):
     started: float | None
     finished: float | None
     expires: float | None  # when it is removed, once finished, for its policy.ttl_after_finished (spec.expires)
+    notice: Notice | None  # running_notice: what its owner is told of while it runs
 
 
 STATE_FIELDS = tuple(JobState.__annotations__)

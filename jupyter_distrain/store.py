@@ -8,9 +8,11 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, cast
 
 from .errors import StorageError, StorageFull
+from .reasons import NOTICES
+from .records import Notice, running_notice
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -58,6 +60,7 @@ CREATE TABLE IF NOT EXISTS events (
     message TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
+CREATE INDEX IF NOT EXISTS events_by_reason ON events (reason, job);  -- each job's newest notice (`notices`)
 """
 
 ADDED_COLUMNS = {"owner": "TEXT NOT NULL DEFAULT ''", "environment": "TEXT"}
@@ -170,16 +173,17 @@ class Store:
 
     def job(self, name: str) -> dict | None:
         rows = self._run("SELECT * FROM jobs WHERE name=?", (name,))
-        return self._job(rows[0], self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (name,))) \
-            if rows else None
+        return self._job(rows[0], self._run("SELECT * FROM replicas WHERE job=? ORDER BY rowid", (name,)),
+                         self.notices(name).get(name)) if rows else None
 
     def jobs(self) -> list[dict]:
-        """Every job, oldest first: two queries however many jobs there are."""
+        """Every job, oldest first: three queries however many jobs there are."""
         jobs = self._run("SELECT * FROM jobs ORDER BY created")
         replicas: dict[str, list[sqlite3.Row]] = {}
         for row in self._run("SELECT * FROM replicas ORDER BY rowid"):
             replicas.setdefault(row["job"], []).append(row)
-        return [self._job(row, replicas.get(row["name"], [])) for row in jobs]
+        notices = self.notices()
+        return [self._job(row, replicas.get(row["name"], []), notices.get(row["name"])) for row in jobs]
 
     def summaries(self) -> list[dict]:
         """Every job without its spec (but its policy.ttl_after_finished and trial_of), oldest first, its replicas counted by
@@ -192,11 +196,21 @@ class Store:
         phases: dict[str, dict[str, int]] = {}
         for job, phase, count in self._run("SELECT job, phase, count(*) FROM replicas GROUP BY job, phase"):
             phases.setdefault(job, {})[phase] = count
-        return [{**row, "replica_phases": phases.get(row["name"], {})} for row in jobs]
+        notices = self.notices()
+        return [{**row, "replica_phases": phases.get(row["name"], {}),
+                 "notice": running_notice(row["phase"], row["started"], notices.get(row["name"]))} for row in jobs]
+
+    def notices(self, job: str | None = None) -> dict[str, Notice]:
+        """Each job's (or `job`'s) newest event of reasons.NOTICES."""
+        rows = self._run("SELECT job, reason, message, replica, max(time) AS time FROM events"
+                         f" WHERE reason IN ({', '.join('?' * len(NOTICES))}){' AND job=?' if job else ''} GROUP BY job",
+                         (*NOTICES, *([job] if job else [])))
+        return {row["job"]: cast(Notice, {key: row[key] for key in Notice.__annotations__}) for row in rows}
 
     @staticmethod
-    def _job(row: sqlite3.Row, replicas: list[sqlite3.Row]) -> dict:
+    def _job(row: sqlite3.Row, replicas: list[sqlite3.Row], notice: Notice | None) -> dict:
         job = dict(row)
+        job["notice"] = running_notice(job["phase"], job["started"], notice)
         job["spec"] = json.loads(job["spec"])
         job["environment"] = json.loads(job["environment"] or "{}")
         job["stop_requested"] = bool(job["stop_requested"])

@@ -13,6 +13,7 @@ import { SidePanel } from '@jupyterlab/ui-components';
 import { NewJobWidget } from './form/index';
 import { JobsModel, JobsWidget, newJobButton } from './jobs';
 import { JobViewWidget } from './jobview';
+import { askBrowser } from './notify';
 import {
   distrainIcon,
   ITrackers,
@@ -198,6 +199,9 @@ function newJobTab(
     backend: settings.defaultBackend,
     contents: app.serviceManager.contents,
     onSubmitted: job => {
+      if (model.browserNotifications) {
+        askBrowser(); // once: whether the page may tell of this job's end while hidden
+      }
       tab.dispose();
       void model.poll.refresh();
       void commands.execute(CommandIDs.openJob, { name: job.name });
@@ -370,7 +374,7 @@ function addLaunchItems(
   }
 }
 
-/** Keep the refresh interval and the default backend as the settings say, now and as they change. */
+/** Keep the refresh interval, the default backend and the browser's notifications as the settings say, now and as they change. */
 function followSettings(
   settingRegistry: ISettingRegistry,
   context: IContext
@@ -384,6 +388,8 @@ function followSettings(
         model.interval = settings.interval;
         settings.defaultBackend = loaded.get('defaultBackend')
           .composite as string;
+        model.browserNotifications = loaded.get('browserNotifications')
+          .composite as boolean;
       };
       update();
       loaded.changed.connect(update);

@@ -1,4 +1,4 @@
-import { Notification, ReactWidget, UseSignal } from '@jupyterlab/apputils';
+import { ReactWidget, UseSignal } from '@jupyterlab/apputils';
 import { addIcon } from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
@@ -8,20 +8,29 @@ import * as React from 'react';
 import { JobSummary, jobsAPI, Scalars, serverAPI } from './api';
 import { Sparkline } from './charts';
 import { JobActions, PhaseBadge } from './components';
-import { age, endedSince, FINISHED, matches, ready, why } from './format';
+import { age, FINISHED, matches, ready, why } from './format';
+import { browserAllows, newsOf, tell } from './notify';
 
 /**
- * The jobs, refreshed by a poll that stands by while the panel is hidden;
- * announces jobs that finish.
+ * The jobs, refreshed by a poll that stands by while the page is hidden (unless
+ * the browser may notify); tells their owner of their ends, hangs and
+ * stragglers (see notify.ts).
  */
 export class JobsModel {
   constructor(interval: number) {
     this.poll = new Poll({
       factory: () => this.refresh(),
       frequency: { interval, backoff: true, max: 30 * 1000 },
-      standby: 'when-hidden',
+      standby: () => document.hidden && !this.notifiesInBrowser,
       name: 'jupyter-distrain:jobs'
     });
+  }
+
+  /** Whether news comes through the browser too while the page is hidden (a setting). */
+  browserNotifications = true;
+
+  private get notifiesInBrowser(): boolean {
+    return this.browserNotifications && browserAllows();
   }
 
   get jobs(): readonly JobSummary[] {
@@ -43,7 +52,7 @@ export class JobsModel {
   }
 
   /**
-   * Show the jobs (and announce those that finished) at once; their scalars are
+   * Show the jobs (and tell of what changed in them) at once; their scalars are
    * read afterwards, so a slow TensorBoard delays neither the list nor the next
    * refresh.
    */
@@ -51,9 +60,9 @@ export class JobsModel {
     const jobs = await jobsAPI.list();
     const before = new Map(this._jobs.map(job => [job.name, job]));
     for (const job of jobs) {
-      const previous = before.get(job.name);
-      if (previous && endedSince(previous, job)) {
-        announce(job);
+      const news = newsOf(before.get(job.name), job);
+      if (news) {
+        tell(news, this.browserNotifications);
       }
     }
     this._jobs = jobs;
@@ -144,17 +153,6 @@ const SCALAR_READS = 20;
  * this many.
  */
 const READS_AT_ONCE = 3;
-
-function announce(job: JobSummary): void {
-  const detail = why(job) ? ` (${why(job)})` : '';
-  const message = `Training job ${job.name} ${job.phase.toLowerCase()}${detail}`;
-  if (job.phase === 'Succeeded' || job.phase === 'Stopped') {
-    // Nothing went wrong: a stop is what someone asked for.
-    Notification.info(message, { autoClose: 5000 });
-  } else {
-    Notification.error(message, { autoClose: false });
-  }
-}
 
 /** Phases in which the list says why the job is there: what failed, what it waits for. */
 const EXPLAINED = new Set(['Failed', 'Pending', 'Queued']);

@@ -493,6 +493,16 @@ export interface components {
       };
       /** @description The sweep this job is a trial of */
       trial_of: string | null;
+      /** @description While it runs, the newest warning its owner is told of in its current run (the panel notifies on a new one): NoProgress (it hung) or Straggler (a replica far slower than the others). On Kubernetes the list has it where the server watches the namespace; a CLI's list gives null */
+      notice: {
+        /** @enum {string} */
+        reason: 'NoProgress' | 'Straggler';
+        message: string;
+        /** @description The replica it names (a straggler), or empty */
+        replica: string;
+        /** Format: date-time */
+        time: string;
+      } | null;
     };
     /** @description A job by itself, its summary and details */
     Job: components['schemas']['JobSummary'] & {

@@ -181,9 +181,15 @@ def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(backend, tmp
     job = wait_job(backend, "quiet", lambda j: j["reason"] == "NoProgress", "the monitor finds it hung", 30)
     assert job["phase"] == "Running" and job["message"].startswith("no replica wrote a log line or a TensorBoard "
                                                                    "step for 5s; their stacks then are kept")
+    # its owner is told of it: the job's notice, in the list too (which the panel notifies from)
+    hung = next(e for e in backend.get("quiet")["events"] if e["reason"] == "NoProgress")
+    notice = {"reason": "NoProgress", "message": job["message"], "replica": "", "time": hung["time"]}
+    assert backend.get("quiet")["notice"] == notice
+    wait(lambda: [j["notice"] for j in backend.list()] == [notice], "the list has the notice")
     (logs / "worker-0.log").write_text("2026-11-27T00:00:00.000000Z  again\n")
     wait_job(backend, "quiet", lambda j: j["reason"] == "", "no longer hung once a replica writes", 30)
     backend.stop("quiet")
+    wait(lambda: [j["notice"] for j in backend.list()] == [None], "no notice once it ended (its end is told)")
     watching.join(30)
     assert not watching.is_alive(), "the monitor ends with the run"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left
+from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left, wait
 
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -150,6 +150,59 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     with urllib.request.urlopen(urllib.request.Request(f"{lab.url}/distrain/api/jobs", headers=lab.headers)) as r:
         assert [job["name"] for job in json.load(r)] == ["sleeper", broken]
     assert_nothing_left(Path(lab.root))
+
+
+# Records each browser notification the page makes, and lets a test hide the page (as switching to another tab does).
+BROWSER_NOTIFICATIONS = """
+window.told = [];
+const Shown = window.Notification;
+window.Notification = class extends Shown {
+  constructor(title, options) {
+    window.told.push({title, body: (options && options.body) || ''});
+    super(title, options);
+  }
+  static get permission() { return Shown.permission; }
+  static requestPermission() { return Shown.requestPermission(); }
+};
+Object.defineProperty(document, 'hidden', {configurable: true, get: () => window.hiddenNow === true});
+Object.defineProperty(document, 'visibilityState', {configurable: true,
+                                                   get: () => window.hiddenNow ? 'hidden' : 'visible'});
+window.showPage = shown => {
+  window.hiddenNow = !shown;
+  document.dispatchEvent(new Event('visibilitychange'));
+};
+"""
+
+
+def test_a_job_ending_while_the_page_is_hidden_is_told_by_the_browser(lab):
+    """With the browser's permission (granted here as a person grants it, asked at their first submit), a job that
+    ends while the page is hidden is told of by a browser notification as well as JupyterLab's; one that ends while
+    the page is shown, by JupyterLab's alone."""
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        context = browser.new_context(viewport={"width": 1280, "height": 800})
+        context.grant_permissions(["notifications"], origin=lab.url)
+        context.add_init_script(BROWSER_NOTIFICATIONS)
+        page = context.new_page()
+        page.goto(f"{lab.url}/lab?token={lab.TOKEN}")
+        page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
+        open_panel(page)
+        jobs = page.locator("#jupyter-distrain-panel .jp-distrain-jobs")
+        submit(lab, {"name": "while-away", "command": "sleep 6"})
+        expect(jobs.locator('[data-job="while-away"] .jp-distrain-phase')).to_have_text("Running", timeout=30_000)
+        page.evaluate("showPage(false)")
+        told = lambda: page.evaluate("window.told")  # noqa: E731
+        wait(told, "a browser notification", 60)
+        assert told() == [{"title": "Training job while-away succeeded", "body": "Completed: worker-0 succeeded"}]
+        page.evaluate("showPage(true)")
+        expect(page.locator(".jp-Notification-Toast-info", has_text="while-away succeeded")).to_be_visible()
+
+        submit(lab, {"name": "while-here", "command": "sleep 4"})
+        expect(jobs.locator('[data-job="while-here"] .jp-distrain-phase')).to_have_text("Running", timeout=30_000)
+        expect(page.locator(".jp-Notification-Toast-info", has_text="while-here succeeded")).to_be_visible(
+            timeout=30_000)
+        assert len(told()) == 1
+        browser.close()
 
 
 def test_a_slow_scalars_endpoint_delays_neither_the_job_list_nor_its_notices(lab, page):

@@ -4,6 +4,9 @@
 import json
 import subprocess
 import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
@@ -13,7 +16,7 @@ from test_panel import assert_accessible, lab, open_panel, page, screenshot  # n
 
 from jupyter_distrain.client import Client
 from jupyter_distrain.errors import DistrainError
-from jupyter_distrain.incluster import source
+from jupyter_distrain.incluster import source, stackdump
 from jupyter_distrain.stacks import compare, py_spy
 
 LATE_TO_ALL_REDUCE = """
@@ -122,8 +125,13 @@ def test_stacks_show_the_replica_late_to_an_all_reduce(lab, page, tmp_path):
         "no replica wrote a log line or a TensorBoard step for 8s; their stacks then are kept (distrain stacks late "
         "--kept)")
     assert (client.get("late")["phase"], client.get("late")["reason"]) == ("Running", "NoProgress")
+    # its owner is told, as the list shows its notice
+    expect(page.locator(".jp-Notification-Toast-warning", has_text="Training job late is not progressing")) \
+        .to_be_visible(timeout=30_000)
+    assert [job["notice"] for job in lab.rest("GET", "jobs").json()] == [
+        {"reason": "NoProgress", "message": hung["message"], "replica": "", "time": hung["time"]}]
     kept = client.stacks("late", kept=True)
-    assert (kept["reason"], kept["differs"]) == ("NoProgress", ["worker-2"])
+    assert (kept["reason"], kept["differs"]) == ("NoProgress", ["worker-2"]), json.dumps(kept, indent=1)
     assert cli("stacks", "late", "--kept").stdout.startswith(f"NoProgress: {hung['message']}\n3 replicas, ")
     page.locator(".jp-distrain-job-links").get_by_role("button", name="Stacks when it hung").click()
     at_hang = page.get_by_role("region", name="Stacks when it hung")
@@ -211,3 +219,22 @@ def test_the_pods_stack_program_dumps_the_python_processes_below_its_root(tmp_pa
             process.kill()
         root.kill()
         root.wait()
+
+
+def test_dumps_of_one_process_at_once_take_turns_and_leave_it_running(tmp_path):
+    """Two py-spy dumps of one process at once fail as often as not (py-spy 0.4.3: "Failed to get stack traces"),
+    and a dump then falls back to Python's frames alone, or to none: the hang's dump and a user's, or the monitor's
+    and a server's, take turns on a lock file of the process, which goes with the dump."""
+    (tmp_path / "wait.py").write_text("import time\ndef wait_here():\n    time.sleep(600)\nwait_here()\n")
+    process = subprocess.Popen([sys.executable, str(tmp_path / "wait.py")])
+    try:
+        wait(lambda: "wait_here" in str(stackdump.dump_or_error(py_spy(), process.pid)), "its interpreter started")
+        with ThreadPoolExecutor(4) as pool:
+            dumped = list(pool.map(lambda _: stackdump.dump_or_error(py_spy(), process.pid), range(4)))
+        assert [d["error"] for d in dumped] == [""] * 4 and process.poll() is None
+        native = [any(f["native"] for t in d["threads"] for f in t["frames"]) for d in dumped]
+        assert native == [True] * 4, "each dump unwound its native frames, at its first try"
+        assert not list(Path(tempfile.gettempdir()).glob(f"distrain-stacks-{process.pid}.lock"))
+    finally:
+        process.kill()
+        process.wait()

@@ -6,11 +6,14 @@ A Kubernetes replica's stacks are taken with this program, run through pods/exec
 1: logtee, the container's first process, whose descendants are the replica's command). The local backend imports
 `dumps` (it finds a replica's processes itself, on any system). Standard library only: it runs in the job's image."""
 
+import fcntl
 import json
 import os
 import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 
 DUMP_SECONDS = 20  # the most one process's dump may take (py-spy pauses it meanwhile)
 
@@ -20,18 +23,48 @@ def dump(py_spy, pid):
     RuntimeError with py-spy's reason. A failed dump is tried once more (a running process may change what py-spy
     reads while it reads it); one that took too long is not."""
     failed = ""
-    for native in (["--native"], []):
-        for _ in range(2):
-            try:
-                done = subprocess.run([py_spy, "dump", "--json", "--pid", str(pid), *native], capture_output=True,
-                                      text=True, timeout=DUMP_SECONDS)
-            except subprocess.TimeoutExpired:
-                failed = f"no stack within {DUMP_SECONDS} s"
-                break
-            if done.returncode == 0:
-                return [thread(raw) for raw in json.loads(done.stdout)]
-            failed = (done.stderr.strip().splitlines() or [f"py-spy exited with code {done.returncode}"])[-1]
+    with one_dump_at_a_time(pid):
+        for native in (["--native"], []):
+            for _ in range(2):
+                try:
+                    done = subprocess.run([py_spy, "dump", "--json", "--pid", str(pid), *native], capture_output=True,
+                                          text=True, timeout=DUMP_SECONDS)
+                except subprocess.TimeoutExpired:
+                    failed = f"no stack within {DUMP_SECONDS} s"
+                    break
+                if done.returncode == 0:
+                    return [thread(raw) for raw in json.loads(done.stdout)]
+                failed = (done.stderr.strip().splitlines() or [f"py-spy exited with code {done.returncode}"])[-1]
     raise RuntimeError(failed.removeprefix("Error: "))
+
+
+@contextmanager
+def one_dump_at_a_time(pid):
+    """Two py-spy dumps of one process at once fail as often as not: a dump waits for another's end (a user's and
+    the hang's, the monitor's and a server's), on a lock file of the process in the temporary directory, removed
+    after; where none can be made, it goes on unlocked."""
+    while True:
+        try:
+            path = os.path.join(tempfile.gettempdir(), f"distrain-stacks-{pid}.lock")
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
+        except OSError:  # no temporary directory this user may write to
+            yield
+            return
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                break  # else the holder removed it as this one waited: lock the one there is now
+        except FileNotFoundError:
+            pass
+        os.close(fd)
+    try:
+        yield
+    finally:
+        try:
+            os.unlink(path)
+        except OSError:  # another user's, in a shared temporary directory
+            pass
+        os.close(fd)
 
 
 def thread(raw):

@@ -7,13 +7,14 @@ import builtins  # `list` is also a method name below
 import json
 import time
 from collections import Counter
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, Mapping, cast
 
 from kubernetes import client
 
 from ... import storage
 from ...policy import FINISHED
-from ...records import EventRecord, JobRecord, JobSummary, summary
+from ...reasons import NOTICES
+from ...records import EventRecord, JobRecord, JobSummary, Notice, running_notice, summary
 from ...spec import expires
 from . import podspec
 from .engines import SUPERVISED, EngineChoice
@@ -39,6 +40,7 @@ class JobObserver(PodSupervisor, EngineChoice):
             own = [e for e in self._events(name, names) if (event_time(e) or 0) >= int(job["created"])]
             job["events"] = [cast(EventRecord, event_view(e, name, names))
                              for e in sorted(own, key=lambda e: event_time(e) or 0)][-events:]
+            job["notice"] = newest_notice(job, own, names)
         return job
 
     def _current(self, root: client.V1ConfigMap) -> JobRecord:
@@ -93,8 +95,12 @@ class JobObserver(PodSupervisor, EngineChoice):
                          "message": live.get("message", ""), "node": live.get("node")})
             digests.update(filter(None, [live.get("image_id")]))
         run = current_run(root)
+        state = self._state(root, spec, status, run)
+        if self.cache and status["phase"] not in FINISHED:  # its events are at hand: a process that watches
+            state["notice"] = newest_notice(state, self._events(root.metadata.name, status["replicas"]),
+                                            status["replicas"])
         return cast(JobRecord, {
-            **self._state(root, spec, status, run),
+            **state,
             "output_dir": output_location(spec, self.settings, owner_of(root)),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
@@ -108,7 +114,18 @@ class JobObserver(PodSupervisor, EngineChoice):
                 "owner": owner_of(root), "run": run,
                 "created": seconds(root.metadata.creation_timestamp),
                 "expires": expires(spec["policy"].get("ttl_after_finished"), status["finished"]),
-                **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")}}
+                **{key: status[key] for key in ("phase", "reason", "message", "exit_code", "started", "finished")},
+                "notice": None}
+
+
+def newest_notice(job: Mapping[str, Any], events: builtins.list[client.CoreV1Event], replicas) -> Notice | None:
+    """The job's notice (records.running_notice) from its events, of its `replicas` (names)."""
+    noticed = [e for e in events if e.reason in NOTICES and event_time(e)]
+    newest = max(noticed, key=lambda e: event_time(e) or 0, default=None)
+    if newest is None:
+        return None
+    seen = event_view(newest, job["name"], replicas)
+    return running_notice(job["phase"], job["started"], cast(Notice, {key: seen[key] for key in Notice.__annotations__}))
 
 
 def output_location(spec: dict, settings: Distrain, owner: str) -> str:
