@@ -202,8 +202,9 @@ class Store:
 
     def notices(self, job: str | None = None) -> dict[str, Notice]:
         """Each job's (or `job`'s) newest event of reasons.NOTICES."""
+        reasons = ", ".join("?" * len(NOTICES))
         rows = self._run("SELECT job, reason, message, replica, max(time) AS time FROM events"
-                         f" WHERE reason IN ({', '.join('?' * len(NOTICES))}){' AND job=?' if job else ''} GROUP BY job",
+                         f" WHERE reason IN ({reasons}){' AND job=?' if job else ''} GROUP BY job",
                          (*NOTICES, *([job] if job else [])))
         return {row["job"]: cast(Notice, {key: row[key] for key in Notice.__annotations__}) for row in rows}
 

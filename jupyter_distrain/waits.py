@@ -52,7 +52,7 @@ def room(seen: dict) -> str:
     free = names([amount(r["resource"], r["largest_free"]) + (f" ({r['node']})" if r["node"] else "") for r in rows])
     never = [amount(r["resource"], r["largest_allocatable"]) for r in rows if r["requested"] > r["largest_allocatable"]]
     if not seen["nodes"]:
-        return f"it asks for {asked}; no node it may use is there"
+        return f"it asks for {asked}; the cluster has no node it may use"
     said = f"it asks for {asked}; the most free on a node is {free}"
     return said + (f", and no node has more than {names(never)} at all" if never else "")
 
@@ -64,7 +64,8 @@ def pending(job: JobRecord, replicas: list[dict]) -> dict:
         return record(job, job["message"] or job["reason"] or "its replicas are starting")
     groups: dict[str, list[str]] = {}
     for replica in replicas:
-        said = room(replica) if short(replica) or not replica["nodes_with_room"] else f"the scheduler says: {replica['message']}"
+        placeable = replica["nodes_with_room"] and not short(replica)  # then taints, affinities...: the scheduler's
+        said = f"the scheduler says: {replica['message']}" if placeable else room(replica)
         groups.setdefault(said, []).append(replica["name"])
     parts = [f"{names(group)} {'waits' if len(group) == 1 else 'wait'} for a node with room: {said}"
              for said, group in groups.items()]
@@ -77,11 +78,7 @@ def queued(job: JobRecord, place: dict | None) -> dict:
     reason = job["message"] if job["reason"] != Phase.QUEUED else ""
     said = f"Kueue holds it in queue {queue}"
     if place is not None:
-        said += f", {ordinal(place['position'] + 1)} in line"
-        if place["ahead"]:
-            hidden = place["ahead"] - len(place["ahead_seen"])
-            said += " behind " + names([*place["ahead_seen"], *([f"{hidden} job{'s' if hidden > 1 else ''} of others"]
-                                                                   if hidden else [])])
+        said += f", {ordinal(place['position'] + 1)} in line" + (f" behind {ahead(place)}" if place["ahead"] else "")
     return record(job, said + (f": {reason}" if reason else "") + ".", queue=place)
 
 
@@ -90,10 +87,15 @@ def no_room_now(role: str, seen: dict) -> str:
 
 
 def would_queue(queue: str, place: dict) -> str:
-    said = f"{place['ahead']} workload{'s' if place['ahead'] > 1 else ''} wait in queue {queue}"
-    if place["ahead_seen"]:
-        said += f" ({names(place['ahead_seen'])}" + (", and others'" if len(place["ahead_seen"]) < place["ahead"] else "") + ")"
-    return said + ": it would queue behind them"
+    return f"{place['ahead']} workload{'s' if place['ahead'] > 1 else ''} wait in queue {queue} ({ahead(place)}): " \
+           "it would queue behind them"
+
+
+def ahead(place: dict) -> str:
+    """The jobs ahead in the queue that the caller may see, and how many of others: "second, third and 1 of
+    others'"."""
+    hidden = place["ahead"] - len(place["ahead_seen"])
+    return names([*place["ahead_seen"], *([f"{hidden} of others'"] if hidden else [])])
 
 
 def text(found: dict) -> str:

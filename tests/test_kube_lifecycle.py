@@ -238,7 +238,8 @@ def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, adm
     waiting = backend.waiting("gpu-b")
     assert waiting["sentence"] == f"worker-0 waits for a node with room: {said}."
     assert [(r["name"], r["resources"], r["nodes_with_room"]) for r in waiting["replicas"]] == [
-        ("worker-0", [{"resource": "gpus", "requested": 2, "largest_free": 0, "node": "gpu-0", "largest_allocatable": 2}],
+        ("worker-0", [{"resource": "gpus", "requested": 2, "largest_free": 0, "node": "gpu-0",
+                       "largest_allocatable": 2}],
          [])]
     assert backend.waiting("gpu-a")["waiting"] is False
     # before a submit, the same numbers: a warning, not a refusal (it would run once GPUs are free)

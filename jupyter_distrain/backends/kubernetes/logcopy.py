@@ -71,7 +71,8 @@ class LogCopier(NamespaceObjects):
         if read:
             self.mark_logs_complete(name, run)
 
-    def copy_logs(self, job: str, pods: builtins.list[client.V1Pod], ended: bool = False) -> builtins.list[client.V1Pod]:
+    def copy_logs(self, job: str, pods: builtins.list[client.V1Pod],
+                  ended: bool = False) -> builtins.list[client.V1Pod]:
         """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
         last lines, oldest pods first: a replica's restarts in order. The pods that were gone before they were
         read."""

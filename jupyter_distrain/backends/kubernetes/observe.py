@@ -125,7 +125,8 @@ def newest_notice(job: Mapping[str, Any], events: builtins.list[client.CoreV1Eve
     if newest is None:
         return None
     seen = event_view(newest, job["name"], replicas)
-    return running_notice(job["phase"], job["started"], cast(Notice, {key: seen[key] for key in Notice.__annotations__}))
+    return running_notice(job["phase"], job["started"],
+                          cast(Notice, {key: seen[key] for key in Notice.__annotations__}))
 
 
 def output_location(spec: dict, settings: Distrain, owner: str) -> str:
