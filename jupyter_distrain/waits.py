@@ -69,7 +69,7 @@ def pending(job: JobRecord, replicas: list[dict]) -> dict:
         groups.setdefault(said, []).append(replica["name"])
     parts = [f"{names(group)} {'waits' if len(group) == 1 else 'wait'} for a node with room: {said}"
              for said, group in groups.items()]
-    return record(job, "; ".join(parts) + ".", replicas)
+    return record(job, "; ".join(parts).rstrip(".") + ".", replicas)
 
 
 def queued(job: JobRecord, place: dict | None) -> dict:
@@ -79,7 +79,7 @@ def queued(job: JobRecord, place: dict | None) -> dict:
     said = f"Kueue holds it in queue {queue}"
     if place is not None:
         said += f", {ordinal(place['position'] + 1)} in line" + (f" behind {ahead(place)}" if place["ahead"] else "")
-    return record(job, said + (f": {reason}" if reason else "") + ".", queue=place)
+    return record(job, (said + (f": {reason}" if reason else "")).rstrip(".") + ".", queue=place)
 
 
 def no_room_now(role: str, seen: dict) -> str:
