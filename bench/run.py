@@ -18,6 +18,7 @@ import log_throughput
 import stacks
 import tensorboard_memory
 import tensorboard_proxy
+import waiting
 from harness import table
 
 
@@ -30,5 +31,5 @@ def machine() -> str:
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
             *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure(),
-            *launch.measure(), *job_end.measure(), *stacks.measure()]
+            *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

@@ -3,8 +3,6 @@ ever hold, and behind why a job waits (waiting.py)."""
 
 from __future__ import annotations
 
-from kubernetes import client
-
 from ... import waits
 from . import podspec
 from .state import GPU
@@ -22,21 +20,22 @@ def quantity(value: str) -> float:
     return float(value)
 
 
-def container_requests(containers: list) -> dict[str, float]:
+def container_requests(containers: list[dict]) -> dict[str, float]:
     """What containers ask for together: their requests, their limits where they request nothing (GPUs)."""
     total = dict.fromkeys(RESOURCES, 0.0)
-    for container in containers or []:
-        resources = container.resources or client.V1ResourceRequirements()
-        asked = {**(resources.limits or {}), **(resources.requests or {})}
+    for container in containers:
+        resources = container.get("resources") or {}
+        asked = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
         for resource in RESOURCES:
             total[resource] += quantity(str(asked.get(resource, "0")))
     return total
 
 
-def pod_requests(pod: client.V1Pod) -> dict[str, float]:
-    """What the scheduler reserves for a pod: its containers' requests, or its largest init container's."""
-    main = container_requests(pod.spec.containers)
-    init = [container_requests([c]) for c in pod.spec.init_containers or []]
+def pod_requests(pod: dict) -> dict[str, float]:
+    """What the scheduler reserves for a pod (as the API server sends it): its containers' requests, or its largest
+    init container's."""
+    main = container_requests(pod["spec"].get("containers") or [])
+    init = [container_requests([c]) for c in pod["spec"].get("initContainers") or []]
     return {r: max([main[r], *(i[r] for i in init)]) for r in RESOURCES}
 
 
@@ -47,23 +46,29 @@ def role_requests(spec: dict, role: str) -> dict[str, float]:
     return {r: quantity(str(asked.get(r, "0"))) for r in RESOURCES}
 
 
-def free_on_nodes(nodes: list[client.V1Node], pods: list[client.V1Pod]) -> dict[str, dict]:
+def allocatable(node: dict) -> dict[str, float]:
+    """What a node (as the API server sends it) offers its pods."""
+    offered = (node.get("status") or {}).get("allocatable") or {}
+    return {r: quantity(str(offered.get(r, "0"))) for r in RESOURCES}
+
+
+def free_on_nodes(nodes: list[dict], pods: list[dict]) -> dict[str, dict]:
     """Each node's labels, allocatable and free amounts (allocatable less what its pods request; none on a node
-    cordoned)."""
+    cordoned); nodes and pods as the API server sends them."""
     held: dict[str, dict[str, float]] = {}
     for pod in pods:
-        if pod.spec.node_name:
-            on = held.setdefault(pod.spec.node_name, dict.fromkeys(RESOURCES, 0.0))
+        if pod["spec"].get("nodeName"):
+            on = held.setdefault(pod["spec"]["nodeName"], dict.fromkeys(RESOURCES, 0.0))
             for resource, value in pod_requests(pod).items():
                 on[resource] += value
     found = {}
     for node in nodes:
-        cordoned = bool(node.spec and node.spec.unschedulable)
-        allocatable = {r: quantity(str((node.status.allocatable or {}).get(r, "0"))) for r in RESOURCES}
-        used = held.get(node.metadata.name, {})
-        found[node.metadata.name] = {"labels": node.metadata.labels or {}, "allocatable": allocatable,
-                                     "free": {r: 0.0 if cordoned else max(allocatable[r] - used.get(r, 0.0), 0.0)
-                                              for r in RESOURCES}}
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        offered = allocatable(node)
+        used = held.get(node["metadata"]["name"], {})
+        found[node["metadata"]["name"]] = {
+            "labels": node["metadata"].get("labels") or {}, "allocatable": offered,
+            "free": {r: 0.0 if cordoned else max(offered[r] - used.get(r, 0.0), 0.0) for r in RESOURCES}}
     return found
 
 

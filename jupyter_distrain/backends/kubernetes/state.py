@@ -280,10 +280,6 @@ def deadline_left(spec: dict, started: float | None, now: float) -> float | None
     return max(0.0, started + deadline - now)
 
 
-def node_gpus(node: client.V1Node) -> int:
-    return int((node.status.allocatable or {}).get(GPU, "0"))
-
-
 def current_run(root: client.V1ConfigMap) -> int:
     """The job's run: 1, then one more per restart."""
     return json.loads(root.data["status.json"]).get("run", 1)

@@ -28,12 +28,13 @@ class WhyItWaits(EngineChoice):
         unplaced = {r["name"] for r in job["replicas"] if r["reason"] == reasons.UNSCHEDULABLE}
         if job["phase"] == Phase.RUNNING and not unplaced:
             return waits.not_waiting(job)
-        pods = newest(self.job_pods(name)) if unplaced else {}
+        pods = {replica: self.api.sanitize_for_serialization(pod)  # as the API server sends it
+                for replica, pod in newest(self.job_pods(name)).items() if replica in unplaced}
         nodes = self._nodes_free() if unplaced else {}
         replicas = [{"name": r["name"], "message": r["message"],
                      **capacity.against_nodes(capacity.pod_requests(pods[r["name"]]), nodes,
-                                              pods[r["name"]].spec.node_selector)}
-                    for r in job["replicas"] if r["name"] in unplaced and r["name"] in pods]
+                                              pods[r["name"]]["spec"].get("nodeSelector"))}
+                    for r in job["replicas"] if r["name"] in pods]
         return waits.pending(job, replicas)
 
     def outlook(self, spec: dict) -> builtins.list[FieldError]:
@@ -50,8 +51,7 @@ class WhyItWaits(EngineChoice):
         return found
 
     def _nodes_free(self) -> dict[str, dict]:
-        nodes = self._call(lambda: self.core.list_node().items, "list nodes")
-        return capacity.free_on_nodes(nodes, self._live_pods()[0])
+        return capacity.free_on_nodes(self._nodes(), self._live_pods()[0])
 
     def _queue_place(self, queue: str, job: str | None = None) -> dict | None:
         """A job's place in its LocalQueue, from Kueue's visibility API (without `job`: a new one's, behind all
