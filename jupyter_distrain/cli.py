@@ -425,6 +425,48 @@ def secret_delete(manager: JobManager, name: str) -> None:
     click.echo(f"secret {name} deleted")
 
 
+@main.group()
+def webhook() -> None:
+    """Your webhook: your jobs' and sweeps' ends and warnings posted to a URL (kept with mode 0600)."""
+
+
+@webhook.command(name="set")
+@click.option("--url", prompt="Webhook URL", hide_input=True, help="Read from a hidden prompt or stdin.")
+@click.pass_obj
+def webhook_set(manager: JobManager, url: str) -> None:
+    """Post the events of the jobs you submit or restart from now on to URL."""
+    manager.set_webhook(url)
+    click.echo("webhook set")
+
+
+@webhook.command(name="show")
+@click.pass_obj
+def webhook_show(manager: JobManager) -> None:
+    """Your webhook's host (not its path, which may hold a token), and whether the admin's is set."""
+    found = manager.webhook()
+    click.echo(found["url"] or "none")
+    if found["admin"]:
+        click.echo("(every job's events also go to the admin's webhook)")
+
+
+@webhook.command(name="test")
+@click.pass_obj
+def webhook_test(manager: JobManager) -> None:
+    """Post a test event to your webhook."""
+    problems = manager.test_webhook()
+    if problems:
+        raise DistrainError("; ".join(problems))
+    click.echo("delivered")
+
+
+@webhook.command(name="delete")
+@click.pass_obj
+def webhook_delete(manager: JobManager) -> None:
+    """Post nothing more to your webhook (jobs submitted before keep it until they are restarted)."""
+    manager.delete_webhook()
+    click.echo("webhook deleted")
+
+
 def follow_job(manager: JobManager, name: str) -> int:
     """Print logs and state changes as they happen (like `riseml train`); the exit status mirrors the job."""
     shown: set[tuple] = set()

@@ -204,6 +204,22 @@ class Client:
         the most free on a node, and its place in its Kueue queue (see `distrain why`)."""
         return self._call("GET", f"jobs/{quote(name)}/waiting")
 
+    def webhook(self) -> dict:
+        """Your webhook, shown by its scheme and host only, and whether the admin's is set (`admin`)."""
+        return self._call("GET", "webhook")
+
+    def set_webhook(self, url: str) -> None:
+        """Post the ends and warnings of the jobs you submit or restart from now on to `url` (a secret: read it
+        from getpass or the environment rather than writing it in a notebook)."""
+        self._call("PUT", "webhook", {"url": url})
+
+    def test_webhook(self) -> list[str]:
+        """Post a test event to your webhook: what failed, if anything."""
+        return self._call("POST", "webhook")["problems"]
+
+    def delete_webhook(self) -> None:
+        self._call("DELETE", "webhook")
+
     def trials(self, name: str) -> dict:
         """A sweep's trials, best first: each one's swept hyperparameters, phase and metric, and the best that
         succeeded."""

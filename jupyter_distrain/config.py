@@ -111,6 +111,14 @@ class Distrain(Configurable):
     hang_after = Unicode("", config=True,
                          help="When a running job whose spec names no policy.hang_after is hung: no log line and no "
                               "TensorBoard step for this long (90s, 20m, 2h); see policy.on_hang. Empty: never.")
+    notify_url = Unicode("", config=True,
+                         help="A webhook every job's and sweep's end and warnings (NoProgress, Straggler) are posted "
+                              "to as JSON, besides its owner's own URL ('distrain webhook set'); posted from the "
+                              "cluster on Kubernetes (which needs controller_image). Empty: none.")
+    public_url = Unicode("", config=True,
+                         help="Where users open JupyterLab (https://hub.example.org/user/alice/), for the links "
+                              "webhooks carry. Default: the address of the request that submitted the job; a job "
+                              "the CLI submits has no link then.")
     ttl_check_interval = Float(60, config=True,
                                help="Seconds between the Jupyter server's looks for jobs past their time to be kept.")
     gpu_types = Dict(config=True,
@@ -178,6 +186,14 @@ class Distrain(Configurable):
             raise TraitError(f"Distrain.{field}: {problem}")
         return proposal["value"]
 
+    @validate("notify_url", "public_url")
+    def _a_url(self, proposal: Any) -> str:
+        from .notify import url_problem
+
+        if proposal["value"] and (problem := url_problem(proposal["value"])):
+            raise TraitError(f"Distrain.{proposal['trait'].name}: {problem}")
+        return proposal["value"]
+
     @validate("gpu_types")
     def _well_formed_gpu_types(self, proposal: Any) -> dict:
         for name, placement in proposal["value"].items():
@@ -196,7 +212,8 @@ class Distrain(Configurable):
         """The settings that shape a job's objects, for a process that makes jobs in the cluster for this
         server (a sweep's controller): not where this server keeps or reads things."""
         here = {"backend_classes", "backend", "backends", "root", "namespace", "kubeconfig", "see_all_owners",
-                "ttl_check_interval", "janitor_schedule", "tensorboard_idle_timeout", "tensorboard_start_timeout"}
+                "ttl_check_interval", "janitor_schedule", "tensorboard_idle_timeout", "tensorboard_start_timeout",
+                "notify_url", "public_url"}  # a sweep's own hooks are in its Secret; its trials have none
         return {name: value for name, value in self.trait_values(config=True).items() if name not in here}
 
     @property

@@ -43,9 +43,10 @@ class Backend(Protocol):
     def check(self, spec: dict) -> None:
         """Refuse, before anything is created, a validated spec this backend cannot run (SpecError)."""
 
-    def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
+    def submit(self, spec: dict, snapshot: bytes | None = None, hooks: dict | None = None) -> JobRecord:
         """Start a job from a validated spec with its code pinned (and the bundle of its code.snapshot);
-        JobConflict if the name is taken."""
+        JobConflict if the name is taken. `hooks`: the webhooks its events are posted to (notify.hooks), by
+        what decides them, whether or not this process lives."""
 
     def exists(self, name: str) -> bool:
         """Whether this backend holds a job of that name, whoever owns it (the name is taken)."""
@@ -59,9 +60,10 @@ class Backend(Protocol):
     def stop(self, name: str) -> JobRecord:
         """Stop every replica (a grace period, then kill) and return the job once it is finished."""
 
-    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None) -> JobRecord:
+    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None,
+                hooks: dict | None = None) -> JobRecord:
         """Begin the job's next run, from its spec or an edited one of the same name (with the bundle of its
-        code.snapshot, if it has one: the stored one, or a new one)."""
+        code.snapshot, if it has one: the stored one, or a new one), its events posted to `hooks`."""
 
     def snapshot(self, name: str) -> bytes | None:
         """The bundle of the job's code.snapshot, as stored with it; None if it has none."""

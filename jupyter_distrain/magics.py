@@ -17,6 +17,7 @@ its git repository at the checked-out commit, else its directory, as the panel's
 
 from __future__ import annotations
 
+import getpass
 import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -147,6 +148,24 @@ def stacks(magics: DistrainMagics, name: str, replica: str | None, kept: bool) -
 def why(magics: DistrainMagics, name: str) -> None:
     """Print why a job waits: what its replicas ask for against the most free on a node, its place in its queue."""
     print(waits.text(magics.client.waiting(name)))
+
+
+@commands.command()
+@click.argument("action", type=click.Choice(["show", "set", "test", "delete"]), default="show")
+@click.pass_obj
+def webhook(magics: DistrainMagics, action: str) -> None:
+    """Your webhook: show it (its host), set it (the URL asked for without echo, kept out of the notebook), test or
+    delete it."""
+    if action == "set":
+        magics.client.set_webhook(getpass.getpass("Webhook URL: "))
+    elif action == "test":
+        problems = magics.client.test_webhook()
+        if problems:
+            raise DistrainError("; ".join(problems))
+    elif action == "delete":
+        magics.client.delete_webhook()
+    found = magics.client.webhook()
+    print("delivered" if action == "test" else found["url"] or "none")
 
 
 @commands.command()

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
-from . import code, repo, snapshot, sweep
+from . import code, notify, repo, snapshot, sweep
 from . import spec as spec_
 from .backends import open_backend
 from .contract import Backend
@@ -121,8 +121,10 @@ class JobManager:
         return credentials
 
     def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False,
-               backend: str | None = None, carried: bytes | None = None) -> JobRecord | dict:
-        """Start a job; a dry run checks everything a submit checks and returns the spec it would run."""
+               backend: str | None = None, carried: bytes | None = None,
+               link_base: str | None = None) -> JobRecord | dict:
+        """Start a job; a dry run checks everything a submit checks and returns the spec it would run.
+        `link_base`: where the submitter opened JupyterLab, for its webhooks' link (`hooks`)."""
         target = self.target(backend)
         spec, bundle = self.prepare(raw, base_dir, backend, carried)
         if self.exists(spec["name"]):
@@ -136,26 +138,29 @@ class JobManager:
         if dry_run:
             target.check(spec)
             return spec
-        return target.submit(spec, bundle)
+        return target.submit(spec, bundle, self.hooks(spec["name"], self.config.owner, link_base))
 
-    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False) -> JobRecord:
+    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False,
+                link_base: str | None = None) -> JobRecord:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
         snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none. To `repin`, its
         ref is pinned again: the run takes the commit the ref names now, without the snapshot."""
         backend = self.backend_of(name)
-        spec = backend.get(name, events=0)["spec"]
+        job = backend.get(name, events=0)
+        spec = job["spec"]
         if sweep.is_sweep(spec):
             raise DistrainError(f"{name!r} is a sweep, which runs once; clone it to sweep again")
+        hooks = self.hooks(name, job["owner"], link_base)
         if repin:
             raw = code.unpinned(spec if raw is None else raw)
         if raw is not None:
-            return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)))
+            return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)), hooks)
         self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
         ruled = self.rules(backend).apply(spec)
-        return backend.restart(name, ruled if ruled != spec else None)
+        return backend.restart(name, ruled if ruled != spec else None, None, hooks)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
-              dry_run: bool = False, reproduce: bool = False) -> JobRecord | dict:
+              dry_run: bool = False, reproduce: bool = False, link_base: str | None = None) -> JobRecord | dict:
         """Submit a new job from `name`'s spec (so the same pinned commit and snapshot), with top-level fields
         replaced; to `reproduce` it, also on the image its pods ran, by digest, when they reported one. A dry
         run returns the spec it would submit."""
@@ -168,7 +173,8 @@ class JobManager:
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
         backend = self.backend_of(name)
-        return self.submit(raw, base_dir, dry_run=dry_run, backend=backend.name, carried=backend.snapshot(name))
+        return self.submit(raw, base_dir, dry_run=dry_run, backend=backend.name, carried=backend.snapshot(name),
+                           link_base=link_base)
 
     def snapshot(self, name: str) -> bytes | None:
         """The bundle of the snapshot of changes the job runs, if it runs one."""
@@ -307,7 +313,7 @@ class JobManager:
             return NOTHING_LOGGED
 
     def finetune(self, name: str, changes: Any = None, base_dir: Path | None = None,
-                 dry_run: bool = False) -> JobRecord | dict:
+                 dry_run: bool = False, link_base: str | None = None) -> JobRecord | dict:
         """A new job from the sweep's best trial (its spec and code) that resumes from that trial's output:
         `changes` replace its top-level fields, but for hyperparameters, which are merged into the trial's."""
         best = self.trials(name)["best"]
@@ -320,7 +326,7 @@ class JobManager:
             changes["hyperparameters"] = {**self.get(best, events=0)["spec"]["hyperparameters"],
                                           **changes["hyperparameters"]}
         return self.clone(best, {"name": self.free_name(f"{name}-best", first=True), "resume_from": f"job:{best}",
-                                 **changes}, base_dir, dry_run=dry_run)
+                                 **changes}, base_dir, dry_run=dry_run, link_base=link_base)
 
     def exists(self, name: str) -> bool:
         return any(backend.exists(name) for backend in self.backends.values())
@@ -409,6 +415,34 @@ class JobManager:
         if not (secret_name(name) and name in self.credential_names(backend)):
             raise NotFound(f"no secret named {name!r}")
         self.target(backend).delete_credentials(name)
+
+    # webhooks (notify.py): the admin's URL and each owner's own
+    def hooks(self, name: str, owner: str, link_base: str | None) -> dict | None:
+        """Where the events of job `name` of `owner` are posted, and the link they carry (c.Distrain.public_url
+        if set, else `link_base`)."""
+        own = notify.OwnerWebhook(Path(self.config.root), owner).url()
+        return notify.hooks([self.config.notify_url, own or ""], self.config.public_url or link_base, name)
+
+    def webhook(self) -> dict:
+        """This owner's webhook as it may be shown (its host, not its path), and whether the admin's is set."""
+        url = notify.OwnerWebhook(Path(self.config.root), self.config.owner).url()
+        return {"url": notify.shown(url) if url else None, "admin": bool(self.config.notify_url)}
+
+    def set_webhook(self, url: Any) -> None:
+        """Post this owner's jobs' events to `url` from their next submit or restart on."""
+        notify.OwnerWebhook(Path(self.config.root), self.config.owner).set(url)
+
+    def delete_webhook(self) -> None:
+        notify.OwnerWebhook(Path(self.config.root), self.config.owner).delete()
+
+    def test_webhook(self) -> builtins.list[str]:
+        """Post a test event to this owner's webhook; what failed."""
+        url = notify.OwnerWebhook(Path(self.config.root), self.config.owner).url()
+        if url is None:
+            raise NotFound("no webhook is set: set one first ('distrain webhook set URL')")
+        body = notify.message("", "test", "test", "", "", "a test from jupyter-distrain", None, 0, self.config.owner,
+                              self.default, self.config.public_url or None)
+        return notify.post({"urls": [url]}, body)
 
     def cluster(self, backend: str | None = None) -> dict:
         """What the backend offers, and the admin's limits on it."""

@@ -38,6 +38,7 @@ NO_MONITOR = "NoMonitor"  # a run's monitor could not be made (an event)
 TRIAL_NOT_LAUNCHED = "TrialNotLaunched"  # a sweep's trial refused (an event)
 EARLY_STOPPED = "EarlyStopped"  # a sweep stopped a trial early (an event)
 TRIALS_FAILED = "TrialsFailed"  # no trial of a sweep succeeded
+WEBHOOK_FAILED = "WebhookFailed"  # a webhook could not be told of an event (an event)
 
 # the warnings a running job's owner is told of (besides its end): its newest is the job's `notice`
 NOTICES = (NO_PROGRESS, STRAGGLER)

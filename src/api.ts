@@ -254,6 +254,28 @@ export const secretsAPI = {
     )
 };
 
+/** This user's webhook, shown by its host only (its path often holds a token). */
+export type Webhook =
+  operations['getWebhook']['responses']['200']['content']['application/json'];
+
+/**
+ * Your webhook: your jobs' and sweeps' ends, hangs and stragglers posted to a
+ * URL, kept on the server and never read back whole.
+ */
+export const webhookAPI = {
+  get: (): Promise<Webhook> => requestAPI<Webhook>('webhook'),
+  set: (url: string): Promise<void> =>
+    requestAPI<void>('webhook', {
+      method: 'PUT',
+      body: JSON.stringify({ url })
+    }),
+  /** Post a test event: what failed, if anything. */
+  test: async (): Promise<string[]> =>
+    (await requestAPI<{ problems: string[] }>('webhook', { method: 'POST' }))
+      .problems,
+  remove: (): Promise<void> => requestAPI<void>('webhook', { method: 'DELETE' })
+};
+
 /** Whether a request failed because the job (or what it asked for) does not exist. */
 export function isGone(error: unknown): boolean {
   return error instanceof APIError && error.response.status === 404;

@@ -24,18 +24,21 @@ import {
   showTab,
   tensorBoardTab
 } from './tabs';
+import { showWebhookDialog, webhookButton } from './webhook';
 
 /**
  * Plugin identifier; also the settings schema id (`schema/plugin.json`).
  */
 const PLUGIN_ID = 'jupyter-distrain:plugin';
 const PANEL_ID = 'jupyter-distrain-panel';
+const JOB_PARAMETER = 'distrain-job'; // a link's job: lab?distrain-job=NAME
 
 export const CommandIDs = {
   open: 'distrain:open',
   newJob: 'distrain:new-job',
   trainNotebook: 'distrain:train-notebook',
   openJob: 'distrain:open-job',
+  webhook: 'distrain:webhook',
   openLogs: 'distrain:open-logs',
   openTensorBoard: 'distrain:open-tensorboard'
 } as const;
@@ -86,6 +89,7 @@ function activate(
     restoreTabs(restorer, context.trackers);
   }
   addLaunchItems(app, palette, launcher);
+  void app.restored.then(() => openLinkedJob(context));
   if (settingRegistry) {
     followSettings(settingRegistry, context);
   }
@@ -109,6 +113,10 @@ function addSidebar(context: IContext, restorer: ILayoutRestorer | null): void {
     'new-job',
     newJobButton(() => void commands.execute(CommandIDs.newJob))
   );
+  panel.toolbar.addItem(
+    'webhook',
+    webhookButton(() => void commands.execute(CommandIDs.webhook))
+  );
   shell.add(panel, 'left', { rank: 650 });
   restorer?.add(panel, PANEL_ID);
 
@@ -117,6 +125,26 @@ function addSidebar(context: IContext, restorer: ILayoutRestorer | null): void {
     icon: distrainIcon,
     execute: () => shell.activateById(PANEL_ID)
   });
+  commands.addCommand(CommandIDs.webhook, {
+    label: 'Training Jobs Webhook…',
+    execute: showWebhookDialog
+  });
+}
+
+/**
+ * Open the job a link names (lab?distrain-job=NAME, the link webhooks carry),
+ * then drop the parameter from the address.
+ */
+function openLinkedJob(context: IContext): void {
+  const url = new URL(window.location.href);
+  const name = url.searchParams.get(JOB_PARAMETER);
+  if (!name) {
+    return;
+  }
+  url.searchParams.delete(JOB_PARAMETER);
+  window.history.replaceState(window.history.state, '', url.toString());
+  void context.app.commands.execute(CommandIDs.open);
+  void context.app.commands.execute(CommandIDs.openJob, { name });
 }
 
 /**

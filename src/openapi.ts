@@ -373,6 +373,25 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/webhook': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** @description This user's webhook, which their jobs' and sweeps' ends and warnings (NoProgress, Straggler) are posted to, shown by its scheme and host only (its path often holds a token). */
+    get: operations['getWebhook'];
+    /** @description Set (or replace) this user's webhook, kept server-side with mode 0600; jobs submitted or restarted from now on post to it: {id, job, kind, event ("ended", "NoProgress", "Straggler"), phase, reason, message, replica, run, owner, backend, link, time}, from the job's supervisor (local) or its monitor in the cluster, whether or not a Jupyter server runs. */
+    put: operations['setWebhook'];
+    /** @description Post a test event (event "test") to this user's webhook */
+    post: operations['testWebhook'];
+    delete: operations['deleteWebhook'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/schema': {
     parameters: {
       query?: never;
@@ -1914,6 +1933,105 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  getWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The webhook, and whether the admin's (c.Distrain.notify_url) is set too */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            /** @description https://host/... ; null if none is set */
+            url: string | null;
+            admin: boolean;
+          };
+        };
+      };
+      403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  setWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          /** Format: password */
+          url: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Set */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  testWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description What failed, if anything (the URL shown by its host only) */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            problems: string[];
+          };
+        };
+      };
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  deleteWebhook: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description Deleted */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      403: components['responses']['Forbidden'];
       '5XX': components['responses']['Unavailable'];
     };
   };

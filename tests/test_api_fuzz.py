@@ -1,6 +1,7 @@
 """Fuzz the whole REST API from its own OpenAPI document, against a real `jupyter server` process."""
 
 import json
+import os
 
 import pytest
 import schemathesis
@@ -12,9 +13,15 @@ from jupyter_distrain.server.openapi import openapi_document
 from jupyter_distrain.store import Store
 
 
+# Where the server's (and its jobs') outgoing HTTP goes: a closed port here, so that the webhooks the fuzzing sets
+# (any http or https URL) are refused at once and nothing reaches an address off this machine.
+NOWHERE = "http://127.0.0.1:9"
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = JupyterServer(tmp_path_factory.mktemp("fuzz"))
+    proxied = {**os.environ, "http_proxy": NOWHERE, "https_proxy": NOWHERE, "no_proxy": ""}
+    server = JupyterServer(tmp_path_factory.mktemp("fuzz"), env=proxied)
     yield server
     server.stop()
     for process in processes_of(server.root):

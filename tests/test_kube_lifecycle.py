@@ -5,6 +5,7 @@ a stale stop, the reconcile's races, following its logs."""
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import subprocess
@@ -18,6 +19,7 @@ from controlplane.cluster import NAMESPACE, RESTRICTED, image_id
 from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, end, names, pod_name, pods_of, replica, running,
                           settings, tf_spec, wait_job)
 from kubernetes import client
+from webhooks import Receiver
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, render
@@ -164,6 +166,50 @@ def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(backend, admin,
     assert all(r["error"] and not r["processes"] for r in kept["replicas"]), kept  # kwok runs no command
     assert [r["name"] for r in backend.stacks("stuck", "ps-0", kept=True)["replicas"]] == ["ps-0"]
     wait(lambda: not running(admin, "stuck"), "every replica stops")
+
+
+@ENGINES
+def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_plane, backend, admin, engine,
+                                                                         tmp_path):
+    """A job with webhooks: its Secret (owned by the job) holds them, its monitor's environment reads them. The
+    monitor, with a backend of its own (no Jupyter server's), posts the hang, fails the job and posts its end; a
+    second monitor pod of the run (its Job's retry) posts nothing again; a restart's run is told of anew."""
+    backend.settings.controller_image = "registry.example.com/notebook:1"
+    receiver = Receiver()
+    hooks = {"urls": [receiver.url("/T0KEN")], "link": "https://lab.example.org/lab?distrain-job=told"}
+    backend.submit(tf_spec("told", workers=1, policy={"hang_after": "1s", "on_hang": "fail"}), hooks=hooks)
+    secret = admin.read_namespaced_secret(naming.notify_name("told"), NAMESPACE)
+    assert json.loads(base64.b64decode(secret.data[naming.NOTIFY_KEY])) == hooks
+    assert secret.metadata.owner_references[0].name == "told"
+    [made] = client.BatchV1Api(admin.api_client).list_namespaced_job(
+        NAMESPACE, label_selector=f"{naming.JOB}=told,app.kubernetes.io/component=monitor").items
+    assert made.spec.template.spec.containers[0].env[0].value_from.secret_key_ref.to_dict() == {
+        "name": "told-notify", "key": "hooks.json", "optional": True}
+    shown = json.dumps(job_json(backend.get("told"))) + json.dumps(admin.api_client.sanitize_for_serialization(made))
+    assert "T0KEN" not in shown
+    wait_job(backend, "told", lambda j: j["phase"] == "Running", "the job runs")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "output").mkdir()
+    alone = KubeBackend(settings(tmp_path / "monitor-home", engine=engine), control_plane.client(RESTRICTED))
+    monitor.watch(alone, "told", 1, tmp_path / "logs", tmp_path / "output", hooks)
+    told = receiver.wait("told", 2)
+    assert receiver.events("told") == [("NoProgress", "Running", "NoProgress", None), ("ended", "Failed", "Hung", None)]
+    assert told[1]["link"] == hooks["link"] and told[1]["backend"] == "kubernetes" and told[1]["run"] == 1
+    monitor.watch(alone, "told", 1, tmp_path / "logs", tmp_path / "output", hooks)  # a retry of the monitor's pod
+    assert len(receiver.wait("told", 2, timeout=0)) == 2
+
+    backend.restart("told", tf_spec("told", workers=1), hooks=hooks)  # no hang_after: a monitor for its webhooks
+    wait_job(backend, "told", lambda j: j["phase"] == "Running", "the next run runs")
+    watching = threading.Thread(target=monitor.watch, args=(alone, "told", 2, tmp_path / "logs", tmp_path / "output",
+                                                            hooks), daemon=True)
+    watching.start()
+    for name in ("worker-0", "chief-0"):
+        end(admin, "told", name, 0)
+    watching.join(60)
+    assert not watching.is_alive(), "the monitor ends with the run"
+    assert receiver.events("told")[2:] == [("ended", "Succeeded", backend.get("told")["reason"], None)]
+    assert receiver.wait("told", 3)[2]["run"] == 2
+    receiver.close()
 
 
 @ENGINES

@@ -11,6 +11,7 @@ from conftest import remove_janitor, wait, write_scalars
 from controlplane.cluster import ADMIN, NAMESPACE, RESTRICTED
 from kube_support import COMMIT, chief_spec, end, own_outputs, pods_of, settings, wait_job
 from kubernetes import client
+from webhooks import Receiver
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain import storage
@@ -30,7 +31,8 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
         backend.submit(spec)
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
     backend.settings.controller_image = "registry.example.com/notebook:1"
-    job = backend.submit(spec)
+    receiver = Receiver()  # the sweep's controller, a process of its own, posts its end; its trials none
+    job = backend.submit(spec, hooks={"urls": [receiver.url()], "link": None})
     assert (job["engine"], job["replicas"]) == ("sweep", [])
 
     def trials() -> list[str]:
@@ -68,6 +70,10 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     backend.stop("hp")
     job = wait_job(backend, "hp", lambda j: j["phase"] == "Stopped", "the sweep stops")
     assert backend.get("hp-3")["phase"] == "Stopped"
+    [told] = receiver.wait("hp", 1)
+    assert (told["kind"], told["event"], told["phase"]) == ("sweep", "ended", "Stopped")
+    assert [b["job"] for _, b in receiver.posts] == ["hp"]
+    receiver.close()
     launched = [e["message"] for e in job["events"] if e["reason"] == "Launched"]
     assert launched == ["hp-1: lr=0.1", "hp-2: lr=0.2", "hp-3: lr=0.3"]  # none twice
     # the table asks each trial's TensorBoard, which no pod here serves: the trials without a value

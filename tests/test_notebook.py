@@ -13,6 +13,7 @@ import pytest
 import requests
 import websocket
 from conftest import EXAMPLES, assert_nothing_left, wait
+from webhooks import Receiver
 
 
 class Kernel:
@@ -111,6 +112,14 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
                  "its stack shows train.py (once its Python has started)")
     assert where.startswith("1 replica, stacks taken at ") and "worker-0\n  pid " in where, where
     assert kernel.run("%distrain why long") == "job long is Running: it waits for nothing\n"
+    receiver = Receiver()  # the webhook: set through the client (the magic asks for it without echo), tested, deleted
+    assert kernel.run("%distrain webhook") == "none\n"
+    assert kernel.run("%distrain webhook test").startswith("UsageError: no webhook is set")
+    assert kernel.run(f"from jupyter_distrain import Client\nClient().set_webhook({receiver.url()!r})") == ""
+    assert kernel.run("%distrain webhook").startswith("http://127.0.0.1:")
+    assert kernel.run("%distrain webhook test") == "delivered\n" and receiver.posts[0][1]["event"] == "test"
+    assert kernel.run("%distrain webhook delete") == "none\n"
+    receiver.close()
     stopped = kernel.run("%distrain stop long")
     assert "<b>long</b> (local) <b>Stopped</b>" in stopped and "<b>Stopped</b>: Stopped" not in stopped, stopped
 

@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left, wait
+from webhooks import Receiver
 
 ARTIFACTS = REPO / "test-artifacts"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -203,6 +204,39 @@ def test_a_job_ending_while_the_page_is_hidden_is_told_by_the_browser(lab):
             timeout=30_000)
         assert len(told()) == 1
         browser.close()
+
+
+def test_a_webhook_set_in_the_panel_hears_of_a_job_and_its_link_opens_the_jobs_view(lab, page):
+    """The sidebar's webhook dialog sets the URL (shown back by its host only) and sends a test event; a job's end is
+    posted with the link to it in this JupyterLab, which opens the job's view."""
+    receiver = Receiver()
+    try:
+        open_panel(page)
+        page.locator(".jp-distrain-webhook-button").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("You have none.")
+        dialog.get_by_label("Webhook URL").fill(receiver.url("/T0KEN"))
+        dialog.get_by_role("button", name="Save").click()
+        said = dialog.locator(".jp-distrain-webhook-said")
+        expect(said).to_have_text("Saved: the jobs you submit or restart from now on post to it.")
+        expect(dialog).to_contain_text(f"Yours: http://127.0.0.1:{receiver.server.server_address[1]}/...")
+        assert "T0KEN" not in dialog.inner_text() and dialog.get_by_label("Webhook URL").input_value() == ""
+        dialog.get_by_role("button", name="Send a test").click()
+        expect(said).to_have_text("A test event was delivered.")
+        assert [body["event"] for _, body in receiver.posts] == ["test"]
+        assert_accessible(page, ".jp-Dialog")
+        screenshot(page, "webhook")
+        dialog.get_by_role("button", name="Close").click()
+
+        submit(lab, {"name": "linked", "command": "true"})
+        [ended] = receiver.wait("linked", 1)
+    finally:
+        receiver.close()
+    assert (ended["phase"], ended["link"]) == ("Succeeded", f"{lab.url}/lab?distrain-job=linked")
+    page.goto(f"{ended['link']}&token={lab.TOKEN}")
+    view = page.locator(".jp-distrain-job-view")
+    expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
+    assert "distrain-job" not in page.url  # once opened, a reload opens it no more
 
 
 def test_a_slow_scalars_endpoint_delays_neither_the_job_list_nor_its_notices(lab, page):

@@ -4,6 +4,7 @@ others named in a warning, on a real local job."""
 import re
 
 from jupyter_distrain.progress import STRAGGLER_SECONDS, Stragglers
+from webhooks import Receiver
 
 PACED = """import os, time
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -39,6 +40,8 @@ def test_a_replica_far_slower_than_the_others_is_named_a_straggler(cli, tmp_path
     code = tmp_path / "code"
     code.mkdir()
     (code / "paced.py").write_text(PACED)
+    receiver = Receiver()
+    cli("webhook", "set", input=receiver.url() + "\n")
     cli("submit", "--name", "paced", "--workers", "3", "--code", str(code), "--", "python", "paced.py")
     job = cli.wait("paced", until=lambda job: any(e["reason"] == "Straggler" for e in job["events"]), timeout=240)
     warned = [e for e in job["events"] if e["reason"] == "Straggler"]
@@ -49,4 +52,8 @@ def test_a_replica_far_slower_than_the_others_is_named_a_straggler(cli, tmp_path
     shown = cli("get", "paced").stdout
     rows = {line.split()[0]: line.split()[-1] for line in shown.splitlines() if line.startswith("worker-")}
     assert float(rows["worker-2"]) < 0.7 * float(rows["worker-0"]), shown
+    [told] = receiver.wait("paced", 1)  # the owner's webhook, once
+    assert (told["event"], told["phase"], told["replica"], told["message"]) == (
+        "Straggler", "Running", "worker-2", warned[0]["message"])
     cli("stop", "paced")
+    receiver.close()

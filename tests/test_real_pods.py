@@ -17,6 +17,7 @@ from pathlib import Path
 
 import conftest
 import githost
+import webhooks
 import pytest
 import requests
 import yaml
@@ -130,6 +131,27 @@ def git_host(real_cluster, tmp_path_factory):
     finally:
         host.kill()
         host.wait()
+
+
+HOOK_PORT = 8081  # a webhook receiver's, at the node's address
+
+
+@pytest.fixture
+def hook(real_cluster, tmp_path):
+    """A webhook's receiver in the node's network namespace, at the node's address, where pods post to it: its URL,
+    and a function answering the bodies of the POSTs it has had."""
+    kept = tmp_path / "posts.jsonl"
+    kept.touch()
+    url = f"http://{realnode.NODE_IP}:{HOOK_PORT}/hook"
+    receiver = subprocess.Popen([*realnode.IN_NETNS, sys.executable, webhooks.__file__, realnode.NODE_IP,
+                                 str(HOOK_PORT), str(kept)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait(lambda: subprocess.run([*realnode.IN_NETNS, "curl", "-so", "/dev/null", url]).returncode == 0,
+             "the receiver answers", 30)
+        yield url, lambda: [json.loads(line) for line in kept.read_text().splitlines()]
+    finally:
+        receiver.kill()
+        receiver.wait()
 
 
 def publish(directory, git_host) -> str:
@@ -560,10 +582,13 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
     wait(lambda: none_left(admin), "nothing of the job left")
 
 
-def test_the_runs_monitor_names_a_straggler(cli, admin):
+def test_the_runs_monitor_names_a_straggler(cli, admin, hook):
     """test_progress.py's paced job on pods (the product's image, which has TensorBoard's writer): workers 0 and 1
     write a step every 0.25 s, worker 2 every second; the run's monitor, a pod reading their event files on the
-    output volume, names worker 2 in a Straggler warning, with no Jupyter server running."""
+    output volume, names worker 2 in a Straggler warning, with no Jupyter server running, and posts it and the
+    job's end to its owner's webhook (reading it from the job's Secret), each once."""
+    url, posts = hook
+    cli("webhook", "set", input=url + "\n")
     submit(cli, {"name": "paced", "image": PRODUCT_IMAGE, "command": python(PACED),
                  "replicas": {"worker": {"count": 3}}})
     try:
@@ -572,15 +597,24 @@ def test_the_runs_monitor_names_a_straggler(cli, admin):
         assert [(e["type"], e["replica"]) for e in warned] == [("Warning", "worker-2")], warned
         assert re.fullmatch(r"[\d.]+ steps/s, under 0.7x the other replicas' median \([\d.]+\) for 60 s",
                             warned[0]["message"]), warned
+        wait(lambda: posts(), "the Straggler posted", 30)
+        cli("stop", "paced")
+        wait(lambda: len(posts()) == 2, "the end posted", 60)
+        time.sleep(3)
+        told = [(p["event"], p["phase"], p["replica"], p["message"]) for p in posts()]
+        assert told == [("Straggler", "Running", "worker-2", warned[0]["message"]),
+                        ("ended", "Stopped", None, "stopped by request")], told
     finally:
         cli("delete", "paced")
     wait(lambda: none_left(admin), "nothing of the job left")
 
 
-def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pods(cli, admin):
+def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pods(cli, admin, hook):
     """A 2x2 grid, two trials at a time: the sweep's controller, a pod of the product's own image reaching the API
     server at the kubernetes Service as any in-cluster client does, launches the four trials, which run as pods,
-    and ends the sweep once they have succeeded."""
+    and ends the sweep once they have succeeded; it posts that end to the admin's webhook, once."""
+    url, posts = hook
+    configure(cli, notify_url=url)
     submit(cli, {"name": "grid", "framework": "python", "command": "python -c \"print('a={{ a }} b={{ b }}')\"",
                  "sweep": {"parameters": {"a": {"values": [1, 2]}, "b": {"values": [1, 2]}}, "parallelism": 2}})
     try:
@@ -591,6 +625,10 @@ def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pod
         assert said == {f"[worker-0] a={a} b={b}\n" for a in (1, 2) for b in (1, 2)}
         [controller] = admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.COMPONENT}=sweeper").items
         assert (controller.spec.containers[0].image, controller.status.phase) == (PRODUCT_IMAGE, "Succeeded")
+        wait(lambda: posts(), "the sweep's end posted", 30)
+        time.sleep(3)
+        assert [(p["job"], p["kind"], p["event"], p["phase"]) for p in posts()] == [
+            ("grid", "sweep", "ended", "Succeeded")]
     finally:
         cli("delete", "grid")
     wait(lambda: none_left(admin), "nothing of the sweep left")

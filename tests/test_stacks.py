@@ -11,6 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import CLI, assert_nothing_left, wait
+from webhooks import Receiver
 from playwright.sync_api import expect
 from test_panel import assert_accessible, lab, open_panel, page, screenshot  # noqa: F401 (lab and page are fixtures)
 
@@ -159,9 +160,12 @@ while True:
 
 
 def test_a_quiet_job_fails_as_hung_with_on_hang_fail_and_one_that_speaks_again_is_no_longer_hung(cli, tmp_path):
+    """The owner's webhook hears of each hang once (NoProgress), then of the end (Hung)."""
     code = tmp_path / "code"
     code.mkdir()
     (code / "quiet.py").write_text(QUIET)
+    receiver = Receiver()
+    cli("webhook", "set", input=receiver.url() + "\n")
     cli("submit", "--name", "stuck", "--workers", "2", "--code", str(code), "--hang-after", "2s", "--on-hang",
         "fail", "--", "python", "quiet.py", "600")
     cli("submit", "--name", "pause", "--code", str(code), "--hang-after", "2s", "--", "python", "quiet.py", "8")
@@ -179,6 +183,16 @@ def test_a_quiet_job_fails_as_hung_with_on_hang_fail_and_one_that_speaks_again_i
     assert "again" in cli("logs", "pause").stdout
     assert [e["reason"] for e in cli.json("get", "pause")["events"]].count("NoProgress") == 1  # one quiet spell
     assert cli.json("stacks", "pause", "--kept")["reason"] == "NoProgress"  # kept with the run
+
+    told = receiver.wait("stuck", 2)
+    assert receiver.events("stuck") == [("NoProgress", "Running", "NoProgress", None),
+                                        ("ended", "Failed", "Hung", None)]
+    assert told[0]["message"] == told[1]["message"] == stuck["message"]
+    cli("stop", "pause")
+    receiver.wait("pause", 2)
+    assert receiver.events("pause") == [("NoProgress", "Running", "NoProgress", None), ("ended", "Stopped", "Stopped",
+                                                                                         None)]
+    receiver.close()
 
 
 def test_replicas_differ_only_where_most_are_elsewhere():

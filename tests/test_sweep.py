@@ -11,6 +11,7 @@ import pytest
 
 import test_server
 from conftest import CLI, EXAMPLES, assert_nothing_left, processes_of
+from webhooks import Receiver
 from jupyter_distrain import spec as spec_, sweep
 from jupyter_distrain.errors import SpecError
 from test_server import wait_phase
@@ -196,6 +197,9 @@ SLEEPER = {"name": "naps", "command": "sleep {{ seconds }}", "replicas": {"worke
 
 
 def test_stopping_a_sweep_stops_its_running_trials_and_launches_no_more(cli):
+    """...and its owner's webhook hears of the sweep's end, not of its trials'."""
+    receiver = Receiver()
+    cli("webhook", "set", input=receiver.url() + "\n")
     cli("sweep", "--name", "naps", "--vary", "seconds=300,301,302", "--parallelism", "2", "--", "sleep",
         "{{ seconds }}")
     cli.wait("naps", until=lambda job: job["message"] == "2 running, 1 waiting")
@@ -205,6 +209,10 @@ def test_stopping_a_sweep_stops_its_running_trials_and_launches_no_more(cli):
     assert {row["name"]: row["phase"] for row in table} == {"naps-1": "Stopped", "naps-2": "Stopped", "naps-3": None}
     time.sleep(2)
     assert [j["name"] for j in cli.json("list")] == ["naps", "naps-1", "naps-2"]  # no third trial, ever
+    [told] = receiver.wait("naps", 1)
+    assert (told["kind"], told["event"], told["phase"]) == ("sweep", "ended", "Stopped")
+    assert [b["job"] for _, b in receiver.posts] == ["naps"]
+    receiver.close()
     assert_nothing_left(cli.root)
     cli("delete", "naps")
     assert cli.json("list") == []

@@ -4,16 +4,18 @@ as the local backend's supervisor does, whether or not a Jupyter server runs, fr
 (mounted read-only): once no replica has written a log line or an event file for hang_after it records a
 NoProgress warning, keeps the replicas' stacks (taken through pods/exec) in the job's ConfigMap and, with
 on_hang fail, fails the job as Hung; a replica whose pace, from its event files, stays far below the others' gets
-a Straggler warning. It ends with the run."""
+a Straggler warning. It posts these warnings and the run's end to the job's webhooks, if it has any (notify.py):
+the end once, whichever of the monitor's pods sees it. It ends with the run."""
 
 from __future__ import annotations
 
 import argparse
 import tempfile
 import time
+from contextlib import suppress
 from pathlib import Path
 
-from .. import reasons
+from .. import notify, reasons
 from ..backends.kubernetes import KubeBackend
 from ..config import Distrain
 from ..errors import DistrainError, JobNotFound
@@ -23,6 +25,8 @@ from ..records import EventFiles, JobRecord
 from ..scalars import Scalars
 
 IDLE_SECONDS = 5.0  # how often a run that has not started yet is looked at
+END_SECONDS = 2.0  # how often a run with webhooks is looked at for its end
+TOLD_END = "told_end"  # marked in the run's status by the monitor that posts its end
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,12 +42,12 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as root:  # the backend's copies of logs: none are made here
         backend = KubeBackend(Distrain(namespace=args.namespace, owner=args.owner, controller_image=args.image,
                                        root=root, janitor_schedule=""))
-        watch(backend, args.job, args.run, Path(args.logs), Path(args.output))
+        watch(backend, args.job, args.run, Path(args.logs), Path(args.output), notify.from_environment())
 
 
-def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path) -> None:
+def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, hooks: dict | None = None) -> None:
     """Until run `run` of job `name` ends (or the job is gone): its hangs found and acted on, its stragglers
-    named."""
+    named, and these and its end posted to `hooks`."""
     try:
         spec = backend.get(name, events=0)["spec"]
     except JobNotFound:  # deleted before this pod started
@@ -56,18 +60,26 @@ def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path) -
             job = backend.get(name, events=0)
         except JobNotFound:
             return
-        if job["run"] != run or job["phase"] in FINISHED:
+        if job["run"] != run:
+            return
+        if job["phase"] in FINISHED:
+            with suppress(JobNotFound):  # deleted as it ended: no one to tell of it
+                if hooks and backend.claim(name, TOLD_END):
+                    backend.tell(job, hooks)
             return
         now, started = time.monotonic(), job["started"]
         if job["phase"] != str(Phase.RUNNING) or not started:
-            time.sleep(IDLE_SECONDS)
+            time.sleep(min(IDLE_SECONDS, END_SECONDS) if hooks else IDLE_SECONDS)
             continue
         if quiet and now >= hang_check:
             change, wait = quiet.update(last_written(logs, output, started), time.time())
             if change == "resumed":
                 backend.update_status(name, hung="")
-            if change == "hung" and hung(backend, job):
-                return
+            if change == "hung":
+                warning = hung(backend, job)
+                backend.tell(job, hooks, warning)
+                if job["spec"]["policy"]["on_hang"] == "fail":
+                    continue  # to its end
             hang_check = now + wait
         if paces and now >= pace_check:
             stragglers, scalars, files = paces
@@ -75,25 +87,27 @@ def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path) -
             rates = {n: rate for n, rate in scalars.of(files, None, started)["rates"].items() if n in running}
             for warning in stragglers.warnings(rates, now):
                 backend.record(name, warning)
+                backend.tell(job, hooks, warning)
             pace_check = now + PACE_CHECK_SECONDS
-        time.sleep(max(1.0, min(t for t in (hang_check if quiet else None, pace_check if paces else None)
-                                if t is not None) - time.monotonic()))
+        wakes = (hang_check if quiet else None, pace_check if paces else None, now + END_SECONDS if hooks else None)
+        time.sleep(max(1.0, min(t for t in wakes if t is not None) - time.monotonic()))
 
 
-def hung(backend: KubeBackend, job: JobRecord) -> bool:
-    """Warn, keep the running replicas' stacks, and with on_hang fail, fail the job; whether it ended."""
+def hung(backend: KubeBackend, job: JobRecord) -> Event:
+    """Warn, keep the running replicas' stacks, and with on_hang fail, fail the job; the warning."""
     name, message = job["name"], hung_message(job["spec"])
     try:
         backend.keep_stacks(name, {**backend.stacks(name), "reason": reasons.NO_PROGRESS, "message": message})
     except DistrainError as e:  # none running (they ended meanwhile), or too many to keep: the warning says so
         message = hung_message(job["spec"], not_kept=str(e))
-    backend.record(name, Event(reasons.NO_PROGRESS, message, type="Warning"))
+    warning = Event(reasons.NO_PROGRESS, message, type="Warning")
+    backend.record(name, warning)
     print(message, flush=True)
     if job["spec"]["policy"]["on_hang"] != "fail":
         backend.update_status(name, hung=message)  # the job's reason while it lasts (state.unfinished)
-        return False
-    backend.stop(name, Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True))
-    return True
+    else:
+        backend.stop(name, Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True))
+    return warning
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 of the sweep's Job (render.sweeper). It runs sweep.Controller with the pod's service account, acting for the
 sweep's owner, so the sweep goes on whether or not a Jupyter server runs. The sweep's ConfigMap is its record:
 the spec and the server's settings are read from it, the status (progress, end) written to it, and a stop
-requested there stops the running trials. A controller that replaces one that failed takes its trials over."""
+requested there stops the running trials; its end is posted to the sweep's webhooks. A controller that replaces
+one that failed takes its trials over."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from .. import sweep
+from .. import notify, sweep
 from ..config import Distrain
 from ..errors import JobNotFound
 from ..policy import FINISHED, Event, Phase
@@ -29,10 +30,11 @@ def main(argv: list[str] | None = None) -> None:
     settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
                         janitor_schedule="")  # the server that made the sweep made the janitor, if any
     backend = KubeBackend(settings, reader.api)
-    asyncio.run(run(backend, args.sweep, Path(args.output)))
+    asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
 
 
-async def run(backend: KubeBackend, name: str, output: Path) -> None:
+async def run(backend: KubeBackend, name: str, output: Path, hooks: dict | None = None) -> None:
+    """Run the sweep to its end, then post its end to `hooks`."""
     status = backend.status(name)
     if status["phase"] in FINISHED:
         return  # recorded by the controller before this one
@@ -59,7 +61,8 @@ async def run(backend: KubeBackend, name: str, output: Path) -> None:
         backend.update_status(name, phase=str(decision.phase), reason=decision.reason, message=decision.message,
                               finished=time.time())
     except JobNotFound:
-        pass  # the sweep was deleted: its trials go with it
+        return  # the sweep was deleted: its trials go with it
+    backend.tell(backend.get(name, events=0), hooks)
 
 
 async def watch_for_stop(backend: KubeBackend, name: str, stop: asyncio.Event) -> None:

@@ -89,6 +89,7 @@ def routes() -> list[tuple]:
         (f"{api}/cluster", handlers.ClusterHandler),
         (f"{api}/secrets", handlers.SecretsHandler),
         (f"{api}/secrets/(?P<name>[^/]+)", handlers.SecretHandler),
+        (f"{api}/webhook", handlers.WebhookHandler),
         (f"{api}/schema", handlers.SchemaHandler),
         (f"{api}/openapi.json", handlers.OpenAPIHandler),
         (tensorboard.ROUTE, tensorboard.TensorBoardProxyHandler),

@@ -51,6 +51,11 @@ class DistrainHandler(JsonErrors, APIHandler):
         """Relative code paths in a spec are relative to the server's root directory."""
         return Path(self.settings["server_root_dir"]).expanduser()
 
+    @property
+    def link_base(self) -> str:
+        """Where this request's user opened JupyterLab, for the links of webhooks."""
+        return f"{self.request.protocol}://{self.request.host}{self.base_url}"
+
     def body(self) -> dict | None:
         """The request's JSON object; None without a body. Any other JSON value is a 400: every body of this
         API is an object (a spec, the fields a clone changes, a secret)."""
@@ -115,7 +120,8 @@ class JobsHandler(DistrainHandler):
 
     async def post(self) -> None:
         submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
-                                   backend=self.get_query_argument("backend", None), carried=await self.carried())
+                                   backend=self.get_query_argument("backend", None), carried=await self.carried(),
+                                   link_base=self.link_base)
         await self.create(submit, self.request.path)
 
 
@@ -167,7 +173,7 @@ class RestartHandler(DistrainHandler):
     async def post(self, name: str) -> None:
         """Run the job again; a body, if any, is the edited spec; ?repin: at the commit its ref names now."""
         self.reply(job_json(await call(self.manager.restart, name, self.body(), self.root_dir,
-                                       repin=self.query_bool("repin"))))
+                                       repin=self.query_bool("repin"), link_base=self.link_base)))
 
 
 class CodeHandler(DistrainHandler):
@@ -182,7 +188,7 @@ class CloneHandler(DistrainHandler):
     async def post(self, name: str) -> None:
         """A new job from this one's spec (same pinned commit); a body overrides top-level fields."""
         clone = functools.partial(self.manager.clone, name, self.body(), self.root_dir,
-                                  reproduce=self.query_bool("reproduce"))
+                                  reproduce=self.query_bool("reproduce"), link_base=self.link_base)
         await self.create(clone, self.request.path.rsplit("/", 2)[0])
 
 
@@ -191,7 +197,8 @@ class FinetuneHandler(DistrainHandler):
 
     async def post(self, name: str) -> None:
         """A new job from the sweep's best trial that resumes from its output; a body overrides fields."""
-        finetune = functools.partial(self.manager.finetune, name, self.body(), self.root_dir)
+        finetune = functools.partial(self.manager.finetune, name, self.body(), self.root_dir,
+                                     link_base=self.link_base)
         await self.create(finetune, self.request.path.rsplit("/", 2)[0])
 
 
@@ -294,6 +301,30 @@ class SecretHandler(DistrainHandler):
 
     async def delete(self, name: str) -> None:
         await call(self.manager.delete_credentials, name, self.get_query_argument("backend", None))
+        self.set_status(204)
+        self.finish()
+
+
+class WebhookHandler(DistrainHandler):
+    """This owner's webhook: set, shown by its host only, tested, deleted."""
+
+    async def get(self) -> None:
+        self.reply(await call(self.manager.webhook))
+
+    async def put(self) -> None:
+        body = self.body()
+        if body is None:
+            raise ApiError(400, {"message": "the body must be an object with the webhook's url"})
+        await call(self.manager.set_webhook, body.get("url"))
+        self.set_status(204)
+        self.finish()
+
+    async def post(self) -> None:
+        """Post a test event to it: what failed, if anything."""
+        self.reply({"problems": await call(self.manager.test_webhook)})
+
+    async def delete(self) -> None:
+        await call(self.manager.delete_webhook)
         self.set_status(204)
         self.finish()
 

@@ -725,11 +725,19 @@ class ControlPlane:
 
     @staticmethod
     def _env_value(core, pod, variable) -> str | None:
-        """A variable's value, or from a Secret's key; None from other sources (the pod's fields)."""
+        """A variable's value, or from a Secret's key; None from other sources (the pod's fields), or from an
+        optional Secret that is not there."""
+        from kubernetes.client.exceptions import ApiException
+
         if variable.value_from is None or variable.value_from.secret_key_ref is None:
             return variable.value
         key = variable.value_from.secret_key_ref
-        secret = core.read_namespaced_secret(key.name, pod.metadata.namespace)
+        try:
+            secret = core.read_namespaced_secret(key.name, pod.metadata.namespace)
+        except ApiException as e:
+            if e.status == 404 and key.optional:
+                return None
+            raise
         return base64.b64decode(secret.data[key.key]).decode()
 
     @staticmethod

@@ -44,12 +44,12 @@ import shutil
 import ssl
 import time
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ... import logs, reasons
+from ... import logs, notify, reasons
 from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
@@ -122,11 +122,11 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
         return context
 
 
-    def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
+    def submit(self, spec: dict, snapshot: bytes | None = None, hooks: dict | None = None) -> JobRecord:
         with self.changing(spec["name"]):
-            return self._submit(spec, snapshot)
+            return self._submit(spec, snapshot, hooks)
 
-    def _submit(self, spec: dict, snapshot: bytes | None) -> JobRecord:
+    def _submit(self, spec: dict, snapshot: bytes | None, hooks: dict | None) -> JobRecord:
         engine, why = self.engine(spec)
         self.check(spec, engine=engine)
         root_dict = render.root(spec, self.settings, engine, self.resume_source(spec))
@@ -139,7 +139,9 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
         try:
             if snapshot is not None:
                 self._create(render.snapshot_secret(spec, self.settings, root_dict, snapshot))
-            self._start(spec, root_dict, engine)
+            if hooks:
+                self._create(render.hooks_secret(spec, self.settings, root_dict, hooks))
+            self._start(spec, root_dict, engine, told=bool(hooks))
             for obj in render.tensorboard(spec, self.settings, root_dict):
                 self._create(obj)
         except DistrainError:
@@ -165,22 +167,22 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
             self.record(spec["name"], Event(reasons.NO_JANITOR, "the cluster cannot delete this job when its time "
                                             f"to be kept is over, only a Jupyter server can: {e}", type="Warning"))
 
-    def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1) -> None:
+    def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1, told: bool = False) -> None:
         for obj in render.workload(spec, self.settings, root_dict, engine, run):
             self._create(obj)
-        self._make_monitor(spec, root_dict, run)
+        self._make_monitor(spec, root_dict, run, told)
 
-    def _make_monitor(self, spec: dict, root_dict: dict, run: int) -> None:
+    def _make_monitor(self, spec: dict, root_dict: dict, run: int, told: bool) -> None:
         """Make the run's monitor (render.monitor), and the namespace's identity of monitors once; a failure is a
-        Warning on the job: its hangs and stragglers are then not watched."""
+        Warning on the job: its hangs and stragglers are then not watched, nor its webhooks `told`."""
         try:
-            for obj in render.monitor(spec, self.settings, root_dict, run):
+            for obj in render.monitor(spec, self.settings, root_dict, run, told):
                 if obj["kind"] == "Job" or not self.monitor_identity_made:
                     self._create(obj, exists_ok=obj["kind"] != "Job")
             self.monitor_identity_made = True
         except DistrainError as e:
             self.record(spec["name"], Event(reasons.NO_MONITOR, "the cluster does not watch this run for hangs and "
-                                            f"stragglers: {e}", type="Warning"))
+                                            f"stragglers, nor tell its webhooks: {e}", type="Warning"))
 
     def stop(self, name: str, decision: Decision = STOP_REQUESTED) -> JobRecord:
         """On "pods", request the stop and apply the policy; on an engine, record the job's state as stopped
@@ -241,6 +243,29 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
                 return
         raise KubeError(f"job {name} kept changing: its status could not be recorded")
 
+    def tell(self, job: JobRecord, hooks: dict | None, warning: Event | None = None) -> None:
+        """Post the warning (default: the run's end, as `job` records it) to the webhooks, as a process in the
+        cluster (a run's monitor, a sweep's controller); what failed is a Warning on the job."""
+        if not hooks:
+            return
+        body = notify.about(cast(dict, job), self.name, hooks, *(
+            (warning.reason, warning.reason, warning.message, warning.replica) if warning else ()))
+        for problem in notify.post(hooks, body):
+            self.record(job["name"], Event(reasons.WEBHOOK_FAILED, problem, type="Warning"))
+            print(problem, flush=True)
+
+    def claim(self, name: str, key: str) -> bool:
+        """Mark `key` in the status of the job's run unless it is marked: whether this caller marked it, of all
+        that try at once (the one to post an event to the webhooks)."""
+        for _ in range(10):
+            root = self.job_root_fresh(name)
+            status = json.loads(root.data["status.json"])
+            if status.get(key):
+                return False
+            if self._write_status(root, {**status, key: True}):
+                return True
+        raise KubeError(f"job {name} kept changing: {key} could not be recorded")
+
     def _end_workload(self, root: client.V1ConfigMap) -> None:
         """Copy the logs of the job's pods, then delete the engine's object (its pods follow)."""
         name = root.metadata.name
@@ -255,9 +280,10 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
                     raise api_error(e, f"delete {resource} {name}") from None
             write.forget()
 
-    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None) -> JobRecord:
+    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None,
+                hooks: dict | None = None) -> JobRecord:
         with self.changing(name):
-            return self._restart(name, spec, snapshot)
+            return self._restart(name, spec, snapshot, hooks)
 
     def snapshot(self, name: str) -> bytes | None:
         self.job_root(name)  # JobNotFound for another owner's
@@ -269,7 +295,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
             raise api_error(e, f"read the snapshot of {name}") from None
         return base64.b64decode(secret.data[podspec.SNAPSHOT_KEY])
 
-    def _restart(self, name: str, spec: dict | None, snapshot: bytes | None) -> JobRecord:
+    def _restart(self, name: str, spec: dict | None, snapshot: bytes | None, hooks: dict | None) -> JobRecord:
         root = self.job_root_fresh(name)
         old = json.loads(root.data["spec.json"])
         spec = spec or old
@@ -295,7 +321,10 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
             self._delete("Secret", naming.snapshot_name(name))
         if snapshot is not None:
             self._create(render.snapshot_secret(spec, self.settings, root_dict, snapshot))
-        self._start(spec, root_dict, engine, status["run"])
+        self._delete("Secret", naming.notify_name(name))  # this run's webhooks are those of now
+        if hooks:
+            self._create(render.hooks_secret(spec, self.settings, root_dict, hooks))
+        self._start(spec, root_dict, engine, status["run"], told=bool(hooks))
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
             self._replace_tensorboard(spec, root_dict)
         self.record(name, Event(reasons.RESTARTED, "job restarted"))

@@ -24,7 +24,9 @@ QUEUE_NAME = "kueue.x-k8s.io/queue-name"  # the label that puts a JobSet or a Tr
 COMPONENT = "app.kubernetes.io/component"
 BOARD_SUFFIX, BOARD_KEY = "-tensorboard", "secret"  # the TensorBoard's objects, its Secret's key (board_secret)
 # the Secrets a job makes are named after it so: no credentials' name ends so
-JOB_SECRET_SUFFIXES = {snapshot.SECRET_SUFFIX: "jobs' snapshots of changes", BOARD_SUFFIX: "jobs' TensorBoards"}
+NOTIFY_SUFFIX, NOTIFY_KEY = "-notify", "hooks.json"  # a job's webhooks (notify.py): its Secret, and the key there
+JOB_SECRET_SUFFIXES = {snapshot.SECRET_SUFFIX: "jobs' snapshots of changes", BOARD_SUFFIX: "jobs' TensorBoards",
+                       NOTIFY_SUFFIX: "jobs' webhooks"}
 HOLDS_OUTPUTS = f"{GROUP}/holds-outputs"  # a claim's label: owners' outputs are in its owners/ directory
 RESUME = "resume.json"  # in a job's ConfigMap: the volume and directory it resumes from (mounted at /resume)
 
@@ -103,6 +105,10 @@ def owned_by(root: dict) -> dict:
     collector delete what it owns."""
     return {"apiVersion": "v1", "kind": "ConfigMap", "name": root["metadata"]["name"], "uid": root["metadata"]["uid"],
             "blockOwnerDeletion": True}
+
+
+def notify_name(job: str) -> str:
+    return f"{job}{NOTIFY_SUFFIX}"
 
 
 def snapshot_name(job: str) -> str:

@@ -40,15 +40,19 @@ output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
                                     output volume (every replica a run), answering requests that carry
                                     its Secret's secret; it stays until the job is deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
-With a policy.hang_after or several replicas (and c.Distrain.controller_image), each run has a monitor
-(controllers/monitor.py), so hangs and stragglers are found whether or not a Jupyter server runs:
+    Secret    <job>-notify          with webhooks (notify.py): the run's, which its monitor (or the sweep's
+                                    controller) reads through its environment
+With a policy.hang_after, several replicas or webhooks (and c.Distrain.controller_image), each run has a
+monitor (controllers/monitor.py), so hangs and stragglers are found and told whether or not a Jupyter server
+runs:
     ServiceAccount, Role, RoleBinding distrain-monitor
                                     every monitor's identity in the namespace (as the janitor's): what this
                                     server's Role grants, but making controllers
     Job       <job>-monitor-<run>   one pod reading the job's output read-only at /output (the replicas' log
                                     files, their event files) until the run ends; when the run is hung it
                                     warns, keeps the replicas' stacks in the job's ConfigMap and, with
-                                    on_hang fail, fails the job; it names stragglers
+                                    on_hang fail, fails the job; it names stragglers; it posts these and the
+                                    run's end to the webhooks
 A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
 ConfigMaps the sweep's owns, from the cluster (controllers/sweep.py runs sweep.Controller):
     ServiceAccount, Role, RoleBinding <sweep>-sweeper
@@ -73,15 +77,15 @@ from importlib.resources import files
 
 import yaml
 
-from ... import incluster, storage
+from ... import incluster, notify, storage
 from ...config import Distrain
 from ...incluster import tensorboard as board
 from ...progress import Quiet, several
 from ...spec import replicas
 from ...sweep import is_sweep
-from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, OWNER, RESUME, SWEEP, job_owner,
-                     label_value, labels, log_reader_name, metadata, monitor_name, owner_label, purger_name,
-                     snapshot_name, sweeper_name, tensorboard_name)
+from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, NOTIFY_KEY, OWNER, RESUME, SWEEP,
+                     job_owner, label_value, labels, log_reader_name, metadata, monitor_name, notify_name, owner_label,
+                     purger_name, snapshot_name, sweeper_name, tensorboard_name)
 from .podspec import (SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow, output_source, output_volume,
                       pod, runnable, secured, service, volume_and_mount, volume_logs)
 
@@ -110,6 +114,20 @@ def root(spec: dict, settings: Distrain, engine: str, resume: dict | None = None
             **({RESUME: json.dumps(resume, sort_keys=True)} if resume else {}),
         },
     }
+
+
+def hooks_secret(spec: dict, settings: Distrain, root: dict, hooks: dict) -> dict:
+    """The Secret holding the run's webhooks (notify.hooks), owned by the job's ConfigMap."""
+    meta = metadata(notify_name(spec["name"]), settings, {**labels(spec["name"]), COMPONENT: "webhooks"}, root)
+    return {"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+            "metadata": {**meta, "annotations": {OWNER: job_owner(root)}},
+            "data": {NOTIFY_KEY: base64.b64encode(json.dumps(hooks).encode()).decode()}}
+
+
+def hooks_env(job: str) -> dict:
+    """The variable a monitor or a sweep's controller finds the webhooks in: none when the job has none."""
+    return {"name": notify.HOOKS_ENV, "valueFrom": {"secretKeyRef": {"name": notify_name(job), "key": NOTIFY_KEY,
+                                                                     "optional": True}}}
 
 
 def snapshot_secret(spec: dict, settings: Distrain, root: dict, bundle: bytes) -> dict:
@@ -202,6 +220,7 @@ def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
         "name": "sweeper", "image": settings.controller_image,
         "command": ["python", "-m", "jupyter_distrain.controllers.sweep", spec["name"], "--namespace", ns,
                     "--owner", settings.owner, "--output", "/output"],
+        "env": [hooks_env(spec["name"])],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
@@ -212,11 +231,13 @@ def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
                                                        "spec": secured(pod, settings)}}}]
 
 
-def monitor(spec: dict, settings: Distrain, root: dict, run: int) -> list[dict]:
-    """Run `run`'s monitor (controllers/monitor.py), for a job with a policy.hang_after or several replicas, when
-    this product's image is known (not a sweep, nor a sweep's trial, whose maker, the sweep's controller, makes no
-    controllers): the identity every monitor of the namespace runs as, and the Job that runs this one."""
-    if not settings.controller_image or is_sweep(spec) or "trial_of" in spec or not (Quiet.of(spec) or several(spec)):
+def monitor(spec: dict, settings: Distrain, root: dict, run: int, told: bool = False) -> list[dict]:
+    """Run `run`'s monitor (controllers/monitor.py), for a job with a policy.hang_after, several replicas or
+    webhooks to tell (`told`), when this product's image is known (not a sweep, nor a sweep's trial, whose maker,
+    the sweep's controller, makes no controllers): the identity every monitor of the namespace runs as, and the
+    Job that runs this one."""
+    if not settings.controller_image or is_sweep(spec) or "trial_of" in spec or \
+            not (Quiet.of(spec) or several(spec) or told):
         return []
     own = {**labels(spec["name"]), COMPONENT: "monitor"}
     volume, mount = output_volume(spec, settings, root, read_only=True)
@@ -225,6 +246,7 @@ def monitor(spec: dict, settings: Distrain, root: dict, run: int) -> list[dict]:
         "command": ["python", "-m", "jupyter_distrain.controllers.monitor", spec["name"], "--run", str(run),
                     "--namespace", settings.namespace, "--owner", job_owner(root), "--image", settings.controller_image,
                     "--logs", f"{volume_logs(root)}/{run}"],
+        "env": [hooks_env(spec["name"])],
         "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}},
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
@@ -318,10 +340,12 @@ def workload(spec: dict, settings: Distrain, root: dict, engine: str, run: int =
     return objects
 
 
-def render(spec: dict, settings: Distrain, engine: str, bundle: bytes | None = None) -> list[dict]:
+def render(spec: dict, settings: Distrain, engine: str, bundle: bytes | None = None,
+           hooks: dict | None = None) -> list[dict]:
     """Every object of the job, the ConfigMap first (the others are owned by it once it exists), with the
-    Secret of its snapshot's `bundle` if it has one."""
+    Secret of its snapshot's `bundle` and of its webhooks if it has them."""
     head = root(spec, settings, engine)
-    secret = [snapshot_secret(spec, settings, head, bundle)] if bundle is not None else []
-    return [head, *secret, *workload(spec, settings, head, engine), *monitor(spec, settings, head, 1),
+    secrets = [snapshot_secret(spec, settings, head, bundle)] if bundle is not None else []
+    secrets += [hooks_secret(spec, settings, head, hooks)] if hooks else []
+    return [head, *secrets, *workload(spec, settings, head, engine), *monitor(spec, settings, head, 1, bool(hooks)),
             *tensorboard(spec, settings, head)]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, cast
 
 import psutil
 
-from ... import logs, snapshot, stacks, storage, waits
+from ... import logs, notify, reasons, snapshot, stacks, storage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Phase, run_ended
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
@@ -107,7 +107,7 @@ class LocalBackend(CredentialStore):
                 path.unlink()
             os.close(fd)
 
-    def submit(self, spec: dict, snapshot: bytes | None = None) -> JobRecord:
+    def submit(self, spec: dict, snapshot: bytes | None = None, hooks: dict | None = None) -> JobRecord:
         self.check(spec)
         with self.changing(spec["name"]):
             try:
@@ -116,6 +116,7 @@ class LocalBackend(CredentialStore):
             except sqlite3.IntegrityError:
                 raise JobConflict(spec["name"]) from None
             self._keep_snapshot(spec, snapshot)
+            self._keep_hooks(spec["name"], hooks)
             self.store.add_event(spec["name"], "Submitted", "job accepted")
             self._launch(spec["name"])
             return self.get(spec["name"])
@@ -232,7 +233,9 @@ class LocalBackend(CredentialStore):
             self.store.add_event(job["name"], reason, message, type="Warning")
         logs.mark_ended(self._log_dir(name, job["run"]))
         shutil.rmtree(self.workspace(job["name"]), ignore_errors=True)
-        return self.row(job["name"])
+        ended = self.row(job["name"])
+        self.tell(ended)
+        return ended
 
     def stop(self, name: str) -> JobRecord:
         with self.changing(name):
@@ -252,7 +255,8 @@ class LocalBackend(CredentialStore):
             time.sleep(0.05)
         return self.get(name)
 
-    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None) -> JobRecord:
+    def restart(self, name: str, spec: dict | None = None, snapshot: bytes | None = None,
+                hooks: dict | None = None) -> JobRecord:
         """Run the job again from its spec, or from an edited one with the same name."""
         if spec is not None and spec["name"] != name:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
@@ -263,6 +267,7 @@ class LocalBackend(CredentialStore):
             if job["phase"] not in FINISHED:
                 self._stop(name)
             self._keep_snapshot(spec, snapshot)
+            self._keep_hooks(name, hooks)
             self.store.reset_job(name, spec, str(self.output_dir(spec, job["owner"])), replicas(spec))
             self.store.add_event(name, "Restarted", "job restarted")
             self._launch(name)
@@ -282,6 +287,27 @@ class LocalBackend(CredentialStore):
             path.write_bytes(snapshot)
         elif "snapshot" not in spec.get("code", {}):
             path.unlink(missing_ok=True)
+
+    def _keep_hooks(self, name: str, hooks: dict | None) -> None:
+        """The run's webhooks (notify.py), which its supervisor reads, mode 0600; none: the file goes."""
+        path = self.hooks_file(name)
+        if hooks is None:
+            path.unlink(missing_ok=True)
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        notify.write_private(path, hooks)
+
+    def tell(self, job: dict, event: str = notify.ENDED, reason: str = "", message: str = "",
+             replica: str = "") -> builtins.list[str]:
+        """Post an event of the job (a row; its end by default, as recorded) to its run's webhooks, if it has any;
+        what failed is a Warning on the job."""
+        hooks = notify.read_hooks(self.hooks_file(job["name"]))
+        if hooks is None:
+            return []
+        failed = notify.post(hooks, notify.about(job, self.name, hooks, event, reason, message, replica))
+        for problem in failed:
+            self.store.add_event(job["name"], reasons.WEBHOOK_FAILED, problem, type="Warning")
+        return failed
 
     def delete(self, name: str, purge_output: bool = False) -> None:
         """Stop the job and forget it; its output stays unless purge_output (and it is purgeable). On a full disk

@@ -8,10 +8,12 @@ sees every job:
                                                replica logs, kept until the job is deleted
     <root>/jobs/<name>/workspace/              the code; exists only while the job runs
     <root>/jobs/<name>/snapshot.bundle         the checkout's changes the job runs (code.snapshot), if any
+    <root>/jobs/<name>/hooks.json              the run's webhooks (mode 0600, notify.py), if any
     <root>/outputs/owners/<owner>/<name>/      default output directory, kept after the job is deleted
     <root>/volumes/<volume>/                   named volumes for data and output (outputs in owners/<owner>/,
                                                see storage.py)
     <root>/secrets/<name>.json                 git credentials (mode 0600, credentials.py)
+    <root>/webhooks/<owner>.json               the URL an owner's jobs are posted to (mode 0600, notify.py)
     <root>/envs/<hash>/                        a Python environment per requirements.txt, reused (venvs.py)
     <root>/locks/<name>                        held while an operation changes the job (see backend.changing)
 """
@@ -54,6 +56,9 @@ class StorageRoot:
 
     def workspace(self, name: str) -> Path:
         return self.job_dir(name) / "workspace"
+
+    def hooks_file(self, name: str) -> Path:
+        return self.job_dir(name) / "hooks.json"
 
     def snapshot_file(self, name: str) -> Path:
         return self.job_dir(name) / "snapshot.bundle"

@@ -85,6 +85,7 @@ class Supervisor:
         self.links: list[Path] = []  # data.link_as and output.link_as
         self.env_dir: Path | None = None  # the job's own packages (requirements.txt), once installed
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
+        self.telling: asyncio.Future | None = None  # the posts to the run's webhooks, one after another
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 
@@ -112,6 +113,9 @@ class Supervisor:
         for link in self.links:  # beside the workspace
             link.unlink(missing_ok=True)
         self.finish(decision)
+        if self.telling is not None:
+            await self.telling
+        await asyncio.to_thread(self.backend.tell, self.backend.row(self.name))
 
     async def lifecycle(self) -> Decision:
         if not await self.until_stopped(self.set_up()):
@@ -357,6 +361,19 @@ class Supervisor:
 
     def record(self, event: Event) -> None:
         self.store.add_event(self.name, event.reason, event.message, replica=event.replica, type=event.type)
+        if event.reason in reasons.NOTICES:
+            self.tell(event)
+
+    def tell(self, event: Event) -> None:
+        """Post a warning to the run's webhooks, after those before it, without holding up the watch."""
+        job, previous = self.backend.row(self.name), self.telling
+
+        async def post() -> None:
+            if previous is not None:
+                await previous
+            await asyncio.to_thread(self.backend.tell, job, event.reason, event.reason, event.message, event.replica)
+
+        self.telling = asyncio.ensure_future(post())
 
 
 class SweepSupervisor(Supervisor):

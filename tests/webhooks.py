@@ -1,0 +1,65 @@
+"""A webhook's receiver for the tests: a loopback HTTP server keeping every POST it is sent. As a program,
+`python webhooks.py HOST PORT FILE` (in the real node's network namespace, where pods reach it) appends each POST's
+body to FILE as a line of JSON."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class Receiver:
+    """Answers each POST to any path with `status` and keeps it: (path, body). `host`: the address it listens
+    at (loopback, or the real node's inside its network namespace, where it runs in a process there)."""
+
+    def __init__(self, status: int = 204, host: str = "127.0.0.1", port: int = 0, kept=None):
+        self.posts: list[tuple[str, dict]] = []
+        self.status = status
+        received = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                received.posts.append((self.path, body))
+                if kept:
+                    with open(kept, "a") as f:
+                        f.write(json.dumps(body) + "\n")
+                self.send_response(received.status)
+                self.end_headers()
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def url(self, path: str = "/hook") -> str:
+        host, port = self.server.server_address[:2]
+        return f"http://{host}:{port}{path}"
+
+    def events(self, job: str) -> list[tuple]:
+        """(event, phase, reason, replica) of each POST about `job`, in order."""
+        return [(b["event"], b["phase"], b["reason"], b["replica"]) for _, b in self.posts if b["job"] == job]
+
+    def wait(self, job: str, count: int, timeout: float = 60) -> list[dict]:
+        """The bodies of the POSTs about `job` once there are `count`; then a moment to see no other come."""
+        deadline = time.monotonic() + timeout
+        while len(self.events(job)) < count:
+            assert time.monotonic() < deadline, f"{len(self.events(job))} POSTs about {job}, not {count}: {self.posts}"
+            time.sleep(0.1)
+        time.sleep(1.0)
+        bodies = [b for _, b in self.posts if b["job"] == job]
+        assert len(bodies) == count, f"more POSTs about {job} than {count}: {bodies}"
+        return bodies
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+if __name__ == "__main__":
+    Receiver(host=sys.argv[1], port=int(sys.argv[2]), kept=sys.argv[3]).thread.join()
