@@ -22,7 +22,6 @@ from ..errors import DistrainError, JobNotFound
 from ..policy import FINISHED, Decision, Event, Phase
 from ..progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last_written, several
 from ..records import EventFiles, JobRecord
-from ..scalars import Scalars
 
 IDLE_SECONDS = 5.0  # how often a run that has not started yet is looked at
 END_SECONDS = 2.0  # how often a run with webhooks is looked at for its end
@@ -53,7 +52,11 @@ def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, h
     except JobNotFound:  # deleted before this pod started
         return
     quiet = Quiet.of(spec)
-    paces = (Stragglers(), Scalars(), EventFiles(output, spec["tensorboard"]["logdir"])) if several(spec) else None
+    paces = None
+    if several(spec):  # TensorBoard's protos: only for a job of several replicas
+        from ..scalars import Scalars
+
+        paces = (Stragglers(), Scalars(), EventFiles(output, spec["tensorboard"]["logdir"]))
     hang_check = pace_check = 0.0  # time.monotonic()
     while True:
         try:
