@@ -423,23 +423,27 @@ class JobManager:
         own = notify.OwnerWebhook(Path(self.config.root), owner).url()
         return notify.hooks([self.config.notify_url, own or ""], self.config.public_url or link_base, name)
 
+    @property
+    def own_webhook(self) -> notify.OwnerWebhook:
+        return notify.OwnerWebhook(Path(self.config.root), self.config.owner)
+
     def webhook(self) -> dict:
         """This owner's webhook as it may be shown (its host, not its path), and whether the admin's is set."""
-        url = notify.OwnerWebhook(Path(self.config.root), self.config.owner).url()
+        url = self.own_webhook.url()
         return {"url": notify.shown(url) if url else None, "admin": bool(self.config.notify_url)}
 
     def set_webhook(self, url: Any) -> None:
         """Post this owner's jobs' events to `url` from their next submit or restart on."""
-        notify.OwnerWebhook(Path(self.config.root), self.config.owner).set(url)
+        self.own_webhook.set(url)
 
     def delete_webhook(self) -> None:
-        notify.OwnerWebhook(Path(self.config.root), self.config.owner).delete()
+        self.own_webhook.delete()
 
     def test_webhook(self) -> builtins.list[str]:
         """Post a test event to this owner's webhook; what failed."""
-        url = notify.OwnerWebhook(Path(self.config.root), self.config.owner).url()
+        url = self.own_webhook.url()
         if url is None:
-            raise NotFound("no webhook is set: set one first ('distrain webhook set URL')")
+            raise NotFound("no webhook is set: set one first ('distrain webhook set')")
         body = notify.message("", "test", "test", "", "", "a test from jupyter-distrain", None, 0, self.config.owner,
                               self.default, self.config.public_url or None)
         return notify.post({"urls": [url]}, body)
