@@ -18,7 +18,6 @@ a retry from a new event.
 
 from __future__ import annotations
 
-import errno
 import json
 import os
 import time
@@ -29,7 +28,8 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from ._version import __version__
-from .errors import FieldError, SpecError, StorageFull
+from .errors import FieldError, SpecError
+from .private import write_private
 
 ENDED = "ended"  # the event of a run's end (the others are reasons.NOTICES)
 TRIES = 3
@@ -76,7 +76,7 @@ class OwnerWebhook:
         if problem := url_problem(url):
             raise SpecError([FieldError("url", problem)], subject="webhook")
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        write_private(self.path, {"url": url})
+        write_private(self.path, {"url": url}, "the webhook")
 
     def delete(self) -> None:
         self.path.unlink(missing_ok=True)
@@ -90,19 +90,6 @@ def hooks(urls: list[str], link_base: str | None, name: str) -> dict | None:
         return None
     link = f"{link_base.rstrip('/')}/lab?distrain-job={quote(name)}" if link_base else None
     return {"urls": urls, "link": link}
-
-
-def write_private(path: Path, content: dict) -> None:
-    """Write `content` as JSON readable by this user only; nothing is left half written."""
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump(content, f)
-    except OSError as e:
-        path.unlink(missing_ok=True)
-        if e.errno == errno.ENOSPC:
-            raise StorageFull(f"{path.name} was not written: the disk holding {path.parent} is full") from None
-        raise
 
 
 def message(job: str, kind: str, event: str, phase: str, reason: str, text: str, replica: str | None, run: int,

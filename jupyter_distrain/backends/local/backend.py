@@ -22,6 +22,7 @@ import psutil
 from ... import logs, notify, reasons, snapshot, stacks, storage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Phase, run_ended
+from ...private import write_private
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 from ...spec import expires, gpus, replicas
 from ...sweep import is_sweep
@@ -295,7 +296,7 @@ class LocalBackend(CredentialStore):
             path.unlink(missing_ok=True)
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        notify.write_private(path, hooks)
+        write_private(path, hooks, f"the webhooks of {name}")
 
     def tell(self, job: dict, event: str = notify.ENDED, reason: str = "", message: str = "",
              replica: str = "") -> builtins.list[str]:

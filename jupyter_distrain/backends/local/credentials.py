@@ -3,12 +3,11 @@ owner; never read back to a request."""
 
 from __future__ import annotations
 
-import errno
 import json
-import os
 from pathlib import Path
 
-from ...errors import FieldError, SpecError, StorageFull
+from ...errors import FieldError, SpecError
+from ...private import write_private
 from .storage_root import StorageRoot
 
 
@@ -40,15 +39,8 @@ class CredentialStore(StorageRoot):
             raise SpecError([FieldError("name", f"{secret!r} is another user's secret; choose another name")],
                             subject="credentials")
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            with os.fdopen(fd, "w") as f:
-                json.dump({"username": username, "password": password, "host": host, "owner": self.owner}, f)
-        except OSError as e:
-            path.unlink(missing_ok=True)  # no secret half written
-            if e.errno == errno.ENOSPC:
-                raise StorageFull(f"secret {secret!r} was not stored: the disk holding {path.parent} is full") from None
-            raise
+        write_private(path, {"username": username, "password": password, "host": host, "owner": self.owner},
+                      f"secret {secret!r}")
 
     def credential_names(self) -> list[str]:
         return [path.stem for path in (self.root / "secrets").glob("*.json") if self._stored(path.stem)]
