@@ -381,7 +381,11 @@ function addLaunchItems(
   palette: ICommandPalette | null,
   launcher: ILauncher | null
 ): void {
-  for (const command of [CommandIDs.open, CommandIDs.newJob]) {
+  for (const command of [
+    CommandIDs.open,
+    CommandIDs.newJob,
+    CommandIDs.webhook
+  ]) {
     palette?.addItem({ command, category: 'Distributed Training' });
   }
   launcher?.add({
