@@ -1,5 +1,5 @@
 """Webhooks: a job's or sweep's end and its running warnings (reasons.NOTICES) posted as JSON to the admin's URL
-(c.Distrain.notify_url) and to its owner's (`distrain webhook set URL`), by what decides the event, so whether
+(c.Distrain.notify_url) and to its owner's (`distrain webhook set`), by what decides the event, so whether
 or not a Jupyter server runs: the local supervisor; on Kubernetes the run's monitor and the sweep's controller.
 A sweep's trials are told of through their sweep's end.
 
@@ -29,7 +29,7 @@ from urllib.parse import quote, urlsplit
 
 from ._version import __version__
 from .errors import FieldError, SpecError
-from .private import write_private
+from .private import read_private, write_private
 
 ENDED = "ended"  # the event of a run's end (the others are reasons.NOTICES)
 TRIES = 3
@@ -67,10 +67,7 @@ class OwnerWebhook:
         self.path = Path(root) / "webhooks" / f"{quote(owner, safe='')}.json"
 
     def url(self) -> str | None:
-        try:
-            return json.loads(self.path.read_text())["url"]
-        except FileNotFoundError:
-            return None
+        return (read_private(self.path) or {}).get("url")
 
     def set(self, url: object) -> None:
         if problem := url_problem(url):
@@ -132,13 +129,6 @@ def post(hooks: dict, body: dict) -> list[str]:
                 break
             time.sleep(2 ** attempt)
     return failed
-
-
-def read_hooks(path: Path) -> dict | None:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
 
 
 def from_environment() -> dict | None:

@@ -1,4 +1,4 @@
-"""Files only their user may read (stored git credentials, webhooks): JSON written whole, mode 0600."""
+"""Files only their user may read (stored git credentials, webhooks): JSON written whole, mode 0600, and read back."""
 
 from __future__ import annotations
 
@@ -8,6 +8,14 @@ import os
 from pathlib import Path
 
 from .errors import StorageFull
+
+
+def read_private(path: Path) -> dict | None:
+    """What `write_private` wrote at `path`; None if there is nothing."""
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
 
 
 def write_private(path: Path, content: dict, what: str) -> None:

@@ -22,7 +22,7 @@ import psutil
 from ... import logs, notify, reasons, snapshot, stacks, storage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Phase, run_ended
-from ...private import write_private
+from ...private import read_private, write_private
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 from ...spec import expires, gpus, replicas
 from ...sweep import is_sweep
@@ -302,7 +302,7 @@ class LocalBackend(CredentialStore):
              replica: str = "") -> builtins.list[str]:
         """Post an event of the job (a row; its end by default, as recorded) to its run's webhooks, if it has any;
         what failed is a Warning on the job."""
-        hooks = notify.read_hooks(self.hooks_file(job["name"]))
+        hooks = read_private(self.hooks_file(job["name"]))
         if hooks is None:
             return []
         failed = notify.post(hooks, notify.about(job, self.name, hooks, event, reason, message, replica))

@@ -3,11 +3,10 @@ owner; never read back to a request."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ...errors import FieldError, SpecError
-from ...private import write_private
+from ...private import read_private, write_private
 from .storage_root import StorageRoot
 
 
@@ -19,10 +18,10 @@ class CredentialStore(StorageRoot):
 
     def _stored(self, secret: str) -> dict | None:
         """The stored secret, if this owner sees it (theirs, or stored before secrets had owners)."""
-        try:
-            stored = {"owner": "", "host": "", **json.loads(self._secret_file(secret).read_text())}
-        except FileNotFoundError:
+        found = read_private(self._secret_file(secret))
+        if found is None:
             return None
+        stored = {"owner": "", "host": "", **found}
         return stored if self.visible(stored) else None
 
     def credentials(self, secret: str) -> dict:
