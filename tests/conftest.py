@@ -6,6 +6,7 @@ import sys
 import threading
 import time
 import zipfile
+from contextlib import suppress
 from pathlib import Path
 from typing import Callable
 
@@ -92,6 +93,13 @@ def processes_of(root: Path) -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
+
+
+def kill(processes: list[psutil.Process]) -> None:
+    """Kill what a test left running; one that ends meanwhile is fine."""
+    for process in processes:
+        with suppress(psutil.NoSuchProcess):
+            process.kill()
 
 
 def serving(process: psutil.Process) -> bool:
@@ -264,8 +272,7 @@ def cli(tmp_path: Path):
             runner("stop", job["name"], check=False)
         assert_nothing_left(root)
     finally:
-        for process in processes_of(root):
-            process.kill()
+        kill(processes_of(root))
 
 
 def write_wheel(directory: Path, module: str, source: str, version: str = "1.0") -> Path:

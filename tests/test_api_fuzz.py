@@ -7,7 +7,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-from conftest import JupyterServer, assert_nothing_left, processes_of
+from conftest import JupyterServer, assert_nothing_left, kill, processes_of
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.server.openapi import openapi_document
 from jupyter_distrain.store import Store
@@ -24,8 +24,7 @@ def server(tmp_path_factory):
     server = JupyterServer(tmp_path_factory.mktemp("fuzz"), env=proxied)
     yield server
     server.stop()
-    for process in processes_of(server.root):
-        process.kill()
+    kill(processes_of(server.root))
 
 
 # the document the server serves (openapi.json), built from the same files

@@ -13,7 +13,7 @@ import psutil
 import pytest
 import requests
 
-from conftest import (CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, distrain_command, processes_of,
+from conftest import (CLI, EXAMPLES, JupyterServer, assert_nothing_left, at_once, distrain_command, kill, processes_of,
                       wait, write_spec)
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.local import LocalBackend, processes
@@ -30,8 +30,7 @@ def server(tmp_path):
     yield server
     if server.process.poll() is None:
         server.stop()
-    for process in processes_of(server.root):
-        process.kill()
+    kill(processes_of(server.root))
 
 
 def sleeper(name: str, seconds: int = 30) -> dict:

@@ -8,7 +8,7 @@ import logging
 import threading
 
 import pytest
-from conftest import assert_nothing_left, processes_of, wait
+from conftest import assert_nothing_left, kill, processes_of, wait
 
 from jupyter_distrain import logs
 from jupyter_distrain import spec as spec_
@@ -109,8 +109,7 @@ def test_following_a_local_job_ends_with_the_job_every_line_read(tmp_path, no_id
             ("worker-1", "err 1", True), ("worker-1", "out 1", False)]
         assert_nothing_left(tmp_path / "home")
     finally:
-        for process in processes_of(tmp_path / "home"):
-            process.kill()
+        kill(processes_of(tmp_path / "home"))
         backend.close()
 
 
@@ -131,5 +130,4 @@ async def test_a_jobs_log_stream_ends_with_the_job(jp_fetch, jp_ws_fetch, root, 
         assert all(f"{said} {i}\n" in text for said in ("out", "err") for i in (0, 1)), text
         assert_nothing_left(root)
     finally:
-        for process in processes_of(root):
-            process.kill()
+        kill(processes_of(root))

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import CLI, EXAMPLES, JupyterServer, processes_of, write_spec
+from conftest import CLI, EXAMPLES, JupyterServer, kill, processes_of, write_spec
 from jupyter_distrain import config as config_
 from jupyter_distrain import store as store_
 from jupyter_distrain.backends.local import LocalBackend
@@ -62,8 +62,7 @@ def test_each_owner_sees_and_touches_only_their_own_jobs(tmp_path):
             server.stop()
         assert bob.json("get", "bobs")["phase"] == "Stopped" and admin.json("get", "bobs")["owner"] == "bob"
     finally:
-        for process in processes_of(root):
-            process.kill()
+        kill(processes_of(root))
 
 
 def test_the_namespace_is_the_pods_own_in_a_cluster(tmp_path, monkeypatch):
@@ -181,5 +180,4 @@ def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_
         carol.delete("aj", purge_output=True)  # an admin purges the job's own output, in its owner's directory
         assert not alices_output.exists() and (root / "outputs" / "owners" / "alice").is_dir()
     finally:
-        for process in processes_of(root):
-            process.kill()
+        kill(processes_of(root))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, own_outputs, processes_of
+from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, own_outputs, kill, processes_of
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -32,8 +32,7 @@ def api(jp_fetch, root):
         return response.code, json.loads(text) if is_json and text else text
 
     yield call
-    for process in processes_of(root):
-        process.kill()
+    kill(processes_of(root))
 
 
 async def wait_phase(api, name, phases=("Succeeded", "Failed", "Stopped"), timeout=120):

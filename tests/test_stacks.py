@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import CLI, assert_nothing_left, wait
+from conftest import CLI, assert_nothing_left, kill, wait
 from webhooks import Receiver
 from playwright.sync_api import expect
 from test_panel import assert_accessible, lab, open_panel, page, screenshot  # noqa: F401 (lab and page are fixtures)
@@ -229,8 +229,7 @@ def test_the_pods_stack_program_dumps_the_python_processes_below_its_root(tmp_pa
         [main] = [t for t in child["threads"] if t["id"] == child["pid"]]
         assert [f["function"] for f in main["frames"] if not f["native"]] == ["<module>", "wait_here"]
     finally:
-        for process in psutil.Process(root.pid).children(recursive=True):
-            process.kill()
+        kill(psutil.Process(root.pid).children(recursive=True))
         root.kill()
         root.wait()
 

@@ -13,7 +13,7 @@ import pytest
 import requests
 from tornado.httpclient import HTTPClientError
 
-from conftest import EXAMPLES, assert_nothing_left, processes_of, write_scalars
+from conftest import EXAMPLES, assert_nothing_left, kill, processes_of, write_scalars
 
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 
@@ -38,8 +38,7 @@ def fetch(jp_fetch, root):
         return response
 
     yield call
-    for process in processes_of(root) + tensorboards(root):
-        process.kill()
+    kill(processes_of(root) + tensorboards(root))
 
 
 def tensorboards(root) -> list[psutil.Process]:
