@@ -133,7 +133,6 @@ class LogCopier(NamespaceObjects):
                                       self.api.sanitize_for_serialization(root))
         pod = reader["metadata"]["name"]
         with self.reading:
-            self._delete_pod_named(pod)  # one a stopped process left
             self._create(reader)
             try:
                 self._wait_serving(pod)

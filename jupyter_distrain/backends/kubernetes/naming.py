@@ -4,6 +4,7 @@ replica and owner, the objects' names, and the engines' APIs and kinds. No I/O."
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 
 from ... import snapshot
@@ -133,7 +134,9 @@ MONITOR = "distrain-monitor"  # the identity every job's monitor runs as
 
 
 def log_reader_name(job: str) -> str:
-    return f"{job}-logs"
+    """A new log reader's name, its own: a server and a CLI may read one job's volume at once (one that a
+    stopped process left ends by itself, and goes with the job)."""
+    return f"{job}-logs-{secrets.token_hex(3)}"
 
 
 def monitor_name(job: str, run: int) -> str:

@@ -61,7 +61,7 @@ class NamespaceObjects:
         self.owner = settings.owner
         self.cache: Cache | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by the controller's stop
-        self.reading = threading.Lock()  # one log reader pod at a time
+        self.reading = threading.Lock()  # one log reader pod at a time in this process
         self.locks: dict[str, threading.RLock] = {}  # job -> held while this process changes it
         self.locking = threading.Lock()
         self.janitor_made = False  # by this process, or found made
