@@ -196,19 +196,19 @@ def expires(ttl_after_finished: str | None, finished: float | None) -> float | N
 
 def with_defaults(instance: Any, node: dict) -> Any:
     """A copy of `instance` with the schema's defaults filled in, recursively."""
-    node = _resolve(node)
+    node = resolve(node)
     if not isinstance(instance, dict):
         return copy.deepcopy(instance)
     if "oneOf" in node:
         branch = next(
-            (b for b in map(_resolve, node["oneOf"]) if set(b.get("required", ())) <= instance.keys()),
+            (b for b in map(resolve, node["oneOf"]) if set(b.get("required", ())) <= instance.keys()),
             None,
         )
         return with_defaults(instance, branch) if branch else copy.deepcopy(instance)
     result = {}
     properties = node.get("properties", {})
     for key, sub in properties.items():
-        sub = _resolve(sub)
+        sub = resolve(sub)
         if key in instance:
             result[key] = with_defaults(instance[key], sub)
         elif "default" in sub and sub["default"] is not None:
@@ -220,11 +220,12 @@ def with_defaults(instance: Any, node: dict) -> Any:
     return result
 
 
-def _resolve(node: dict) -> dict:
+def resolve(node: dict, root: dict | None = None) -> dict:
+    """`node` with its "$ref" (to a definition in `root`, by default this package's schema) filled in."""
     ref = node.get("$ref")
     if not ref:
         return node
-    target = schema()
+    target = root or schema()
     for part in ref.removeprefix("#/").split("/"):
         target = target[part]
     return {**target, **{k: v for k, v in node.items() if k != "$ref"}}
@@ -303,7 +304,7 @@ def _describe(error: ValidationError, raw: Any) -> FieldError:
         branch = _matching_branch(error)
         if branch:
             return _describe(branch, raw)
-        options = [s.get("title") or s.get("description") or s.get("type") for s in map(_resolve, value)]
+        options = [s.get("title") or s.get("description") or s.get("type") for s in map(resolve, value)]
         return FieldError(path, f"must be one of: {'; '.join(map(str, options))}")
     if v in ("minimum", "maximum", "exclusiveMinimum"):
         low = sub.get("minimum", sub.get("exclusiveMinimum"))

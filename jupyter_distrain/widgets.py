@@ -40,7 +40,7 @@ LINK = "color:var(--jp-content-link-color); text-decoration:underline"  # Jupyte
 def schema_at(schema: dict, path: str) -> dict:
     node = schema
     for key in path.split("."):
-        node = node.get("properties", {}).get(key, {})
+        node = spec_.resolve(node.get("properties", {}).get(key, {}), schema)
     return node
 
 
@@ -51,8 +51,8 @@ def volume_text(source: dict | None) -> str:
 
 
 class JobForm(w.VBox):
-    """Name, framework, command, code, replicas per role with GPUs, hyperparameters, image, data,
-    output and TensorBoard, with the schema's titles and choices; `spec` fields preset them. Every
+    """Name, framework, command, code, replicas per role with GPUs, hyperparameters, environment, image,
+    data, output and TensorBoard, with the schema's titles and choices; `spec` fields preset them. Every
     change is checked by the server (a dry run), its errors shown under their fields. Submit opens
     a JobMonitor below."""
 
@@ -73,6 +73,8 @@ class JobForm(w.VBox):
             "hyperparameters": w.Textarea(yaml.safe_dump(spec.get("hyperparameters", {})).strip()
                                           if spec.get("hyperparameters") else "", placeholder="lr: 0.01",
                                           continuous_update=False),
+            "env": w.Textarea(yaml.safe_dump(spec["env"]).strip() if spec.get("env") else "",
+                              placeholder="WANDB_MODE: offline", continuous_update=False),
             "gpus": w.BoundedIntText(0, min=0, max=64),
             "image": w.Text(spec.get("image", ""), continuous_update=False,
                             placeholder="the backend's image for the framework (Kubernetes)"),
@@ -124,13 +126,13 @@ class JobForm(w.VBox):
         replicas = {box.description: {"count": box.value, **({"resources": {"gpus": gpus}} if gpus and box.description
                                                             in ("worker", "chief", "master") else {})}
                     for box in self.counts.children if box.value}
-        text = values["hyperparameters"]
-        hyperparameters = spec_.load(text, "hyperparameters") if text.strip() else {}
+        hyperparameters, env = (spec_.load(values[key], key) if values[key].strip() else {}
+                                for key in ("hyperparameters", "env"))
         optional = {key: volume_source(values[key].strip()) for key in ("data", "output") if values[key].strip()}
         if values["image"].strip():
             optional["image"] = values["image"].strip()
         return {**self.base, "name": values["name"], "framework": values["framework"], "command": values["command"],
-                "replicas": replicas, "hyperparameters": hyperparameters,
+                "replicas": replicas, "hyperparameters": hyperparameters, "env": env,
                 "tensorboard": {"enabled": values["tensorboard.enabled"]}, **optional}
 
     def _show(self, errors: list[tuple[str, str]]) -> None:

@@ -242,8 +242,10 @@ def test_without_a_server_the_magics_say_what_is_wrong(tmp_path):
 def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, kernel):
     kernel.run("from jupyter_distrain.widgets import JobForm, JobMonitor\nform = JobForm()")
     assert kernel.run("print(sorted(form.fields), [b.description for b in form.counts.children])") == (
-        "['code', 'command', 'data', 'framework', 'gpus', 'hyperparameters', 'image', 'name', 'output', "
+        "['code', 'command', 'data', 'env', 'framework', 'gpus', 'hyperparameters', 'image', 'name', 'output', "
         "'tensorboard.enabled'] ['worker']\n")
+    label = kernel.run("print(form.children[6].children[0].children[0].value)")  # the env row's, from the schema
+    assert label.startswith("<b title='Environment variables of every replica") and "'>Environment</b>" in label
     assert kernel.run("form.fields['framework'].value = 'tensorflow'\n"
                       "print([b.description for b in form.counts.children])") == "['chief', 'ps', 'worker', 'evaluator']\n"
     # the server's answers land under their fields
@@ -253,16 +255,20 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
     assert refused.startswith("<div") and "data.path: &quot;dir/../..&quot; is not allowed" in refused, refused
     kernel.run("form.fields['data'].value = ''\nform.fields['framework'].value = 'python'\n"
                "form.fields['name'].value = 'ticking'")
-    ticks = "python -u -c \"import time; [print('tick', i, flush=True) or time.sleep(0.5) for i in range(8)]\""
+    ticks = ("python -u -c \"import os, time; [print('tick', i, os.environ['TICK'], flush=True) or time.sleep(0.5) "
+             "for i in range(8)]\"")
     accepted = kernel.run(f"form.fields['command'].value = {ticks!r}\nprint(form.errors['name'].value, form.check())")
     assert accepted == " True\n", accepted
+    refused = kernel.run("form.fields['env'].value = 'TICK: tock\\nDISTRAIN_JOB: mine'\nprint(form.errors['env'].value)")
+    assert "env.DISTRAIN_JOB: DISTRAIN_JOB is set by distrain" in refused, refused
+    assert kernel.run("form.fields['env'].value = 'TICK: tock'\nprint(form.check())") == "True\n"
 
     shown = kernel.run("job = form.submit()\nprint(job['phase'] in ('Pending', 'Running'), form.status.value)")
     assert shown == "[widget]True Submitted ticking.\n", shown
     # the monitor the form displayed keeps drawing the job while no cell runs
     values = lambda states: [str(state.get("value")) for state in states]  # noqa: E731
     updates = values(kernel.widget_updates(lambda states: any("<b>Succeeded</b>" in v for v in values(states))
-                                           and any("tick 7" in v for v in values(states))))
+                                           and any("tick 7 tock" in v for v in values(states))))
     tails = [v for v in updates if "[worker-0] tick 0" in v]
     assert len(tails) >= 2 and "tick 7" not in tails[0], "the log tail grew while the job ran"
     assert jupyter_server.rest("GET", "jobs/ticking").json()["phase"] == "Succeeded"
