@@ -391,7 +391,8 @@ def test_tensorflow_trains_across_pods_with_its_requirements_and_its_tensorboard
         assert (job["phase"], job["engine"]) == ("Succeeded", engine), logs
         assert {r["name"]: r["phase"] for r in job["replicas"]} == {
             "chief-0": "Succeeded", "ps-0": "Stopped", "worker-0": "Stopped", "worker-1": "Stopped"}
-        assert "[chief-0] step 100/100 loss" in logs and "[ps-0] ps 0 serving at grpc://" in logs
+        assert "[chief-0] step 100/100 loss" in logs and "[ps-0] ps 0 serving at grpc://" in logs, \
+            f"{logs}\n{cli('get', name).stdout}\n{as_kept(admin, real_cluster, name)}"
         provenance = cli.json("get", name)["provenance"]  # the replicas' reports, read with their logs
         assert provenance["requirements"] == ["greeting==1.0"], provenance
         [image] = provenance["image_digests"]
