@@ -809,6 +809,7 @@ export interface components {
       memory_bytes?: number | null;
       gpus: {
         capacity?: number;
+        /** @description Kubernetes: what the nodes' pods leave free, none on a cordoned node */
         available?: number;
         /** @description Kubernetes: whose pods `available` subtracts: every namespace's, or the jobs' namespace's where the server may not list others */
         held_in?: string;

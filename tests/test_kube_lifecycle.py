@@ -305,7 +305,14 @@ def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, adm
     finally:
         rbac.patch_cluster_role(capacity.metadata.name, {"rules": capacity.rules})
     backend.delete("gpu-a")
-    wait_job(backend, "gpu-b", lambda j: j["phase"] == "Running", "the second job runs once GPUs are free", 60)
+    job = wait_job(backend, "gpu-b", lambda j: j["phase"] == "Running", "the second job runs once GPUs are free", 60)
+    assert backend.cluster()["gpus"]["available"] == 2
+    [idle] = {"gpu-0", "gpu-1"} - {replica(job, "worker-0")["node"]}
+    admin.patch_node(idle, {"spec": {"unschedulable": True}})
+    try:  # a cordoned node takes no new pod: its GPUs are not available, as why-it-waits says
+        assert backend.cluster()["gpus"]["available"] == 0
+    finally:
+        admin.patch_node(idle, {"spec": {"unschedulable": False}})
 
 
 def test_deleting_the_jobs_configmap_deletes_everything_it_owns(control_plane, backend, admin):

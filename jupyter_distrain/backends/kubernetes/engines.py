@@ -221,10 +221,11 @@ class EngineChoice(NamespaceObjects):
 
     def cluster(self) -> dict:
         engine, why = self.engine()
-        offered = {n["metadata"]["name"]: capacity.allocatable(n) for n in self._nodes()}
         pods, counted = self._live_pods()
-        held = sum(capacity.pod_requests(p)[GPU] for p in pods if p["spec"].get("nodeName"))
+        nodes = capacity.free_on_nodes(self._nodes(), pods)
+        offered = {name: node["allocatable"] for name, node in nodes.items()}
         gpus = {name: int(node[GPU]) for name, node in offered.items()}
+        free = int(sum(node["free"][GPU] for node in nodes.values()))  # none on a cordoned node
         claims = self._call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")
         return {
             "backend": self.name,
@@ -234,7 +235,7 @@ class EngineChoice(NamespaceObjects):
             "queues": self.queues() or [],
             "cpus": int(sum(node["cpu"] for node in offered.values())),
             "memory_bytes": int(sum(node["memory"] for node in offered.values())),
-            "gpus": {"capacity": sum(gpus.values()), "available": max(sum(gpus.values()) - int(held), 0),
+            "gpus": {"capacity": sum(gpus.values()), "available": free,
                      "held_in": counted, "devices": [{"node": n, "gpus": count} for n, count in gpus.items() if count]},
         }
 
