@@ -10,12 +10,12 @@ import pytest
 from conftest import remove_janitor, wait, write_scalars
 from controlplane.cluster import ADMIN, NAMESPACE, RESTRICTED
 from kube_support import COMMIT, chief_spec, end, own_outputs, pods_of, settings, wait_job
-from kubernetes import client
+from kubernetes import client, utils
 from webhooks import Receiver
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain import storage
-from jupyter_distrain.backends.kubernetes import KubeBackend, naming
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming, render
 from jupyter_distrain.errors import SpecError
 from jupyter_distrain.manager import JobManager
 
@@ -100,7 +100,8 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
 
 def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_runs(control_plane, admin, tmp_path):
     """The first job with a time to be kept (policy.ttl_after_finished) makes the namespace's janitor: a CronJob
-    whose pod runs controllers/janitor.py with a service account of its own. Jobs of two owners end and their time
+    whose pod runs controllers/janitor.py with a service account of its own; the janitor an earlier version made,
+    with another image, schedule and rights, is brought up to this version's. Jobs of two owners end and their time
     passes while no Jupyter server runs; a run of the janitor deletes both, with everything they owned, keeps
     their outputs, and keeps a job whose time is not over."""
     def cli_of(owner: str) -> KubeBackend:
@@ -113,9 +114,18 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
 
     ada, bob = cli_of("ada"), cli_of("bob")
     batch = client.BatchV1Api(admin.api_client)
+    rbac = client.RbacAuthorizationV1Api(admin.api_client)
     outputs = control_plane.dir / "volumes" / "distrain-outputs"
+    earlier = settings(tmp_path / "earlier", engine="jobset")  # what an earlier version left in the namespace:
+    earlier.controller_image, earlier.janitor_schedule = "registry.example.com/notebook:0", "0 0 1 1 *"
     try:
+        for obj in render.janitor(earlier):  # its image, its schedule, and a Role that cannot touch a job's root
+            if obj["kind"] == "Role":
+                obj["rules"] = [rule for rule in obj["rules"] if "configmaps" not in rule["resources"]]
+            utils.create_from_dict(admin.api_client, obj)
         ada.submit(job("ada-done", "1s"))
+        role = rbac.read_namespaced_role(naming.JANITOR, NAMESPACE)
+        assert admin.api_client.sanitize_for_serialization(role.rules) == render.controller_rules()
         cron = batch.read_namespaced_cron_job(naming.JANITOR, NAMESPACE)
         assert cron.spec.schedule == "*/5 * * * *" and cron.spec.concurrency_policy == "Forbid"
         pod = cron.spec.job_template.spec.template.spec

@@ -161,11 +161,22 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
             return
         try:
             for obj in render.janitor(settings):
-                self._create(obj, exists_ok=True)
+                self._make_shared(obj)
             self.janitor_made = True
         except DistrainError as e:
             self.record(spec["name"], Event(reasons.NO_JANITOR, "the cluster cannot delete this job when its time "
                                             f"to be kept is over, only a Jupyter server can: {e}", type="Warning"))
+
+    def _make_shared(self, obj: dict) -> None:
+        """Make an object the namespace's janitor or monitors share, once; a Role's rules or a CronJob's spec that
+        an earlier version made are brought up to this version's."""
+        if self._create(obj, exists_ok=True) or obj["kind"] not in ("Role", "CronJob"):
+            return
+        kind, name = obj["kind"], obj["metadata"]["name"]
+        change = {"rules": obj["rules"]} if kind == "Role" else {"spec": obj["spec"]}
+        merge = "application/merge-patch+json"  # lists are replaced as they are
+        self._call(lambda: self._api("patch", kind)(name, self.ns, change, _content_type=merge),
+                   f"update {kind} {name}")
 
     def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1, told: bool = False) -> None:
         for obj in render.workload(spec, self.settings, root_dict, engine, run):
@@ -177,8 +188,10 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
         Warning on the job: its hangs and stragglers are then not watched, nor its webhooks `told`."""
         try:
             for obj in render.monitor(spec, self.settings, root_dict, run, told):
-                if obj["kind"] == "Job" or not self.monitor_identity_made:
-                    self._create(obj, exists_ok=obj["kind"] != "Job")
+                if obj["kind"] == "Job":
+                    self._create(obj)
+                elif not self.monitor_identity_made:
+                    self._make_shared(obj)
             self.monitor_identity_made = True
         except DistrainError as e:
             self.record(spec["name"], Event(reasons.NO_MONITOR, "the cluster does not watch this run for hangs and "
