@@ -1,4 +1,5 @@
-"""Shared by the benchmarks: a real `jupyter server` with the extension, and small statistics."""
+"""Shared by the benchmarks: a real `jupyter server` with the extension, the tests' Kubernetes control plane, and
+small statistics."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import websocket
 
@@ -21,6 +24,8 @@ from jupyter_distrain.store import Store
 TOKEN = "bench-token"
 FINISHED = ("Succeeded", "Failed", "Stopped")
 HEADERS = {"Authorization": f"token {TOKEN}"}
+TESTS = Path(__file__).resolve().parent.parent / "tests"
+sys.path.insert(0, str(TESTS))  # its control plane (controlplane.cluster), which the Kubernetes benchmarks run
 
 
 class Server:
@@ -124,3 +129,20 @@ def jobs_in(root: Path, count: int) -> None:
         for replica in ["chief-0"] + [f"worker-{w}" for w in range(4)]:
             store.update_replica(name, replica, phase="Succeeded", exit_code=0, started=now, finished=now)
     store.close()
+
+
+@contextmanager
+def control_plane(*namespaces: str) -> Iterator:
+    """The tests' control plane (tests/controlplane: a real API server, kwok's nodes, no engines) with the jobs'
+    namespace and `namespaces`, in a temporary directory (plane.dir) it leaves with."""
+    from controlplane.cluster import NAMESPACE, ControlPlane
+
+    with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
+        plane = ControlPlane(Path(tmp), engines=False)
+        plane.start()
+        try:
+            plane.create(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+                           for name in (NAMESPACE, *namespaces)))
+            yield plane
+        finally:
+            plane.stop()

@@ -9,18 +9,15 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import tempfile
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
-from harness import HEADERS, Server, jobs_in, table
+from harness import HEADERS, Server, control_plane, jobs_in, table
 
 from jupyter_distrain.store import Store
 
 JOBS = 1000
-TESTS = Path(__file__).resolve().parent.parent / "tests"
 
 
 def get(url: str, headers: dict) -> tuple[float, int, str]:
@@ -64,30 +61,22 @@ def measure(requests: int = 30) -> list[tuple]:
 
 
 def measure_kubernetes(requests: int = 30) -> list[tuple]:
-    sys.path.insert(0, str(TESTS))
-    from controlplane.cluster import ADMIN, NAMESPACE, ControlPlane
+    from controlplane.cluster import ADMIN, NAMESPACE
     from kubernetes import client
 
-    with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
-        plane = ControlPlane(Path(tmp), engines=False)
-        plane.start()
-        try:
-            plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
-            with plane.client(ADMIN) as api:
-                core = client.CoreV1Api(api)
-                for root in finished_roots(NAMESPACE):
-                    core.create_namespaced_config_map(NAMESPACE, root)
-                with Server("--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
-                            f"--Distrain.kubeconfig={plane.kubeconfig(ADMIN)}") as server:
-                    assert len(server.request("GET", "jobs")) == JOBS  # and the cache is filled
-                    fetched = [get(f"{server.api}/jobs", {})[0] for _ in range(requests)]
-                direct = []
-                for _ in range(requests):
-                    began = time.perf_counter()
-                    core.list_namespaced_config_map(NAMESPACE, _preload_content=False).read()
-                    direct.append((time.perf_counter() - began) * 1000)
-        finally:
-            plane.stop()
+    with control_plane() as plane, plane.client(ADMIN) as api:
+        core = client.CoreV1Api(api)
+        for root in finished_roots(NAMESPACE):
+            core.create_namespaced_config_map(NAMESPACE, root)
+        with Server("--Distrain.backend=kubernetes", f"--Distrain.namespace={NAMESPACE}",
+                    f"--Distrain.kubeconfig={plane.kubeconfig(ADMIN)}") as server:
+            assert len(server.request("GET", "jobs")) == JOBS  # and the cache is filled
+            fetched = [get(f"{server.api}/jobs", {})[0] for _ in range(requests)]
+        direct = []
+        for _ in range(requests):
+            began = time.perf_counter()
+            core.list_namespaced_config_map(NAMESPACE, _preload_content=False).read()
+            direct.append((time.perf_counter() - began) * 1000)
     p50, listing = statistics.median(fetched), statistics.median(direct)
     return [(f"`GET jobs`, Kubernetes, {JOBS} jobs: p50 ms", p50, listing, "the API server's list of their ConfigMaps",
              p50 / listing, "<= 50 ms")]

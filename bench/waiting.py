@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
-from harness import table
+from harness import control_plane, table
 
-TESTS = Path(__file__).resolve().parent.parent / "tests"
 OTHERS = 300  # pods of other workloads, spread over the nodes
 
 
@@ -28,59 +25,51 @@ def median_ms(call, times: int) -> float:
 
 
 def measure(times: int = 20) -> list[tuple]:
-    sys.path.insert(0, str(TESTS))
-    from controlplane.cluster import ADMIN, NAMESPACE, ControlPlane
+    from controlplane.cluster import ADMIN, NAMESPACE
     from kubernetes import client
 
     from jupyter_distrain import spec as spec_
     from jupyter_distrain.backends.kubernetes import KubeBackend
     from jupyter_distrain.config import Distrain
 
-    with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
-        plane = ControlPlane(Path(tmp), engines=False)
-        plane.start()
-        try:
-            plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "others"}})
-            volume = Path(tmp) / "outputs"
-            volume.mkdir()
-            plane.create(
-                {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "distrain-outputs"},
-                 "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                          "hostPath": {"path": str(volume)},
-                          "claimRef": {"namespace": NAMESPACE, "name": "distrain-outputs"}}},
-                {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                 "metadata": {"name": "distrain-outputs", "namespace": NAMESPACE},
-                 "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
-                          "volumeName": "distrain-outputs", "storageClassName": ""}})
-            nodes = ["cpu-0", "gpu-0", "gpu-1"]
-            for node in nodes:
-                plane.add_node(node, gpus=0 if node == "cpu-0" else 2)
-            plane.wait_nodes_ready(len(nodes))
-            with plane.client(ADMIN) as api:
-                core = client.CoreV1Api(api)
-                for i in range(OTHERS):
-                    core.create_namespaced_pod("others", {"metadata": {"name": f"other-{i}"}, "spec": {
-                        "nodeName": nodes[i % len(nodes)], "containers": [{
-                            "name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1m"}}}]}})
-                backend = KubeBackend(Distrain(root=str(Path(tmp) / "home"), namespace=NAMESPACE,
-                                               kubernetes_engine="pods"), api)
-                spec = spec_.validate({"name": "big-0", "command": "python train.py",
-                                       "replicas": {"worker": {"resources": {"gpus": 2}}}})
-                for name in ("big-0", "big-1", "waits"):  # the first two hold every GPU
-                    backend.submit({**spec, "name": name})
-                deadline = time.monotonic() + 60
-                while backend.get("waits")["replicas"][0]["reason"] != "Unschedulable":
-                    assert time.monotonic() < deadline, backend.get("waits")
-                    time.sleep(0.2)
-                assert backend.waiting("waits")["replicas"], backend.waiting("waits")
-                live = "status.phase!=Succeeded,status.phase!=Failed"
-                listing = median_ms(lambda: core.list_pod_for_all_namespaces(
-                    field_selector=live, _preload_content=False).read(), times)
-                waiting = median_ms(lambda: backend.waiting("waits"), times)
-                outlook = median_ms(lambda: backend.outlook(spec), times)
-        finally:
-            plane.stop()
+    with control_plane("others") as plane:
+        volume = plane.dir / "outputs"
+        volume.mkdir()
+        plane.create(
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "distrain-outputs"},
+             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                      "hostPath": {"path": str(volume)},
+                      "claimRef": {"namespace": NAMESPACE, "name": "distrain-outputs"}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+             "metadata": {"name": "distrain-outputs", "namespace": NAMESPACE},
+             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                      "volumeName": "distrain-outputs", "storageClassName": ""}})
+        nodes = ["cpu-0", "gpu-0", "gpu-1"]
+        for node in nodes:
+            plane.add_node(node, gpus=0 if node == "cpu-0" else 2)
+        plane.wait_nodes_ready(len(nodes))
+        with plane.client(ADMIN) as api:
+            core = client.CoreV1Api(api)
+            for i in range(OTHERS):
+                core.create_namespaced_pod("others", {"metadata": {"name": f"other-{i}"}, "spec": {
+                    "nodeName": nodes[i % len(nodes)], "containers": [{
+                        "name": "main", "image": "busybox", "resources": {"requests": {"cpu": "1m"}}}]}})
+            backend = KubeBackend(Distrain(root=str(plane.dir / "home"), namespace=NAMESPACE,
+                                           kubernetes_engine="pods"), api)
+            spec = spec_.validate({"name": "big-0", "command": "python train.py",
+                                   "replicas": {"worker": {"resources": {"gpus": 2}}}})
+            for name in ("big-0", "big-1", "waits"):  # the first two hold every GPU
+                backend.submit({**spec, "name": name})
+            deadline = time.monotonic() + 60
+            while backend.get("waits")["replicas"][0]["reason"] != "Unschedulable":
+                assert time.monotonic() < deadline, backend.get("waits")
+                time.sleep(0.2)
+            assert backend.waiting("waits")["replicas"], backend.waiting("waits")
+            live = "status.phase!=Succeeded,status.phase!=Failed"
+            listing = median_ms(lambda: core.list_pod_for_all_namespaces(
+                field_selector=live, _preload_content=False).read(), times)
+            waiting = median_ms(lambda: backend.waiting("waits"), times)
+            outlook = median_ms(lambda: backend.outlook(spec), times)
     baseline = f"the API server's list of the {OTHERS + 2} live pods (bytes)"
     return [(f"`waiting()` of a Pending job, {OTHERS + 2} pods: p50 ms", waiting, listing, baseline,
              waiting / listing, "<= 3x"),
