@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from datetime import datetime
 from pathlib import Path
@@ -372,7 +373,7 @@ def test_tensorflow_trains_across_pods_with_its_requirements_and_its_tensorboard
     the host serves, trains to Succeeded on real pods: the engine stops the ps and the workers once the chief is
     done; pip installs the wheel in each pod and provenance names it beside the image; the job's TensorBoard pod
     serves the chief's scalars through a Jupyter server; the logs come from pods/log, and from the volume once
-    the pods are gone."""
+    the pods are gone, also to two readers at once."""
     root, url = git_host
     cli.env["DISTRAIN_KUBERNETES_ENGINE"] = engine
     code = shutil.copytree(EXAMPLES / "tf-ps", tmp_path / f"tf-ps-{engine}")
@@ -408,7 +409,12 @@ def test_tensorflow_trains_across_pods_with_its_requirements_and_its_tensorboard
         replicas = f"{naming.JOB}={name},{naming.ROLE}"
         admin.delete_collection_namespaced_pod(NAMESPACE, label_selector=replicas, grace_period_seconds=0)
         wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=replicas).items, "the pods gone")
-        assert cli("logs", name).stdout == logs  # read from the volume by a log reader pod
+        assert cli("logs", name).stdout == logs
+        readers = [CLI(tmp_path / f"reader-{i}", tmp_path, prefix=cli.prefix) for i in range(2)]
+        for reader in readers:  # two users' machines with no copies of their own, reading at once from the
+            reader.env = {**cli.env, "DISTRAIN_HOME": str(reader.root)}  # volume, each through its own reader pod
+        with ThreadPoolExecutor(2) as pool:
+            assert list(pool.map(lambda reader: reader("logs", name).stdout, readers)) == [logs, logs]
     finally:
         server.stop()
         cli("delete", name)
