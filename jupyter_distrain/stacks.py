@@ -72,11 +72,12 @@ def requested(job: dict, replica: str | None, kept: bool, kept_stacks: Callable[
     return take(found)
 
 
-def take(replicas: dict[str, int]) -> dict:
-    """The stacks of local replicas' processes (replica name -> its process id), all dumped at once: `compared`."""
+def take(replicas: dict[str, int], lock_dir: Path) -> dict:
+    """The stacks of local replicas' processes (replica name -> its process id), all dumped at once (their locks in
+    `lock_dir`, one of this user's own): `compared`."""
     trees = {name: python_processes(pid) for name, pid in replicas.items()}
     taken = time.time()
-    dumped = stackdump.dumps(py_spy(), [p.pid for tree in trees.values() for p in tree])
+    dumped = stackdump.dumps(py_spy(), [p.pid for tree in trees.values() for p in tree], lock_dir)
     return compared({name: [{"pid": p.pid, "command": _command(p), **dumped[p.pid]} for p in tree]
                      for name, tree in trees.items()}, taken)
 

@@ -170,6 +170,14 @@ def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_
             "output.host_path": f"{root / 'jobs'} is inside distrain's own storage ({root})"}
         assert bob.submit({"name": "reads", "command": "true", "data": {"volume": "shared", "path": "datasets"}},
                           dry_run=True)
+        bob.submit({"name": "plant", "command": "ln -s ../../alice/av $DISTRAIN_OUTPUT_DIR/link",
+                    "output": {"volume": "shared", "path": "plant"}})  # a link in bob's own output, to alice's
+        finished(bob, "plant")
+        assert refused(bob, output={"volume": "shared", "path": "plant/link"}) == {
+            "output.path": f"leads to {shared / 'owners' / 'alice' / 'av'} through a link, outside your own "
+                           f"directory of the volume ({shared / 'owners' / 'bob%40example.org'})"}
+        assert refused(bob, data={"volume": "shared", "path": "owners/bob%40example.org/plant/link"}) == {
+            "data.path": f"{shared / 'owners' / 'alice' / 'av'} is another owner's output directory"}
         reader = manager("bob@example.org", read_others_outputs=True)  # the admin lets outputs be read
         for fields in ({"data": {"volume": "shared"}}, {"resume_from": str(alices_output)}):
             assert reader.submit({"name": "reads", "command": "true", **fields}, dry_run=True)

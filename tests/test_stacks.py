@@ -1,6 +1,7 @@
 """Where a job's replicas are now: their stacks through the REST API, the Python client, the CLI and the panel
 (in a real browser, as test_panel.py), on a real PyTorch job whose third replica is late to an all-reduce."""
 
+import fcntl
 import json
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import CLI, assert_nothing_left, kill, wait
-from webhooks import Receiver
+from webhooks import Receiver, allow_private
 from playwright.sync_api import expect
 from test_panel import assert_accessible, lab, open_panel, page, screenshot  # noqa: F401 (lab and page are fixtures)
 
@@ -165,6 +166,7 @@ def test_a_quiet_job_fails_as_hung_with_on_hang_fail_and_one_that_speaks_again_i
     code.mkdir()
     (code / "quiet.py").write_text(QUIET)
     receiver = Receiver()
+    allow_private(cli)
     cli("webhook", "set", input=receiver.url() + "\n")
     cli("submit", "--name", "stuck", "--workers", "2", "--code", str(code), "--hang-after", "2s", "--on-hang",
         "fail", "--", "python", "quiet.py", "600")
@@ -234,20 +236,34 @@ def test_the_pods_stack_program_dumps_the_python_processes_below_its_root(tmp_pa
         root.wait()
 
 
-def test_dumps_of_one_process_at_once_take_turns_and_leave_it_running(tmp_path):
+def test_dumps_of_one_process_at_once_take_turns_and_leave_it_running(tmp_path, monkeypatch):
     """Two py-spy dumps of one process at once fail as often as not (py-spy 0.4.3: "Failed to get stack traces"),
     and a dump then falls back to Python's frames alone, or to none: the hang's dump and a user's, or the monitor's
-    and a server's, take turns on a lock file of the process, which goes with the dump."""
+    and a server's, take turns on a lock file of the process in the user's own directory, which goes with the
+    dump. Another user's lock in the shared temporary directory holds up nothing, and one held too long is passed."""
     (tmp_path / "wait.py").write_text("import time\ndef wait_here():\n    time.sleep(600)\nwait_here()\n")
     process = subprocess.Popen([sys.executable, str(tmp_path / "wait.py")])
+    locks, planted = tmp_path / "locks", Path(tempfile.gettempdir()) / f"distrain-stacks-{process.pid}.lock"
+    locks.mkdir(mode=0o700)
     try:
-        wait(lambda: "wait_here" in str(stackdump.dump_or_error(py_spy(), process.pid)), "its interpreter started")
-        with ThreadPoolExecutor(4) as pool:
-            dumped = list(pool.map(lambda _: stackdump.dump_or_error(py_spy(), process.pid), range(4)))
+        def dump(_=None):
+            return stackdump.dump_or_error(py_spy(), process.pid, str(locks))
+
+        wait(lambda: "wait_here" in str(dump()), "its interpreter started")
+        with open(planted, "w") as held:  # where the lock was before: anyone could hold it, forever
+            fcntl.flock(held, fcntl.LOCK_EX)
+            with ThreadPoolExecutor(4) as pool:
+                dumped = list(pool.map(dump, range(4), timeout=4 * 2 * stackdump.DUMP_SECONDS))
         assert [d["error"] for d in dumped] == [""] * 4 and process.poll() is None
         native = [any(f["native"] for t in d["threads"] for f in t["frames"]) for d in dumped]
         assert native == [True] * 4, "each dump unwound its native frames, at its first try"
-        assert not list(Path(tempfile.gettempdir()).glob(f"distrain-stacks-{process.pid}.lock"))
+        assert not list(locks.iterdir())
+
+        with open(locks / f"{process.pid}.lock", "w") as held:  # a dump that never ends
+            fcntl.flock(held, fcntl.LOCK_EX)
+            monkeypatch.setattr(stackdump, "LOCK_SECONDS", 0.5)
+            assert dump()["error"] == "", "past the wait, a dump goes on unlocked"
     finally:
+        planted.unlink(missing_ok=True)
         process.kill()
         process.wait()

@@ -3,8 +3,9 @@
 thread {name, id (the OS's), active, gil, frames (outermost first: function, file, line, native)}.
 
 A Kubernetes replica's stacks are taken with this program, run through pods/exec in the replica's container (ROOT
-1: logtee, the container's first process, whose descendants are the replica's command). The local backend imports
-`dumps` (it finds a replica's processes itself, on any system). Standard library only: it runs in the job's image."""
+1: logtee, the container's first process, whose descendants are the replica's command; the container's own temporary
+directory holds the dumps' locks). The local backend imports `dumps` (it finds a replica's processes itself, on any
+system), with its locks in the storage root. Standard library only: it runs in the job's image."""
 
 import fcntl
 import json
@@ -12,18 +13,21 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 DUMP_SECONDS = 20  # the most one process's dump may take (py-spy pauses it meanwhile)
+LOCK_SECONDS = 2 * DUMP_SECONDS  # the longest a dump waits for another's end, then it goes on unlocked
+LOCK_POLL_SECONDS = 0.05
 
 
-def dump(py_spy, pid):
+def dump(py_spy, pid, lock_dir):
     """The threads of Python process `pid`: native frames where py-spy can unwind them, else Python's only; raises
     RuntimeError with py-spy's reason. A failed dump is tried once more (a running process may change what py-spy
     reads while it reads it); one that took too long is not."""
     failed = ""
-    with one_dump_at_a_time(pid):
+    with one_dump_at_a_time(pid, lock_dir):
         for native in (["--native"], []):
             for _ in range(2):
                 try:
@@ -39,32 +43,48 @@ def dump(py_spy, pid):
 
 
 @contextmanager
-def one_dump_at_a_time(pid):
+def one_dump_at_a_time(pid, lock_dir):
     """Two py-spy dumps of one process at once fail as often as not: a dump waits for another's end (a user's and
-    the hang's, the monitor's and a server's), on a lock file of the process in the temporary directory, removed
-    after; where none can be made, it goes on unlocked."""
+    the hang's, the monitor's and a server's), on a lock file of the process in `lock_dir` (a directory only its
+    user may write to), removed after. It waits LOCK_SECONDS at most; where no lock can be had, it goes on unlocked."""
+    path, deadline = os.path.join(lock_dir, f"{pid}.lock"), time.monotonic() + LOCK_SECONDS
     while True:
         try:
-            path = os.path.join(tempfile.gettempdir(), f"distrain-stacks-{pid}.lock")
-            fd = os.open(path, os.O_RDONLY | os.O_CREAT, 0o644)
-        except OSError:  # no temporary directory this user may write to
+            fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        except OSError:  # no lock directory
             yield
             return
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                break  # else the holder removed it as this one waited: lock the one there is now
-        except FileNotFoundError:
-            pass
+        if locked_before(fd, deadline):
+            try:
+                if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                    break  # else the holder removed it as this one waited: lock the one there is now
+            except FileNotFoundError:
+                pass
+        elif time.monotonic() >= deadline:
+            os.close(fd)
+            yield
+            return
         os.close(fd)
     try:
         yield
     finally:
         try:
             os.unlink(path)
-        except OSError:  # another user's, in a shared temporary directory
+        except OSError:
             pass
         os.close(fd)
+
+
+def locked_before(fd, deadline):
+    """Whether `fd`'s lock was had before `deadline`."""
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(LOCK_POLL_SECONDS)
 
 
 def thread(raw):
@@ -75,17 +95,17 @@ def thread(raw):
             "gil": raw["owns_gil"], "frames": frames[first_python:]}  # not the interpreter's own start
 
 
-def dump_or_error(py_spy, pid):
+def dump_or_error(py_spy, pid, lock_dir):
     try:
-        return {"threads": dump(py_spy, pid), "error": ""}
+        return {"threads": dump(py_spy, pid, lock_dir), "error": ""}
     except RuntimeError as e:
         return {"threads": [], "error": str(e)}
 
 
-def dumps(py_spy, pids):
-    """{pid: {threads, error}} of processes `pids`, dumped concurrently."""
+def dumps(py_spy, pids, lock_dir):
+    """{pid: {threads, error}} of processes `pids`, dumped concurrently (their locks in `lock_dir`)."""
     with ThreadPoolExecutor(max(len(pids), 1)) as pool:
-        return dict(zip(pids, pool.map(lambda pid: dump_or_error(py_spy, pid), pids)))
+        return dict(zip(pids, pool.map(lambda pid: dump_or_error(py_spy, pid, lock_dir), pids)))
 
 
 def python_processes(root):
@@ -114,7 +134,7 @@ def python_processes(root):
 def main():
     py_spy, root = sys.argv[1], int(sys.argv[2])
     found = python_processes(root)
-    dumped = dumps(py_spy, [pid for pid, _ in found])
+    dumped = dumps(py_spy, [pid for pid, _ in found], tempfile.gettempdir())  # the container's own
     json.dump([{"pid": pid, "command": command, **dumped[pid]} for pid, command in found], sys.stdout)
 
 

@@ -363,7 +363,8 @@ class LocalBackend(CredentialStore):
         def running(names: builtins.list[str]) -> dict[str, int]:
             return {r["name"]: r["pid"] for r in job["replicas"]
                     if r["name"] in names and processes.alive(r["pid"], r["pid_started"])}
-        return stacks.requested(job, replica, kept, lambda: stacks.kept_in(self.log_dir(name)), running, stacks.take)
+        return stacks.requested(job, replica, kept, lambda: stacks.kept_in(self.log_dir(name)), running,
+                                lambda found: stacks.take(found, self.stack_locks()))
 
     def waiting(self, name: str) -> dict:
         """A job here waits only while its code is fetched and its requirements installed: its message says so."""

@@ -16,6 +16,7 @@ sees every job:
     <root>/webhooks/<owner>.json               the URL an owner's jobs are posted to (mode 0600, notify.py)
     <root>/envs/<hash>/                        a Python environment per requirements.txt, reused (venvs.py)
     <root>/locks/<name>                        held while an operation changes the job (see backend.changing)
+    <root>/stack-locks/<pid>.lock              held while a process's stacks are dumped (stacks.take)
 """
 
 from __future__ import annotations
@@ -59,6 +60,11 @@ class StorageRoot:
 
     def hooks_file(self, name: str) -> Path:
         return self.job_dir(name) / "hooks.json"
+
+    def stack_locks(self) -> Path:
+        """Where the locks of stack dumps are: in the root, which only its owner may write to."""
+        (path := self.root / "stack-locks").mkdir(exist_ok=True, mode=0o700)
+        return path
 
     def snapshot_file(self, name: str) -> Path:
         return self.job_dir(name) / "snapshot.bundle"
@@ -133,6 +139,13 @@ class StorageRoot:
                                                              f"({found[0].joinpath(*storage.area(owner))})"))
             elif not found and path.is_relative_to(self.root):
                 errors.append(FieldError("output.host_path", f"{path} is inside distrain's own storage ({self.root})"))
+        else:  # in a volume: where its links lead (a job of the owner's may have made them)
+            path = self.output_dir(spec, owner).resolve()
+            found = self.in_volume(path)
+            if not (found and storage.purgeable(found[1], owner)):
+                field = storage.source_field("output", spec["output"]) if "output" in spec else "name"
+                errors.append(FieldError(field, f"leads to {path} through a link, outside your own directory of the "
+                                                f"volume ({self.volume_root(spec.get('output')).joinpath(*storage.area(owner))})"))
         read = [(storage.source_field("data", spec["data"]), self.input_dir(spec))] if "data" in spec else []
         if spec.get("resume_from", "").startswith("/"):
             read.append(("resume_from", Path(spec["resume_from"])))

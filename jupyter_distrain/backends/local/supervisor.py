@@ -155,6 +155,8 @@ class Supervisor:
             await setup.check_out(self.spec.get("code", {}), self.backend.credentials,
                                   self.backend.snapshot_file(self.name))
             self.env_dir, self.env = await setup.install_requirements(self.backend.root, self.env)
+            if errors := self.backend.storage_errors(self.spec, self.job["owner"]):  # links made since the submit
+                raise SetupFailed("; ".join(map(str, errors)))
             self.links = setup.link(self.spec, {"data": self.backend.input_dir(self.spec),
                                                 "output": self.backend.output_of(self.spec)})
         finally:
@@ -287,7 +289,8 @@ class Supervisor:
             self.store.update_job(self.name, reason=self.shown[0], message=self.shown[1])
         if change != "hung":
             return None, time.monotonic() + wait
-        taken = await asyncio.to_thread(stacks.take, {name: r.process.pid for name, r in self.running.items()})
+        taken = await asyncio.to_thread(stacks.take, {name: r.process.pid for name, r in self.running.items()},
+                                        self.backend.stack_locks())
         message = hung_message(self.spec)
         stacks.keep(self.log_dir, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
         self.event(reasons.NO_PROGRESS, message, type="Warning")
