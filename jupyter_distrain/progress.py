@@ -3,27 +3,32 @@ policy.hang_after measures), and which replica keeps a pace far below the others
 
 from __future__ import annotations
 
+import itertools
 import os
+import stat
 import statistics
 from pathlib import Path
 
 from . import reasons
-from .incluster.tensorboard import is_event_file
+from .incluster.tensorboard import MAX_WALKED, is_event_file
 from .policy import Event
 from .spec import duration_seconds, replicas
 
 
 def last_written(log_dir: Path, output: Path, since: float) -> float:
     """When a replica last wrote a line to its log in `log_dir` or to an event file anywhere under `output` (the
-    files' modification times), or `since` if neither is newer."""
-    paths = [*log_dir.glob("*.log"), *(Path(directory) / name for directory, _, names in os.walk(output)
+    files' modification times; links not followed, at most MAX_WALKED walked), or `since` if neither is newer."""
+    directories = itertools.islice(os.walk(output), MAX_WALKED)
+    paths = [*log_dir.glob("*.log"), *(Path(directory) / name for directory, _, names in directories
                                        for name in names if is_event_file(name))]
     newest = since
     for path in paths:
         try:
-            newest = max(newest, path.stat().st_mtime)
+            status = path.lstat()
         except OSError:  # gone meanwhile
-            pass
+            continue
+        if stat.S_ISREG(status.st_mode):
+            newest = max(newest, status.st_mtime)
     return newest
 
 

@@ -3,8 +3,9 @@ runs named as its board names them (records.EventFiles), read as the files grow:
 stopped, so a long run costs only its new records, and each series keeps at most MAX_POINTS points (beyond, every
 other one is dropped: the series keeps its shape). Directories are listed again only once they change (their time
 of modification), so a poll of a large output directory (checkpoints) costs a stat per directory, and no file but
-an event file is opened. A restarted job's replicas write to the same directories: points written before the
-current run started are its earlier runs'.
+an event file is opened. Symbolic links are not followed (they may lead to another owner's files, or around the
+tree again and again), and one read walks at most MAX_WALKED directories, for WALK_SECONDS at most. A restarted
+job's replicas write to the same directories: points written before the current run started are its earlier runs'.
 
 Event files are TFRecord files of `Event` protos. They are read here with the protos TensorBoard ships,
 without its loaders, which would import TensorFlow into the Jupyter server.
@@ -29,7 +30,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2, types_pb2
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
 from .errors import Unavailable
-from .incluster.tensorboard import View, is_event_file, listing
+from .incluster.tensorboard import MAX_WALKED, View, is_event_file, listing
 from .records import ClusterTensorBoard, EventFiles
 
 RECORD_HEADER = struct.Struct("<QI")  # a record's length and its checksum; the data and the data's checksum follow
@@ -38,6 +39,7 @@ MAX_POINTS = 1000
 MAX_FILES = 512  # event files followed at once; the least recently read is forgotten (read again if asked)
 RATE_SECONDS = 60.0  # a run's step rate is over its last points written within this long
 MAX_DIRECTORIES = 16384  # directories whose listing is remembered; the least recently asked is forgotten
+WALK_SECONDS = 5.0  # the longest one read of a job's files walks its directories: past it, the rest is not shown
 SETTLED_NS = 2_000_000_000  # a listing is remembered once its directory has not changed for this long (a change
                             # within the same tick of the clock as the listing would leave the time as it was)
 
@@ -161,18 +163,23 @@ class Scalars:
             merged_, directories, files = listed
             found.extend((run, Path(path)) for path in files.values())
             for name, path in directories.items():
-                tree(child(run, name), path, frozenset())
+                tree(child(run, name), path)
             for name, sources in merged_.items():
                 merged(child(run, name), listing(sources))
 
-        def tree(run: str, path: str, above: frozenset) -> None:
-            listed = self.listed(path)
-            if listed is None or listed.identity in above:  # gone, or a link back up the tree
+        def tree(run: str, path: str) -> None:
+            if len(walked) >= MAX_WALKED or time.monotonic() > deadline:
                 return
+            listed = self.listed(path)
+            if listed is None or listed.identity in walked:  # gone, or reached before (a bind mount)
+                return
+            walked.add(listed.identity)
             found.extend((run, Path(path, name)) for name in listed.files)
             for name in listed.directories:
-                tree(child(run, name), os.path.join(path, name), above | {listed.identity})
+                tree(child(run, name), os.path.join(path, name))
 
+        walked: set[tuple[int, int]] = set()
+        deadline = time.monotonic() + WALK_SECONDS
         merged(".", view.top())
         while len(self.directories) > MAX_DIRECTORIES:
             self.directories.popitem(last=False)
@@ -190,10 +197,10 @@ class Scalars:
             directories, files = [], []
             try:
                 for entry in os.scandir(path):
-                    try:
-                        if entry.is_dir():
+                    try:  # a link is neither: it may lead out of the job's files, or around them again
+                        if entry.is_dir(follow_symlinks=False):
                             directories.append(entry.name)
-                        elif is_event_file(entry.name) and entry.is_file():
+                        elif is_event_file(entry.name) and entry.is_file(follow_symlinks=False):
                             files.append(entry.name)
                     except OSError:
                         continue

@@ -13,7 +13,7 @@ from tensorboard.compat.proto import event_pb2, summary_pb2
 from tensorboard.summary import Writer
 from tensorboard.summary.writer.record_writer import RecordWriter
 
-from jupyter_distrain import scalars
+from jupyter_distrain import progress, scalars
 from jupyter_distrain.incluster import tensorboard as board
 from jupyter_distrain.records import EventFiles
 
@@ -192,6 +192,39 @@ def test_a_directory_is_listed_again_only_once_it_changed(tmp_path):
     assert len(reader.of(files)["runs"]["worker-0"]) == 2
     write_scalars(output / "later" / "log", "loss", [4.0])  # below the top: listed at every poll
     assert reader.of(files)["runs"]["later/log"] == [[0, 4.0]]
+
+
+def test_links_in_a_jobs_output_are_not_followed(tmp_path, monkeypatch):
+    """A job's output may hold links its code made: to another owner's output (whose scalars it must not show, in
+    the reader or in its board's view, nor its files' times in the job's progress), and a deep tree of directory
+    links (each level two links to the next: 2^depth paths). Each directory is listed once, links not followed."""
+    mine, theirs = tmp_path / "bob" / "job", tmp_path / "alice" / "secret"
+    write_scalars(mine / "training_logs" / "worker-0", "loss", [1.0])
+    write_scalars(theirs, "secret_loss", [7.0])
+    (mine / "peek").symlink_to(theirs, target_is_directory=True)
+    (mine / "training_logs" / "worker-1").symlink_to(theirs, target_is_directory=True)
+    (their_file,) = theirs.glob("events.*")
+    (mine / "training_logs" / "events.out.tfevents.link").symlink_to(their_file)
+    level = mine / "maze"
+    for _ in range(40):
+        (level / "next").mkdir(parents=True)
+        for name in ("a", "b"):
+            (level / name).symlink_to("next", target_is_directory=True)
+        level = level / "next"
+    listings = []
+    listed = scalars.Scalars.listed
+    monkeypatch.setattr(scalars.Scalars, "listed", lambda self, path: listings.append(path) or listed(self, path))
+
+    files = EventFiles(mine, "training_logs")
+    found = scalars.Scalars().of(files)
+    assert (found["tags"], found["runs"]) == (["loss"], {"worker-0": [[0, 1.0]]})
+    assert len(listings) == len(set(listings)) == 1 + 41, "worker-0 and maze's 41 real directories, each once"
+    files.view().sync(str(tmp_path / "view"))
+    assert sorted(path.name for path in (tmp_path / "view").iterdir()) == ["maze", "worker-0"]
+    long_ago = time.time() - 3600
+    for own in (mine / "training_logs" / "worker-0").glob("events.*"):
+        os.utime(own, (long_ago, long_ago))
+    assert progress.last_written(tmp_path / "no-logs", mine, since=0) == long_ago, "not their file's time (now)"
 
 
 def test_a_boards_view_of_the_output_kept_current(tmp_path):

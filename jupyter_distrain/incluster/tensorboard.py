@@ -60,10 +60,12 @@ def plain_pages(wsgi_app):
 # run (one directory of the view) holding both. TensorBoard names runs by their paths in its --logdir, so a board's
 # --logdir is a view made of links: a directory per directory merged from several (the top; those on the way to the
 # logdir), a link to every other directory (TensorBoard walks it) and to every event file; sync() keeps it current.
-# Nothing but names is read: no file's contents, and no directory below a link is listed here.
+# Nothing but names is read: no file's contents, and no directory below a link is listed here. A job's own links are
+# not followed here (they may lead to another owner's files).
 
 HIDDEN = (".distrain",)  # at the top of a job's output: the job's own logs (Kubernetes), never event files
 SYNC_SECONDS = 2  # how often a board's view takes in new directories
+MAX_WALKED = 16384  # the most directories one read of a job's files walks (scalars.py, progress.py)
 
 
 def is_event_file(name):
@@ -98,10 +100,10 @@ def listing(sources):
             below = frozenset(path[1:] for path in hidden if path[0] == entry.name)
             if () in below:
                 continue
-            try:
-                if entry.is_dir():
+            try:  # not a link: it may lead to another owner's files
+                if entry.is_dir(follow_symlinks=False):
                     found.setdefault(entry.name, []).append((entry.path, below))
-                elif is_event_file(entry.name) and entry.is_file():
+                elif is_event_file(entry.name) and entry.is_file(follow_symlinks=False):
                     files.setdefault(entry.name, entry.path)
             except OSError:
                 continue
