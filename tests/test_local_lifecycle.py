@@ -220,6 +220,16 @@ def test_data_and_output_are_linked_where_the_code_expects_them(cli, tmp_path):
     assert (job["phase"], job["reason"]) == ("Failed", "SetupFailed")
     assert "data.link_as: data is there already" in job["message"]
 
+    outside = tmp_path / "outside"  # a link in the code does not take link_as out of the working copy
+    outside.mkdir()
+    (code / "sub").symlink_to(outside, target_is_directory=True)
+    cli("submit", "-f", str(write_spec(tmp_path / "spec", {**spec, "name": "escape", "output": {
+        "host_path": str(output), "link_as": "sub/deeper/checkpoints"}})))
+    job = cli.wait("escape")
+    assert (job["phase"], job["reason"]) == ("Failed", "SetupFailed")
+    assert "output.link_as: sub/deeper/checkpoints goes through sub, a link in the code" in job["message"]
+    assert not list(outside.iterdir())
+
 
 def test_the_words_after_the_double_dash_run_as_typed(cli):
     """Quoted as the shell needs them; one word is a command line (as --command's text)."""

@@ -68,16 +68,28 @@ class RunSetup:
             if not link_as:
                 continue
             link = Path(os.path.normpath(self.workspace / link_as))
+            self.make_parents(link, f"{field}.link_as: {link_as}")
             if link.is_symlink():  # beside the workspace, an earlier run's
                 link.unlink()
             elif link.exists():
                 raise SetupFailed(f"{field}.link_as: {link_as} is there already (in the code, or distrain's); choose "
                                   "another path")
-            link.parent.mkdir(parents=True, exist_ok=True)
             target.mkdir(parents=True, exist_ok=True)
             link.symlink_to(target, target_is_directory=True)
             links.append(link)
         return links
+
+    def make_parents(self, link: Path, what: str) -> None:
+        """The directories above `link` (in the workspace, or beside it: its job's directory), each made unless
+        there; SetupFailed if one is a link (the code's may lead anywhere)."""
+        base = self.workspace if link.is_relative_to(self.workspace) else self.workspace.parent
+        directory = base
+        for part in link.parent.relative_to(base).parts:
+            directory /= part
+            if directory.is_symlink():
+                raise SetupFailed(f"{what} goes through {directory.relative_to(base)}, a link in the code: "
+                                  "choose a path of directories")
+            directory.mkdir(exist_ok=True)
 
     async def check_out(self, source: dict, credentials: Callable[[str], dict], bundle: Path) -> None:
         """The code the spec's `source` names in the workspace: a git commit, with the snapshot's changes (from
