@@ -452,7 +452,7 @@ def webhook_show(manager: JobManager) -> None:
 @webhook.command(name="test")
 @click.pass_obj
 def webhook_test(manager: JobManager) -> None:
-    """Post a test event to your webhook."""
+    """Post a test event to your webhook, once: it says whether it was delivered, nothing more."""
     problems = manager.test_webhook()
     if problems:
         raise DistrainError("; ".join(problems))

@@ -214,7 +214,7 @@ class Client:
         self._call("PUT", "webhook", {"url": url})
 
     def test_webhook(self) -> list[str]:
-        """Post a test event to your webhook: what failed, if anything."""
+        """Post a test event to your webhook: [] if it was delivered, else ["not delivered"]."""
         return self._call("POST", "webhook")["problems"]
 
     def delete_webhook(self) -> None:

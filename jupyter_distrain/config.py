@@ -87,6 +87,9 @@ class Distrain(Configurable):
                              "privilege escalation or capabilities, the runtime's seccomp profile).")
     run_as_user = Int(1000, config=True, help="The user (and group) id of a job's pods under pod_security "
                                               "'restricted'.")
+    network_policy = Bool(False, config=True,
+                          help="Give each Kubernetes job a NetworkPolicy: its replicas take connections from the "
+                               "job's own pods only (where the cluster's network enforces NetworkPolicies).")
     # the admin's rules for every job (rules.py), enforced before anything of it is created
     allowed_host_paths = List(Unicode(), default_value=None, allow_none=True, config=True,
                               help="Host directories a spec's data or output may mount (host_path), as prefixes: "
@@ -117,8 +120,12 @@ class Distrain(Configurable):
                               "cluster on Kubernetes (which needs controller_image). Empty: none.")
     public_url = Unicode("", config=True,
                          help="Where users open JupyterLab (https://hub.example.org/user/alice/), for the links "
-                              "webhooks carry. Default: the address of the request that submitted the job; a job "
-                              "the CLI submits has no link then.")
+                              "webhooks carry. Empty: they carry none (never the address a request came from, "
+                              "which its sender chooses).")
+    webhook_allow_private = Bool(False, config=True,
+                                 help="Let webhooks (notify_url, each owner's) be posted to loopback, private, "
+                                      "link-local and other non-public addresses: to hosts inside this network. "
+                                      "Default: refused, whether written in the URL or resolved from its host.")
     ttl_check_interval = Float(60, config=True,
                                help="Seconds between the Jupyter server's looks for jobs past their time to be kept.")
     gpu_types = Dict(config=True,
@@ -188,11 +195,15 @@ class Distrain(Configurable):
 
     @validate("notify_url", "public_url")
     def _a_url(self, proposal: Any) -> str:
-        from .notify import url_problem
+        """The URL as notify.checked keeps it; private addresses only for a link, or where the admin allows them."""
+        from .notify import Refused, checked
 
-        if proposal["value"] and (problem := url_problem(proposal["value"])):
-            raise TraitError(f"Distrain.{proposal['trait'].name}: {problem}")
-        return proposal["value"]
+        name = proposal["trait"].name
+        try:
+            return checked(proposal["value"], name == "public_url" or self.webhook_allow_private) \
+                if proposal["value"] else ""
+        except Refused as e:
+            raise TraitError(f"Distrain.{name}: {e}") from None
 
     @validate("gpu_types")
     def _well_formed_gpu_types(self, proposal: Any) -> dict:
@@ -213,7 +224,7 @@ class Distrain(Configurable):
         server (a sweep's controller): not where this server keeps or reads things."""
         here = {"backend_classes", "backend", "backends", "root", "namespace", "kubeconfig", "see_all_owners",
                 "ttl_check_interval", "janitor_schedule", "tensorboard_idle_timeout", "tensorboard_start_timeout",
-                "notify_url", "public_url"}  # a sweep's own hooks are in its Secret; its trials have none
+                "notify_url", "public_url", "webhook_allow_private"}  # a sweep's own hooks are in its Secret
         return {name: value for name, value in self.trait_values(config=True).items() if name not in here}
 
     @property

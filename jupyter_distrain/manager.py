@@ -19,7 +19,7 @@ from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFou
                      Unavailable)
 from .jobjson import iso, pinned_image
 from .logs import LogLine
-from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget
+from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, printable
 from .rules import AdminRules
 
 if TYPE_CHECKING:
@@ -121,10 +121,8 @@ class JobManager:
         return credentials
 
     def submit(self, raw: Any, base_dir: Path | None = None, dry_run: bool = False,
-               backend: str | None = None, carried: bytes | None = None,
-               link_base: str | None = None) -> JobRecord | dict:
-        """Start a job; a dry run checks everything a submit checks and returns the spec it would run.
-        `link_base`: where the submitter opened JupyterLab, for its webhooks' link (`hooks`)."""
+               backend: str | None = None, carried: bytes | None = None) -> JobRecord | dict:
+        """Start a job; a dry run checks everything a submit checks and returns the spec it would run."""
         target = self.target(backend)
         spec, bundle = self.prepare(raw, base_dir, backend, carried)
         if self.exists(spec["name"]):
@@ -138,10 +136,9 @@ class JobManager:
         if dry_run:
             target.check(spec)
             return spec
-        return target.submit(spec, bundle, self.hooks(spec["name"], self.config.owner, link_base))
+        return target.submit(spec, bundle, self.hooks(spec["name"], self.config.owner))
 
-    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False,
-                link_base: str | None = None) -> JobRecord:
+    def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False) -> JobRecord:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
         snapshot stays, unless the edited spec takes a new one (code.changes_from) or has none. To `repin`, its
         ref is pinned again: the run takes the commit the ref names now, without the snapshot."""
@@ -150,7 +147,7 @@ class JobManager:
         spec = job["spec"]
         if sweep.is_sweep(spec):
             raise DistrainError(f"{name!r} is a sweep, which runs once; clone it to sweep again")
-        hooks = self.hooks(name, job["owner"], link_base)
+        hooks = self.hooks(name, job["owner"])
         if repin:
             raw = code.unpinned(spec if raw is None else raw)
         if raw is not None:
@@ -160,7 +157,7 @@ class JobManager:
         return backend.restart(name, ruled if ruled != spec else None, None, hooks)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
-              dry_run: bool = False, reproduce: bool = False, link_base: str | None = None) -> JobRecord | dict:
+              dry_run: bool = False, reproduce: bool = False) -> JobRecord | dict:
         """Submit a new job from `name`'s spec (so the same pinned commit and snapshot), with top-level fields
         replaced; to `reproduce` it, also on the image its pods ran, by digest, when they reported one. A dry
         run returns the spec it would submit."""
@@ -173,8 +170,7 @@ class JobManager:
         if not (changes or {}).get("name"):
             raw["name"] = self.free_name(name)
         backend = self.backend_of(name)
-        return self.submit(raw, base_dir, dry_run=dry_run, backend=backend.name, carried=backend.snapshot(name),
-                           link_base=link_base)
+        return self.submit(raw, base_dir, dry_run=dry_run, backend=backend.name, carried=backend.snapshot(name))
 
     def snapshot(self, name: str) -> bytes | None:
         """The bundle of the snapshot of changes the job runs, if it runs one."""
@@ -219,7 +215,12 @@ class JobManager:
         return next(c for c in candidates if not self.exists(c))  # another owner's names are taken too
 
     def get(self, name: str, events: int = 20) -> JobRecord:
-        return self.backend_of(name).get(name, events)
+        """The job as its backend reports it, its events' messages `printable`: every event shown (API, CLI) comes
+        through here, whoever recorded it, and none can print lines of its own."""
+        job = self.backend_of(name).get(name, events)
+        if "events" in job:
+            job["events"] = [{**e, "message": printable(e["message"])} for e in job["events"]]
+        return job
 
     def list(self) -> list[JobSummary]:
         """Every job, as the list shows it, oldest first."""
@@ -313,7 +314,7 @@ class JobManager:
             return NOTHING_LOGGED
 
     def finetune(self, name: str, changes: Any = None, base_dir: Path | None = None,
-                 dry_run: bool = False, link_base: str | None = None) -> JobRecord | dict:
+                 dry_run: bool = False) -> JobRecord | dict:
         """A new job from the sweep's best trial (its spec and code) that resumes from that trial's output:
         `changes` replace its top-level fields, but for hyperparameters, which are merged into the trial's."""
         best = self.trials(name)["best"]
@@ -326,7 +327,7 @@ class JobManager:
             changes["hyperparameters"] = {**self.get(best, events=0)["spec"]["hyperparameters"],
                                           **changes["hyperparameters"]}
         return self.clone(best, {"name": self.free_name(f"{name}-best", first=True), "resume_from": f"job:{best}",
-                                 **changes}, base_dir, dry_run=dry_run, link_base=link_base)
+                                 **changes}, base_dir, dry_run=dry_run)
 
     def exists(self, name: str) -> bool:
         return any(backend.exists(name) for backend in self.backends.values())
@@ -417,11 +418,12 @@ class JobManager:
         self.target(backend).delete_credentials(name)
 
     # webhooks (notify.py): the admin's URL and each owner's own
-    def hooks(self, name: str, owner: str, link_base: str | None) -> dict | None:
-        """Where the events of job `name` of `owner` are posted, and the link they carry (c.Distrain.public_url
-        if set, else `link_base`)."""
+    def hooks(self, name: str, owner: str) -> dict | None:
+        """Where the events of job `name` of `owner` are posted, the link they carry (from c.Distrain.public_url
+        only), and whether the admin lets them go to private addresses."""
         own = notify.OwnerWebhook(Path(self.config.root), owner).url()
-        return notify.hooks([self.config.notify_url, own or ""], self.config.public_url or link_base, name)
+        return notify.hooks([self.config.notify_url, own or ""], self.config.public_url, name,
+                            self.config.webhook_allow_private)
 
     @property
     def own_webhook(self) -> notify.OwnerWebhook:
@@ -434,19 +436,21 @@ class JobManager:
 
     def set_webhook(self, url: Any) -> None:
         """Post this owner's jobs' events to `url` from their next submit or restart on."""
-        self.own_webhook.set(url)
+        self.own_webhook.set(url, self.config.webhook_allow_private)
 
     def delete_webhook(self) -> None:
         self.own_webhook.delete()
 
     def test_webhook(self) -> builtins.list[str]:
-        """Post a test event to this owner's webhook; what failed."""
+        """Post a test event to this owner's webhook, once: [] if it was delivered, else notify.NOT_DELIVERED
+        alone (no status or error, which would tell what answers at internal addresses)."""
         url = self.own_webhook.url()
         if url is None:
             raise NotFound("no webhook is set: set one first ('distrain webhook set')")
         body = notify.message("", "test", "test", "", "", "a test from jupyter-distrain", None, 0, self.config.owner,
                               self.default, self.config.public_url or None)
-        return notify.post({"urls": [url]}, body)
+        hooks = {"urls": [url], "allow_private": self.config.webhook_allow_private}
+        return [notify.NOT_DELIVERED] if notify.post(hooks, body, tries=1) else []
 
     def cluster(self, backend: str | None = None) -> dict:
         """What the backend offers, and the admin's limits on it."""

@@ -3,6 +3,7 @@ job's TensorBoard is to be found. jobjson turns them into the API's JSON."""
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,17 @@ class EventRecord(TypedDict):
     replica: str  # "" for the job's own
     reason: str
     message: str
+
+
+CONTROLS = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})  # control, format (bidi overrides), surrogate, line breaks
+
+
+def printable(text: str) -> str:
+    """`text` with its control characters (newlines, escape sequences, bidi overrides...) escaped as repr escapes
+    them (a newline as \\n): an event's message, which may carry a file name, prints on its own line."""
+    if text.isprintable():
+        return text
+    return "".join(repr(c)[1:-1] if unicodedata.category(c) in CONTROLS else c for c in text)
 
 
 class Notice(TypedDict):

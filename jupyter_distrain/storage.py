@@ -60,9 +60,23 @@ def purgeable(parts: tuple[str, ...], owner: str) -> bool:
     return bool(parts) and parts[0] != OWNERS
 
 
+def output_path_problem(spec: dict) -> str | None:
+    """Why the spec's output.path may not be (None: it may): it must be one directory name. A job writes, and so
+    makes links, only inside its own output directory; one inside another job's could be reached through such a
+    link, which a pod's mount follows, anywhere in the volume."""
+    path = spec.get("output", {}).get("path")
+    if path is None or len(PurePosixPath(path).parts) == 1:  # the schema allows no leading / and no ..
+        return None
+    return f"{path!r} is not one directory name: an output is never inside another's (see README, Owners)"
+
+
 def reading_problem(parts: tuple[str, ...], owner: str, others_allowed: bool, holds_others: bool) -> str | None:
-    """Why a job of `owner` may not read the directory at `parts` of a volume (None: it may): it is another
-    owner's outputs, or it holds them (the volume's root or its owners/ directory, where `holds_others`)."""
+    """Why a job of `owner` may not read the directory at `parts` of a volume (None: it may): it is inside an
+    output directory (whose links a pod's mount would follow: output_path_problem), another owner's outputs, or
+    holds them (the volume's root or its owners/ directory, where `holds_others`)."""
+    if parts[:1] == (OWNERS,) and len(parts) > 3:
+        return f"is inside the output directory {'/'.join(parts[:3])}: name that directory, and the rest in the " \
+               "command (a link a job made in its output could lead a pod's mount anywhere in the volume)"
     if others_allowed:
         return None
     if parts[:1] == (OWNERS,) and len(parts) >= 2 and parts[:2] != area(owner):

@@ -382,9 +382,9 @@ export interface paths {
     };
     /** @description This user's webhook, which their jobs' and sweeps' ends and warnings (NoProgress, Straggler) are posted to, shown by its scheme and host only (its path often holds a token). */
     get: operations['getWebhook'];
-    /** @description Set (or replace) this user's webhook, kept server-side with mode 0600; jobs submitted or restarted from now on post to it: {id, job, kind, event ("ended", "NoProgress", "Straggler"), phase, reason, message, replica, run, owner, backend, link, time}, from the job's supervisor (local) or its monitor in the cluster, whether or not a Jupyter server runs. */
+    /** @description Set (or replace) this user's webhook, kept server-side with mode 0600; jobs submitted or restarted from now on post to it: {id, job, kind, event ("ended", "NoProgress", "Straggler"), phase, reason, message, replica, run, owner, backend, link, time}, from the job's supervisor (local) or its monitor in the cluster, whether or not a Jupyter server runs. An http or https URL without credentials, its host a public one (not localhost nor a loopback, private, link-local or reserved address, unless c.Distrain.webhook_allow_private); a host name is checked again where it is posted, by what it resolves to. */
     put: operations['setWebhook'];
-    /** @description Post a test event (event "test") to this user's webhook */
+    /** @description Post a test event (event "test") to this user's webhook, once, following no redirect */
     post: operations['testWebhook'];
     delete: operations['deleteWebhook'];
     options?: never;
@@ -625,6 +625,7 @@ export interface components {
       type: 'Normal' | 'Warning';
       replica: string;
       reason: string;
+      /** @description one line: its control characters escaped as Python's repr escapes them (a newline as \n) */
       message: string;
     };
     ReplicaMetrics: {
@@ -895,7 +896,7 @@ export interface components {
       | {
           /** @description a volume name (a PersistentVolumeClaim on Kubernetes): lowercase letters, digits, hyphens */
           volume: string;
-          /** @description a sub-directory inside the volume, without '..' or control characters */
+          /** @description a sub-directory inside the volume, without '..' or control characters; an output's is one directory name */
           path?: string;
           link_as?: components['schemas']['linkAs'];
         }
@@ -2000,14 +2001,14 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description What failed, if anything (the URL shown by its host only) */
+      /** @description problems [] if it was delivered (a 2xx), else ["not delivered"]: no status or error, which would tell what answers at addresses inside the network */
       200: {
         headers: {
           [name: string]: unknown;
         };
         content: {
           'application/json': {
-            problems: string[];
+            problems: 'not delivered'[];
           };
         };
       };

@@ -170,12 +170,13 @@ def assert_nothing_left(root: Path, timeout: float = 10) -> None:
 
 
 class JupyterServer:
-    """A real `jupyter server` (or `jupyter lab`) process with this extension, a token, its own storage root."""
+    """A real `jupyter server` (or `jupyter lab`) process with this extension, a token, its own storage root;
+    `public`: its own address is c.Distrain.public_url (where the links webhooks carry lead)."""
 
     TOKEN = "secret-token"
 
     def __init__(self, tmp_path: Path, *args: str, app: str = "server", root_dir: Path | None = None,
-                 python: Path = Path(sys.executable), env: dict | None = None):
+                 python: Path = Path(sys.executable), env: dict | None = None, public: bool = False):
         from jupyter_distrain.backends.local.processes import free_ports
 
         self.root = tmp_path / "distrain-home"
@@ -187,7 +188,8 @@ class JupyterServer:
             [str(python.with_name("jupyter")), app, "--no-browser",
              f"--port={self.url.rsplit(':', 1)[1]}", f"--IdentityProvider.token={self.TOKEN}",
              "--ServerApp.allow_root=True", f"--ServerApp.root_dir={self.root_dir}", f"--Distrain.root={self.root}",
-             *(self.lab_state(tmp_path) if app == "lab" else ()), *args],
+             *(self.lab_state(tmp_path) if app == "lab" else ()), *args,
+             *([f"--Distrain.public_url={self.url}/"] if public else [])],
             stdout=self.log, stderr=subprocess.STDOUT, env=env,
         )
         self.headers = {"Authorization": f"token {self.TOKEN}"}

@@ -2,10 +2,12 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 
 import pytest
+from controlplane.cluster import kubelet_expanded
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.kubernetes import podspec, render
@@ -163,7 +165,7 @@ def test_a_pod_starts_python_with_the_replica_site_first(tmp_path):
             "spec"]["containers"][0]
 
     def started(framework):
-        script = container(framework)["command"][-1].removeprefix(podspec.INSTALL + "\n")
+        script = kubelet_expanded(container(framework)["command"][-1], {}).removeprefix(podspec.INSTALL + "\n")
         assert script.startswith(podspec.SITE_SETUP + "\n")
         setup = podspec.SITE_SETUP.replace(podspec.WORKSPACE, str(tmp_path))
         switch = {e["name"]: e["value"] for e in container(framework)["env"]
@@ -176,6 +178,47 @@ def test_a_pod_starts_python_with_the_replica_site_first(tmp_path):
     assert started("pytorch") == [f"{tmp_path}/.distrain-python:/image", "TensorBoardWithoutTensorFlow"]
     assert started("tensorflow")[0] == f"{tmp_path}/.distrain-python:/image"
     assert started("tensorflow")[1] != "TensorBoardWithoutTensorFlow"
+
+
+def test_kubernetes_hands_every_container_the_strings_it_was_rendered_with():
+    """Kubernetes expands $(VAR) in a container's command, args and env values; locally env values are literal.
+    Every container the product renders has each $ there escaped as $$, so a replica's env and command are the
+    spec's, as on the local backend (the command's shell expands $VAR on both)."""
+    spec = make({"name": "x", "framework": "tensorflow", "command": 'echo "$(DISTRAIN_CLUSTER)" $$ $HOME',
+                 "env": {"K": "$(DISTRAIN_CLUSTER)", "PRICE": "$$5"}, "tensorboard": {"enabled": True},
+                 "code": {"git": "https://example.com/m.git", "commit": "0" * 40, "credentials": "login"},
+                 "replicas": {"chief": {}, "worker": {"count": 2}}})
+    settings = Distrain(namespace="team", controller_image="registry.example.com/notebook:1",
+                        pod_security="restricted")
+    head = render.root(spec, settings, "pods")
+    objects = [*render.render(spec, settings, "pods"), *render.render(spec, settings, "jobset"),
+               *render.render(spec, settings, "kubeflow"), render.log_reader(spec, settings, head, "s3cret"),
+               render.purger(spec, settings, head), *render.janitor(settings),
+               *render.render(make({"name": "hp", "sweep": {"parameters": {"lr": {"values": [0.1]}}}}), settings,
+                              "sweep")]
+
+    def containers(value):
+        if isinstance(value, dict):
+            yield from (c for key in ("containers", "initContainers") for c in value.get(key, []))
+            yield from (c for v in value.values() for c in containers(v))
+        elif isinstance(value, list):
+            yield from (c for v in value for c in containers(v))
+
+    found = list(containers(objects))
+    assert {c["name"] for c in found} == {"main", "tensorflow", "fetch-code", "stack-tools", "tensorboard",
+                                          "monitor", "reader", "purge", "janitor", "sweeper"}
+    for c in found:
+        values = [e["value"] for e in c.get("env", []) if "value" in e]
+        for text in [*c.get("command", []), *c.get("args", []), *values]:
+            assert re.fullmatch(r"([^$]|\$\$)*", text), (c["name"], text)
+    pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "x-worker-1")
+    main = pod["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in main["env"] if "value" in e}
+    assert (env["K"], env["PRICE"]) == ("$$(DISTRAIN_CLUSTER)", "$$$$5")
+    assert 'echo "$$(DISTRAIN_CLUSTER)" $$$$ $$HOME' in main["command"][-1]
+    # what the container gets, once the kubelet has expanded them
+    assert (kubelet_expanded(env["K"], env), kubelet_expanded(env["PRICE"], env)) == ("$(DISTRAIN_CLUSTER)", "$$5")
+    assert 'echo "$(DISTRAIN_CLUSTER)" $$ $HOME' in kubelet_expanded(main["command"][-1], env)
 
 
 def test_shard_helper(monkeypatch):

@@ -19,7 +19,7 @@ import pytest
 import requests
 import yaml
 from conftest import CLI, distrain_command, wait, write_spec
-from controlplane.cluster import ADMIN, BIN, NAMESPACE, RESTRICTED
+from controlplane.cluster import ADMIN, BIN, NAMESPACE, RESTRICTED, kubelet_expanded
 from kube_support import COMMIT, SETTINGS, dry_run_create, pods_of, settings, tf_spec, wait_job
 from kubernetes import client
 
@@ -57,7 +57,8 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
         "task": {"type": "worker", "index": 1}, "environment": "cloud"}
     main = pod["spec"]["containers"][0]
     assert main["resources"]["limits"]["nvidia.com/gpu"] == "1"
-    assert 'python train.py --steps "${DISTRAIN_HP_steps}"' in main["command"][-1] and env["DISTRAIN_HP_steps"] == "100"
+    assert 'python train.py --steps "$${DISTRAIN_HP_steps}"' in main["command"][-1]  # the kubelet makes $$ $
+    assert env["DISTRAIN_HP_steps"] == "100"
     mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
     assert mounts["/input"]["readOnly"] and mounts["/input"]["subPath"] == "mnist"
     assert {**mounts["/data"], "mountPath": "/input"} == mounts["/input"]  # link_as: also where the code looks
@@ -75,8 +76,10 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
 
 def test_the_training_operator_runs_each_replica_with_its_own_variables(control_plane, admin):
     """On "kubeflow" a role's replicas share one template: the operator sets TF_CONFIG, and each pod runs the
-    branch of its index with clusterenv's variables. Policies the operator cannot keep are refused."""
-    spec = tf_spec("kf-env", policy={"restart": "exit-code", "max_restarts": 2, "deadline_seconds": 600})
+    branch of its index with clusterenv's variables; the API server keeps the env value as rendered, $(VAR)
+    escaped, so the container gets the spec's string. Policies the operator cannot keep are refused."""
+    spec = tf_spec("kf-env", policy={"restart": "exit-code", "max_restarts": 2, "deadline_seconds": 600},
+                   env={"K": "$(DISTRAIN_CLUSTER)"})
     objects = render.render(spec, SETTINGS, "kubeflow")
     assert [o["kind"] for o in objects] == ["ConfigMap", "TFJob"]
     tfjob = objects[1]["spec"]
@@ -100,8 +103,9 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
                         "worker": ["kf-env-worker-0.training.svc:2222", "kf-env-worker-1.training.svc:2222"]},
             "task": {"type": "worker", "index": 1}, "environment": "cloud"}
         assert json.loads(env["DISTRAIN_CLUSTER"]) == json.loads(env["TF_CONFIG"])["cluster"]
+        assert env["K"] == "$$(DISTRAIN_CLUSTER)" and kubelet_expanded(env["K"], env) == "$(DISTRAIN_CLUSTER)"
         command = pod.spec.containers[0].command
-        assert command[3] == "/output/.distrain/logs/UID/1/worker-$(DISTRAIN_INDEX).log"  # the kubelet expands it
+        assert command[3] == "/output/.distrain/logs/UID/1/worker-$${DISTRAIN_INDEX}.log"  # the log tee expands it
         exported = branch_env(pod)
         assert (exported["DISTRAIN_REPLICA"], exported["DISTRAIN_SHARD_INDEX"]) == ("worker-1", "2")
     finally:
@@ -111,8 +115,9 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
 
 def branch_env(pod: client.V1Pod) -> dict[str, str]:
     """The variables the "kubeflow" engine's script exports in the pod's branch (its index's), with the pod's."""
-    script = pod.spec.containers[0].command[-1].removeprefix(podspec.INSTALL + "\n").replace("exec /bin/sh -c", ":") + "; env -0"
     own = {e.name: e.value for e in pod.spec.containers[0].env if e.value is not None}
+    script = kubelet_expanded(pod.spec.containers[0].command[-1], own).removeprefix(podspec.INSTALL + "\n").replace(
+        "exec /bin/sh -c", ":") + "; env -0"
     exported = subprocess.run(["sh", "-c", script], env={**own, "DISTRAIN_INDEX": pod.metadata.labels[
         naming.KUBEFLOW_INDEX], "PATH": os.environ["PATH"]}, capture_output=True, text=True, check=True).stdout
     return dict(entry.split("=", 1) for entry in exported.split("\0")[:-1] if "=" in entry)
@@ -185,7 +190,7 @@ def test_a_snapshot_travels_in_a_secret_that_fetch_code_applies(control_plane, a
     fetch = pod.spec.init_containers[0]
     (tmp_path / "mounted").mkdir()
     (tmp_path / "mounted" / "snapshot.bundle").write_bytes(bundle)
-    script = fetch.command[-1].replace("/workspace", str(tmp_path / "workspace")).replace(
+    script = kubelet_expanded(fetch.command[-1], {}).replace("/workspace", str(tmp_path / "workspace")).replace(
         " /snapshot/", f" {tmp_path / 'mounted'}/")  # the pod's mounts, here
     subprocess.run(["sh", "-c", script], check=True, env={"PATH": os.environ["PATH"], "HOME": str(tmp_path)})
     files = sorted(p.name for p in checkout.iterdir() if p.name not in (".git", "secret.txt"))
@@ -537,8 +542,8 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
                 assert pod.spec.security_context.run_as_user == 1000
                 assert all(c.security_context.capabilities.drop == ["ALL"]
                            for c in [*pod.spec.containers, *(pod.spec.init_containers or [])])
-            kube._create(render.log_reader(tf_spec(f"confined-{engine}"), kube.settings,
-                                              kube.api.sanitize_for_serialization(kube.job_root_fresh(f"confined-{engine}"))))
+            kube._create(render.log_reader(tf_spec(f"confined-{engine}"), kube.settings, kube.api.sanitize_for_serialization(
+                kube.job_root_fresh(f"confined-{engine}")), "s3cret"))
             kube.delete(f"confined-{engine}")
     finally:
         admin.delete_namespace(namespace)

@@ -16,8 +16,8 @@ from contextlib import suppress
 import pytest
 from conftest import CLI, at_once, distrain_command, wait
 from controlplane.cluster import NAMESPACE, RESTRICTED, image_id
-from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, end, names, pod_name, pods_of, replica, running,
-                          settings, tf_spec, wait_job)
+from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, acting_as, end, names, pod_name, pods_of, replica,
+                          running, settings, tf_spec, wait_job)
 from kubernetes import client
 from webhooks import Receiver
 
@@ -25,7 +25,7 @@ from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, render
 from jupyter_distrain.backends.kubernetes import state as kube_state
 from jupyter_distrain.backends.kubernetes.controller import NamespaceController
-from jupyter_distrain.controllers import monitor
+from jupyter_distrain.controllers import kube_backend, monitor
 from jupyter_distrain.backends.kubernetes.state import event_time, new_status, newest
 from jupyter_distrain.errors import NotFound, NotSupported, ReplicaNotFound, RunNotFound, SpecError
 from jupyter_distrain.jobjson import job_json
@@ -137,12 +137,22 @@ def test_stacks_say_why_they_cannot_be_taken(backend):
         "its pod was made without the stack tools (c.Distrain.controller_image was not set)")
 
 
+def monitor_backend(control_plane, tmp_path, engine: str) -> KubeBackend:
+    """A run's monitor's backend, as controllers/monitor.py makes it (no Jupyter server's, no controller), acting
+    as the namespace's distrain-monitor service account (the job's submit made it): a right its Role lacks fails
+    the test. Close its `api` after use."""
+    own = settings(tmp_path / "monitor-home", engine=engine)
+    own.controller_image, own.janitor_schedule = "registry.example.com/notebook:1", ""  # as its command line says
+    return kube_backend(own, acting_as(control_plane, naming.MONITOR))
+
+
 @ENGINES
-def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(backend, admin, tmp_path):
+def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(control_plane, backend, admin, engine, tmp_path):
     """policy.hang_after on Kubernetes: each run gets a monitor (render.monitor: a Job in the product's image), here
-    run in this process with its arguments' files (none written: quiet from the start); of simulated pods the
-    stacks are their errors. It warns, keeps them in the job's ConfigMap, fails the job as Hung (on_hang fail) and,
-    the run over, ends. test_real_pods.py has it in its pod, on a real hang."""
+    run in this process with its arguments' files (none written: quiet from the start), as its service account
+    (monitor_backend); of simulated pods the stacks are their errors, none a refusal. It warns, keeps them in the
+    job's ConfigMap, fails the job as Hung (on_hang fail) and, the run over, ends. test_real_pods.py has it in its
+    pod, on a real hang."""
     backend.settings.controller_image = "registry.example.com/notebook:1"
     spec = tf_spec("stuck", workers=1, policy={"hang_after": "1s", "on_hang": "fail"})
     backend.submit(spec)
@@ -154,7 +164,9 @@ def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(backend, admin,
     wait_job(backend, "stuck", lambda j: j["phase"] == "Running", "the job runs")
     (tmp_path / "logs").mkdir()
     (tmp_path / "output").mkdir()
-    monitor.watch(backend, "stuck", 1, tmp_path / "logs", tmp_path / "output")
+    alone = monitor_backend(control_plane, tmp_path, engine)
+    monitor.watch(alone, "stuck", 1, tmp_path / "logs", tmp_path / "output")
+    alone.api.close()
     job = backend.get("stuck")
     message = "no replica wrote a log line or a TensorBoard step for 1s; their stacks then are kept (distrain " \
               "stacks stuck --kept)"
@@ -164,6 +176,8 @@ def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(backend, admin,
     assert (kept["reason"], kept["message"]) == ("NoProgress", message)
     assert {r["name"] for r in kept["replicas"]} == {"chief-0", "ps-0", "worker-0"}
     assert all(r["error"] and not r["processes"] for r in kept["replicas"]), kept  # kwok runs no command
+    print("KEPT", [r["error"] for r in kept["replicas"]])
+    assert not [r["error"] for r in kept["replicas"] if "Forbidden" in r["error"] or "403" in r["error"]], kept
     assert [r["name"] for r in backend.stacks("stuck", "ps-0", kept=True)["replicas"]] == ["ps-0"]
     wait(lambda: not running(admin, "stuck"), "every replica stops")
 
@@ -176,7 +190,8 @@ def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_
     second monitor pod of the run (its Job's retry) posts nothing again; a restart's run is told of anew."""
     backend.settings.controller_image = "registry.example.com/notebook:1"
     receiver = Receiver()
-    hooks = {"urls": [receiver.url("/T0KEN")], "link": "https://lab.example.org/lab?distrain-job=told"}
+    hooks = {"urls": [receiver.url("/T0KEN")], "link": "https://lab.example.org/lab?distrain-job=told",
+             "allow_private": True}  # the receiver is on loopback
     backend.submit(tf_spec("told", workers=1, policy={"hang_after": "1s", "on_hang": "fail"}), hooks=hooks)
     secret = admin.read_namespaced_secret(naming.notify_name("told"), NAMESPACE)
     assert json.loads(base64.b64decode(secret.data[naming.NOTIFY_KEY])) == hooks
@@ -190,7 +205,7 @@ def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_
     wait_job(backend, "told", lambda j: j["phase"] == "Running", "the job runs")
     (tmp_path / "logs").mkdir()
     (tmp_path / "output").mkdir()
-    alone = KubeBackend(settings(tmp_path / "monitor-home", engine=engine), control_plane.client(RESTRICTED))
+    alone = monitor_backend(control_plane, tmp_path, engine)
     monitor.watch(alone, "told", 1, tmp_path / "logs", tmp_path / "output", hooks)
     told = receiver.wait("told", 2)
     assert receiver.events("told") == [("NoProgress", "Running", "NoProgress", None), ("ended", "Failed", "Hung", None)]
@@ -210,10 +225,11 @@ def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_
     assert receiver.events("told")[2:] == [("ended", "Succeeded", backend.get("told")["reason"], None)]
     assert receiver.wait("told", 3)[2]["run"] == 2
     receiver.close()
+    alone.api.close()
 
 
 @ENGINES
-def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(backend, tmp_path):
+def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(control_plane, backend, engine, tmp_path):
     """on_hang warn: the job runs on, its reason NoProgress while the monitor finds it quiet, and no longer once a
     replica writes again (a line in its log file on the volume)."""
     backend.settings.controller_image = "registry.example.com/notebook:1"
@@ -222,7 +238,8 @@ def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(backend, tmp
     logs, output = tmp_path / "logs", tmp_path / "output"
     logs.mkdir()
     output.mkdir()
-    watching = threading.Thread(target=monitor.watch, args=(backend, "quiet", 1, logs, output), daemon=True)
+    alone = monitor_backend(control_plane, tmp_path, engine)
+    watching = threading.Thread(target=monitor.watch, args=(alone, "quiet", 1, logs, output), daemon=True)
     watching.start()
     job = wait_job(backend, "quiet", lambda j: j["reason"] == "NoProgress", "the monitor finds it hung", 30)
     assert job["phase"] == "Running" and job["message"].startswith("no replica wrote a log line or a TensorBoard "
@@ -238,6 +255,7 @@ def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(backend, tmp
     wait(lambda: [j["notice"] for j in backend.list()] == [None], "no notice once it ended (its end is told)")
     watching.join(30)
     assert not watching.is_alive(), "the monitor ends with the run"
+    alone.api.close()
 
 
 @ENGINES

@@ -105,7 +105,8 @@ def test_on_a_shared_volume_each_owner_writes_resumes_reads_and_purges_only_thei
         assert claim.metadata.labels[naming.HOLDS_OUTPUTS] == "true"
         purger = render.purger(bob.get("bout")["spec"], bob.settings,
                                   bob.api.sanitize_for_serialization(bob.job_root("bout")))
-        assert purger["spec"]["containers"][0]["command"][-2:] == ["/output", "owners/bob/aj"]
+        assert purger["spec"]["containers"][0]["command"][-2:] == ["/output", "aj"]
+        assert purger["spec"]["containers"][0]["volumeMounts"][0]["subPath"] == "owners/bob"  # bob's alone
 
         for volume in ("distrain-outputs", "team-results"):
             assert refused(bob, data={"volume": volume}) == {"data.volume": (
@@ -268,3 +269,41 @@ def test_the_admins_rules_hold_and_a_gpu_type_places_replicas_on_its_nodes(contr
         jobs.close()
         admin.delete_node("a100-0")
         scheduling.delete_priority_class("training")
+
+
+def test_a_jobs_pods_carry_no_token_its_log_reader_needs_its_secret_and_its_policy_admits_its_own(
+        control_plane, admin, tmp_path):
+    """A replica's pod (any pod of a job but a controller's) mounts no service account token; the log reader
+    answers only requests carrying its secret (another pod of the namespace reaches its port); with
+    c.Distrain.network_policy, the job's NetworkPolicy lets only its own pods reach its replicas."""
+    kube = KubeBackend(Distrain(root=str(tmp_path), namespace=NAMESPACE, kubernetes_engine="jobset",
+                                network_policy=True), control_plane.client(RESTRICTED))
+    try:
+        kube.submit(tf_spec("sealed", workers=1, tensorboard={"enabled": True}))
+        pods = wait(lambda: (found := admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}=sealed"
+                                                                ).items) and len(found) == 4 and found,
+                    "the job's replicas and its TensorBoard")
+        assert [p.spec.automount_service_account_token for p in pods] == [False] * 4
+        policy = client.NetworkingV1Api(admin.api_client).read_namespaced_network_policy("sealed", NAMESPACE)
+        assert policy.metadata.owner_references[0].name == "sealed"  # it goes with the job
+        assert policy.spec.pod_selector.match_labels == {naming.JOB: "sealed"}
+        assert [e.key for e in policy.spec.pod_selector.match_expressions] == [naming.ROLE]
+        assert policy.spec.ingress[0]._from[0].pod_selector.match_labels == {naming.JOB: "sealed"}
+
+        root = kube.api.sanitize_for_serialization(kube.job_root_fresh("sealed"))
+        reader = render.log_reader(kube.get("sealed")["spec"], kube.settings, root, "s3cret")
+        kube._create(reader)
+        name = reader["metadata"]["name"]
+        kube._wait_serving(name)  # its readiness probe's path, open to all, tells nothing
+        core = client.CoreV1Api(kube.api)
+        target, options = f"{name}:{render.LOG_READER_PORT}", {"_preload_content": False}
+        for headers in ({}, {"X-Distrain-Reader-Secret": "guess"}):
+            with pytest.raises(client.ApiException) as refused:
+                core.connect_get_namespaced_pod_proxy_with_path(target, NAMESPACE, "1", _headers=headers, **options)
+            assert refused.value.status == 403
+        answer = core.connect_get_namespaced_pod_proxy_with_path(
+            target, NAMESPACE, "1", _headers={"X-Distrain-Reader-Secret": "s3cret"}, **options)
+        assert json.loads(answer.read()) == []
+        kube._delete_pod_named(name)
+    finally:
+        kube.delete("sealed")

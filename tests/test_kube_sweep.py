@@ -16,7 +16,7 @@ from webhooks import Receiver
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain import storage
-from jupyter_distrain.backends.kubernetes import KubeBackend, naming, render
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming, render, roles
 from jupyter_distrain.errors import JobNotFound, SpecError
 from jupyter_distrain.manager import JobManager
 
@@ -33,7 +33,7 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
     backend.settings.controller_image = "registry.example.com/notebook:1"
     receiver = Receiver()  # the sweep's controller, a process of its own, posts its end; its trials none
-    job = backend.submit(spec, hooks={"urls": [receiver.url()], "link": None})
+    job = backend.submit(spec, hooks={"urls": [receiver.url()], "link": None, "allow_private": True})
     assert (job["engine"], job["replicas"]) == ("sweep", [])
 
     def trials() -> list[str]:
@@ -126,7 +126,7 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
             utils.create_from_dict(admin.api_client, obj)
         ada.submit(job("ada-done", "1s"))
         role = rbac.read_namespaced_role(naming.JANITOR, NAMESPACE)
-        assert admin.api_client.sanitize_for_serialization(role.rules) == render.controller_rules()
+        assert admin.api_client.sanitize_for_serialization(role.rules) == roles.janitor()
         cron = batch.read_namespaced_cron_job(naming.JANITOR, NAMESPACE)
         assert cron.spec.schedule == "*/5 * * * *" and cron.spec.concurrency_policy == "Forbid"
         pod = cron.spec.job_template.spec.template.spec
@@ -170,31 +170,34 @@ def test_the_janitor_deletes_every_owners_jobs_past_their_time_while_no_server_r
 
 def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod(control_plane, backend, admin,
                                                                                  tmp_path):
-    """`delete --purge-output` deletes the job's output directory on its volume through a pod that mounts the
-    volume, and waits for it: the default directory, or the spec's path, in its owner's directory, and nothing
-    beside it. A path whose link leads out of the volume, and its owner's whole directory, stay; so does the
-    output of a plain delete."""
+    """`delete --purge-output` deletes the job's output directory on its volume through a pod that mounts its
+    owner's directory alone, and waits for it: the default directory, or the spec's path, and nothing beside it.
+    Where a link stands in its place, the link goes and what it leads to stays; so does the output of a plain
+    delete. An output inside another's, or the owner's whole directory, is refused (storage.output_path_problem)."""
     outputs = own_outputs(control_plane)
     outside = tmp_path / "outside"
     outside.mkdir()
     (outside / "model.bin").write_bytes(b"not the job's")
-    (outputs / "team").mkdir(parents=True, exist_ok=True)
+    outputs.mkdir(parents=True, exist_ok=True)
     (outputs / "escape").symlink_to(outside)
-    outputs_of = {"purged": None, "kept": None, "team-run": "team/run-7", "escape": "escape", "whole": ""}
+    outputs_of = {"purged": None, "kept": None, "team-run": "run-7", "escape": "escape"}
     try:
+        for path in ("team/run-7", ""):
+            with pytest.raises(SpecError, match="output.path: .* is not one directory name"):
+                backend.submit(chief_spec("nested", output={"volume": "distrain-outputs", "path": path}))
         for name, path in outputs_of.items():
             output = {} if path is None else {"output": {"volume": "distrain-outputs", "path": path}}
             backend.submit(chief_spec(name, **output))
-        for directory in ("purged", "kept", "team/run-7", "team/other"):
+        for directory in ("purged", "kept", "run-7", "other"):
             (outputs / directory).mkdir(parents=True, exist_ok=True)
             (outputs / directory / "model.bin").write_bytes(b"weights")
         for name in outputs_of:
             backend.delete(name, purge_output=name != "kept")
             assert not admin.list_namespaced_pod(NAMESPACE, label_selector=f"{naming.JOB}={name}").items
-        assert not (outputs / "purged").exists() and not (outputs / "team" / "run-7").exists()
-        assert all((directory / "model.bin").exists() for directory in (outputs / "kept", outputs / "team" / "other",
-                                                                        outside))
+        assert not (outputs / "purged").exists() and not (outputs / "run-7").exists()
+        assert not (outputs / "escape").is_symlink()
+        assert all((directory / "model.bin").exists() for directory in (outputs / "kept", outputs / "other", outside))
     finally:
-        (outputs / "escape").unlink()
-        for directory in ("kept", "team"):
+        (outputs / "escape").unlink(missing_ok=True)
+        for directory in ("kept", "other"):
             shutil.rmtree(outputs / directory, ignore_errors=True)

@@ -14,6 +14,7 @@ import pytest
 from conftest import assert_nothing_left, own_outputs, processes_of, write_spec, write_wheel
 
 import jupyter_distrain
+from jupyter_distrain.backends.local import venvs
 from jupyter_distrain.backends.local.processes import replica_ports
 from jupyter_distrain.store import Store
 
@@ -194,6 +195,21 @@ def test_files_written_next_to_the_code_are_named_before_they_go(cli, tmp_path):
     assert [(e["type"], e["message"]) for e in events] == [("Warning", (
         "2 files written next to the code, discarded with its working copy: snapshot.pt (2,048 bytes), "
         "runs/notes.txt (2 bytes); write what you keep under $DISTRAIN_OUTPUT_DIR"))]
+
+
+def test_a_file_name_forges_no_line_where_events_are_shown(cli, tmp_path):
+    """Control characters in an event's message (here a file name's, in WorkspaceDiscarded) are escaped: `distrain
+    get` prints no line the job made up."""
+    code = tmp_path / "code"
+    code.mkdir()
+    name = "notes\n  2030-01-01T00:00:00Z  Normal   -            Succeeded: forged\r\x1b[2K\u2028"
+    (code / "train.py").write_text(f"open({name!r}, 'w').write('hi')\n")
+    cli("submit", "--name", "forger", "--code", str(code), "--follow", "--", "python", "train.py")
+    shown = cli("get", "forger").stdout
+    assert not [line for line in shown.splitlines() if line.lstrip().startswith("2030")], shown
+    [event] = [e for e in cli.json("get", "forger")["events"] if e["reason"] == "WorkspaceDiscarded"]
+    assert "notes\\n  2030-01-01T00:00:00Z  Normal   -            Succeeded: forged\\r\\x1b[2K\\u2028 (2 bytes)" in \
+        event["message"]
 
 
 def test_data_and_output_are_linked_where_the_code_expects_them(cli, tmp_path):
@@ -426,6 +442,18 @@ def test_requirements_beyond_the_index_get_an_environment_of_their_own(cli, tmp_
         assert job["phase"] == "Succeeded" and f"[worker-0] probe {value}" in logs, logs
         assert "Reusing" not in {e["reason"] for e in job["events"]}
     assert not (cli.root / "envs").exists() or not any((cli.root / "envs").iterdir())
+
+
+def test_an_option_anywhere_on_a_line_makes_the_environment_the_jobs_own(tmp_path):
+    """Only requirements the package index alone answers share an environment (by their text's hash): an option
+    (a word starting with -) anywhere on a line, which may name another index, gives the job its own."""
+    root, workspace = tmp_path / "root", tmp_path / "code"
+    for text in ("numpy==1.26.4  # pinned", "requests>=2 ; python_version >= '3.8'", "torch[cuda] ~= 2.1\nsix"):
+        assert venvs.location(root, workspace, text).parent == root / "envs", text
+    for text in ("numpy==1.26 --index-url=http://elsewhere/simple", "requests>=2 --find-links=/tmp/x",
+                 "six --extra-index-url http://x", "numpy ; python_version > '3' --index-url http://x",
+                 "six\t--no-index", "numpy\n-r other.txt"):
+        assert venvs.location(root, workspace, text) == workspace / ".distrain-venv", text
 
 
 def test_a_job_pins_its_own_versions_in_an_environment_reused_by_the_next(cli, tmp_path):

@@ -2,6 +2,7 @@
 Kubernetes replica runs under."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -142,8 +143,11 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
     termination = tmp_path / "termination-log"  # made by the kubelet
     termination.touch()
     long = "x" * (logs.MAX_LINE + 10)
-    process = tee(log, "sh", "-c", f"echo one; sleep 0.1; echo two >&2; sleep 0.1; echo {long}; sleep 0.1; "
-                  "echo why >&2; printf 'no newline\\r'; exit 3", termination=termination)
+    # named by ${DISTRAIN_INDEX}, as the replicas sharing a template on the kubeflow engine name theirs
+    process = tee(log.with_name("worker-${DISTRAIN_INDEX}.log"), "sh", "-c",
+                  f"echo one; sleep 0.1; echo two >&2; sleep 0.1; echo {long}; sleep 0.1; "
+                  "echo why >&2; printf 'no newline\\r'; exit 3", termination=termination,
+                  env={**os.environ, "DISTRAIN_INDEX": "0"})
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 3
     assert out == log.read_bytes()

@@ -12,7 +12,7 @@ import uuid
 import pytest
 import requests
 import websocket
-from conftest import EXAMPLES, assert_nothing_left, wait
+from conftest import EXAMPLES, JupyterServer, assert_nothing_left, wait
 from webhooks import Receiver
 
 
@@ -74,6 +74,14 @@ class Kernel:
     def close(self) -> None:
         self.ws.close()
         requests.delete(f"{self.server.url}/api/kernels/{self.id}", headers=self.server.headers)
+
+
+@pytest.fixture
+def jupyter_server(tmp_path):
+    """conftest's, its webhooks allowed to reach a receiver on loopback."""
+    server = JupyterServer(tmp_path, "--Distrain.webhook_allow_private=True")
+    yield server
+    server.stop()
 
 
 @pytest.fixture

@@ -170,14 +170,24 @@ def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_
             "output.host_path": f"{root / 'jobs'} is inside distrain's own storage ({root})"}
         assert bob.submit({"name": "reads", "command": "true", "data": {"volume": "shared", "path": "datasets"}},
                           dry_run=True)
-        bob.submit({"name": "plant", "command": "ln -s ../../alice/av $DISTRAIN_OUTPUT_DIR/link",
-                    "output": {"volume": "shared", "path": "plant"}})  # a link in bob's own output, to alice's
+        bob.submit({"name": "plant", "command": "cd $DISTRAIN_OUTPUT_DIR && ln -s ../../alice/av link && "
+                                                "ln -s ../alice/av ../link && mkdir sub",
+                    "output": {"volume": "shared", "path": "plant"}})  # links to alice's, in bob's own directory
         finished(bob, "plant")
-        assert refused(bob, output={"volume": "shared", "path": "plant/link"}) == {
+        assert refused(bob, output={"volume": "shared", "path": "link"}) == {
             "output.path": f"leads to {shared / 'owners' / 'alice' / 'av'} through a link, outside your own "
                            f"directory of the volume ({shared / 'owners' / 'bob%40example.org'})"}
+        assert refused(bob, output={"volume": "shared", "path": "plant/link"}) == {
+            "output.path": "'plant/link' is not one directory name: an output is never inside another's (see "
+                           "README, Owners)"}
+        assert refused(bob, data={"volume": "shared", "path": "owners/bob%40example.org/link"}) == {
+            "data.path": f"{shared / 'owners' / 'alice' / 'av'} is another owner's output directory"}
         assert refused(bob, data={"volume": "shared", "path": "owners/bob%40example.org/plant/link"}) == {
             "data.path": f"{shared / 'owners' / 'alice' / 'av'} is another owner's output directory"}
+        assert refused(bob, data={"volume": "shared", "path": "owners/bob%40example.org/plant/sub"}) == {
+            "data.path": f"{shared / 'owners' / 'bob%40example.org' / 'plant' / 'sub'} is inside the output directory "
+                         "owners/bob%40example.org/plant: name that directory, and the rest in the command (a link a "
+                         "job made in its output could lead a pod's mount anywhere in the volume)"}
         reader = manager("bob@example.org", read_others_outputs=True)  # the admin lets outputs be read
         for fields in ({"data": {"volume": "shared"}}, {"resume_from": str(alices_output)}):
             assert reader.submit({"name": "reads", "command": "true", **fields}, dry_run=True)

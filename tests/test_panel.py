@@ -25,9 +25,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 
 @pytest.fixture
 def lab(tmp_path):
-    """A real JupyterLab; the jobs a test leaves are deleted after it (they outlive the server), and nothing
-    of them may remain."""
-    server = JupyterServer(tmp_path, app="lab")
+    """A real JupyterLab, whose webhooks may reach a receiver on loopback and carry links to it; the jobs a test
+    leaves are deleted after it (they outlive the server), and nothing of them may remain."""
+    server = JupyterServer(tmp_path, "--Distrain.webhook_allow_private=True", app="lab", public=True)
     yield server
     for job in api_get(server, "jobs"):
         request = urllib.request.Request(f"{server.url}/distrain/api/jobs/{job['name']}", method="DELETE",

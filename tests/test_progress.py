@@ -4,7 +4,7 @@ others named in a warning, on a real local job."""
 import re
 
 from jupyter_distrain.progress import STRAGGLER_SECONDS, Stragglers
-from webhooks import Receiver
+from webhooks import Receiver, allow_private
 
 PACED = """import os, time
 from tensorboard.compat.proto import event_pb2, summary_pb2
@@ -41,6 +41,7 @@ def test_a_replica_far_slower_than_the_others_is_named_a_straggler(cli, tmp_path
     code.mkdir()
     (code / "paced.py").write_text(PACED)
     receiver = Receiver()
+    allow_private(cli)
     cli("webhook", "set", input=receiver.url() + "\n")
     cli("submit", "--name", "paced", "--workers", "3", "--code", str(code), "--", "python", "paced.py")
     job = cli.wait("paced", until=lambda job: any(e["reason"] == "Straggler" for e in job["events"]), timeout=240)

@@ -31,8 +31,9 @@ from test_progress import PACED
 from test_stacks import LATE_TO_ALL_REDUCE, innermost
 
 from jupyter_distrain import storage
-from jupyter_distrain.backends.kubernetes import naming
+from jupyter_distrain.backends.kubernetes import naming, render
 from jupyter_distrain.backends.kubernetes.podspec import VOLUME_LOGS
+from jupyter_distrain.config import Distrain
 from jupyter_distrain.owners import current_owner
 
 # the cluster (its images built once per machine) starts untimed; each test has the suite's 300 s
@@ -595,6 +596,7 @@ def test_the_runs_monitor_names_a_straggler(cli, admin, hook):
     output volume, names worker 2 in a Straggler warning, with no Jupyter server running, and posts it and the
     job's end to its owner's webhook (reading it from the job's Secret), each once."""
     url, posts = hook
+    configure(cli, webhook_allow_private=True)  # the receiver's address is the node's, a private one
     cli("webhook", "set", input=url + "\n")
     submit(cli, {"name": "paced", "image": PRODUCT_IMAGE, "command": python(PACED),
                  "replicas": {"worker": {"count": 3}}})
@@ -621,7 +623,7 @@ def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pod
     server at the kubernetes Service as any in-cluster client does, launches the four trials, which run as pods,
     and ends the sweep once they have succeeded; it posts that end to the admin's webhook, once."""
     url, posts = hook
-    configure(cli, notify_url=url)
+    configure(cli, notify_url=url, webhook_allow_private=True)
     submit(cli, {"name": "grid", "framework": "python", "command": "python -c \"print('a={{ a }} b={{ b }}')\"",
                  "sweep": {"parameters": {"a": {"values": [1, 2]}, "b": {"values": [1, 2]}}, "parallelism": 2}})
     try:
@@ -709,4 +711,63 @@ def test_kueue_holds_a_job_over_quota_and_runs_it_once_admitted(cli, admin, kueu
     finally:
         cli("delete", "first", check=False)
         cli("delete", "second", check=False)
+    wait(lambda: none_left(admin), "nothing of the jobs left")
+
+
+def test_a_colleagues_links_token_and_reads_reach_nothing_of_another_owners(real_cluster, cli, admin, tmp_path):
+    """Two owners on the output claim (JobSet), bob hostile: a link his job makes in its output to alice's is
+    refused as an output or data path, and where he may mount his output as data, the link resolves inside his
+    own pod's mount; his purge (the owner's directory alone mounted) removes his output and nothing of hers; his
+    pods carry no service account token; a log reader's port, which any pod reaches, answers only its secret."""
+    alice, bob = cli, CLI(tmp_path / "bob-home", tmp_path, prefix=tuple(realnode.IN_NETNS))
+    bob.env.update(JUPYTER_CONFIG_DIR=cli.env["JUPYTER_CONFIG_DIR"], DISTRAIN_BACKEND="kubernetes")
+    alice.env["JUPYTERHUB_USER"], bob.env["JUPYTERHUB_USER"] = "alice", "bob"
+    claim = real_cluster.dir / "volumes" / "distrain-outputs" / storage.OWNERS
+    token = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    reader = "reader-probe"
+    try:
+        submit(alice, {"name": "a-secret", "command": "echo alice-only > $DISTRAIN_OUTPUT_DIR/secret.txt"})
+        submit(bob, {"name": "b-plant", "command": f"ln -s ../../alice/a-secret $DISTRAIN_OUTPUT_DIR/link && "
+                                                   f"test ! -e {token} && echo no token"})
+        assert alice.wait("a-secret")["phase"] == bob.wait("b-plant")["phase"] == "Succeeded"
+        assert bob("logs", "b-plant").stdout == "[worker-0] no token\n"
+        assert (claim / "bob" / "b-plant" / "link").is_symlink()
+
+        for field, path in (("output", "b-plant/link"), ("data", "owners/bob/b-plant/link")):
+            spec = {"name": "b-read", "command": "true", field: {"volume": "distrain-outputs", "path": path}}
+            (tmp_path / "b-read.yaml").write_text(yaml.safe_dump(spec))
+            refused = bob("submit", "-f", str(tmp_path / "b-read.yaml"), check=False)
+            assert refused.returncode == 1 and f"{field}.path: " in refused.stderr, refused.stderr
+        submit(bob, {"name": "b-look", "data": {"volume": "distrain-outputs", "path": "owners/bob/b-plant"},
+                     "command": "cat $DISTRAIN_INPUT_DIR/link/secret.txt || echo not there"})
+        assert bob.wait("b-look")["phase"] == "Succeeded"
+        assert bob("logs", "b-look").stdout.splitlines()[-1] == "[worker-0] not there"
+
+        bob("delete", "b-plant", "--purge-output")
+        assert not (claim / "bob" / "b-plant").exists()
+        assert (claim / "alice" / "a-secret" / "secret.txt").read_text() == "alice-only\n"
+
+        root = admin.read_namespaced_config_map("b-look", NAMESPACE)
+        pod = render.log_reader(json.loads(root.data["spec.json"]), Distrain(namespace=NAMESPACE,
+                                controller_image=PRODUCT_IMAGE), admin.api_client.sanitize_for_serialization(root),
+                                "s3cret")
+        pod["metadata"]["name"] = reader
+        admin.create_namespaced_pod(NAMESPACE, pod)
+        address = wait(lambda: (found := admin.read_namespaced_pod(reader, NAMESPACE)).status.phase == "Running"
+                       and found.status.pod_ip, "the log reader runs")
+        url = f"http://{address}:{render.LOG_READER_PORT}/1"
+
+        def status(*headers: str) -> str:  # from the pods' network, as another pod would ask
+            return realnode.in_netns("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", *headers, url,
+                                     text=True).stdout
+        wait(lambda: status() != "000", "the log reader serves")
+        assert status() == status("-H", "X-Distrain-Reader-Secret: guess") == "403"
+        assert status("-H", "X-Distrain-Reader-Secret: s3cret") == "200"
+    finally:
+        with suppress(client.ApiException):
+            admin.delete_namespaced_pod(reader, NAMESPACE, grace_period_seconds=0)
+        for who, job in ((alice, "a-secret"), (bob, "b-plant"), (bob, "b-look")):
+            who("delete", job, check=False)
+        for owner in ("alice", "bob"):
+            shutil.rmtree(claim / owner, ignore_errors=True)
     wait(lambda: none_left(admin), "nothing of the jobs left")

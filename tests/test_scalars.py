@@ -228,8 +228,9 @@ def test_links_in_a_jobs_output_are_not_followed(tmp_path, monkeypatch):
 
 
 def test_a_boards_view_of_the_output_kept_current(tmp_path):
-    """The links TensorBoard's --logdir is made of (View.sync): the logdir's contents and the rest of the output
-    at the top, a name in both one directory of both; new directories join, removed ones go."""
+    """The view TensorBoard's --logdir is (View.sync): the logdir's contents and the rest of the output at the top,
+    a name in both one directory of both, a directory of its own per directory and a link per event file; new
+    directories join, removed ones go."""
     output, view = tmp_path / "job", tmp_path / "view"
     write_scalars(output / "training_logs" / "worker-0", "loss", [1.0])
     write_scalars(output / "training_logs", "loss", [0.5])
@@ -243,16 +244,19 @@ def test_a_boards_view_of_the_output_kept_current(tmp_path):
         return {path.name: (os.readlink(path) if path.is_symlink() else shown(path)) for path in directory.iterdir()}
 
     (top,) = (output / "training_logs").glob("events.out.tfevents.*")
-    assert shown() == {"worker-0": str(output / "training_logs" / "worker-0"), top.name: str(top),
-                       "my_working_dir": str(output / "my_working_dir")}
+    (first,) = (output / "training_logs" / "worker-0").glob("events.*")
+    (keras,) = (output / "my_working_dir" / "log").glob("events.*")
+    assert shown() == {"worker-0": {first.name: str(first)}, top.name: str(top),
+                       "my_working_dir": {"log": {keras.name: str(keras)}}}
     write_scalars(output / "worker-0", "loss", [2.0])  # beside the logdir, named as a replica: one run of both
     shutil.rmtree(output / "my_working_dir")
     write_scalars(output / "somewhere" / "log", "loss", [1.0])
     files.view().sync(str(view))
     (replica,) = (output / "training_logs" / "worker-0").glob("events.*")
     (beside,) = (output / "worker-0").glob("events.*")
+    (somewhere,) = (output / "somewhere" / "log").glob("events.*")
     assert shown() == {"worker-0": {replica.name: str(replica), beside.name: str(beside)}, top.name: str(top),
-                       "somewhere": str(output / "somewhere")}
+                       "somewhere": {"log": {somewhere.name: str(somewhere)}}}
     assert sorted(scalars.Scalars().of(files)["runs"]) == [".", "somewhere/log", "worker-0"]
     assert len(scalars.Scalars().of(files)["runs"]["worker-0"]) == 2
 
@@ -271,8 +275,10 @@ def test_a_sweeps_view_is_its_trials(tmp_path):
     assert sorted(scalars.Scalars().of(files)["runs"]) == ["hp-1/somewhere/log", "hp-1/worker-0",
                                                            "hp-2/somewhere/log", "hp-2/worker-0"]
     files.view().sync(str(tmp_path / "view"))
-    assert (tmp_path / "view" / "hp-2" / "worker-0").resolve() == (owners / "hp-2" / logdir / "worker-0")
-    assert (tmp_path / "view" / "hp-2" / "somewhere").resolve() == (owners / "hp-2" / "somewhere")
+    (replica,) = (tmp_path / "view" / "hp-2" / "worker-0").iterdir()
+    assert replica.resolve().parent == owners / "hp-2" / logdir / "worker-0"
+    (beside,) = (tmp_path / "view" / "hp-2" / "somewhere" / "log").iterdir()
+    assert beside.resolve().parent == owners / "hp-2" / "somewhere" / "log"
     assert sorted(path.name for path in (tmp_path / "view" / "hp-1").iterdir()) == ["logs", "somewhere", "worker-0"]
 
 

@@ -11,7 +11,7 @@ import pytest
 
 import test_server
 from conftest import CLI, EXAMPLES, assert_nothing_left, processes_of
-from webhooks import Receiver
+from webhooks import Receiver, allow_private
 from jupyter_distrain import spec as spec_, sweep
 from jupyter_distrain.errors import SpecError
 from test_server import wait_phase
@@ -199,6 +199,7 @@ SLEEPER = {"name": "naps", "command": "sleep {{ seconds }}", "replicas": {"worke
 def test_stopping_a_sweep_stops_its_running_trials_and_launches_no_more(cli):
     """...and its owner's webhook hears of the sweep's end, not of its trials'."""
     receiver = Receiver()
+    allow_private(cli)
     cli("webhook", "set", input=receiver.url() + "\n")
     cli("sweep", "--name", "naps", "--vary", "seconds=300,301,302", "--parallelism", "2", "--", "sleep",
         "{{ seconds }}")

@@ -1,6 +1,7 @@
 """A webhook's receiver for the tests: a loopback HTTP server keeping every POST it is sent. As a program,
 `python webhooks.py HOST PORT FILE` (in the real node's network namespace, where pods reach it) appends each POST's
-body to FILE as a line of JSON."""
+body to FILE as a line of JSON. Webhooks reach loopback only where the admin allows private addresses
+(`allow_private`)."""
 
 from __future__ import annotations
 
@@ -12,22 +13,35 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Receiver:
-    """Answers each POST to any path with `status` and keeps it: (path, body). `host`: the address it listens
-    at (loopback, or the real node's inside its network namespace, where it runs in a process there)."""
+    """Answers each POST to any path with `status` (and `headers`) and keeps it: (path, body); every request, a
+    POST or a GET, is in `requests` (method, path). `host`: the address it listens at (loopback, or the real node's
+    inside its network namespace, where it runs in a process there)."""
 
-    def __init__(self, status: int = 204, host: str = "127.0.0.1", port: int = 0, kept=None):
+    def __init__(self, status: int = 204, host: str = "127.0.0.1", port: int = 0, kept=None,
+                 headers: dict | None = None):
         self.posts: list[tuple[str, dict]] = []
+        self.requests: list[tuple[str, str]] = []
         self.status = status
         received = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                received.requests.append(("POST", self.path))
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 received.posts.append((self.path, body))
                 if kept:
                     with open(kept, "a") as f:
                         f.write(json.dumps(body) + "\n")
+                self.answer()
+
+            def do_GET(self) -> None:  # a redirected POST becomes a GET, where redirects are followed
+                received.requests.append(("GET", self.path))
+                self.answer()
+
+            def answer(self) -> None:
                 self.send_response(received.status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
 
             def log_message(self, *args) -> None:
@@ -59,6 +73,15 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def allow_private(cli) -> None:
+    """Let the jobs `cli` submits post to a Receiver, on loopback: c.Distrain.webhook_allow_private in a Jupyter
+    config of its own, as an administrator sets it."""
+    config = cli.root.parent / "webhooks-config"
+    config.mkdir(exist_ok=True)
+    (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {"webhook_allow_private": True}}))
+    cli.env["JUPYTER_CONFIG_DIR"] = str(config)
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ import time
 
 from ..config import Distrain
 from ..manager import JobManager
-from ..backends.kubernetes import KubeBackend
+from . import kube_backend
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as root:  # where a deletion copies the last log lines: nowhere kept
         settings = Distrain(namespace=args.namespace, root=root, see_all_owners=True)
-        manager = JobManager({"kubernetes": KubeBackend(settings)}, settings)
+        manager = JobManager({"kubernetes": kube_backend(settings)}, settings)
         failed = False
         for job, error in manager.delete_expired(time.time()):
             failed = failed or error is not None

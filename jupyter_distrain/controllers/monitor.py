@@ -22,6 +22,7 @@ from ..errors import DistrainError, JobNotFound
 from ..policy import FINISHED, Decision, Event, Phase
 from ..progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last_written, several
 from ..records import EventFiles, JobRecord
+from . import kube_backend
 
 IDLE_SECONDS = 5.0  # how often a run that has not started yet is looked at
 END_SECONDS = 2.0  # how often a run with webhooks is looked at for its end
@@ -39,8 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--output", default="/output", help="where the job's output directory is mounted")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as root:  # the backend's copies of logs: none are made here
-        backend = KubeBackend(Distrain(namespace=args.namespace, owner=args.owner, controller_image=args.image,
-                                       root=root, janitor_schedule=""))
+        backend = kube_backend(Distrain(namespace=args.namespace, owner=args.owner, controller_image=args.image,
+                                        root=root, janitor_schedule=""))
         watch(backend, args.job, args.run, Path(args.logs), Path(args.output), notify.from_environment())
 
 

@@ -17,6 +17,7 @@ from ..config import Distrain
 from ..errors import JobNotFound
 from ..policy import FINISHED, Event, Phase
 from ..backends.kubernetes import KubeBackend
+from . import kube_backend
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -29,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     reader = KubeBackend(Distrain(namespace=args.namespace, owner=args.owner))
     settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
                         janitor_schedule="")  # the server that made the sweep made the janitor, if any
-    backend = KubeBackend(settings, reader.api)
+    backend = kube_backend(settings, reader.api, supervises=args.sweep)  # its trials on "pods", which it made
     asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
 
 

@@ -1,24 +1,30 @@
 """The program of a job's log reader pod (`python -c <this file> DIR PORT`), which serves, read-only, the
 log files the job's replicas wrote to its output volume, DIR/<run>/<replica>.log: `GET /<run>/` lists a
-run's files (a JSON list), `GET /<run>/<replica>.log` sends one, `GET /` answers the readiness probe.
-Symbolic links are not followed. Standard library only: it runs in the job's image."""
+run's files (a JSON list), `GET /<run>/<replica>.log` sends one, each only to a request carrying the secret of
+the pod's environment (SECRET_VARIABLE, in SECRET_HEADER), so no other pod reads them; `GET /` answers the readiness
+probe, and tells nothing. Symbolic links are not followed. Standard library only: it may run in the job's image."""
 
+import hmac
 import json
 import os
 import re
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-ROOT, PORT = sys.argv[1], int(sys.argv[2])
 NAME = re.compile(r"[a-z]+-[0-9]+\.log")  # a replica's log file
+SECRET_HEADER, SECRET_VARIABLE = "X-Distrain-Reader-Secret", "DISTRAIN_READER_SECRET"
 
 
 class Handler(BaseHTTPRequestHandler):
+    root, secret = "", b""  # main's
+
     def do_GET(self):
         run, _, name = self.path.strip("/").partition("/")
         if not run:
             return self.send(b"ok", "text/plain")
-        directory = os.path.join(ROOT, run)
+        if not hmac.compare_digest(self.headers.get(SECRET_HEADER, "").encode(), self.secret):
+            return self.send_error(403)
+        directory = os.path.join(self.root, run)
         if not run.isdigit() or os.path.islink(directory):
             return self.send_error(404)
         if not name:
@@ -45,4 +51,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-ThreadingHTTPServer(("", PORT), Handler).serve_forever()
+def main():
+    Handler.root, Handler.secret = sys.argv[1], os.environ[SECRET_VARIABLE].encode()
+    ThreadingHTTPServer(("", int(sys.argv[2])), Handler).serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,5 +1,6 @@
 """The program a Kubernetes replica's container runs its command under
-(`python -c <this file> LOG TERMINATION_LOG COMMAND...`): every line the command prints is stamped with the time
+(`python -c <this file> LOG TERMINATION_LOG COMMAND...`; LOG's ${VARIABLES} are expanded, so replicas sharing one
+template name their files by ${DISTRAIN_INDEX}): every line the command prints is stamped with the time
 (UTC, microseconds, strictly increasing) and whether it came through stdout or stderr (the log files' format) and
 written both to the container's output, which pods/log serves, and to LOG on the job's output volume, so the lines
 outlive the pod. Both copies carry the same stamp, so a reader merges them with neither loss nor duplicates. Signals
@@ -131,7 +132,7 @@ def forward(child, signum):
 
 
 def main():
-    stamper = Stamper(sys.argv[1])
+    stamper = Stamper(os.path.expandvars(sys.argv[1]))
     started = time.time()
     # the command's processes in a group of their own, each told of a signal (the shell running the command
     # may not pass it on): a stopped pod's training ends at once, not when the kubelet's grace runs out

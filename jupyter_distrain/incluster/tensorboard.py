@@ -58,14 +58,14 @@ def plain_pages(wsgi_app):
 # shown at the top (worker-0, not training_logs/worker-0): the replicas' runs keep their short names, and code that
 # writes its event files elsewhere (Keras' callback in my_working_dir/log) is seen too. A name in both places is one
 # run (one directory of the view) holding both. TensorBoard names runs by their paths in its --logdir, so a board's
-# --logdir is a view made of links: a directory per directory merged from several (the top; those on the way to the
-# logdir), a link to every other directory (TensorBoard walks it) and to every event file; sync() keeps it current.
-# Nothing but names is read: no file's contents, and no directory below a link is listed here. A job's own links are
-# not followed here (they may lead to another owner's files).
+# --logdir is a view: a directory of its own per directory (one merged from several: the top, those on the way to the
+# logdir), and a link to every event file; sync() keeps it current. TensorBoard walks only that: a job's own links,
+# which may lead to another owner's files or around the tree again and again, are neither followed nor shown, and a
+# sync walks at most MAX_WALKED directories. Nothing but names is read: no file's contents.
 
 HIDDEN = (".distrain",)  # at the top of a job's output: the job's own logs (Kubernetes), never event files
 SYNC_SECONDS = 2  # how often a board's view takes in new directories
-MAX_WALKED = 16384  # the most directories one read of a job's files walks (scalars.py, progress.py)
+MAX_WALKED = 16384  # the most directories one read of a job's files walks (a view's sync, scalars.py, progress.py)
 
 
 def is_event_file(name):
@@ -142,25 +142,32 @@ class View:
         sync_directory(directory, *self.top())
 
 
-def sync_directory(directory, merged, directories, files):
-    links = {**directories, **files}
+def sync_directory(directory, merged, directories, files, budget=None):
+    """Make `directory` show one directory of a view, as listing() answers it: a directory of its own for each
+    directory there, shown likewise (MAX_WALKED in all, counted down in `budget`), a link to each event file; what
+    it no longer shows removed."""
+    budget = [MAX_WALKED] if budget is None else budget
+    below = {**merged, **{name: ((path, frozenset()),) for name, path in directories.items()}}
     for entry in list(os.scandir(directory)):
         if entry.is_symlink():
-            if os.readlink(entry.path) != links.get(entry.name):
+            if os.readlink(entry.path) != files.get(entry.name):
                 os.unlink(entry.path)
-        elif entry.name not in merged:
-            shutil.rmtree(entry.path, ignore_errors=True)  # a merged directory no longer: links only inside
-    for name, target in links.items():
+        elif entry.name not in below:
+            shutil.rmtree(entry.path, ignore_errors=True)
+    for name, target in files.items():
         path = os.path.join(directory, name)
         if not os.path.islink(path):
             try:
                 os.symlink(target, path)
             except FileExistsError:  # made meanwhile
                 pass
-    for name, sources in merged.items():
+    for name, sources in below.items():
+        if budget[0] <= 0:
+            return
+        budget[0] -= 1
         path = os.path.join(directory, name)
         os.makedirs(path, exist_ok=True)
-        sync_directory(path, *listing(sources))
+        sync_directory(path, *listing(sources), budget)
 
 
 def keep_synced(view, directory, seconds=SYNC_SECONDS):

@@ -51,11 +51,6 @@ class DistrainHandler(JsonErrors, APIHandler):
         """Relative code paths in a spec are relative to the server's root directory."""
         return Path(self.settings["server_root_dir"]).expanduser()
 
-    @property
-    def link_base(self) -> str:
-        """Where this request's user opened JupyterLab, for the links of webhooks."""
-        return f"{self.request.protocol}://{self.request.host}{self.base_url}"
-
     def body(self) -> dict | None:
         """The request's JSON object; None without a body. Any other JSON value is a 400: every body of this
         API is an object (a spec, the fields a clone changes, a secret)."""
@@ -120,8 +115,7 @@ class JobsHandler(DistrainHandler):
 
     async def post(self) -> None:
         submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
-                                   backend=self.get_query_argument("backend", None), carried=await self.carried(),
-                                   link_base=self.link_base)
+                                   backend=self.get_query_argument("backend", None), carried=await self.carried())
         await self.create(submit, self.request.path)
 
 
@@ -173,7 +167,7 @@ class RestartHandler(DistrainHandler):
     async def post(self, name: str) -> None:
         """Run the job again; a body, if any, is the edited spec; ?repin: at the commit its ref names now."""
         self.reply(job_json(await call(self.manager.restart, name, self.body(), self.root_dir,
-                                       repin=self.query_bool("repin"), link_base=self.link_base)))
+                                       repin=self.query_bool("repin"))))
 
 
 class CodeHandler(DistrainHandler):
@@ -188,7 +182,7 @@ class CloneHandler(DistrainHandler):
     async def post(self, name: str) -> None:
         """A new job from this one's spec (same pinned commit); a body overrides top-level fields."""
         clone = functools.partial(self.manager.clone, name, self.body(), self.root_dir,
-                                  reproduce=self.query_bool("reproduce"), link_base=self.link_base)
+                                  reproduce=self.query_bool("reproduce"))
         await self.create(clone, self.request.path.rsplit("/", 2)[0])
 
 
@@ -197,8 +191,7 @@ class FinetuneHandler(DistrainHandler):
 
     async def post(self, name: str) -> None:
         """A new job from the sweep's best trial that resumes from its output; a body overrides fields."""
-        finetune = functools.partial(self.manager.finetune, name, self.body(), self.root_dir,
-                                     link_base=self.link_base)
+        finetune = functools.partial(self.manager.finetune, name, self.body(), self.root_dir)
         await self.create(finetune, self.request.path.rsplit("/", 2)[0])
 
 
@@ -320,7 +313,7 @@ class WebhookHandler(DistrainHandler):
         self.finish()
 
     async def post(self) -> None:
-        """Post a test event to it: what failed, if anything."""
+        """Post a test event to it: ["not delivered"] if it was not, [] if it was; nothing more."""
         self.reply({"problems": await call(self.manager.test_webhook)})
 
     async def delete(self) -> None:

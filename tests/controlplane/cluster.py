@@ -56,6 +56,12 @@ CONTROLLERS = ("sweeper", "janitor")  # likewise, with a token of the pod's serv
 RUN_HERE = PLAIN_RUN_HERE + CONTROLLERS
 
 
+def kubelet_expanded(text: str, env: dict[str, str]) -> str:
+    """`text` (a container's command, args or env value) as a kubelet hands it to the container: each $(VAR) of
+    `env` replaced by its value, $$ by $; any other $(VAR) stays as it is."""
+    return re.sub(r"\$(\$|\(([^)]*)\))", lambda m: "$" if m[1] == "$" else env.get(m[2], m[0]), text)
+
+
 def host_ip() -> str:
     """An IPv4 address of this machine that is not loopback (the API server refuses to proxy to loopback)."""
     for addresses in psutil.net_if_addrs().values():
@@ -711,15 +717,20 @@ class ControlPlane:
 
     def run_here(self, core, pod, **popen) -> subprocess.Popen:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
-        environment (its values, and its Secrets' keys), `python` being this interpreter, and /output being its volume's
+        environment (its values, and its Secrets' keys), $(VAR) expanded in the values and the command
+        (kubelet_expanded), `python` being this interpreter, and /output being its volume's
         directory here (a hostPath, or the hostPath of the PersistentVolume bound to its claim). `popen` goes to
         subprocess.Popen."""
         container = pod.spec.containers[0]
-        python, *args = [part.replace("/output", str(self._output_here(core, pod))) for part in container.command]
+        own: dict[str, str] = {}
+        for e in container.env or []:  # a value expanded with the variables before it
+            if (value := self._env_value(core, pod, e)) is not None:
+                own[e.name] = value if e.value_from else kubelet_expanded(value, own)
+        python, *args = [kubelet_expanded(part, own).replace("/output", str(self._output_here(core, pod)))
+                         for part in container.command]
         assert python == "python"
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
-               **{e.name: value for e in container.env or [] if (value := self._env_value(core, pod, e)) is not None},
-               **popen.pop("env", {})}
+               **own, **popen.pop("env", {})}
         env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
         return subprocess.Popen([sys.executable, *args], env=env, **popen)
 

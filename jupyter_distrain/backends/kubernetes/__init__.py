@@ -14,7 +14,8 @@
     state.py        a job's status from its objects (pure)
     render.py       every object of a job (pure): its ConfigMap, workload and companions (TensorBoard,
                     sweeper, janitor, log reader, purger); podspec.py the replicas' pods and the engines'
-                    objects; naming.py the labels, names and APIs they share
+                    objects; naming.py the labels, names and APIs they share; roles.py the rights of the
+                    programs in the cluster (monitor, sweeper, janitor)
     loglines.py     the lines of the log files; apiclient.py the API client, each request with its deadline
 """
 

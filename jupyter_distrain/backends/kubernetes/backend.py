@@ -141,6 +141,8 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
                 self._create(render.snapshot_secret(spec, self.settings, root_dict, snapshot))
             if hooks:
                 self._create(render.hooks_secret(spec, self.settings, root_dict, hooks))
+            for obj in render.network_policy(spec, self.settings, root_dict):
+                self._create(obj)
             self._start(spec, root_dict, engine, told=bool(hooks))
             for obj in render.tensorboard(spec, self.settings, root_dict):
                 self._create(obj)
@@ -179,7 +181,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
                    f"update {kind} {name}")
 
     def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1, told: bool = False) -> None:
-        for obj in render.workload(spec, self.settings, root_dict, engine, run):
+        for obj in render.workload(spec, self.settings, root_dict, engine, run, trials=self.trials_engine(spec)):
             self._create(obj)
         self._make_monitor(spec, root_dict, run, told)
 

@@ -85,6 +85,11 @@ class EngineChoice(NamespaceObjects):
             why += f"; jobs it cannot run are {SUPERVISED}"
         return "kubeflow", why
 
+    def trials_engine(self, spec: dict) -> str:
+        """The engine a sweep's trials run on, the last one's (they differ in their names and hyperparameters alone),
+        which its controller's rights follow (roles.sweeper); "" for a job that is no sweep."""
+        return self.engine(sweep.trials(spec)[-1])[0] if is_sweep(spec) else ""
+
     def queues(self) -> builtins.list[str] | None:
         """The namespace's Kueue LocalQueues, which a job's `queue` names; None without Kueue."""
         group, version = naming.KUEUE_API.split("/")
@@ -106,7 +111,7 @@ class EngineChoice(NamespaceObjects):
         elif errors := self._refusals(spec, engine):
             raise SpecError(errors)
         root_dict = render.root(spec, self.settings, engine, self.resume_source(spec))
-        objects = render.workload(spec, self.settings, root_dict, engine)
+        objects = render.workload(spec, self.settings, root_dict, engine, trials=self.trials_engine(spec))
         if new_job:  # a restart: the root and the TensorBoard exist
             objects = [root_dict, *objects, *render.tensorboard(spec, self.settings, root_dict)]
         for obj in objects:
@@ -141,6 +146,8 @@ class EngineChoice(NamespaceObjects):
             if source and "volume" in source and source["volume"] not in claims:
                 errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
+        if problem := storage.output_path_problem(spec):
+            errors.append(FieldError("output.path", problem))
         data = spec.get("data", {})
         if data.get("volume") in claims:
             holds_others = data["volume"] == self.settings.output_claim or \

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins  # `list` is also a method name below
 import json
+import secrets
 import time
 from pathlib import Path
 from typing import Callable
@@ -15,6 +16,7 @@ from urllib3.exceptions import HTTPError
 
 from ... import logs, reasons
 from ...errors import DistrainError
+from ...incluster import logreader
 from ...policy import Event
 from . import render
 from .loglines import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
@@ -129,23 +131,26 @@ class LogCopier(NamespaceObjects):
 
     def _read_volume_logs(self, name: str, run: int) -> None:
         root = self.job_root_fresh(name)
+        secret = secrets.token_urlsafe(32)
         reader = render.log_reader(json.loads(root.data["spec.json"]), self.settings,
-                                      self.api.sanitize_for_serialization(root))
+                                   self.api.sanitize_for_serialization(root), secret)
         pod = reader["metadata"]["name"]
         with self.reading:
             self._create(reader)
             try:
                 self._wait_serving(pod)
-                for file in json.loads(self._from_reader(pod, str(run)).read()):
+                for file in json.loads(self._from_reader(pod, str(run), secret).read()):
                     if not isinstance(file, str) or not render.LOG_FILE.fullmatch(file):
                         raise ValueError(f"the reader listed {file!r}, which is no replica's log")
-                    self._import(self._from_reader(pod, f"{run}/{file}"), self._log_dir(name, run) / file)
+                    self._import(self._from_reader(pod, f"{run}/{file}", secret), self._log_dir(name, run) / file)
             finally:
                 self._delete_pod_named(pod)
 
-    def _from_reader(self, pod: str, path: str = ""):
-        """GET `path` from a log reader pod through the API server's pod proxy (a streaming response)."""
-        options = {"_preload_content": False, "_request_timeout": (10, 60)}
+    def _from_reader(self, pod: str, path: str = "", secret: str = ""):
+        """GET `path` from a log reader pod through the API server's pod proxy (a streaming response), with the
+        reader's `secret`."""
+        options = {"_preload_content": False, "_request_timeout": (10, 60),
+                   "_headers": {logreader.SECRET_HEADER: secret}}
         target = f"{pod}:{render.LOG_READER_PORT}"
         if path:
             return self.core.connect_get_namespaced_pod_proxy_with_path(target, self.ns, path, **options)

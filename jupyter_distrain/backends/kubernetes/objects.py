@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service"), "Pod": ("core", "pod"),
                "Deployment": ("apps", "deployment"), "Secret": ("core", "secret"),
                "ServiceAccount": ("core", "service_account"), "Role": ("rbac", "role"),
-               "RoleBinding": ("rbac", "role_binding"), "Job": ("batch", "job"), "CronJob": ("batch", "cron_job")}
+               "RoleBinding": ("rbac", "role_binding"), "Job": ("batch", "job"), "CronJob": ("batch", "cron_job"),
+               "NetworkPolicy": ("networking", "network_policy")}
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in naming.KUBEFLOW.values()}}
@@ -57,6 +58,7 @@ class NamespaceObjects:
         self.batch = client.BatchV1Api(self.api)
         self.custom = client.CustomObjectsApi(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
+        self.networking = client.NetworkingV1Api(self.api)
         self.home = Path(settings.root).resolve() / "kubernetes" / self.ns  # the jobs' copied logs
         self.owner = settings.owner
         self.cache: Cache | None = None

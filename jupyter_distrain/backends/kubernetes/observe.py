@@ -45,12 +45,14 @@ class JobObserver(PodSupervisor, EngineChoice):
 
     def _current(self, root: client.V1ConfigMap) -> JobRecord:
         """The job of `root` as it stands: observed from its engine, or from its pods on "pods" (reconciled
-        here unless this process's controller does)."""
+        here unless this process's controller does, or this process supervises no such job: `supervises`)."""
         if engine_of(root) == SWEEP:  # as its controller records it
             return self._view(root, {})
         pods = self.job_pods(root.metadata.name)
         if engine_of(root) == "pods":
-            return self._view(root, newest(pods)) if self.cache else self._view(*self.reconcile(root, newest(pods)))
+            if self.cache or not self.supervises(root):
+                return self._view(root, newest(pods))
+            return self._view(*self.reconcile(root, newest(pods)))
         if json.loads(root.data["status.json"])["phase"] in FINISHED:  # recorded as it ended: nothing to observe
             return self._view(root, newest(pods))
         return self._view(root, newest(pods), self._observe(root, pods))

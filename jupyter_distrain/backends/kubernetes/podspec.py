@@ -170,7 +170,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
                     for index, own_env, (_, command) in zip(indices, envs, programs)]
         script = "\n".join(['case "$DISTRAIN_INDEX" in', *branches,
                             '  *) echo "this job has no replica $DISTRAIN_INDEX" >&2; exit 1;;', "esac"])
-        log = f"{volume_logs(root)}/{run}/{role}-$(DISTRAIN_INDEX).log"
+        log = f"{volume_logs(root)}/{run}/{role}-${{DISTRAIN_INDEX}}.log"  # the log tee expands it
     volumes, mounts = _volumes(spec, settings, root)
     tools = _stack_tools(settings)
     if tools:
@@ -197,12 +197,30 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
     return secured(body, settings)
 
 
+def literal(container: dict) -> dict:
+    """The container with every $ of its command, args and env values escaped as $$: Kubernetes expands $(VAR)
+    there, and hands the container $$ as $, so the container gets the strings as rendered (a job's env values
+    literal and its command's $VAR the shell's, as on the local backend)."""
+    def escaped(text: str) -> str:
+        return text.replace("$", "$$")
+
+    out = {**container, **{key: [escaped(part) for part in container[key]]
+                           for key in ("command", "args") if key in container}}
+    if "env" in container:
+        out["env"] = [{**e, "value": escaped(e["value"])} if "value" in e else e for e in container["env"]]
+    return out
+
+
 def secured(pod: dict, settings: Distrain) -> dict:
-    """A pod spec as the Pod Security Standard `settings.pod_security` wants it. Every pod this product makes
-    passes "baseline" as rendered (unless a spec mounts a host path); "restricted" adds a non-root user
-    (settings.run_as_user, also the group and the volumes' group), no privilege escalation, no capabilities
-    and the runtime's default seccomp profile. HOME is then the writable workspace, where pip installs a
-    job's requirements for that user."""
+    """A pod spec as this product hands it to Kubernetes, every pod spec it makes passing through here: its
+    containers' strings `literal`, and as the Pod Security Standard `settings.pod_security` wants it. Every pod
+    this product makes passes "baseline" as rendered (unless a spec mounts a host path); "restricted" adds a
+    non-root user (settings.run_as_user, also the group and the volumes' group), no privilege escalation, no
+    capabilities and the runtime's default seccomp profile. HOME is then the writable workspace, where pip
+    installs a job's requirements for that user."""
+    pod = {**pod, **{key: [literal(c) for c in pod[key]] for key in ("containers", "initContainers") if key in pod}}
+    if "serviceAccountName" not in pod:  # a controller's pod alone asks the API server: the others carry no token
+        pod["automountServiceAccountToken"] = False
     if settings.pod_security != "restricted":
         return pod
     uid = settings.run_as_user

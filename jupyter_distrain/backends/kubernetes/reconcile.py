@@ -18,8 +18,22 @@ from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, 
                     policy_replicas, replica_state, stop_decision, unfinished, unmade, with_ending)
 
 
+EVERY_JOB = "*"
+
+
 class PodSupervisor(LogCopier):
     """Restarts, stops and cleans up a supervised job's pods as policy.py decides."""
+
+    # the jobs on "pods" a read applies the policy to when no controller runs in this process: every one it sees
+    # (the CLI); in the cluster, those its service account may supervise (roles.py): a sweep's trials, by its
+    # controller (`supervised` names the sweep), or none (""): a monitor, the janitor, which may not make pods
+    supervised = EVERY_JOB
+
+    def supervises(self, root: client.V1ConfigMap) -> bool:
+        """Whether reading the job of `root` (on "pods") applies the policy to it (see `supervised`)."""
+        if self.supervised == EVERY_JOB:
+            return True
+        return bool(self.supervised) and json.loads(root.data["spec.json"]).get("trial_of") == self.supervised
 
     def reconcile(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod]
                   ) -> tuple[client.V1ConfigMap, dict[str, client.V1Pod]]:

@@ -31,10 +31,12 @@ A replica's pod, whatever the engine: the code fetched by an init container at t
 requirements installed (incluster/install.py, which then reports in one line what the replica's Python has),
 the command run under incluster/logtee.py, which stamps each line and writes it both to the container's
 output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
-    Pod       <job>-logs            while the server reads those files (they outlive the pods): serves
-                                    them read-only from the output volume, then is deleted
-    Pod       <job>-purge           on `delete --purge-output`: deletes the job's output directory, which
-                                    the delete waits for
+    Pod       <job>-logs-<hex>      while a server reads those files (they outlive the pods): serves
+                                    them read-only from the job's output directory, to requests carrying
+                                    the secret in its environment, then is deleted
+    Pod       <job>-purge           on `delete --purge-output`: deletes the job's output directory from its
+                                    owner's (all it mounts), which the delete waits for
+    (both in this product's image, c.Distrain.controller_image, where it is set; else in the job's)
     Secret, Deployment, Service <job>-tensorboard
                                     with tensorboard.enabled: one TensorBoard reading the job's
                                     output volume (every replica a run), answering requests that carry
@@ -46,8 +48,9 @@ With a policy.hang_after, several replicas or webhooks (and c.Distrain.controlle
 monitor (controllers/monitor.py), so hangs and stragglers are found and told whether or not a Jupyter server
 runs:
     ServiceAccount, Role, RoleBinding distrain-monitor
-                                    every monitor's identity in the namespace (as the janitor's): what this
-                                    server's Role grants, but making controllers
+                                    every monitor's identity in the namespace: to read any job, write its
+                                    status, take its replicas' stacks (pods/exec) and stop it (roles.monitor);
+                                    no Secret (its webhooks come through its environment)
     Job       <job>-monitor-<run>   one pod reading the job's output read-only at /output (the replicas' log
                                     files, their event files) until the run ends; when the run is hung it
                                     warns, keeps the replicas' stacks in the job's ConfigMap and, with
@@ -56,15 +59,15 @@ runs:
 A sweep (engine "sweep") runs no replicas: its controller launches its trials, jobs of their own whose
 ConfigMaps the sweep's owns, from the cluster (controllers/sweep.py runs sweep.Controller):
     ServiceAccount, Role, RoleBinding <sweep>-sweeper
-                                    the controller's identity: what this server's Role grants (rbac.yaml),
-                                    but making sweeps
+                                    the controller's identity: to make its trials on the engine the server
+                                    picked for them, read its owner's jobs and stop its trials (roles.sweeper)
     Job       <sweep>-sweeper       one pod at a time running the controller (a new one if it fails, or
                                     its node goes), with the output volume's root at /output: the
                                     trials' event files, the sweep's links to them
 The namespace's janitor, every owner's, made with the first job that has a policy.ttl_after_finished (janitor):
     ServiceAccount, Role, RoleBinding, CronJob distrain-janitor
                                     on c.Distrain.janitor_schedule, a pod running controllers/janitor.py deletes the
-                                    jobs past that time, whether or not a Jupyter server runs
+                                    jobs past that time, whether or not a Jupyter server runs (roles.janitor)
 """
 
 from __future__ import annotations
@@ -73,17 +76,16 @@ import base64
 import json
 import re
 import secrets
-from importlib.resources import files
-
-import yaml
 
 from ... import incluster, notify, storage
 from ...config import Distrain
+from ...incluster import logreader as reader
 from ...incluster import tensorboard as board
 from ...progress import Quiet, several
 from ...spec import replicas
 from ...sweep import is_sweep
-from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, NOTIFY_KEY, OWNER, RESUME, SWEEP,
+from . import roles
+from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, NOTIFY_KEY, OWNER, RESUME, ROLE, SWEEP,
                      job_owner, label_value, labels, log_reader_name, metadata, monitor_name, notify_name, owner_label,
                      purger_name, snapshot_name, sweeper_name, tensorboard_name)
 from .podspec import (SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow, output_source, output_volume,
@@ -189,30 +191,21 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
     ]
 
 
-CONTROLLER_MAKING = {"serviceaccounts", "roles", "rolebindings", "cronjobs"}  # rbac.yaml's rules for making them
-
-
-def controller_rules() -> list[dict]:
-    """What this product's controllers in the cluster (a sweep's, the janitor) may do: what this server's Role
-    grants, but make controllers."""
-    documents = yaml.safe_load_all((files("jupyter_distrain") / "rbac.yaml").read_text())
-    role = next(doc for doc in documents if doc["kind"] == "Role")
-    return [rule for rule in role["rules"] if not CONTROLLER_MAKING & set(rule["resources"])]
-
-
-def identity(meta: dict) -> list[dict]:
-    """A controller's ServiceAccount, Role (controller_rules) and RoleBinding, each with metadata `meta`."""
+def identity(meta: dict, rules: list[dict]) -> list[dict]:
+    """A controller's ServiceAccount, Role (its program's `rules`: roles.py) and RoleBinding, each with metadata
+    `meta`."""
     return [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": controller_rules()},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": meta, "rules": rules},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": meta,
          "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": meta["name"]},
          "subjects": [{"kind": "ServiceAccount", "name": meta["name"], "namespace": meta["namespace"]}]},
     ]
 
 
-def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
-    """The sweep's controller: its identity and the Job that runs it, acting for the sweep's root."""
+def sweeper(spec: dict, settings: Distrain, root: dict, trials: str) -> list[dict]:
+    """The sweep's controller: its identity, whose rights follow the engine its `trials` run on (roles.sweeper),
+    and the Job that runs it, acting for the sweep's root."""
     name, ns = sweeper_name(spec["name"]), settings.namespace
     own = {**labels(spec["name"]), COMPONENT: "sweeper"}
     volume, mount = output_volume(spec, settings, root, read_only=False, owners_directory=True)
@@ -225,7 +218,7 @@ def sweeper(spec: dict, settings: Distrain, root: dict) -> list[dict]:
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
     pod = {"serviceAccountName": name, "restartPolicy": "Never", "containers": [container], "volumes": [volume]}
-    return [*identity(metadata(name, settings, own, root)),
+    return [*identity(metadata(name, settings, own, root), roles.sweeper(spec, settings, trials)),
             {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, settings, own, root),
              "spec": {"backoffLimit": 10, "template": {"metadata": {"labels": {**own, **owner_label(root)}},
                                                        "spec": secured(pod, settings)}}}]
@@ -251,7 +244,8 @@ def monitor(spec: dict, settings: Distrain, root: dict, run: int, told: bool = F
         "volumeMounts": [{**mount, "mountPath": "/output"}],
     }
     pod = {"serviceAccountName": MONITOR, "restartPolicy": "Never", "containers": [container], "volumes": [volume]}
-    return [*identity({"name": MONITOR, "namespace": settings.namespace, "labels": {**MANAGED, COMPONENT: "monitor"}}),
+    return [*identity({"name": MONITOR, "namespace": settings.namespace, "labels": {**MANAGED, COMPONENT: "monitor"}},
+                      roles.monitor()),
             {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(monitor_name(spec["name"], run), settings,
                                                                            own, root),
              "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": {**own, **owner_label(root)}},
@@ -268,7 +262,7 @@ def janitor(settings: Distrain) -> list[dict]:
                              "--namespace", settings.namespace],
                  "resources": {"requests": {"cpu": "50m", "memory": "128Mi"}}}
     pod = {"serviceAccountName": JANITOR, "restartPolicy": "Never", "containers": [container]}
-    return [*identity(meta),
+    return [*identity(meta, roles.janitor()),
             {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta, "spec": {
                 "schedule": settings.janitor_schedule, "concurrencyPolicy": "Forbid",
                 "successfulJobsHistoryLimit": 1, "failedJobsHistoryLimit": 1,
@@ -279,10 +273,11 @@ def janitor(settings: Distrain) -> list[dict]:
 def volume_pod(spec: dict, settings: Distrain, root: dict, name: str, component: str, container: dict,
                volume: tuple[dict, dict]) -> dict:
     """A pod the server makes for a while beside the job (a log reader, a purger) and then deletes, owned by
-    the job's ConfigMap: `container`, in the job's image, with `volume` (and its mount) at /output; it ends by
-    itself after 10 minutes."""
+    the job's ConfigMap: `container`, in this product's image (else the job's), with `volume` (and its mount) at
+    /output; it ends by itself after 10 minutes."""
     source, mount = volume
-    container = {**container, "image": image(spec, settings), "volumeMounts": [{**mount, "mountPath": "/output"}],
+    container = {**container, "image": settings.controller_image or image(spec, settings),
+                 "volumeMounts": [{**mount, "mountPath": "/output"}],
                  "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": metadata(name, settings, {**labels(spec["name"]), COMPONENT: component}, root),
@@ -290,12 +285,13 @@ def volume_pod(spec: dict, settings: Distrain, root: dict, name: str, component:
                              "activeDeadlineSeconds": 600}, settings)}
 
 
-def log_reader(spec: dict, settings: Distrain, root: dict) -> dict:
+def log_reader(spec: dict, settings: Distrain, root: dict, secret: str) -> dict:
     """A pod serving, read-only, the log files the job's replicas wrote to its output volume
-    (incluster/logreader.py)."""
+    (incluster/logreader.py), to requests that carry `secret`."""
     container = {
         "name": "reader",
         "command": ["python", "-c", READER_PROGRAM, volume_logs(root), str(LOG_READER_PORT)],
+        "env": [{"name": reader.SECRET_VARIABLE, "value": secret}],
         "ports": [{"name": "http", "containerPort": LOG_READER_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": LOG_READER_PORT}, "periodSeconds": 1},
     }
@@ -304,31 +300,32 @@ def log_reader(spec: dict, settings: Distrain, root: dict) -> dict:
 
 
 PURGE_PROGRAM = """import os, shutil, sys
-root = os.path.realpath(sys.argv[1])
-path = os.path.realpath(os.path.join(root, sys.argv[2]))  # links resolved: nothing outside the volume goes
-if path.startswith(root + os.sep) and os.path.isdir(path):
-    shutil.rmtree(path)
+path = os.path.join(sys.argv[1], sys.argv[2])  # in the owner's directory, all of the volume the pod mounts
+if os.path.islink(path):
+    os.unlink(path)
+elif os.path.isdir(path):
+    shutil.rmtree(path)  # the links inside removed, not followed
 """
 
 
 def purger(spec: dict, settings: Distrain, root: dict) -> dict | None:
-    """A pod deleting the job's own output directory on its volume (the volume's root mounted), owned by the
-    job's ConfigMap; None where the output is no directory of the job's own (a host path, its owner's whole
-    directory, or a whole volume: storage.purgeable), which stays."""
+    """A pod deleting the job's own output directory on its volume (its owner's directory mounted, which no job
+    mounts, so none has made a link there), owned by the job's ConfigMap; None where the output is no directory
+    of the job's own (a host path, its owner's whole directory, a whole volume: storage.purgeable, or one inside
+    another: storage.output_path_problem), which stays."""
     source = output_source(spec, settings)
     parts = storage.output_parts(spec, job_owner(root))
-    if "host_path" in source or not storage.purgeable(parts, job_owner(root)):
+    if "host_path" in source or not storage.purgeable(parts, job_owner(root)) or storage.output_path_problem(spec):
         return None
-    directory = "/".join(parts)
-    container = {"name": "purge", "command": ["python", "-c", PURGE_PROGRAM, "/output", directory]}
+    container = {"name": "purge", "command": ["python", "-c", PURGE_PROGRAM, "/output", parts[-1]]}
     return volume_pod(spec, settings, root, purger_name(spec["name"]), "purger", container,
-                      volume_and_mount({"volume": source["volume"]}, "output", "", read_only=False))
+                      volume_and_mount({"volume": source["volume"]}, "output", "/".join(parts[:-1]), read_only=False))
 
 
-def workload(spec: dict, settings: Distrain, root: dict, engine: str, run: int = 1) -> list[dict]:
-    """What runs the job's replicas on `engine` (a sweep's: its controller)."""
+def workload(spec: dict, settings: Distrain, root: dict, engine: str, run: int = 1, trials: str = "") -> list[dict]:
+    """What runs the job's replicas on `engine` (a sweep's: its controller, for `trials` on that engine)."""
     if engine == SWEEP:
-        return sweeper(spec, settings, root)
+        return sweeper(spec, settings, root, trials)
     if engine == "jobset":
         return [jobset(spec, settings, root, run)]
     if engine == "kubeflow":
@@ -341,11 +338,25 @@ def workload(spec: dict, settings: Distrain, root: dict, engine: str, run: int =
 
 
 def render(spec: dict, settings: Distrain, engine: str, bundle: bytes | None = None,
-           hooks: dict | None = None) -> list[dict]:
+           hooks: dict | None = None, trials: str = "jobset") -> list[dict]:
     """Every object of the job, the ConfigMap first (the others are owned by it once it exists), with the
-    Secret of its snapshot's `bundle` and of its webhooks if it has them."""
+    Secret of its snapshot's `bundle` and of its webhooks if it has them; a sweep's for `trials` on that engine
+    (a cluster that has JobSet runs them there)."""
     head = root(spec, settings, engine)
     secrets = [snapshot_secret(spec, settings, head, bundle)] if bundle is not None else []
     secrets += [hooks_secret(spec, settings, head, hooks)] if hooks else []
-    return [head, *secrets, *workload(spec, settings, head, engine), *monitor(spec, settings, head, 1, bool(hooks)),
-            *tensorboard(spec, settings, head)]
+    return [head, *secrets, *workload(spec, settings, head, engine, trials=trials),
+            *monitor(spec, settings, head, 1, bool(hooks)),
+            *tensorboard(spec, settings, head), *network_policy(spec, settings, head)]
+
+
+def network_policy(spec: dict, settings: Distrain, root: dict) -> list[dict]:
+    """With c.Distrain.network_policy, the job's NetworkPolicy: its replicas take connections from its own pods
+    only (another job's, another owner's, reach none of their ports); none for a sweep, whose trials have theirs."""
+    if not settings.network_policy or is_sweep(spec):
+        return []
+    own = {JOB: spec["name"]}
+    return [{"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+             "metadata": metadata(spec["name"], settings, labels(spec["name"]), root),
+             "spec": {"podSelector": {"matchLabels": own, "matchExpressions": [{"key": ROLE, "operator": "Exists"}]},
+                      "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {"matchLabels": own}}]}]}}]

@@ -139,13 +139,16 @@ class StorageRoot:
                                                              f"({found[0].joinpath(*storage.area(owner))})"))
             elif not found and path.is_relative_to(self.root):
                 errors.append(FieldError("output.host_path", f"{path} is inside distrain's own storage ({self.root})"))
+        elif problem := storage.output_path_problem(spec):
+            errors.append(FieldError("output.path", problem))
         else:  # in a volume: where its links lead (a job of the owner's may have made them)
             path = self.output_dir(spec, owner).resolve()
             found = self.in_volume(path)
             if not (found and storage.purgeable(found[1], owner)):
                 field = storage.source_field("output", spec["output"]) if "output" in spec else "name"
+                own = self.volume_root(spec.get("output")).joinpath(*storage.area(owner))
                 errors.append(FieldError(field, f"leads to {path} through a link, outside your own directory of the "
-                                                f"volume ({self.volume_root(spec.get('output')).joinpath(*storage.area(owner))})"))
+                                                f"volume ({own})"))
         read = [(storage.source_field("data", spec["data"]), self.input_dir(spec))] if "data" in spec else []
         if spec.get("resume_from", "").startswith("/"):
             read.append(("resume_from", Path(spec["resume_from"])))

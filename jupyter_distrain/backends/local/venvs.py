@@ -3,9 +3,9 @@ the server's (its framework included), so a job may pin another version of a pac
 
 Jobs with the same requirements share one environment, built once under <root>/envs/ and reused as is, when
 what they install is the package index's alone: every line a name, versions and markers. Any other line (local
-files: `./pkg.whl`, `-e .`, `-r other.txt`; `name @ URL-or-path`; options such as `-f DIR` or `--index-url`;
-`${VARIABLES}`) gets an environment of its own in the job's workspace: what it names can differ between two
-jobs' code or change.
+files: `./pkg.whl`, `-e .`, `-r other.txt`; `name @ URL-or-path`; options such as `-f DIR` or `--index-url`,
+anywhere on a line; `${VARIABLES}`) gets an environment of its own in the job's workspace: what it names can
+differ between two jobs' code or change.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import AsyncIterator
 
 READY = ".distrain-ready"  # written once the environment's requirements are installed
-# a requirement the index alone answers: a name, [extras], versions, ; markers (no @, no option, no $VARIABLE)
-FROM_THE_INDEX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[\w.,\s-]*\])?\s*([<>=!~][^;@$]*)?(;[^@$]*)?")
+# a requirement the index alone answers: a name, [extras], versions, ; markers (no @, no $VARIABLE, and no option:
+# no word starting with -, wherever it stands, which pip reads as an option such as --index-url)
+FROM_THE_INDEX = re.compile(r"(?!.*(?<!\S)-)[A-Za-z0-9][A-Za-z0-9._-]*\s*(\[[\w.,\s-]*\])?\s*([<>=!~][^;@$]*)?"
+                            r"(;[^@$]*)?")
 LOCK_POLL_SECONDS = 0.2
 
 
