@@ -1,6 +1,6 @@
 """The rights of the programs this product runs in the cluster (backends/kubernetes/roles.py): each within the
 Jupyter server's Role (rbac.yaml), which makes them; and, on the test control plane (tests/controlplane), as each
-program's service account (impersonated), what its program has no need of answers 403. The tests that run each
+program's service account (a token of it), what its program has no need of answers 403. The tests that run each
 program (test_kube_lifecycle.py's monitors, test_kube_sweep.py's sweeper and janitor) run it as its account, so
 what it needs is granted."""
 

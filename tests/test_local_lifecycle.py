@@ -337,11 +337,13 @@ def test_purging_an_output_deletes_nothing_outside_its_place(cli, tmp_path):
         "name": "root", "command": "true", "output": {"host_path": str(cli.root)}})), check=False)
     assert into_root.returncode == 1 and f"is inside distrain's own storage ({cli.root})" in into_root.stderr
     for name, output in (("dots", {"host_path": str(cli.root / ".." / "victim")}),
-                         ("link", {"host_path": str(cli.root / "link")}),
-                         ("volume", {"volume": "shared", "path": "."})):
+                         ("link", {"host_path": str(cli.root / "link")})):
         cli("submit", "-f", str(write_spec(tmp_path / name, {"name": name, "command": "true", "output": output})))
         cli.wait(name)
         cli("delete", name, "--purge-output")
+    whole = cli("submit", "-f", str(write_spec(tmp_path / "volume", {  # the owner's whole directory: no output
+        "name": "volume", "command": "true", "output": {"volume": "shared", "path": "."}})), check=False)
+    assert whole.returncode == 1 and "output.path: '.' is not one directory name" in whole.stderr
     assert (victim / "precious").is_dir() and (volume / "other-job").is_dir()
     assert (cli.root / "link").is_symlink()
     assert cli.root.stat().st_mode & 0o777 == 0o700  # made 0755 above; the storage root is the user's alone

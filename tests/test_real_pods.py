@@ -26,6 +26,7 @@ from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, remove_ja
 from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
+from kube_support import acting_as
 from kubernetes import client
 from test_progress import PACED
 from test_stacks import LATE_TO_ALL_REDUCE, innermost
@@ -590,11 +591,12 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
     wait(lambda: none_left(admin), "nothing of the job left")
 
 
-def test_the_runs_monitor_names_a_straggler(cli, admin, hook):
+def test_the_runs_monitor_names_a_straggler(real_cluster, cli, admin, hook):
     """test_progress.py's paced job on pods (the product's image, which has TensorBoard's writer): workers 0 and 1
     write a step every 0.25 s, worker 2 every second; the run's monitor, a pod reading their event files on the
     output volume, names worker 2 in a Straggler warning, with no Jupyter server running, and posts it and the
-    job's end to its owner's webhook (reading it from the job's Secret), each once."""
+    job's end to its owner's webhook (reading it from the job's Secret, through its environment), each once. Its
+    service account may read no Secret and make no pod (roles.monitor)."""
     url, posts = hook
     configure(cli, webhook_allow_private=True)  # the receiver's address is the node's, a private one
     cli("webhook", "set", input=url + "\n")
@@ -607,6 +609,15 @@ def test_the_runs_monitor_names_a_straggler(cli, admin, hook):
         assert re.fullmatch(r"[\d.]+ steps/s, under 0.7x the other replicas' median \([\d.]+\) for 60 s",
                             warned[0]["message"]), warned
         wait(lambda: posts(), "the Straggler posted", 30)
+        with acting_as(real_cluster, naming.MONITOR) as api:
+            core = client.CoreV1Api(api)
+            for refused in (lambda: core.list_namespaced_secret(NAMESPACE),
+                            lambda: core.read_namespaced_secret(naming.notify_name("paced"), NAMESPACE),
+                            lambda: core.create_namespaced_pod(NAMESPACE, {"metadata": {"name": "x"}, "spec": {
+                                "containers": [{"name": "x", "image": PYTHON_IMAGE}]}})):
+                with pytest.raises(client.ApiException) as caught:
+                    refused()
+                assert caught.value.status == 403
         cli("stop", "paced")
         wait(lambda: len(posts()) == 2, "the end posted", 60)
         time.sleep(3)

@@ -34,6 +34,7 @@ class NamespaceController:
         self.queue = WorkQueue()
         self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
         self.unread: set[tuple[str, int | None]] = set()  # (job, run) of pods gone before their logs were read
+        self.copied: dict[str, set[tuple[int | None, str]]] = {}  # job -> (run, replica) whose pod's log it copies
         self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
         # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
         # the one worker that has the job (see WorkQueue)
@@ -54,6 +55,7 @@ class NamespaceController:
                     root = self.backend.job_root(name)
                 except JobNotFound:  # deleted, or another owner's
                     self.runs.pop(name, None)
+                    self.copied.pop(name, None)
                 else:
                     if engine_of(root) == SWEEP:
                         continue  # its controller runs it in the cluster; it has no pods or logs
@@ -67,6 +69,7 @@ class NamespaceController:
                             self.backend.record_restarts(root, pods)
                         for pod in self.backend.copy_logs(name, pods, ended=True):
                             self.unread.add((name, run_of_pod(pod)))
+                        self._copied(name, [pod for pod in pods if ended_pod(pod)])
                     self._follow(name, pods)
                     self._mark_complete(root, pods)
             except Exception:
@@ -85,21 +88,28 @@ class NamespaceController:
             began = self.backend.get(name, events=0)["started"] or self.backend.run_over(root)
             missing = began and not self.backend.logs_complete(name, run)
             runs[run] = not missing or self.backend.read_volume_logs(name, run)
+            if missing and runs[run]:  # every replica's lines so far, from the volume
+                self.copied.setdefault(name, set()).update(
+                    (run, replica) for replica in json.loads(root.data["status.json"])["replicas"])
 
     def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
         """Once the cluster has ended a run whose lines this process has all, its pods have ended and their logs
         are copied. A pod that was gone before its log was read to its end (an engine deletes the replicas
-        still running once the job has succeeded) left its last lines on the output volume only: merged first,
-        unless the run was stopped (a delete stops the job first: a reader pod would race it)."""
+        still running once the job has succeeded), or before this process saw it run at all, left its lines on
+        the output volume only: merged first, unless the run was stopped (a delete stops the job first: a reader
+        pod would race it)."""
         name, run = root.metadata.name, current_run(root)
         if not (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
                 and self.backend.run_over(root)):
             return
         if any(job == name for job, _ in list(self.followers.values())):
             return  # reconciled again as each ends
-        if (name, run) in self.unread:
+        status = json.loads(root.data["status.json"])
+        unseen = engine_of(root) != "pods" and any((run, replica) not in self.copied.get(name, ())
+                                                   for replica in status["replicas"])
+        if (name, run) in self.unread or unseen:
             self.unread.discard((name, run))
-            if json.loads(root.data["status.json"])["phase"] != Phase.STOPPED:
+            if status["phase"] != Phase.STOPPED:
                 self.runs[name][run] = self.backend.read_volume_logs(name, run)
         if self.runs[name][run]:
             self.backend.mark_logs_complete(name, run)
@@ -134,7 +144,12 @@ class NamespaceController:
                 thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
                                           name=f"distrain-logs-{pod.metadata.name}")
                 self.followers[uid] = job, thread
+                self._copied(job, [pod])
                 thread.start()
+
+    def _copied(self, job: str, pods: list[client.V1Pod]) -> None:
+        """Note that this process copies what `pods` logged (their runs' replicas are not unseen)."""
+        self.copied.setdefault(job, set()).update((run_of_pod(p), replica_of(p.metadata.labels)) for p in pods)
 
     def _copy(self, job: str, replica: str, pod: client.V1Pod) -> None:
         read = False
