@@ -585,7 +585,8 @@ def test_the_job_view_charts_the_loss_while_the_job_writes_it(lab, page, tmp_pat
     expect(kept).to_contain_text(re.compile(r"^until .* \(in 6d\), then deleted with its logs"), timeout=30_000)
     expect(sparkline).to_have_text("loss0.0250")
     chart.get_by_label("Metric").select_option("learning_rate")
-    expect(chart.locator('li[data-run="worker-1"]')).to_have_text("worker-1: 0.5000 at step 39")
+    expect(chart.locator('li[data-run="worker-1"]')).to_have_text("worker-1: 0.5000 at step 39",
+                                                                   timeout=60_000)  # it may write after worker-0
     expect(chart.get_by_role("img")).to_have_attribute("aria-label", "learning_rate from 0.5 to 0.5 over steps 0 to 39")
 
     # restarted, the replicas write steps 0 to 2 again: the chart and the sparkline show this run, the first
