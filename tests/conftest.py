@@ -88,11 +88,19 @@ def processes_of(root: Path) -> list[psutil.Process]:
     for process in psutil.process_iter():
         try:
             if process.pid != os.getpid() and process.environ().get("DISTRAIN_HOME") == str(root) \
-                    and process.status() != psutil.STATUS_ZOMBIE and not serving(process):
+                    and running(process) and not serving(process):
                 found.append(process)
         except psutil.Error:
             continue
     return found
+
+
+def running(process: psutil.Process) -> bool:
+    """Whether `process` has not ended: not a zombie, nor ending (its memory, its command line, gone already)."""
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE and bool(process.cmdline())
+    except psutil.Error:
+        return False
 
 
 def kill(processes: list[psutil.Process]) -> None:
@@ -161,9 +169,9 @@ def assert_nothing_left(root: Path, timeout: float = 10) -> None:
         return max(timeout, SUPERVISOR_EXIT_SECONDS) if supervisor else timeout
 
     began = time.monotonic()
-    while running := processes_of(root):
+    while left := processes_of(root):
         elapsed = time.monotonic() - began
-        if late := [p for p in running if elapsed >= patience(p)]:
+        if late := [p for p in left if elapsed >= patience(p) and running(p)]:  # as it is now
             raise AssertionError([" ".join(p.cmdline()) for p in late])
         time.sleep(0.1)
     assert not list(root.glob("jobs/*/workspace")), "a workspace outlived its job"
