@@ -33,13 +33,11 @@ install: $(BIN)/uv
 run: install
 	$(BIN)/jupyter lab $(ALLOW_ROOT) --ServerApp.root_dir=$(CURDIR)/examples
 
-# the longest tests that need no control plane: they follow the real node's, so the two processes end together
-BESIDE := tests/test_binder.py tests/test_examples.py tests/test_widgets_browser.py tests/test_panel_form.py
 test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
-	@# two pytest processes: the real node's tests (mostly waiting on pods), then BESIDE's, run beside the rest;
-	@# their report, kept in test-artifacts/beside.log, follows the rest's
-	mkdir -p test-artifacts; $(BIN)/pytest tests/test_real_pods.py $(BESIDE) > test-artifacts/beside.log 2>&1 & \
-	beside=$$!; $(BIN)/pytest -m "not real_pods" $(BESIDE:%=--ignore=%); rest=$$?; wait $$beside; other=$$?; \
-	cat test-artifacts/beside.log; exit $$(( rest || other ))
+	@# two pytest processes: the real node's tests and its hub's (mostly waiting on pods), run beside the rest;
+	@# their report, kept in test-artifacts/real-node.log, follows the rest's
+	mkdir -p test-artifacts; $(BIN)/pytest -m real_pods > test-artifacts/real-node.log 2>&1 & \
+	beside=$$!; $(BIN)/pytest -m "not real_pods"; rest=$$?; wait $$beside; other=$$?; \
+	cat test-artifacts/real-node.log; exit $$(( rest || other ))

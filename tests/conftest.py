@@ -310,31 +310,44 @@ def copy_example(name: str, dest: Path) -> Path:
     return target
 
 
-def furnish(plane) -> None:
-    """Namespace `training` (enforcing Pod Security "baseline"), the volumes `distrain-outputs` and `datasets`
-    (directories here), and the README's RBAC bound to the restricted user."""
+def furnish(plane, namespace: str = "", as_user: bool = True, capacity_pods: bool = True) -> None:
+    """A namespace (default `training`) enforcing Pod Security "baseline", its volumes `distrain-outputs` and
+    `datasets` (directories here: `volumes/<claim>`, in other namespaces `volumes/<namespace>-<claim>`), and the
+    README's RBAC (`rbac`), bound to the restricted user (`as_user`) or, as an admin applies it, to its service
+    account."""
     from controlplane.cluster import NAMESPACE, RESTRICTED
 
+    namespace = namespace or NAMESPACE
     # every pod the tests make passes the Pod Security Standard "baseline", or is refused
     plane.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": NAMESPACE, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
+        "name": namespace, "labels": {"pod-security.kubernetes.io/enforce": "baseline"}}})
     for claim in ("distrain-outputs", "datasets"):
-        (plane.dir / "volumes" / claim).mkdir(parents=True, exist_ok=True)
+        volume = claim if namespace == NAMESPACE else f"{namespace}-{claim}"
+        (plane.dir / "volumes" / volume).mkdir(parents=True, exist_ok=True)
         plane.create(
-            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": claim},
+            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": volume},
              "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                      "hostPath": {"path": str(plane.dir / "volumes" / claim)},
-                      "claimRef": {"namespace": NAMESPACE, "name": claim}}},
-            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": NAMESPACE},
+                      "hostPath": {"path": str(plane.dir / "volumes" / volume)},
+                      "claimRef": {"namespace": namespace, "name": claim}}},
+            {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": claim, "namespace": namespace},
              "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
-                      "volumeName": claim, "storageClassName": ""}},
+                      "volumeName": volume, "storageClassName": ""}},
         )
-    rbac = (REPO / "jupyter_distrain" / "rbac.yaml").read_text().replace("NAMESPACE", NAMESPACE)
-    for doc in yaml.safe_load_all(rbac):
-        for subject in doc.get("subjects", []):  # the restricted user stands in for the service account
+    plane.apply(*rbac(namespace, RESTRICTED if as_user else None, capacity_pods))
+
+
+def rbac(namespace: str, user: str | None = None, capacity_pods: bool = True) -> list[dict]:
+    """jupyter_distrain/rbac.yaml for `namespace`, its subjects `user` in place of the service account where given;
+    without `capacity_pods`, its cluster-wide Role lists nodes alone (as the README says to narrow it)."""
+    documents = list(yaml.safe_load_all((REPO / "jupyter_distrain" / "rbac.yaml").read_text().replace(
+        "NAMESPACE", namespace)))
+    for doc in documents:
+        for subject in doc.get("subjects", []) if user else []:  # the user stands in for the service account
             subject.clear()
-            subject.update(kind="User", name=RESTRICTED, apiGroup="rbac.authorization.k8s.io")
-        plane.create(doc)
+            subject.update(kind="User", name=user, apiGroup="rbac.authorization.k8s.io")
+        for rule in doc.get("rules", []) if doc["kind"] == "ClusterRole" and not capacity_pods else []:
+            rule["resources"].remove("pods")
+    return documents
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,14 @@ def distrain_config(root):
 
 
 @pytest.fixture
+def jp_server_config(jp_server_config):
+    """As JupyterHub's servers are: no page of theirs may be framed, unless it says otherwise."""
+    jp_server_config["ServerApp"]["tornado_settings"] = {"headers": {
+        "Content-Security-Policy": "frame-ancestors 'none'; report-uri /csp"}}
+    return jp_server_config
+
+
+@pytest.fixture
 def fetch(jp_fetch, root):
     async def call(*parts, method="GET", body=None, **params):
         try:
@@ -101,8 +109,8 @@ async def test_one_tensorboard_shows_every_jobs_scalars_each_page_its_own_runs(f
 
 
 async def pages_show_their_runs_with_fonts_under_the_proxy(fetch, jp_base_url, mount):
-    """The replica's page is the board showing the replica's runs (each named <job>/<replica>[/...]); its fonts
-    (TensorBoard names them at the site's root) are asked for under the proxy."""
+    """The replica's page is the board showing the replica's runs (each named <job>/<replica>[/...]), which this
+    site's pages may frame; its fonts (TensorBoard names them at the site's root) are asked for under the proxy."""
     for path in (CHIEF, (*CHIEF[:-1], "chief-0/")):
         page = await fetch(*path)
         location = urlsplit(page.headers["Location"])
@@ -110,6 +118,8 @@ async def pages_show_their_runs_with_fonts_under_the_proxy(fetch, jp_base_url, m
         assert parse_qs(location.query) == {"runFilter": ["^tf/chief-0(/|$)"]}
     page = await fetch(*CHIEF[:-1], "chief-0/", runFilter="^tf/chief-0(/|$)")
     assert page.code == 200 and b"<tb-webapp>" in page.body
+    # JupyterLab frames it: the server's policy, but for that
+    assert page.headers.get_list("Content-Security-Policy")[0] == "frame-ancestors 'self'; report-uri /csp"
     whole = await fetch("distrain", "tensorboard", "tf", "all/")
     assert whole.code == 302 and parse_qs(urlsplit(whole.headers["Location"]).query) == {"runFilter": ["^tf(/|$)"]}
 
@@ -135,15 +145,16 @@ def board_without_the_secret_shows_nothing(root):
 
 
 async def posts_reach_the_board_from_this_site_only(http_server_client, jp_serverapp, mount):
-    """A POST with the user's login cookie: from TensorBoard's own page (this site's Origin) it passes; from
-    another site, or with no Origin and no XSRF token, it never reaches TensorBoard."""
+    """A POST with the user's login cookie: from TensorBoard's own page (this site's Origin, or the browser's
+    `Sec-Fetch-Site: same-origin`) it passes; from another site, or with neither and no XSRF token, it never
+    reaches TensorBoard."""
     login = await http_server_client.fetch(f"{mount}data/runs?token={jp_serverapp.identity_provider.token}")
     cookies = "; ".join(c.split(";")[0] for c in login.headers.get_list("Set-Cookie"))
     assert login.code == 200 and "username-" in cookies
 
-    async def post_with_cookie(origin):
+    async def post_with_cookie(origin, **fetch_site):
         headers = {"Cookie": cookies, "Content-Type": "application/x-www-form-urlencoded",
-                   **({"Origin": origin} if origin else {})}
+                   **({"Origin": origin} if origin else {}), **{"Sec-Fetch-Site": v for v in fetch_site.values()}}
         return await http_server_client.fetch(f"{mount}data/plugin/scalars/scalars_multirun", method="POST",
                                               body="tag=loss&runs=tf/chief-0", headers=headers, raise_error=False)
 
@@ -151,8 +162,9 @@ async def posts_reach_the_board_from_this_site_only(http_server_client, jp_serve
     assert own.code == 200 and json.loads(own.body)["tf/chief-0"], own.body
     cross_site = await post_with_cookie("https://evil.example")  # Jupyter's own origin check answers
     assert cross_site.code == 404 and json.loads(cross_site.body) == {"message": "Not Found"}
-    no_origin = await post_with_cookie(None)
-    assert no_origin.code == 403 and "_xsrf" in json.loads(no_origin.body)["message"], no_origin.body
+    assert (await post_with_cookie(None, site="same-origin")).code == 200
+    for no_origin in (await post_with_cookie(None), await post_with_cookie(None, site="cross-site")):
+        assert no_origin.code == 403 and "_xsrf" in json.loads(no_origin.body)["message"], no_origin.body
 
 
 async def the_board_shows_every_loss_the_job_logged(fetch, root):

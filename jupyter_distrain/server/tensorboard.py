@@ -302,14 +302,25 @@ class TensorBoardProxyHandler(JsonErrors, JupyterHandler):
             raise web.HTTPError(400, "TensorBoard is reached over HTTP only")
 
     def check_xsrf_cookie(self) -> None:
-        """A POST (or any unsafe method) comes from this site's own pages, as TensorBoard's do (the browser
-        sends their Origin), or carries Jupyter's XSRF token: a cross-site one riding on the user's cookie is
-        refused. TensorBoard makes no such check."""
+        """A request riding on the user's cookie comes from this site's own pages, as TensorBoard's do (the
+        browser says so: their Origin, or `Sec-Fetch-Site: same-origin`, which no page can set), or carries
+        Jupyter's XSRF token, which TensorBoard's requests cannot: a cross-site one is refused. JupyterHub asks
+        this of every cookie-authenticated request, its fetches (GET) included; TensorBoard makes no such check."""
         origin = self.request.headers.get("Origin", "")
+        if self.request.headers.get("Sec-Fetch-Site") == "same-origin":
+            return None
         with suppress(ValueError):  # not a URL: not this site
             if origin and urlsplit(origin).netloc == self.request.host:
                 return None
         return JupyterHandler.check_xsrf_cookie(self)
+
+    @property
+    def content_security_policy(self) -> str:
+        """The server's policy, but its pages may be framed by this site's: they show in JupyterLab's tabs.
+        (JupyterHub's servers frame nothing by default, which would leave each tab blank.)"""
+        policy = super().content_security_policy
+        kept = [part for part in policy.split(";") if part.split()[:1] != ["frame-ancestors"]]
+        return "; ".join(["frame-ancestors 'self'", *(part.strip() for part in kept if part.strip())])
 
     def compute_etag(self) -> None:
         return None  # the TensorBoard's own ETag, if any, is relayed; bodies are not hashed here

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -247,6 +248,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+# requests of service accounts (pods'), as they end: who made each, from where, on what
+AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}]}
+
+
 class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
@@ -379,13 +385,29 @@ class ControlPlane:
                     "--requestheader-extra-headers-prefix=X-Remote-Extra-",
                     "--proxy-client-cert-file", str(d / "proxy-client.crt"),
                     "--proxy-client-key-file", str(d / "proxy-client.key"),
-                    "--cert-dir", str(d / "apiserver-certs"))
+                    "--cert-dir", str(d / "apiserver-certs"), *self._audit())
         if self.real_node:  # this machine's loopback to the namespace's, over a Unix socket
             relay = str(d / "apiserver.sock")
             self._spawn("relay-in", f"UNIX-LISTEN:{relay},fork", f"TCP:127.0.0.1:{self.port}", program="socat")
             self._spawn("relay-out", f"TCP-LISTEN:{self.port},bind=127.0.0.1,fork,reuseaddr", f"UNIX-CONNECT:{relay}",
                         program="socat", here=True)
         self._wait("kube-apiserver", lambda: self._http_ok(f"{self.url}/readyz", self.tokens[ADMIN], here=True))
+
+    def _audit(self) -> list[str]:
+        """On a real node, the API server's audit log (`audit_log`, AUDIT_POLICY): who made each pod's request."""
+        if not self.real_node:
+            return []
+        (self.dir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+        return ["--audit-policy-file", str(self.dir / "audit-policy.yaml"), "--audit-log-path", str(self.audit_log)]
+
+    @property
+    def audit_log(self) -> Path:
+        return self.dir / "audit.log"
+
+    def audited(self, user: str) -> list[dict]:
+        """The audit log's events of requests `user` made (a service account's: AUDIT_POLICY)."""
+        with self.audit_log.open() as log:
+            return [event for event in map(json.loads, log) if event["user"]["username"] == user]
 
     def _http_ok(self, url: str, token: str | None = None, here: bool = False) -> bool:
         """Whether `url` answers in the cluster's network namespace (with `here`, this machine's)."""
@@ -616,6 +638,16 @@ class ControlPlane:
                         group, version, doc["metadata"]["namespace"], doc["kind"].lower(), doc)
                 else:
                     utils.create_from_dict(api, doc)
+
+    def apply(self, *documents: dict) -> None:
+        """Each of `documents` made, or brought to what it says: `kubectl apply --server-side`."""
+        from kubernetes import dynamic
+
+        with self.client() as api:
+            resources = dynamic.DynamicClient(api).resources
+            for doc in documents:
+                resources.get(api_version=doc["apiVersion"], kind=doc["kind"]).server_side_apply(
+                    doc, namespace=doc["metadata"].get("namespace"), field_manager="tests", force_conflicts=True)
 
     def add_node(self, name: str, cpu: str = "8", memory: str = "32Gi", gpus: int = 0, labels: dict | None = None,
                  taints: list[dict] | None = None) -> None:

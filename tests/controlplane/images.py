@@ -37,9 +37,11 @@ PYTORCH_IMAGE = "distrain.test/pytorch:debian"  # the Python image and Debian's 
 NSLOOKUP_IMAGE = "distrain.test/nslookup:debian"  # the Python image and nslookup: PyTorchJob workers wait with it
 PADDLE_REQUIREMENTS = str(REPO / "examples" / "paddle-ps" / "requirements.txt")  # its Paddle, a protobuf it takes
 PADDLE_IMAGE = "distrain.test/paddle:ps"  # the Python image and what the paddle-ps example requires
-PRODUCT_REQUIREMENTS = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
-PRODUCT_BASE_IMAGE = "distrain.test/jupyter-distrain:requirements"  # the Python image and what the package requires
-PRODUCT_IMAGE = "distrain.test/jupyter-distrain:dev"  # and on that, this checkout's package: its own pods'
+# what the package requires, and what a user's server on JupyterHub runs it in (the versions of this environment)
+PRODUCT_REQUIREMENTS = [*tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"],
+                        *(f"{name}=={importlib.metadata.version(name)}" for name in ("jupyterlab", "jupyterhub"))]
+PRODUCT_BASE_IMAGE = "distrain.test/jupyter-distrain:requirements"  # the Python image and PRODUCT_REQUIREMENTS
+PRODUCT_IMAGE = "distrain.test/jupyter-distrain:dev"  # and on that, this checkout's package: its own pods', users' servers
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"  # what holds each pod's namespaces
 STALE_AFTER = 7 * 24 * 3600  # seconds unused after which a cached image built from other inputs goes
 SITE_PACKAGES = "usr/local/lib/python3.11/dist-packages"  # where the image's Python finds what pip adds
@@ -61,11 +63,16 @@ def python(rootfs: Path) -> None:
 
 def wheels(*requirements: str) -> Callable[[Path], None]:
     """Installs what pip installs for `requirements` (wheels only) in the image's site-packages, their
-    commands (tensorboard, say) in /usr/local/bin, run by the image's Python."""
+    commands (tensorboard, say) in /usr/local/bin, run by the image's Python, and their data where Jupyter looks
+    (/usr/local/share/jupyter: JupyterLab's pages, the extension; /usr/local/etc/jupyter: what servers load)."""
     def make(rootfs: Path) -> None:
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
                         "--only-binary=:all:", "--target", str(rootfs / SITE_PACKAGES), *requirements],
                        check=True, capture_output=True)
+        for data in ("share", "etc"):
+            if (rootfs / SITE_PACKAGES / data).is_dir():
+                shutil.copytree(rootfs / SITE_PACKAGES / data, rootfs / "usr/local" / data, dirs_exist_ok=True)
+                shutil.rmtree(rootfs / SITE_PACKAGES / data)
         commands = rootfs / SITE_PACKAGES / "bin"
         if commands.is_dir():
             (rootfs / "usr/local/bin").mkdir(parents=True, exist_ok=True)

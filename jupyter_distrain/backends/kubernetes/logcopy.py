@@ -101,7 +101,7 @@ class LogCopier(NamespaceObjects):
         try:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
-                    append(path, [from_pods_log(line) for line in lines])
+                    append(path, [line for line in map(from_pods_log, lines) if line is not None])
         except HTTPError:  # silent too long (a connection that died unseen, or a quiet container): ask again
             if not follow:
                 raise

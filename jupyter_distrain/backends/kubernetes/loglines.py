@@ -6,12 +6,16 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import time
 from datetime import datetime
 from pathlib import Path
 from typing import Iterable, Iterator
 
 from ... import logs
+
+
+RUNTIME_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")  # pods/log's, RFC 3339 in UTC
 
 
 def stamp(k8s_time: bytes) -> str:
@@ -21,11 +25,15 @@ def stamp(k8s_time: bytes) -> str:
     return f"{whole}.{(fraction + '000000')[:6]}Z"
 
 
-def from_pods_log(raw: bytes) -> bytes:
+def from_pods_log(raw: bytes) -> bytes | None:
     """A pods/log line (`<the runtime's time> <text>`) as a log file line. A replica's command runs under
     incluster/logtee.py, which stamped the text itself as it wrote the same line to the output volume: that
-    stamp (and its mark of stderr) is kept, so both copies are the same bytes. Other lines get the runtime's time."""
+    stamp (and its mark of stderr) is kept, so both copies are the same bytes. Other lines get the runtime's time.
+    None for a line with no time, none of the container's: the kubelet's word, in place of the log, that it has
+    none (`unable to retrieve container logs for ...`, once the container is gone)."""
     when, _, text = raw.partition(b" ")
+    if not RUNTIME_TIME.fullmatch(when):
+        return None
     if logs.STAMPED.match(text):
         return bounded(text)
     return bounded(stamp(when).encode() + b" " + text)

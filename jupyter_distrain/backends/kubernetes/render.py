@@ -186,7 +186,8 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
                                "spec": secured({"containers": [container], "volumes": [volume]}, settings)}}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": metadata(name, settings, tb_labels, root),
-         "spec": {"selector": selector,
+         # headless: its name is the pod's address, for a server in the cluster with or without kube-proxy
+         "spec": {"clusterIP": "None", "selector": selector,
                   "ports": [{"name": "http", "port": TENSORBOARD_PORT, "targetPort": TENSORBOARD_PORT}]}},
     ]
 
