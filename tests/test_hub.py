@@ -231,9 +231,10 @@ def test_her_job_goes_on_when_the_hub_stops_her_server(hub, real_cluster):
     alice = Rest(hub, "alice")
     job = alice.job("outlives")
     assert job["phase"] == "Succeeded", job
-    logs = alice("GET", "jobs/outlives/logs").text
-    for replica in ("worker-0", "worker-1", "worker-2"):
-        assert f"[{replica}] line 7" in logs, logs
+    logs = lambda: alice("GET", "jobs/outlives/logs").text  # noqa: E731
+    last_lines = [f"[{replica}] line 7" for replica in ("worker-0", "worker-1", "worker-2")]
+    wait(lambda: all(line in logs() for line in last_lines), "every worker's last line, copied by her new server",
+         60, logs)
     assert alice("DELETE", "jobs/outlives").ok
     hub.stop_server("alice")
 
