@@ -105,7 +105,7 @@ class Hub:
         }
 
     def files_secret(self, namespace: str) -> dict:
-        """The Secret the chart makes of `singleuser.extraFiles`, each file serialized as its name's suffix says."""
+        """The Secret the chart makes of `singleuser.extraFiles`, each file's data as JSON (the README's is a .json)."""
         files = self.values["singleuser"].get("extraFiles", {})
         return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "singleuser", "namespace": namespace},
                 "stringData": {key: json.dumps(file["data"]) for key, file in files.items()}}
