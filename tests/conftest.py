@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import threading
@@ -18,6 +19,11 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 pytest_plugins = ["kube_support"]  # the Kubernetes tests' fixtures: admin, engine, backend, kube_server, fresh_logs
+
+# A lane the Makefile runs in the background starts with SIGINT ignored, and every process it starts would inherit
+# that: the hub's culler then ignores the hub's interrupt, and the hub waits out its stop timeouts. Handled here,
+# SIGINT is back to its default in what the tests start.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def distrain_command() -> list[str]:
