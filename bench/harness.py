@@ -19,7 +19,7 @@ import websocket
 
 from jupyter_distrain.backends.local.processes import free_ports
 from jupyter_distrain.spec import validate
-from jupyter_distrain.store import Store
+from jupyter_distrain.backends.local.store import Store
 
 TOKEN = "bench-token"
 FINISHED = ("Succeeded", "Failed", "Stopped")

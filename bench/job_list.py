@@ -15,7 +15,7 @@ import urllib.request
 
 from harness import HEADERS, Server, control_plane, jobs_in, table
 
-from jupyter_distrain.store import Store
+from jupyter_distrain.backends.local.store import Store
 
 JOBS = 1000
 

@@ -8,28 +8,26 @@ from __future__ import annotations
 import json
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, cast
+from typing import Any, cast
 
 import click
 
 from . import logs as logs_
 from . import spec as spec_
 from . import sweep as sweep_
-from . import waits
+from . import terminal, waits
 from .errors import DistrainError
-from .logs import LogLine
 from . import code
 from .config import ENGINES, Distrain
 from .flags import (apply_sweep_flags, command_given, finetune_changes, spec_options, spec_with_flags,
                     sweep_options)
 from .jobjson import job_json, summary_json
 from .manager import JobManager
-from .policy import FINISHED, Phase, running, shown_reason
+from .policy import FINISHED, Phase
 
 OFFLINE_COMMANDS = ("validate", "render")  # they need no backend
-PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
 
 
 class Commands(click.Group):
@@ -133,12 +131,7 @@ def list_jobs(manager: JobManager, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return
-    rows = [(j["name"], j["phase"], running(j), age(j["created"]), j["backend"], shown_reason(j)) for j in jobs]
-    if len({j["owner"] for j in jobs}) > 1:  # everyone's jobs (c.Distrain.see_all_owners): whose each is
-        table(("NAME", "OWNER", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"),
-              [(row[0], job["owner"], *row[1:]) for row, job in zip(rows, jobs)])
-        return
-    table(("NAME", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"), rows)
+    terminal.jobs_table(jobs)
 
 
 @main.command()
@@ -154,49 +147,9 @@ def get(manager: JobManager, name: str, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps(job, indent=2))
         return
-    click.echo(f"Name:      {job['name']}")
-    detail = ": ".join(filter(None, (shown_reason(job), job["message"])))
-    click.echo(f"Phase:     {click.style(job['phase'], fg=PHASE_COLORS.get(job['phase']))}"
-               + (f"  ({detail})" if detail else ""))
-    if job["phase"] in (Phase.QUEUED, Phase.PENDING) and (waiting := manager.waiting(name))["waiting"]:
-        click.echo(f"Waits:     {waiting['sentence']}")
-    if job["exit_code"] is not None:
-        click.echo(f"Exit code: {job['exit_code']}")
-    click.echo(f"Backend:   {job['backend']}" + (f"  (engine: {job['engine']})" if job.get("engine") else ""))
-    click.echo(f"Owner:     {job['owner'] or '-'}")
-    if job.get("supervision"):
-        click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
-    click.echo(f"Output:    {job['output_dir']}")
-    click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
-    logged = {} if trials else logged_scalars(manager, name)
-    metric = last_values(logged)
-    for label, value in [*provenance_lines(job["provenance"]), ("Metric", metric)]:
-        if value:
-            click.echo(f"{label + ':':<11}{value}")
-    click.echo("")
-    if trials:
-        trials_table(trials)
-    else:
-        rates = logged.get("rates", {})
-        table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED", "STEPS/S"),
-              [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
-                dash(r["started"]), dash(r["finished"]), f"{rates[r['name']]:.3g}" if r["name"] in rates else "-")
-               for r in job["replicas"]])
-    click.echo("\nEvents:")
-    for e in job["events"]:
-        click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")
-
-
-def trials_table(trials: dict) -> None:
-    """A sweep's trials, best first (the best that succeeded marked *), a column per swept hyperparameter."""
-    rows = trials["trials"]
-    names = list(rows[0]["hyperparameters"]) if rows else []
-    tag = trials["metric"]["tag"] or "metric"
-    table(("TRIAL", "PHASE", *(n.upper() for n in names), f"{tag.upper()} ({trials['metric']['goal'][:3]})", "STEP"),
-          [(row["name"] + (" *" if row["name"] == trials["best"] else ""), row["phase"] or "Waiting",
-            *(row["hyperparameters"][n] for n in names),
-            "-" if row["value"] is None else f"{row['value']:.6g}", "-" if row["step"] is None else f"{row['step']:g}")
-           for row in rows])
+    waiting = manager.waiting(name) if job["phase"] in (Phase.QUEUED, Phase.PENDING) else {}
+    terminal.show_job(job, str(waiting["sentence"]) if waiting.get("waiting") else "",
+                      {} if trials else logged_scalars(manager, name))
 
 
 def logged_scalars(manager: JobManager, name: str) -> dict:
@@ -205,32 +158,6 @@ def logged_scalars(manager: JobManager, name: str) -> dict:
         return manager.scalars(name)
     except DistrainError:
         return {}
-
-
-def last_values(found: dict) -> str:
-    """The last point of the job's main scalar in each run: "loss: worker-0 0.0392 (step 3), ..."; "" if none."""
-    last = [(run, *points[-1]) for run, points in found.get("runs", {}).items()]
-    if not last:
-        return ""
-    return f"{found['tag']}: " + ", ".join(f"{run} {value:.4g} (step {step:g})" for run, step, value in last)
-
-
-def provenance_lines(provenance: dict) -> Iterator[tuple[str, str]]:
-    """What ran, a line each (every package is in `get -o json`)."""
-    source, taken = provenance["code"] or {}, provenance["snapshot"]
-    if "git" in source:
-        yield "Code", f"{source['git']} @ {source['commit']}"
-    elif "path" in source:
-        yield "Code", source["path"]
-    if taken:
-        yield "Changes", f"snapshot {taken['sha256'][:12]}: " + ", ".join(taken["files"])
-    yield "Command", provenance["command"]
-    if provenance["python"]:
-        yield "Python", f"{provenance['python']}, {len(provenance['packages'])} packages"
-    if provenance["requirements"] is not None:
-        yield "Installed", " ".join(provenance["requirements"]) or "nothing new (requirements.txt is satisfied)"
-    if provenance["image"]:
-        yield "Image", ", ".join(provenance["image_digests"]) or provenance["image"]
 
 
 @main.command()
@@ -247,7 +174,7 @@ def logs(manager: JobManager, name: str, follow: bool, replica: str | None, tail
     """Print a job's logs (of one run: each restart begins a new one)."""
     lines = manager.logs(name, replica=replica, tail=tail, since=parse_since(since), follow=follow, run=run)
     for line in lines:
-        click.echo(format_line(line, prefix=replica is None, timestamps=timestamps))
+        click.echo(terminal.format_line(line, prefix=replica is None, timestamps=timestamps))
 
 
 @main.command()
@@ -255,9 +182,7 @@ def logs(manager: JobManager, name: str, follow: bool, replica: str | None, tail
 @click.pass_obj
 def top(manager: JobManager, name: str) -> None:
     """CPU, memory and GPU use of each replica."""
-    rows = [(m["replica"], m["phase"], dash(m["cpu_percent"]), human_bytes(m["memory_bytes"]),
-             dash(m["gpu_utilization"]), dash(m["gpu_memory_mib"])) for m in manager.metrics(name)]
-    table(("REPLICA", "PHASE", "CPU%", "MEMORY", "GPU%", "GPU-MEM(MiB)"), rows)
+    terminal.metrics_table(manager.metrics(name))
 
 
 @main.command()
@@ -353,7 +278,7 @@ def prune(manager: JobManager, older_than: float | None, phases: tuple[str, ...]
         found = True
         finished = datetime.fromtimestamp(cast(float, job["finished"]), timezone.utc).isoformat()
         click.echo(f"{'would delete' if dry_run else 'deleted'} {job['name']} ({job['phase']}, finished "
-                   f"{age(finished)} ago)")
+                   f"{terminal.age(finished)} ago)")
     if not found:
         click.echo("no job finished that long ago" if older_than is not None else "no job is past its time to be kept")
 
@@ -482,17 +407,10 @@ def follow_job(manager: JobManager, name: str) -> int:
         return job["phase"] in FINISHED
 
     for line in manager.logs(name, follow=True, finished=finished):
-        click.echo(format_line(line, prefix=True, timestamps=False))
+        click.echo(terminal.format_line(line, prefix=True, timestamps=False))
     job = manager.get(name)
-    click.secho(f"job {name} {job['phase']}", fg=PHASE_COLORS.get(job["phase"]), err=True)
+    click.secho(f"job {name} {job['phase']}", fg=terminal.PHASE_COLORS.get(job["phase"]), err=True)
     return 0 if job["phase"] == "Succeeded" else (job["exit_code"] or 1)
-
-
-def format_line(line: LogLine, prefix: bool, timestamps: bool) -> str:
-    head = f"{line.time} " if timestamps else ""
-    if prefix:
-        head += click.style(f"[{line.replica}] ", fg="cyan" if line.replica == "setup" else "bright_black")
-    return head + line.text
 
 
 def parse_since(value: str | None) -> str | None:
@@ -500,32 +418,6 @@ def parse_since(value: str | None) -> str | None:
         return logs_.parse_since(value)
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--since") from None
-
-
-def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
-    cells = [tuple(map(str, headers))] + [tuple(map(str, row)) for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
-
-
-def age(created: str) -> str:
-    seconds = int((datetime.now(timezone.utc) - datetime.fromisoformat(created)).total_seconds())
-    return str(timedelta(seconds=seconds)) if seconds < 86400 else f"{seconds // 86400}d"
-
-
-def dash(value: Any) -> str:
-    return "-" if value is None or value == "" else str(value)
-
-
-def human_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024:
-            return f"{n:.0f}{unit}"
-        n /= 1024
-    return f"{n:.1f}TiB"
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from traitlets import Bool, Dict, Enum, Float, Int, List, TraitError, Unicode, d
 from traitlets.config import Config, Configurable
 
 from .errors import DistrainError
+from .outbound import Refused, checked
 from .owners import current_owner
 from .spec import duration_problem
 
@@ -195,9 +196,7 @@ class Distrain(Configurable):
 
     @validate("notify_url", "public_url")
     def _a_url(self, proposal: Any) -> str:
-        """The URL as notify.checked keeps it; private addresses only for a link, or where the admin allows them."""
-        from .notify import Refused, checked
-
+        """The URL as outbound.checked keeps it; private addresses only for a link, or where the admin allows them."""
         name = proposal["trait"].name
         try:
             return checked(proposal["value"], name == "public_url" or self.webhook_allow_private) \

@@ -4,11 +4,10 @@ Job and JobSummary): times in ISO 8601, no internal bookkeeping."""
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
 from typing import Any, Mapping, cast
 
 from . import spec as spec_
-from .records import JobRecord, JobSummary, summary
+from .records import JobRecord, JobSummary, iso, summary
 
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
 REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "node", "pid", "restarts")
@@ -64,6 +63,3 @@ def pinned_image(job: Mapping[str, Any]) -> str | None:
     digests = {re.sub(r"^[a-z-]+://", "", d) for d in (job.get("environment") or {}).get("image_digests") or []}
     return digests.pop() if len(digests) == 1 and "@sha256:" in next(iter(digests)) else None
 
-
-def iso(t: float | None) -> str | None:
-    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")

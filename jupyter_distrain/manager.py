@@ -11,15 +11,15 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
-from . import code, notify, repo, snapshot, sweep
+from . import code, notify, outbound, repo, snapshot, sweep
 from . import spec as spec_
 from .backends import open_backend
 from .contract import Backend
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
-from .jobjson import iso, pinned_image
+from .jobjson import pinned_image
 from .logs import LogLine
-from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, printable
+from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, printable
 from .rules import AdminRules
 
 if TYPE_CHECKING:
@@ -432,7 +432,7 @@ class JobManager:
     def webhook(self) -> dict:
         """This owner's webhook as it may be shown (its host, not its path), and whether the admin's is set."""
         url = self.own_webhook.url()
-        return {"url": notify.shown(url) if url else None, "admin": bool(self.config.notify_url)}
+        return {"url": outbound.shown(url) if url else None, "admin": bool(self.config.notify_url)}
 
     def set_webhook(self, url: Any) -> None:
         """Post this owner's jobs' events to `url` from their next submit or restart on."""
@@ -447,8 +447,8 @@ class JobManager:
         url = self.own_webhook.url()
         if url is None:
             raise NotFound("no webhook is set: set one first ('distrain webhook set')")
-        body = notify.message("", "test", "test", "", "", "a test from jupyter-distrain", None, 0, self.config.owner,
-                              self.default, self.config.public_url or None)
+        body = notify.RunEvent("", 0, "test", self.config.owner, self.default, "", event="test",
+                               message="a test from jupyter-distrain").body(self.config.public_url or None)
         hooks = {"urls": [url], "allow_private": self.config.webhook_allow_private}
         return [notify.NOT_DELIVERED] if notify.post(hooks, body, tries=1) else []
 

@@ -16,113 +16,37 @@ such URLs often carry a token.
 a retry from a new event. `link` is c.Distrain.public_url's, null without it (never the address a request came
 from, which its sender chooses).
 
-Who may be posted to is decided here, for every poster: an http or https URL without credentials, whose host
-is not, and does not resolve to, a loopback, private, link-local or other non-public address, unless the admin
-allows these (c.Distrain.webhook_allow_private, which the run's hooks carry as "allow_private": true). A post
-goes to the address its host was checked at (no second DNS look-up), or through the environment's proxy
-(http_proxy, https_proxy, no_proxy), which then decides; it follows no redirect, and is tried again only on a
-connection error, a 429 or a 5xx.
+Who may be posted to, and the post itself: outbound.py.
 """
 
 from __future__ import annotations
 
+import atexit
 import http.client
-import ipaddress
 import json
+import logging
 import os
-import re
-import socket
-import ssl
+import queue
+import threading
 import time
-import unicodedata
-import urllib.request
 import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from urllib.parse import quote, urlsplit, urlunsplit
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
 
-from ._version import __version__
 from .errors import FieldError, SpecError
+from .outbound import TRY_SECONDS, Refused, checked, send, shown
+from .policy import Event
 from .private import read_private, write_private
+from .sweep import is_sweep
 
 ENDED = "ended"  # the event of a run's end (the others are reasons.NOTICES)
 TRIES = 3
-TIMEOUT_SECONDS = 5.0  # for each try
+DEADLINE_SECONDS = 15.0  # the most an event's posts take, every URL and try included
 HOOKS_ENV = "DISTRAIN_NOTIFY"  # a Kubernetes monitor's or sweep controller's hooks, as JSON (from the job's Secret)
-MAX_URL = 2048
 NOT_DELIVERED = "not delivered"  # all a test post says: no status or error, which would tell of internal hosts
-HOST = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")  # a host name, once IDNA-encoded
-NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
-ALLOWED = ("allowed: http and https URLs of public hosts (the admin can allow private addresses with "
-           "c.Distrain.webhook_allow_private)")
-
-
-class Refused(ValueError):
-    """A webhook URL that may not be posted to."""
-
-
-def public(address: str) -> bool:
-    """Whether an IP address may be posted to without c.Distrain.webhook_allow_private: a global one, not
-    multicast or reserved, nor an IPv6 one carrying an IPv4 address that is not (IPv4-mapped, 6to4, NAT64)."""
-    ip = ipaddress.ip_address(address.partition("%")[0])
-    inner: list[ipaddress.IPv4Address | None] = []
-    if isinstance(ip, ipaddress.IPv6Address):
-        inner = [ip.ipv4_mapped, ip.sixtofour, ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF) if ip in NAT64 else None]
-    return all(a.is_global and not (a.is_multicast or a.is_reserved or getattr(a, "is_site_local", False))
-               for a in [ip, *filter(None, inner)])
-
-
-def checked(url: object, allow_private: bool) -> str:
-    """`url` as it is kept and posted to (its host in ASCII, its path and query percent-encoded, no fragment);
-    Refused, saying what is wrong with it, if it may not be. A host name is checked when posting (`addresses`);
-    here, unless `allow_private`, an address written in the URL (in any of the forms resolvers read: 2130706433,
-    0, [::ffff:127.0.0.1]) and localhost."""
-    if not isinstance(url, str) or not url:
-        raise Refused("must be an http or https URL")
-    if len(url) > MAX_URL or any(c.isspace() or unicodedata.category(c).startswith("C") for c in url):
-        raise Refused(f"must be an http or https URL of at most {MAX_URL} characters, without spaces, control "
-                      "characters or invalid Unicode")
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # a port out of range raises
-    except ValueError as e:
-        raise Refused(f"is not a URL: {e}") from None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise Refused("must be an http or https URL with a host (https://hooks.example.org/...)")
-    if "@" in parts.netloc:
-        raise Refused("must not carry a user name or password (user:password@); a token may be in its path")
-    host = parts.hostname
-    if ":" not in host:  # a name, or an IPv4 address; an IPv6 one urlsplit checked
-        try:
-            host = host.encode("idna").decode("ascii").lower()
-        except UnicodeError:
-            host = ""
-        if not HOST.fullmatch(host):
-            raise Refused("must have a valid host name (internationalised names are encoded as IDNA)")
-    if not allow_private and not literal_public(host):
-        raise Refused(f"must not have a loopback, private or other non-public address as its host; {ALLOWED}")
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{port}" if port is not None else "")
-    safe = "/%:@!$&'()*+,;=~"
-    return urlunsplit((parts.scheme, netloc, quote(parts.path, safe=safe), quote(parts.query, safe=safe + "?"), ""))
-
-
-def literal_public(host: str) -> bool:
-    """Whether `host` (ASCII) is neither localhost nor an address that is not `public`; a name is, until resolved."""
-    if host.rstrip(".") == "localhost" or host.rstrip(".").endswith(".localhost"):
-        return False
-    try:
-        found = socket.getaddrinfo(host, None, flags=socket.AI_NUMERICHOST)  # an address, in any form: no DNS
-    except socket.gaierror:
-        return ":" not in host  # a name (an IPv6 address that does not parse is refused)
-    return all(public(str(info[4][0])) for info in found)
-
-
-def shown(url: str) -> str:
-    """A URL as it may be shown: its scheme and host (in ASCII), not its path or query (where tokens are)."""
-    try:
-        parts = urlsplit(checked(url, allow_private=True))
-    except Refused:
-        return "(an invalid URL)"
-    return f"{parts.scheme}://{parts.netloc}/..."
 
 
 class OwnerWebhook:
@@ -157,112 +81,116 @@ def hooks(urls: list[str], public_url: str | None, name: str, allow_private: boo
     return {"urls": urls, "link": link, **({"allow_private": True} if allow_private else {})}
 
 
-def message(job: str, kind: str, event: str, phase: str, reason: str, text: str, replica: str | None, run: int,
-            owner: str, backend: str, link: str | None) -> dict:
-    """What is posted for one event."""
-    return {"id": str(uuid.uuid4()), "job": job, "kind": kind, "event": event, "phase": phase, "reason": reason,
-            "message": text, "replica": replica or None, "run": run, "owner": owner, "backend": backend,
-            "link": link, "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+@dataclass(frozen=True)
+class RunEvent:
+    """What is posted of a run: its end (`event` ENDED) or a warning (`event` the warning's reason), with the job's
+    phase, reason and message as recorded with it. Made where the event is recorded: a post says what was recorded
+    then, however late it goes."""
+
+    job: str
+    run: int
+    kind: str  # "job" or "sweep"
+    owner: str
+    backend: str
+    phase: str
+    event: str = ENDED
+    reason: str = ""
+    message: str = ""
+    replica: str | None = None
+    time: float = field(default_factory=time.time)
+
+    @classmethod
+    def of(cls, job: Mapping[str, Any], backend: str, warning: Event | None = None) -> RunEvent:
+        """The end of `job` (a record), as it records it, or `warning` of it."""
+        ended = cls(job["name"], job["run"], "sweep" if is_sweep(job["spec"]) else "job", job["owner"], backend,
+                    job["phase"], ENDED, job["reason"], job["message"])
+        if warning is None:
+            return ended
+        return replace(ended, event=warning.reason, reason=warning.reason, message=warning.message,
+                       replica=warning.replica or None)
+
+    def body(self, link: str | None) -> dict:
+        """What is posted, its `id` the same for each try."""
+        return {"id": str(uuid.uuid4()), "job": self.job, "kind": self.kind, "event": self.event,
+                "phase": self.phase, "reason": self.reason, "message": self.message, "replica": self.replica,
+                "run": self.run, "owner": self.owner, "backend": self.backend, "link": link,
+                "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.time))}
 
 
-def about(job: dict, backend: str, hooks: dict, event: str = ENDED, reason: str = "", text: str = "",
-          replica: str = "") -> dict:
-    """The message of an event of `job` (a record): its end, as recorded, by default."""
-    from .sweep import is_sweep
+class Notifier:
+    """Posts run events to their hooks on a thread of its own, in the order told, so that whatever tells of one (a
+    supervisor's watch, a read that found a run's end, a monitor) never waits on a receiver, and no receiver can
+    make it fail. `failed(event, problem)` is told of each post that failed. A process waits for its told events
+    (`wait`) before it exits: at its exit by itself, or where it ends with os._exit."""
 
-    ended = event == ENDED
-    return message(job["name"], "sweep" if is_sweep(job["spec"]) else "job", event, job["phase"],
-                   job["reason"] if ended else reason, job["message"] if ended else text, replica, job["run"],
-                   job["owner"], backend, hooks["link"])
+    def __init__(self, failed: Callable[[RunEvent, str], None]):
+        self.failed = failed
+        self.told: queue.Queue[tuple[dict, RunEvent]] = queue.Queue()
+        self.poster: threading.Thread | None = None
+        self.starting = threading.Lock()
 
+    def tell(self, hooks: dict | None, event: RunEvent) -> None:
+        if not hooks:
+            return
+        with self.starting:
+            if self.poster is None:
+                self.poster = threading.Thread(target=self._post_told, name="webhooks", daemon=True)
+                self.poster.start()
+                atexit.register(self.wait)
+        self.told.put((hooks, event))
 
-def addresses(host: str, port: int, allow_private: bool) -> list[str]:
-    """The addresses `host` resolves to, which a post connects to; Refused if one is not `public`, unless
-    `allow_private`."""
-    found = list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
-    if not allow_private and (private := [a for a in found if not public(a)]):
-        raise Refused(f"its host resolves to a non-public address ({private[0]}); {ALLOWED}")
-    return found
+    def wait(self) -> None:
+        """Until each event told is posted, or has failed: at most DEADLINE_SECONDS each."""
+        self.told.join()
 
-
-class Vetted(http.client.HTTPConnection):
-    """An HTTP connection to one of the `addresses` its host was checked at, not to what a second DNS look-up
-    would answer (DNS rebinding); over TLS (`tls`) it checks the certificate of the host's name."""
-
-    def __init__(self, host: str, port: int, found: list[str], tls: ssl.SSLContext | None = None):
-        super().__init__(host, port, timeout=TIMEOUT_SECONDS)
-        self.found, self.tls = found, tls
-
-    def connect(self) -> None:
-        error = OSError(f"{self.host} has no address")
-        for address in self.found:
+    def _post_told(self) -> None:
+        while True:
+            hooks, event = self.told.get()
             try:
-                sock = socket.create_connection((address, self.port), self.timeout)
-                break
-            except OSError as e:
-                error = e
-        else:
-            raise error
-        self.sock = self.tls.wrap_socket(sock, server_hostname=self.host) if self.tls else sock
-
-
-class VettedTLS(Vetted):
-    default_port = 443  # for the Host header
-
-
-def send(url: str, data: bytes, allow_private: bool) -> int:
-    """POST `data` to `url` (as `checked`) once, through the environment's proxy for it if there is one (which then
-    resolves the host, and decides where this machine's posts may go); the answer's status."""
-    parts = urlsplit(url)
-    host, tls = parts.hostname or "", parts.scheme == "https"
-    port = parts.port or (443 if tls else 80)
-    target = urlunsplit(("", "", parts.path or "/", parts.query, ""))
-    proxy = urllib.request.getproxies().get(parts.scheme)
-    connection: http.client.HTTPConnection
-    if proxy and not urllib.request.proxy_bypass(host):
-        through = urlsplit(proxy if "://" in proxy else f"http://{proxy}")
-        address = (through.hostname or "", through.port or 80)
-        if tls:  # TLS with the host itself, through the proxy's tunnel
-            connection = http.client.HTTPSConnection(*address, timeout=TIMEOUT_SECONDS,
-                                                     context=ssl.create_default_context())
-            connection.set_tunnel(host, port)
-        else:
-            connection, target = http.client.HTTPConnection(*address, timeout=TIMEOUT_SECONDS), url
-    else:
-        found = addresses(host, port, allow_private)
-        connection = VettedTLS(host, port, found, ssl.create_default_context()) if tls else Vetted(host, port, found)
-    try:
-        connection.request("POST", target, data, headers={
-            "Content-Type": "application/json", "User-Agent": f"jupyter-distrain/{__version__}"})
-        return connection.getresponse().status  # its body is not read
-    finally:
-        connection.close()
+                for problem in post(hooks, event.body(hooks["link"])):
+                    self.failed(event, problem)
+            except Exception:  # the failure could not be recorded (a full disk, the cluster unreachable)
+                logging.getLogger(__name__).exception("a webhook's failure could not be recorded")
+            finally:
+                self.told.task_done()
 
 
 def post(hooks: dict, body: dict, tries: int = TRIES) -> list[str]:
-    """POST `body` to each of the hooks' URLs, trying again on a connection error, a 429 or a 5xx; what failed,
-    each naming its URL as `shown` (a token in its path never reaches a log or an event)."""
-    data = json.dumps(body).encode()
+    """POST `body` to each of the hooks' URLs at once, each tried again on a connection error, a 429 or a 5xx,
+    all within DEADLINE_SECONDS; what failed, each naming its URL as `shown` (a token in its path never reaches a
+    log or an event)."""
+    data, deadline = json.dumps(body).encode(), time.monotonic() + DEADLINE_SECONDS
     allow_private = hooks.get("allow_private") is True
-    failed = []
-    for url in hooks["urls"]:
-        for attempt in range(tries):
-            try:
-                status = send(checked(url, allow_private=True), data, allow_private)  # its addresses checked there
-                if 200 <= status < 300:
-                    break
-                why, again = f"it answered {status}", status == 429 or status >= 500
-                if 300 <= status < 400:
-                    why += " (redirects are not followed)"
-            except Refused as e:
-                why, again = str(e), False
-            except (OSError, http.client.HTTPException) as e:  # a refused connection, a timeout, no such host
-                why, again = str(e) or type(e).__name__, True
-            if not again or attempt == tries - 1:
-                failed.append(f"the webhook at {shown(url)} was not told of {body['job']}'s {body['event']}: {why}")
-                break
-            time.sleep(2 ** attempt)
-    return failed
+    what = f"{body['job']}'s {body['event']}"
+    with ThreadPoolExecutor(len(hooks["urls"])) as posting:
+        failed = posting.map(lambda url: deliver(url, data, allow_private, tries, deadline, what), hooks["urls"])
+    return [problem for problem in failed if problem]
+
+
+def deliver(url: str, data: bytes, allow_private: bool, tries: int, deadline: float, what: str) -> str | None:
+    """Post `data` to `url`, trying again where that may help and a whole try fits before `deadline`; why it
+    failed, if it did."""
+    for attempt in range(tries):
+        try:
+            status = send(checked(url, allow_private=True), data, allow_private)  # its addresses checked there
+            if 200 <= status < 300:
+                return None
+            why, again = f"it answered {status}", status == 429 or status >= 500
+            if 300 <= status < 400:
+                why += " (redirects are not followed)"
+        except Refused as e:
+            why, again = str(e), False
+        except OSError as e:  # a refused connection, a timeout, no such host
+            why, again = str(e) or type(e).__name__, True
+        except http.client.HTTPException as e:
+            why, again = f"its answer is not HTTP ({type(e).__name__})", True
+        except Exception as e:  # whatever else a receiver's answer makes of the post: it fails, nothing more
+            why, again = f"{type(e).__name__}: {e}", False
+        pause = 2 ** attempt
+        if not again or attempt == tries - 1 or time.monotonic() + pause + TRY_SECONDS > deadline:
+            break
+        time.sleep(pause)
+    return f"the webhook at {shown(url)} was not told of {what}: {why}"
 
 
 def from_environment() -> dict | None:

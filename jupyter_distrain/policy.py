@@ -129,7 +129,7 @@ def decide(spec: dict, replicas: list[Replica]) -> Decision:
             why = "exited with code %s" % r.exit_code if r.phase == Phase.FAILED else "vanished"
             return Decision(
                 Phase.FAILED,
-                reason=f"{r.name} failed",
+                reason=reasons.REPLICA_FAILED,
                 message=f"replica {r.name} {why}" + (f": {r.error}" if r.error else "; the job is stopped"),
                 exit_code=r.exit_code,
                 stop_others=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import tempfile
 from pathlib import Path
 
 from .errors import StorageFull
@@ -19,14 +20,18 @@ def read_private(path: Path) -> dict | None:
 
 
 def write_private(path: Path, content: dict, what: str) -> None:
-    """Write `content` to `path` as JSON readable by this user only; nothing is left half written, and a full disk
-    is StorageFull naming `what` and the directory."""
+    """Write `content` to `path` as JSON readable by this user only, at once: a reader sees the earlier file or
+    this one whole, and a write that fails leaves the earlier one. A full disk is StorageFull naming `what` and the
+    directory."""
+    written = None
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd, written = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")  # mode 0600
         with os.fdopen(fd, "w") as f:
             json.dump(content, f)
+        os.replace(written, path)
     except OSError as e:
-        path.unlink(missing_ok=True)
+        if written:
+            Path(written).unlink(missing_ok=True)
         if e.errno == errno.ENOSPC:
             raise StorageFull(f"{what} was not stored: the disk holding {path.parent} is full") from None
         raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, TypedDict, Union, cast
 
@@ -42,6 +43,11 @@ class EventRecord(TypedDict):
 
 
 CONTROLS = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})  # control, format (bidi overrides), surrogate, line breaks
+
+
+def iso(t: float | None) -> str | None:
+    """A time of the records (seconds since the epoch) as the API shows it: ISO 8601, UTC, to the second."""
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
 
 
 def printable(text: str) -> str:

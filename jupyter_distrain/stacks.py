@@ -24,7 +24,7 @@ import psutil
 
 from .errors import NotFound, NotRunning, ReplicaNotFound, Unavailable
 from .incluster import stackdump
-from .jobjson import iso
+from .records import iso
 
 KEPT = "stacks.json"  # the stacks kept with a run's logs when it hung (policy.hang_after)
 

@@ -169,7 +169,7 @@ def assert_nothing_left(root: Path, timeout: float = 10) -> None:
     (0: none of a job reported finished runs), but for the supervisors, which may take a few more to exit."""
     def patience(process: psutil.Process) -> float:
         try:
-            supervisor = "jupyter_distrain.backends.local.supervisor" in process.cmdline()
+            supervisor = "jupyter_distrain.backends.local.daemon" in process.cmdline()
         except psutil.Error:
             return float("inf")  # gone meanwhile
         return max(timeout, SUPERVISOR_EXIT_SECONDS) if supervisor else timeout

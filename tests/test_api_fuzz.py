@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from conftest import JupyterServer, assert_nothing_left, kill, processes_of
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.server.openapi import openapi_document
-from jupyter_distrain.store import Store
+from jupyter_distrain.backends.local.store import Store
 
 
 # Where the server's (and its jobs') outgoing HTTP goes: a closed port here, so that the webhooks the fuzzing sets

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -11,7 +12,7 @@ from controlplane.cluster import kubelet_expanded
 
 from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.kubernetes import podspec, render
-from jupyter_distrain.clusterenv import Dirs, replica_command, replica_env
+from jupyter_distrain.clusterenv import AWAIT_PSERVERS, Dirs, replica_command, replica_env
 from jupyter_distrain.config import Distrain
 
 DIRS = Dirs(input="/input", output="/output", logdir="/output/training_logs")
@@ -120,6 +121,20 @@ def test_paddle_env_golden():
     assert replica_command(spec, "ps", pserver) == replica_command(gloo, "worker", gloo_trainer) == "python train.py"
     collective = make({"name": "pd", "framework": "paddle", "replicas": {"worker": {"count": 2}}})
     assert "PADDLE_WITH_GLOO" not in replica_env(collective, addresses(collective, 6174), "worker", 0, DIRS)
+
+
+def test_a_trainer_waits_for_its_parameter_servers_and_gives_up_naming_those_it_did_not_reach():
+    listening, closed = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    up, down = (f"127.0.0.1:{s.getsockname()[1]}" for s in (listening, closed))
+    closed.close()
+    with listening:
+        waits = lambda servers: subprocess.run(  # noqa: E731
+            [sys.executable, "-c", AWAIT_PSERVERS], capture_output=True, text=True, timeout=30,
+            env={**os.environ, "PADDLE_PSERVERS_IP_PORT_LIST": servers, "DISTRAIN_PSERVERS_WAIT_SECONDS": "1"})
+        assert waits(up).returncode == 0
+        gave_up = waits(f"{up},{down}")
+    assert gave_up.returncode == 1
+    assert gave_up.stderr == f"the parameter servers at {down} did not accept connections within 1 s: see their logs\n"
 
 
 def test_every_framework_gets_the_common_variables():

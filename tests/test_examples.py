@@ -43,7 +43,7 @@ def test_tensorflow_chief_failure(cli, tmp_path):
                  "python train.py --fail_with 3", check=False)
     assert result.returncode == 3
     job = cli.json("get", "tf-ps")
-    assert (job["phase"], job["exit_code"], job["reason"]) == ("Failed", 3, "chief-0 failed")
+    assert (job["phase"], job["exit_code"], job["reason"]) == ("Failed", 3, "ReplicaFailed")
     assert "[chief-0] failing on purpose with code 3" in result.stdout
     assert_nothing_left(cli.root, timeout=0)
 

@@ -5,6 +5,7 @@ nothing left behind."""
 import logging
 import random
 import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -19,7 +20,7 @@ from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.local import LocalBackend, processes
 from jupyter_distrain.errors import StorageFull
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
-from jupyter_distrain.store import Store
+from jupyter_distrain.backends.local.store import Store
 
 FINISHED = {"Succeeded", "Failed", "Stopped"}
 
@@ -165,6 +166,37 @@ def test_deleting_the_job_that_filled_the_disk_frees_it(tmp_path):
     used = next(int(line.split()[1]) for line in lines if line.startswith("used:"))
     assert used < 1024 and "filler" not in lines[-1] and "Traceback" not in done.stderr, done.stdout + done.stderr
     assert not processes_of(home)
+
+
+def test_a_private_file_the_disk_cannot_take_leaves_the_one_before_whole(tmp_path):
+    """A webhook's or secret's file replaced on a full disk (a small tmpfs in this test's own mount namespace):
+    StorageFull naming the directory, and the file before it still there, whole; no partial file left beside it."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    script = f"""
+import sys
+from pathlib import Path
+from jupyter_distrain.errors import StorageFull
+from jupyter_distrain.private import read_private, write_private
+path = Path({str(disk)!r}) / "hooks.json"
+write_private(path, {{"url": "https://before.example.org/"}}, "the webhook")
+with open(path.parent / "pad", "wb", buffering=0) as pad:  # the rest of the disk
+    try:
+        while True:
+            pad.write(bytes(4096))
+    except OSError:
+        pass
+try:
+    write_private(path, {{"url": "https://after.example.org/" + "x" * 8192}}, "the webhook")
+except StorageFull as e:
+    print(e)
+print(read_private(path), sorted(p.name for p in path.parent.iterdir()))
+"""
+    done = subprocess.run(["unshare", "--mount", "sh", "-c", 'mount -t tmpfs -o size=64k tmpfs "$1" && "$2" -c "$3"',
+                           "sh", disk, sys.executable, script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.splitlines() == [
+        f"the webhook was not stored: the disk holding {disk} is full",
+        "{'url': 'https://before.example.org/'} ['hooks.json', 'pad']"], done.stdout + done.stderr
 
 
 def test_a_full_database_refuses_clearly_and_works_again_once_there_is_room(tmp_path):

@@ -12,6 +12,7 @@ from conftest import wait
 from kube_support import cached, configmap
 from kubernetes import client
 
+from jupyter_distrain.backends.kubernetes.objects import KeyedLocks
 from jupyter_distrain.backends.kubernetes.watch import Cache, WorkQueue
 
 
@@ -111,3 +112,34 @@ def test_the_work_queue_holds_a_job_once_and_never_gives_it_to_two_workers():
     assert not overlaps
     assert all(started[name] > added[name] for name in added)  # every change seen by a later reconcile
     assert len(processed) < 2000 / 4, len(processed)  # de-duplicated
+
+
+def test_a_jobs_change_lock_serializes_its_changes_and_is_forgotten_once_free():
+    """NamespaceObjects.changing's locks: two changes of one job take turns, a nested one passes, other jobs' go
+    on, and no lock stays for a job nobody changes (a server's lifetime of jobs keeps none)."""
+    locks, order, holding, release = KeyedLocks(), [], threading.Event(), threading.Event()
+
+    def change(name: str, hold: bool = False) -> None:
+        with locks.held(name):
+            with locks.held(name):  # a change within a change of the same job, on its thread
+                order.append(f"{name} in")
+                if hold:
+                    holding.set()
+                    release.wait()
+                order.append(f"{name} out")
+
+    first, second, other = (threading.Thread(target=change, args=args) for args in [("a", True), ("a",), ("b",)])
+    first.start()
+    holding.wait()
+    second.start()
+    other.start()
+    other.join()
+    assert order == ["a in", "b in", "b out"] and second.is_alive()
+    release.set()
+    first.join()
+    second.join()
+    assert order == ["a in", "b in", "b out", "a out", "a in", "a out"]
+    assert locks.locks == {}
+    for name in map(str, range(1000)):
+        change(name)
+    assert locks.locks == {}

@@ -16,7 +16,7 @@ from conftest import assert_nothing_left, own_outputs, processes_of, write_spec,
 import jupyter_distrain
 from jupyter_distrain.backends.local import venvs
 from jupyter_distrain.backends.local.processes import replica_ports
-from jupyter_distrain.store import Store
+from jupyter_distrain.backends.local.store import Store
 
 SLEEPER = "python -c 'import time; print(\"up\", flush=True); time.sleep(600)'"
 
@@ -34,7 +34,7 @@ def test_chief_exit_code_fails_job_and_stops_everything(cli, tmp_path):
     job = cli.wait("chief-fails")
     assert job["phase"] == "Failed"
     assert job["exit_code"] == 3
-    assert job["reason"] == "chief-0 failed"
+    assert job["reason"] == "ReplicaFailed"
     replicas = {r["name"]: r for r in job["replicas"]}
     assert replicas["chief-0"]["phase"] == "Failed"
     assert replicas["chief-0"]["exit_code"] == 3

@@ -235,7 +235,7 @@ def test_a_failed_replicas_exception_is_the_jobs_message_and_its_stderr_lines_ar
     said = "replica worker-0 exited with code 1: ValueError: bad learning rate"
     assert (messages[-1]["phase"], job["phase"], job["message"]) == ("Failed", "Failed", said)
     assert "exited with code 1 (Error): ValueError: bad learning rate" in [e["message"] for e in job["events"]]
-    assert f"(worker-0 failed: {said})" in CLI(server.root, tmp_path)("get", "bad-lr").stdout
+    assert f"(ReplicaFailed: {said})" in CLI(server.root, tmp_path)("get", "bad-lr").stdout
     data = "".join(m["data"] for m in messages[:-1]).encode()
     lines = [(line.text, line.stderr) for line in (logs.parse(raw, "worker-0") for raw in data.splitlines())]
     assert lines[:4] == [("epoch 1", False), ("learning rate 10 is high", True), ("epoch 2", False),

@@ -297,7 +297,7 @@ def test_widgets_submit_and_follow_a_job_while_the_cell_is_idle(jupyter_server, 
         "name": "broken", "code": {"path": str(jupyter_server.root_dir)}, "command": "python -c 'exit(3)'"})
     wait_phase(jupyter_server, "broken")
     failed = kernel.run("print(JobMonitor('broken').header.value)")
-    assert "<b>Failed</b>: worker-0 failed: replica worker-0 exited with code 3" in failed, failed
+    assert "<b>Failed</b>: ReplicaFailed: replica worker-0 exited with code 3" in failed, failed
 
     # a sweep's cell shows its trials
     kernel.run("%load_ext jupyter_distrain")

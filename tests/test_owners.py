@@ -11,7 +11,7 @@ import pytest
 
 from conftest import CLI, EXAMPLES, JupyterServer, kill, processes_of, write_spec
 from jupyter_distrain import config as config_
-from jupyter_distrain import store as store_
+from jupyter_distrain.backends.local import store as store_
 from jupyter_distrain.backends.local import LocalBackend
 from jupyter_distrain.errors import SpecError
 from jupyter_distrain.manager import JobManager

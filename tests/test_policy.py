@@ -26,7 +26,7 @@ def test_chief_success_ends_the_job_and_stops_the_rest():
 
 def test_any_failure_fails_the_job_with_its_exit_code():
     d = decide(tf(), states(R, R, F, R, codes={"worker-0": 137}))
-    assert (d.phase, d.exit_code, d.reason, d.stop_others) == (F, 137, "worker-0 failed", True)
+    assert (d.phase, d.exit_code, d.reason, d.stop_others) == (F, 137, "ReplicaFailed", True)
 
 
 def test_all_workers_policy_waits_for_every_worker():

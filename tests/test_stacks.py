@@ -16,6 +16,7 @@ from webhooks import Receiver, allow_private
 from playwright.sync_api import expect
 from test_panel import assert_accessible, lab, open_panel, page, screenshot  # noqa: F401 (lab and page are fixtures)
 
+from jupyter_distrain.backends.kubernetes import podstacks
 from jupyter_distrain.client import Client
 from jupyter_distrain.errors import DistrainError
 from jupyter_distrain.incluster import source, stackdump
@@ -223,9 +224,9 @@ def test_the_pods_stack_program_dumps_the_python_processes_below_its_root(tmp_pa
             return len(found) == 2 and found
 
         wait(below, "the launcher and its child")
-        dumped = json.loads(subprocess.run([sys.executable, "-c", source("stackdump"), py_spy(), str(root.pid)],
-                                           capture_output=True, text=True, check=True).stdout)
-        launched, child = dumped
+        printed = subprocess.run([sys.executable, "-c", source("stackdump"), py_spy(), str(root.pid)],
+                                 capture_output=True, text=True, check=True).stdout
+        launched, child = podstacks.dumped(printed, "", {"status": "Success"})
         assert launched["command"].startswith(f"{sys.executable} -c import subprocess")
         assert child["command"] == f"{sys.executable} {tmp_path / 'child.py'}" and not child["error"]
         [main] = [t for t in child["threads"] if t["id"] == child["pid"]]
@@ -234,6 +235,11 @@ def test_the_pods_stack_program_dumps_the_python_processes_below_its_root(tmp_pa
         kill(psutil.Process(root.pid).children(recursive=True))
         root.kill()
         root.wait()
+    # what a pod's exec may answer instead: a status's message, stderr's last line, or what is not JSON
+    assert podstacks.dumped("", "", {"status": "Failure", "message": "command terminated"}) == "command terminated"
+    assert podstacks.dumped("", "Traceback...\nPermissionError: denied\n", {}) == "PermissionError: denied"
+    assert podstacks.dumped("Warning: x\n[]", "", {"status": "Success"}) == \
+        "the stack dump printed what is not JSON: 'Warning: x\\n[]'"
 
 
 def test_dumps_of_one_process_at_once_take_turns_and_leave_it_running(tmp_path, monkeypatch):

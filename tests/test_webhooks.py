@@ -7,13 +7,16 @@ that post to them allow private addresses."""
 
 import json
 import stat
+import threading
 
+import psutil
 import pytest
-from conftest import JupyterServer, wait
-from webhooks import Receiver
+from conftest import JupyterServer, assert_nothing_left, wait
+from webhooks import Misbehaving, Receiver
 
 from jupyter_distrain import notify
 from jupyter_distrain.backends.local.processes import free_ports
+from jupyter_distrain.backends.local.store import Store
 
 TOKEN_PATH = "/hooks/T0KEN-abc123"  # a webhook URL's secret part, as chat services make them
 
@@ -97,6 +100,54 @@ def test_a_webhook_that_fails_is_tried_again_and_named_by_its_host_only(cli, tmp
         assert len(failing.posts) == 4
     finally:
         failing.close()
+
+
+def test_a_receiver_that_answers_in_no_http_or_drips_its_answer_fails_its_post_and_holds_up_nothing(cli, tmp_path):
+    """The admin's URL answers what is not HTTP; the owner's sends a status line, then a byte every half second
+    forever. The job ends all the same, each failure is a Warning naming why, and its supervisor exits (a post has a
+    deadline in all, not only per read)."""
+    not_http, dripping = Misbehaving(b"this is not http\r\n\r\n"), Misbehaving(b"HTTP/1.1 200 OK\r\n", drip=True)
+    try:
+        configured(cli, tmp_path, notify_url=not_http.url(), webhook_allow_private=True)
+        cli("webhook", "set", input=dripping.url() + "\n")
+        cli("submit", "--name", "unanswered", "--", "true")
+        job = cli.wait("unanswered", until=lambda j: sum(e["reason"] == "WebhookFailed" for e in j["events"]) == 2,
+                       timeout=60)
+        failed = sorted(e["message"] for e in job["events"] if e["reason"] == "WebhookFailed")
+        assert failed == [f"the webhook at {url.rpartition('/')[0]}/... was not told of unanswered's ended: {why}"
+                          for url, why in sorted([(dripping.url(), "no answer within 5 s"),
+                                                  (not_http.url(), "its answer is not HTTP (BadStatusLine)")])]
+        assert job["phase"] == "Succeeded" and not_http.connections == 3 and dripping.connections >= 2
+        assert_nothing_left(cli.root, timeout=30)
+    finally:
+        not_http.close()
+        dripping.close()
+
+
+def test_a_read_that_finds_a_runs_end_does_not_wait_for_its_webhook(cli, tmp_path):
+    """A job's supervisor killed (both of its processes): the `get` that finds it records the end and returns
+    while the webhook has not answered yet; a process of its own posts it, and goes once it is answered."""
+    hold = threading.Event()
+    held = Receiver(hold=hold)
+    try:
+        configured(cli, tmp_path, webhook_allow_private=True)
+        cli("webhook", "set", input=held.url() + "\n")
+        cli("submit", "--name", "orphan", "--", "sleep", "600")
+        cli.wait_replica("orphan", "worker-0")
+        outer = psutil.Process(Store(cli.root / "jobs.sqlite").job("orphan")["supervisor_pid"])
+        [inner] = outer.children()
+        outer.kill()
+        inner.kill()
+        job = cli.json("get", "orphan")
+        assert (job["phase"], job["reason"]) == ("Failed", "SupervisorVanished")
+        [told] = held.wait("orphan", 1)  # received, not answered yet
+        assert (told["phase"], told["reason"], told["event"]) == ("Failed", "SupervisorVanished", "ended")
+        hold.set()
+        assert_nothing_left(cli.root, timeout=30)
+        assert not [e for e in cli.json("get", "orphan")["events"] if e["reason"] == "WebhookFailed"]
+    finally:
+        hold.set()
+        held.close()
 
 
 def test_a_job_that_ends_while_no_server_runs_is_posted_with_the_servers_link(tmp_path, receiver):
@@ -238,6 +289,6 @@ def test_a_proxy_in_the_environment_carries_the_post(monkeypatch, receiver):
     resolves the host and decides where this machine's posts may go; nothing is resolved here."""
     monkeypatch.setenv("http_proxy", receiver.url(""))
     monkeypatch.setenv("no_proxy", "")
-    body = notify.message("j", "job", notify.ENDED, "Succeeded", "", "", None, 1, "alice", "local", None)
+    body = notify.RunEvent("j", 1, "job", "alice", "local", "Succeeded").body(None)
     assert notify.post({"urls": ["http://hooks.invalid/t0ken"], "link": None}, body) == []
     assert receiver.posts == [("http://hooks.invalid/t0ken", body)]  # the absolute URL, as proxies take it

@@ -6,19 +6,22 @@ body to FILE as a line of JSON. Webhooks reach loopback only where the admin all
 from __future__ import annotations
 
 import json
+import socket
 import sys
 import threading
 import time
+from contextlib import suppress
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class Receiver:
     """Answers each POST to any path with `status` (and `headers`) and keeps it: (path, body); every request, a
     POST or a GET, is in `requests` (method, path). `host`: the address it listens at (loopback, or the real node's
-    inside its network namespace, where it runs in a process there)."""
+    inside its network namespace, where it runs in a process there). With `hold`, a POST is answered only once it
+    is set."""
 
     def __init__(self, status: int = 204, host: str = "127.0.0.1", port: int = 0, kept=None,
-                 headers: dict | None = None):
+                 headers: dict | None = None, hold: threading.Event | None = None):
         self.posts: list[tuple[str, dict]] = []
         self.requests: list[tuple[str, str]] = []
         self.status = status
@@ -32,6 +35,8 @@ class Receiver:
                 if kept:
                     with open(kept, "a") as f:
                         f.write(json.dumps(body) + "\n")
+                if hold:
+                    hold.wait()
                 self.answer()
 
             def do_GET(self) -> None:  # a redirected POST becomes a GET, where redirects are followed
@@ -73,6 +78,41 @@ class Receiver:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Misbehaving:
+    """A receiver that reads each request and answers `answer` (bytes), then, with `drip`, one byte more every half
+    second for as long as the poster listens; `connections` counts the posts it got."""
+
+    def __init__(self, answer: bytes, drip: bool = False):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.connections = 0
+        self.answer, self.drip = answer, drip
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def url(self, path: str = "/hook") -> str:
+        return f"http://127.0.0.1:{self.server.getsockname()[1]}{path}"
+
+    def _serve(self) -> None:
+        with suppress(OSError):  # closed
+            while True:
+                connection, _ = self.server.accept()
+                self.connections += 1
+                threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection, suppress(OSError):  # the poster hung up
+            asked = b""
+            while b"\r\n\r\n" not in asked:
+                asked += connection.recv(65536)
+            connection.sendall(self.answer)
+            while self.drip:
+                time.sleep(0.5)
+                connection.sendall(b"x")
+
+    def close(self) -> None:
+        self.drip = False
+        self.server.close()
 
 
 def allow_private(cli) -> None:

@@ -42,7 +42,10 @@ def main(argv: list[str] | None = None) -> None:
     with tempfile.TemporaryDirectory() as root:  # the backend's copies of logs: none are made here
         backend = kube_backend(Distrain(namespace=args.namespace, owner=args.owner, controller_image=args.image,
                                         root=root, janitor_schedule=""))
-        watch(backend, args.job, args.run, Path(args.logs), Path(args.output), notify.from_environment())
+        try:
+            watch(backend, args.job, args.run, Path(args.logs), Path(args.output), notify.from_environment())
+        finally:
+            backend.notifier.wait()  # what it told of posted
 
 
 def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, hooks: dict | None = None) -> None:

@@ -31,7 +31,10 @@ def main(argv: list[str] | None = None) -> None:
     settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
                         janitor_schedule="")  # the server that made the sweep made the janitor, if any
     backend = kube_backend(settings, reader.api, supervises=args.sweep)  # its trials on "pods", which it made
-    asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
+    try:
+        asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
+    finally:
+        backend.notifier.wait()  # its end posted
 
 
 async def run(backend: KubeBackend, name: str, output: Path, hooks: dict | None = None) -> None:

@@ -44,7 +44,7 @@ import shutil
 import ssl
 import time
 from functools import cached_property
-from typing import TYPE_CHECKING, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
@@ -260,14 +260,9 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
 
     def tell(self, job: JobRecord, hooks: dict | None, warning: Event | None = None) -> None:
         """Post the warning (default: the run's end, as `job` records it) to the webhooks, as a process in the
-        cluster (a run's monitor, a sweep's controller); what failed is a Warning on the job."""
-        if not hooks:
-            return
-        body = notify.about(cast(dict, job), self.name, hooks, *(
-            (warning.reason, warning.reason, warning.message, warning.replica) if warning else ()))
-        for problem in notify.post(hooks, body):
-            self.record(job["name"], Event(reasons.WEBHOOK_FAILED, problem, type="Warning"))
-            print(problem, flush=True)
+        cluster (a run's monitor, a sweep's controller), which waits for its posts before it exits
+        (notifier.wait); what failed is a Warning on the job."""
+        self.notifier.tell(hooks, notify.RunEvent.of(job, self.name, warning))
 
     def claim(self, name: str, key: str) -> bool:
         """Mark `key` in the status of the job's run unless it is marked: whether this caller marked it, of all

@@ -3,6 +3,8 @@ ever hold, and behind why a job waits (waiting.py)."""
 
 from __future__ import annotations
 
+from kubernetes.utils import parse_quantity
+
 from ... import waits
 from . import podspec
 from .state import GPU
@@ -11,13 +13,8 @@ RESOURCES = ("cpu", "memory", GPU)  # what a replica asks the scheduler for
 
 
 def quantity(value: str) -> float:
-    """A Kubernetes quantity (500m, 4, 16Gi) as a number."""
-    suffixes = {"m": 1e-3, "k": 1e3, "M": 1e6, "G": 1e9, "T": 1e12, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30,
-                "Ti": 2**40}
-    for suffix in sorted(suffixes, key=len, reverse=True):
-        if value.endswith(suffix):
-            return float(value[:-len(suffix)]) * suffixes[suffix]
-    return float(value)
+    """A Kubernetes quantity, in any form the API server keeps (500m, 4, 16Gi, 250u, 1Ei, 1e3), as a number."""
+    return float(parse_quantity(value))
 
 
 def container_requests(containers: list[dict]) -> dict[str, float]:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ... import logs
+from ... import logs, notify, reasons
 from ...errors import JobConflict, JobNotFound
 from ...owners import sees
 from ...policy import FINISHED, Event
@@ -37,6 +37,30 @@ OBJECT_APIS = {"ConfigMap": ("core", "config_map"), "Service": ("core", "service
 # the kinds written here that the Cache holds
 CACHED = {"ConfigMap": "configmaps", "Pod": "pods", "JobSet": "jobsets",
           **{k.kind: k.plural for k in naming.KUBEFLOW.values()}}
+
+
+class KeyedLocks:
+    """A reentrant lock per key, kept only while a thread holds it or waits for it."""
+
+    def __init__(self) -> None:
+        self.locks: dict[str, tuple[threading.RLock, int]] = {}  # key -> its lock and how many hold or await it
+        self.guard = threading.Lock()
+
+    @contextmanager
+    def held(self, key: str) -> Iterator[None]:
+        with self.guard:
+            lock, users = self.locks.get(key) or (threading.RLock(), 0)
+            self.locks[key] = lock, users + 1
+        try:
+            with lock:
+                yield
+        finally:
+            with self.guard:
+                users = self.locks[key][1] - 1
+                if users:
+                    self.locks[key] = lock, users
+                else:
+                    del self.locks[key]
 
 
 class NamespaceObjects:
@@ -64,8 +88,8 @@ class NamespaceObjects:
         self.cache: Cache | None = None
         self.streams: set = set()  # pods/log responses being followed, closed by the controller's stop
         self.reading = threading.Lock()  # one log reader pod at a time in this process
-        self.locks: dict[str, threading.RLock] = {}  # job -> held while this process changes it
-        self.locking = threading.Lock()
+        self.changes = KeyedLocks()  # a job's, held while this process changes it
+        self.notifier = notify.Notifier(self._post_failed)  # the posts of its jobs' events (backend.tell)
         self.janitor_made = False  # by this process, or found made
         self.monitor_identity_made = False  # the namespace's identity of monitors (render.monitor), likewise
 
@@ -228,9 +252,7 @@ class NamespaceObjects:
     def changing(self, name: str) -> Iterator[None]:
         """One change (submit, stop, restart, delete) of a job at a time in this process; those of other
         processes meet the API server's conflicts (a name taken, a stale resourceVersion) instead."""
-        with self.locking:
-            lock = self.locks.setdefault(name, threading.RLock())
-        with lock:
+        with self.changes.held(name):
             yield
 
     def _delete(self, kind: str, name: str, grace: int | None = None, uid: str | None = None) -> None:
@@ -288,6 +310,10 @@ class NamespaceObjects:
                 return None
             raise api_error(e, f"record the status of {root.metadata.name}") from None
         return updated
+
+    def _post_failed(self, event: notify.RunEvent, problem: str) -> None:
+        self.record(event.job, Event(reasons.WEBHOOK_FAILED, problem, type="Warning"))
+        print(problem, flush=True)
 
     def record(self, name: str, event: Event) -> None:
         """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod)."""

@@ -84,6 +84,14 @@ class ReplicaStacks(NamespaceObjects):
                 status = yaml.safe_load(answer.read_channel(ERROR_CHANNEL)) or {}
             finally:
                 answer.close()
-        if status.get("status") != "Success" or not out:
-            return (err.strip().splitlines() or [status.get("message") or "the stack dump printed nothing"])[-1]
-        return json.loads(out)
+        return dumped(out, err, status)
+
+
+def dumped(out: str, err: str, status: dict) -> builtins.list[dict] | str:
+    """What a stack dump in a pod answered (stdout, stderr, the exec's status): its processes, or why not."""
+    if status.get("status") == "Success" and out:
+        try:
+            return json.loads(out)
+        except ValueError:
+            return f"the stack dump printed what is not JSON: {out.strip()[:200]!r}"
+    return (err.strip().splitlines() or [status.get("message") or "the stack dump printed nothing"])[-1]

@@ -44,6 +44,7 @@ class LocalBackend(CredentialStore):
     def __init__(self, root: Path, owner: str | None = None, see_all: bool = False, others_outputs: bool = False):
         super().__init__(root, owner, see_all, others_outputs)
         self.launcher = Launcher(self.root)
+        self.notifier = notify.Notifier(self._post_failed)  # the posts of its jobs' events, off the caller's thread
 
     @classmethod
     def from_config(cls, config: Distrain) -> LocalBackend:
@@ -52,7 +53,7 @@ class LocalBackend(CredentialStore):
     def start(self, log: logging.Logger) -> None:
         """Nothing to keep current: every call reads the store, and supervisors run the jobs. Clears what a
         killed process left: the lock files of jobs it was submitting. Keeps a launcher ready (see
-        supervisor.serve), which ends with this process."""
+        daemon.serve), which ends with this process."""
         for lock in (self.root / "locks").glob("*"):
             with self.changing(lock.name, wait=False):
                 pass  # unless someone holds it, it goes with no job of its name
@@ -155,7 +156,7 @@ class LocalBackend(CredentialStore):
         self.log_dir(name).mkdir(parents=True, exist_ok=True)
         message = self.launcher.launch(name)
         if message:
-            self.store.update_job(name, phase=str(Phase.FAILED), reason="SupervisorFailed", message=message,
+            self.store.update_job(name, phase=str(Phase.FAILED), reason=reasons.SUPERVISOR_FAILED, message=message,
                                   finished=time.time())
             raise DistrainError(f"could not start the job's supervisor: {message}")
 
@@ -213,29 +214,34 @@ class LocalBackend(CredentialStore):
                 if r["phase"] in FINISHED:
                     continue
                 if r["pid"] is None:
-                    self.store.update_replica(name, r["name"], phase=str(Phase.STOPPED), reason="NeverStarted")
+                    self.store.update_replica(name, r["name"], phase=str(Phase.STOPPED), reason=reasons.NEVER_STARTED)
                     continue
                 if processes.alive(r["pid"], r["pid_started"]):
                     processes.signal_group(r["pid"], signal.SIGKILL)
-                    reason = "SupervisorVanished"
+                    reason = reasons.SUPERVISOR_VANISHED
                 else:
-                    reason = "ProcessVanished"
+                    reason = reasons.PROCESS_VANISHED
                 self.store.update_replica(job["name"], r["name"], phase=str(Phase.LOST), reason=reason,
                                           finished=time.time())
             if job["stop_requested"]:
-                phase, reason, message = Phase.STOPPED, "Stopped", "stopped by request"
+                phase, reason, message = Phase.STOPPED, reasons.STOPPED, "stopped by request"
             elif not job["supervisor_pid"]:
-                phase, reason, message = (Phase.FAILED, "LaunchInterrupted", "the process starting this run ended "
-                                          "before the job's supervisor started: restart the job")
+                phase, reason, message = (Phase.FAILED, reasons.LAUNCH_INTERRUPTED, "the process starting this run "
+                                          "ended before the job's supervisor started: restart the job")
             else:
-                phase, reason, message = (Phase.FAILED, "SupervisorVanished",
+                phase, reason, message = (Phase.FAILED, reasons.SUPERVISOR_VANISHED,
                                           "the job's supervisor process exited unexpectedly")
             self.store.update_job(job["name"], phase=str(phase), reason=reason, message=message, finished=time.time())
             self.store.add_event(job["name"], reason, message, type="Warning")
         logs.mark_ended(self._log_dir(name, job["run"]))
         shutil.rmtree(self.workspace(job["name"]), ignore_errors=True)
         ended = self.row(job["name"])
-        self.tell(ended)
+        if hooks := self.hooks(name):
+            event = notify.RunEvent.of(ended, self.name)
+            if self.launcher.process:  # a long-lived process (a Jupyter server's): its own thread posts
+                self.notifier.tell(hooks, event)
+            else:  # one that may exit once this read is answered (the CLI's)
+                self.launcher.tell(hooks, event, self.job_dir(name) / "supervisor.log")
         return ended
 
     def stop(self, name: str) -> JobRecord:
@@ -298,17 +304,12 @@ class LocalBackend(CredentialStore):
         path.parent.mkdir(parents=True, exist_ok=True)
         write_private(path, hooks, f"the webhooks of {name}")
 
-    def tell(self, job: dict, event: str = notify.ENDED, reason: str = "", message: str = "",
-             replica: str = "") -> builtins.list[str]:
-        """Post an event of the job (a row; its end by default, as recorded) to its run's webhooks, if it has any;
-        what failed is a Warning on the job."""
-        hooks = read_private(self.hooks_file(job["name"]))
-        if hooks is None:
-            return []
-        failed = notify.post(hooks, notify.about(job, self.name, hooks, event, reason, message, replica))
-        for problem in failed:
-            self.store.add_event(job["name"], reasons.WEBHOOK_FAILED, problem, type="Warning")
-        return failed
+    def hooks(self, name: str) -> dict | None:
+        """The webhooks of the job's current run, if it has any."""
+        return read_private(self.hooks_file(name))
+
+    def _post_failed(self, event: notify.RunEvent, problem: str) -> None:
+        self.store.add_event(event.job, reasons.WEBHOOK_FAILED, problem, type="Warning")
 
     def delete(self, name: str, purge_output: bool = False) -> None:
         """Stop the job and forget it; its output stays unless purge_output (and it is purgeable). On a full disk

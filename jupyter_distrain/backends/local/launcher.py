@@ -1,5 +1,5 @@
 """How the backend starts a job's detached supervisor: through the launcher a long-lived process keeps ready
-(supervisor.serve), or, without one, from a new interpreter."""
+(daemon.serve), or, without one, from a new interpreter."""
 
 from __future__ import annotations
 
@@ -9,9 +9,12 @@ import select
 import subprocess
 import sys
 import threading
+from dataclasses import asdict
 from pathlib import Path
 
-SUPERVISOR = [sys.executable, "-m", "jupyter_distrain.backends.local.supervisor"]
+from ...notify import RunEvent
+
+SUPERVISOR = [sys.executable, "-m", "jupyter_distrain.backends.local.daemon"]
 LAUNCH_SECONDS = 60  # the most a job's supervisor may take to start
 
 
@@ -40,6 +43,17 @@ class Launcher:
                                     capture_output=True, text=True, timeout=LAUNCH_SECONDS, env=self._env())
             message = result.stderr.strip()[-2000:] or f"exit code {result.returncode}" if result.returncode else ""
         return message
+
+    def tell(self, hooks: dict, event: RunEvent, log: Path) -> None:
+        """Post a run's event from a detached process of its own (daemon.tell), which writes what went wrong to
+        `log`: a process that is about to exit (the CLI, after a read that found a run's end) does not wait."""
+        with open(log, "ab") as errors:
+            teller = subprocess.Popen([*SUPERVISOR, "--root", str(self.root), "--tell"], stdin=subprocess.PIPE,
+                                      stdout=subprocess.DEVNULL, stderr=errors, env=self._env(),
+                                      start_new_session=True)
+        assert teller.stdin  # a pipe
+        with teller.stdin:
+            teller.stdin.write(json.dumps({"hooks": hooks, "event": asdict(event)}).encode())
 
     def _launched(self, name: str) -> str | None:
         """What the launcher says of starting the job's supervisor ("" once started); None without one."""

@@ -26,7 +26,7 @@ from pathlib import Path
 from ... import storage
 from ...errors import FieldError, JobNotFound
 from ...owners import current_owner, sees
-from ...store import Store
+from .store import Store
 
 
 class StorageRoot:

@@ -1,26 +1,10 @@
-"""The supervisor of one local job: a detached process that prepares the code, runs every replica,
-applies the lifecycle policy and leaves nothing behind.
-
-    python -m jupyter_distrain.backends.local.supervisor --root ROOT NAME
-    python -m jupyter_distrain.backends.local.supervisor --root ROOT --launcher   (a Jupyter server's, warm)
-
-A supervisor is two processes. The launching process forks the outer one into its own session and exits
-once it has recorded its pid, so the job outlives the CLI or the Jupyter server that submitted it. The outer
-one forks the inner one, which runs the job, and passes SIGTERM (or SIGINT), which stops the job, on to it.
-As a subreaper it adopts what a replica leaves orphaned (a double-forked daemon); when the inner one exits,
-it kills whatever of the job is left (every replica, if the inner one was killed, recording the job's end
-then) and exits last: the job's processes are gone once its recorded pid is.
-
-A Jupyter server keeps a launcher ready, this module imported, which forks the launching process of each
-job named on its input: the job's replicas start without waiting for an interpreter and its imports (~85 ms).
-
-The run's setup (its code and requirements) is run_setup.py's; this module runs the replicas and applies the
-lifecycle policy.
+"""The supervisor of one local job: it prepares the code, runs every replica, applies the lifecycle policy and
+leaves nothing behind, in a detached process of its own (daemon.py). The run's setup (its code and requirements)
+is run_setup.py's; this module runs the replicas and applies the lifecycle policy.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -34,11 +18,11 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import psutil
 
 from ... import reasons, stacks, sweep
 from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...logs import LogWriter, last_error, mark_ended, pump
+from ...notify import RunEvent
 from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica, deadline_exceeded, decide, ending,
                        restart_event)
 from ...progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last_written, several
@@ -85,7 +69,7 @@ class Supervisor:
         self.links: list[Path] = []  # data.link_as and output.link_as
         self.env_dir: Path | None = None  # the job's own packages (requirements.txt), once installed
         self.log_dir = backend.log_dir(name, self.job["run"])  # this run's
-        self.telling: asyncio.Future | None = None  # the posts to the run's webhooks, one after another
+        self.hooks = backend.hooks(name)  # the run's webhooks, if any
         # `python` in a command is the interpreter that runs jupyter-distrain, with its packages.
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
 
@@ -113,9 +97,7 @@ class Supervisor:
         for link in self.links:  # beside the workspace
             link.unlink(missing_ok=True)
         self.finish(decision)
-        if self.telling is not None:
-            await self.telling
-        await asyncio.to_thread(self.backend.tell, self.backend.row(self.name))
+        await asyncio.to_thread(self.backend.notifier.wait)  # its end and warnings posted, or failed to be
 
     async def lifecycle(self) -> Decision:
         if not await self.until_stopped(self.set_up()):
@@ -148,7 +130,7 @@ class Supervisor:
 
     async def set_up(self) -> None:
         """The run's code and requirements in its workspace (run_setup.py)."""
-        self.store.update_job(self.name, phase=str(Phase.PENDING), reason="Preparing", message="preparing the code")
+        self.store.update_job(self.name, phase=str(Phase.PENDING), reason=reasons.PREPARING, message="preparing the code")
         shutil.rmtree(self.workspace, ignore_errors=True)
         setup = RunSetup(self.workspace, LogWriter(self.log_dir / "setup.log"), self.event)
         try:
@@ -358,6 +340,7 @@ class Supervisor:
             self.store.update_job(self.name, **end.job)
             self.record(end.event)
         mark_ended(self.log_dir)
+        self.backend.notifier.tell(self.hooks, RunEvent.of(self.backend.row(self.name), self.backend.name))
 
     def event(self, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
         self.record(Event(reason, message, replica, type))
@@ -365,18 +348,7 @@ class Supervisor:
     def record(self, event: Event) -> None:
         self.store.add_event(self.name, event.reason, event.message, replica=event.replica, type=event.type)
         if event.reason in reasons.NOTICES:
-            self.tell(event)
-
-    def tell(self, event: Event) -> None:
-        """Post a warning to the run's webhooks, after those before it, without holding up the watch."""
-        job, previous = self.backend.row(self.name), self.telling
-
-        async def post() -> None:
-            if previous is not None:
-                await previous
-            await asyncio.to_thread(self.backend.tell, job, event.reason, event.reason, event.message, event.replica)
-
-        self.telling = asyncio.ensure_future(post())
+            self.backend.notifier.tell(self.hooks, RunEvent.of(self.backend.row(self.name), self.backend.name, event))
 
 
 class SweepSupervisor(Supervisor):
@@ -416,108 +388,3 @@ def exit_reason(code: int) -> str:
         except ValueError:
             pass
     return "Error"
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", required=True)
-    what = parser.add_mutually_exclusive_group(required=True)
-    what.add_argument("name", nargs="?")
-    what.add_argument("--launcher", action="store_true", help="start the supervisor of each job named on stdin")
-    args = parser.parse_args(argv)
-    if args.launcher:
-        serve(Path(args.root))
-    else:
-        launch(Path(args.root), args.name)
-
-
-def serve(root: Path) -> None:
-    """The launcher: for each job named on stdin, fork a launching process and answer one line once it has
-    exited: a JSON string, "" when the job's supervisor is recorded, else what it printed. Ends with stdin
-    (its Jupyter server closed it, or exited)."""
-    for line in sys.stdin:
-        printed, printing = os.pipe()
-        child = os.fork()
-        if not child:
-            os.close(printed)
-            os.dup2(printing, 2)
-            os.close(printing)
-            code = 1
-            try:
-                launch(root, line.strip())
-                code = 0  # the outer or inner supervisor, its job over
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-                os._exit(code)
-        os.close(printing)
-        with open(printed, "rb") as output:
-            problem = output.read().decode(errors="replace").strip()
-        code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
-        print(json.dumps("" if not code else problem[-2000:] or f"exit code {code}"), flush=True)
-
-
-def launch(root: Path, name: str) -> None:
-    """Start the job's supervisor: this process exits once the outer one has recorded its pid (status 0), or
-    failed to (1); the outer and the inner one return when the job is over."""
-    # Blocked until the supervisor's handlers are installed, so an early stop is never lost.
-    signal.pthread_sigmask(signal.SIG_BLOCK, processes.TERMINATING)
-    recorded, record = os.pipe()
-    if os.fork():  # the launching process: done once the outer supervisor's pid is recorded
-        os.close(record)
-        os._exit(0 if os.read(recorded, 1) else 1)
-    os.close(recorded)
-    os.setsid()
-    backend = LocalBackend(root, see_all=True)
-    log = open(backend.job_dir(name) / "supervisor.log", "ab", buffering=0)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.dup2(log.fileno(), 1)
-    os.dup2(log.fileno(), 2)
-    identity = os.getpid(), processes.started_at(os.getpid())
-    backend.store.update_job(name, supervisor_pid=identity[0], supervisor_started=identity[1])
-    backend.store.close()  # no connection crosses a fork
-    processes.become_subreaper()
-    supervisor = os.fork()
-    if not supervisor:
-        os.close(record)
-        backend = LocalBackend(root, see_all=True)
-        kind = SweepSupervisor if sweep.is_sweep(backend.row(name)["spec"]) else Supervisor
-        asyncio.run(kind(backend, name).run())
-        return
-    os.write(record, b"1")
-    os.close(record)
-    outlive(backend, name, supervisor, identity)
-
-
-def outlive(backend: LocalBackend, name: str, supervisor: int, identity: tuple[int, float | None]) -> None:
-    """The outer supervisor, `identity` as recorded: pass stop signals on to the inner one and reap the orphans
-    this subreaper adopts until the inner one exits; then kill every process left, and record the job's end if
-    the inner one did not (it was killed)."""
-    for sig in processes.TERMINATING:
-        signal.signal(sig, lambda sig, _: os.kill(supervisor, sig))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, processes.TERMINATING)
-    while True:
-        pid, status = os.waitpid(-1, 0)
-        if pid == supervisor:
-            break
-    for sig in processes.TERMINATING:
-        signal.signal(sig, signal.SIG_IGN)
-    for process in psutil.Process().children(recursive=True):
-        try:
-            process.kill()
-        except psutil.Error:
-            pass
-    while True:
-        try:
-            os.waitpid(-1, 0)
-        except ChildProcessError:
-            break
-    if status:
-        backend.end_vanished(name, identity)
-
-
-if __name__ == "__main__":
-    main()

@@ -10,9 +10,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, cast
 
-from .errors import StorageError, StorageFull
-from .reasons import NOTICES
-from .records import Notice, running_notice
+from ...errors import StorageError, StorageFull
+from ...reasons import NOTICES
+from ...records import Notice, running_notice
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
