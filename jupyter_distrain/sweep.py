@@ -265,7 +265,7 @@ class Controller:
             self.phases[trial["name"]] = str(Phase.FAILED)
             self.say(reasons.TRIAL_NOT_LAUNCHED, f"{trial['name']} ({shown}): {e}")
             return
-        self.say("Launched", f"{trial['name']}: {shown}")
+        self.say(reasons.LAUNCHED, f"{trial['name']}: {shown}")
         self.show_on_board(trial, values)
 
     def show_on_board(self, trial: dict, values: dict) -> None:

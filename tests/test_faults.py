@@ -20,7 +20,7 @@ from jupyter_distrain import spec as spec_
 from jupyter_distrain.backends.local import LocalBackend, processes
 from jupyter_distrain.errors import StorageFull
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
-from jupyter_distrain.backends.local.store import Store
+from jupyter_distrain.backends.local.store import RunStore, Store
 
 FINISHED = {"Succeeded", "Failed", "Stopped"}
 
@@ -197,6 +197,27 @@ print(read_private(path), sorted(p.name for p in path.parent.iterdir()))
     assert done.stdout.splitlines() == [
         f"the webhook was not stored: the disk holding {disk} is full",
         "{'url': 'https://before.example.org/'} ['hooks.json', 'pad']"], done.stdout + done.stderr
+
+
+def test_an_old_runs_supervisor_writes_nothing_over_the_next_run(tmp_path):
+    """A supervisor left running when its job was restarted (a stop that gave up) writes through its run's hold
+    on the store: nothing of its job's phase, its replicas or events lands once the job is on another run."""
+    store = Store(tmp_path / "jobs.sqlite")
+    store.insert_job("again", "local", {"name": "again"}, str(tmp_path), [("worker", 0)], "ann")
+    old = RunStore(store, 1)
+    old.update_job("again", phase="Running")
+    store.reset_job("again", {"name": "again"}, str(tmp_path), [("worker", 0)])
+    new = RunStore(store, 2)
+    with old.transaction():
+        old.update_replica("again", "worker-0", phase="Failed", exit_code=1)
+        old.update_job("again", phase="Failed", reason="ReplicaFailed")
+        old.add_event("again", "ReplicaFailed", "of the run before")
+    new.update_replica("again", "worker-0", phase="Running")
+    new.add_event("again", "Started", "of this run")
+    job = store.job("again")
+    assert (job["run"], job["phase"], job["reason"], [r["phase"] for r in job["replicas"]]) == (
+        2, "Pending", "", ["Running"])
+    assert [e["message"] for e in store.events("again")] == ["of this run"]
 
 
 def test_a_full_database_refuses_clearly_and_works_again_once_there_is_room(tmp_path):

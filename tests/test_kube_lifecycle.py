@@ -90,7 +90,7 @@ def test_chief_failure_fails_the_job_with_its_exit_code_and_deletes_the_rest(con
     end(admin, "tf-fail", "chief-0", 3)
     job = wait_job(backend, "tf-fail", lambda j: j["phase"] == "Failed", "the job fails")
     assert job["exit_code"] == 3
-    assert "chief-0" in job["reason"] and "code 3" in job["message"]
+    assert job["reason"] == "ReplicaFailed" and "chief-0" in job["message"] and "code 3" in job["message"]
     assert replica(job, "chief-0")["exit_code"] == 3
     assert {replica(job, n)["phase"] for n in ("ps-0", "worker-0", "worker-1")} == {"Stopped"}
     wait(lambda: not running(admin, "tf-fail"), "the other replicas' pods are deleted")
@@ -222,10 +222,28 @@ def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_
         end(admin, "told", name, 0)
     watching.join(60)
     assert not watching.is_alive(), "the monitor ends with the run"
+    alone.notifier.wait()  # as its process does before it exits
     assert receiver.events("told")[2:] == [("ended", "Succeeded", backend.get("told")["reason"], None)]
     assert receiver.wait("told", 3)[2]["run"] == 2
     receiver.close()
     alone.api.close()
+
+
+def test_without_the_products_image_a_hang_watch_is_refused_and_webhooks_unposted_said(control_plane, backend):
+    """No c.Distrain.controller_image, so no monitor can run in the cluster: policy.hang_after is refused with the
+    field and what to do; a job with webhooks runs, and a Warning says no one will post its events."""
+    backend.settings.controller_image = ""
+    with pytest.raises(SpecError) as refused:
+        backend.submit(tf_spec("unwatched", workers=1, policy={"hang_after": "5m", "on_hang": "fail"}))
+    [error] = refused.value.errors
+    assert error.path == "policy.hang_after" and "c.Distrain.controller_image" in error.message
+    with pytest.raises(NotFound):
+        backend.get("unwatched")
+    hooks = {"urls": ["https://hooks.example.org/T0KEN"], "link": None}
+    backend.submit(tf_spec("untold", workers=1), hooks=hooks)
+    [warned] = [e for e in backend.get("untold")["events"] if e["reason"] == "NoMonitor"]
+    assert warned["type"] == "Warning" and "webhooks" in warned["message"], warned
+    backend.delete("untold")
 
 
 @ENGINES

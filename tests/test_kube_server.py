@@ -43,9 +43,20 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     spec = {"name": "via-rest", "framework": "tensorflow", "command": "python train.py",
             "code": {"git": "https://example.com/models.git", "ref": COMMIT},
             "replicas": {"chief": {}, "ps": {}, "worker": {"count": 1, "resources": {"gpus": 2}}}}
-    cluster = requests.get(f"{api}/cluster", headers=headers).json()
-    assert cluster["gpus"]["capacity"] == 4
-    assert cluster["engine"]["name"] == "jobset" and "the cluster serves JobSet" in cluster["engine"]["reason"]
+    node = admin.list_node().items[0].metadata.name
+    asked = client.V1ResourceRequirements(requests={"cpu": "1500u", "memory": "1Pi"})  # kept as written
+    odd = client.V1Pod(metadata=client.V1ObjectMeta(name="odd-quantities"), spec=client.V1PodSpec(
+        node_name=node, containers=[client.V1Container(name="c", image="busybox", resources=asked)]))
+    admin.create_namespaced_pod("default", odd)  # another team's pod, placed on a node
+    try:
+        cluster = requests.get(f"{api}/cluster", headers=headers)
+        assert cluster.status_code == 200, cluster.text
+        assert requests.post(f"{api}/jobs?dry_run=true", json=spec, headers=headers).status_code == 200
+    finally:
+        admin.delete_namespaced_pod("odd-quantities", "default", grace_period_seconds=0)
+    assert cluster.json()["gpus"]["capacity"] == 4
+    assert cluster.json()["engine"]["name"] == "jobset"
+    assert "the cluster serves JobSet" in cluster.json()["engine"]["reason"]
     too_big = {**spec, "replicas": {"worker": {"resources": {"gpus": 8}}}}
     refused = requests.post(f"{api}/jobs?dry_run=true", json=too_big, headers=headers)
     assert refused.status_code == 400

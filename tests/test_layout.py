@@ -145,9 +145,13 @@ def long_functions(path: Path) -> list[str]:
             and node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES]
 
 
+# calls that take a reason as a positional argument: the callee's name, and where the reason is
+REASON_ARGUMENTS = {"Event": 0, "Decision": 1, "event": 0, "say": 0, "add_event": 1}
+
+
 def unnamed_reasons(path: Path) -> list[str]:
-    """Where a string literal is given as a reason (`reason=`, `"reason": `, `reason = ` and tuples unpacked into
-    a `reason`) rather than a name of reasons.py."""
+    """Where a string literal is given as a reason (`reason=`, `"reason": `, `reason = `, tuples unpacked into a
+    `reason`, REASON_ARGUMENTS) rather than a name of reasons.py."""
     found = []
 
     def literal(value: ast.expr) -> bool:
@@ -166,6 +170,10 @@ def unnamed_reasons(path: Path) -> list[str]:
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.keyword) and node.arg == "reason":
             check(node.value)
+        elif isinstance(node, ast.Call):
+            callee = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if (at := REASON_ARGUMENTS.get(callee)) is not None and len(node.args) > at:
+                check(node.args[at])
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values):
                 if isinstance(key, ast.Constant) and key.value == "reason":
@@ -226,14 +234,15 @@ def test_the_checks_see_a_long_module_a_long_function_a_circle_an_import_up_and_
     TYPE_CHECKING import, an import up the floors, and a reason given as a string."""
     (package / "a.py").write_text("from . import b\n" + "x = 1\n" * (MAX_MODULE_LINES - 1))
     (package / "b.py").write_text("def f():\n" + "    y = 1\n" * (MAX_FUNCTION_LINES - 1)
-                                  + "    from .c import g\n    return g(reason='Broke')\n")
+                                  + "    from .c import g\n    return g(reason='Broke'), Event('Broken', '')\n")
     (package / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from . import a\n")
     assert long_modules(package) == {}
     assert long_functions(package / "b.py") == [f"b.py:1 f() has {MAX_FUNCTION_LINES + 2} lines"]
     assert circles(imports(package)) == [["a", "b", "c", "a"]]
     assert imports_up(imports(package), {"top": ["a"], "bottom": ["__init__", "b", "c"]}) == [
         "c (bottom) imports a (top)"]
-    assert unnamed_reasons(package / "b.py") == [f"{package.name}/b.py:{MAX_FUNCTION_LINES + 2} 'Broke'"]
+    assert sorted(unnamed_reasons(package / "b.py")) == [f"{package.name}/b.py:{MAX_FUNCTION_LINES + 2} {r}"
+                                                         for r in ("'Broke'", "'Broken'")]
     with open(package / "a.py", "a") as more:
         more.write("x = 2\n")
     assert long_modules(package) == {"a": MAX_MODULE_LINES + 1}

@@ -368,7 +368,7 @@ def test_a_job_runs_the_commit_it_clones_from_the_git_host_with_the_users_change
     wait(lambda: none_left(admin), "nothing of the job left")
 
 
-@pytest.mark.parametrize("engine", ["jobset", "kubeflow"])
+@pytest.mark.parametrize("engine", ["kubeflow"])  # on JobSet: test_hub.py's first test, from the panel, through the hub
 def test_tensorflow_trains_across_pods_with_its_requirements_and_its_tensorboard(
         git_host, real_cluster, cli, admin, tmp_path, engine):
     """examples/tf-ps (chief, ps, 2 workers), cloned from the git host with a requirements.txt that names a wheel

@@ -58,6 +58,7 @@ from ...records import ClusterTensorBoard, JobRecord
 from . import naming, podspec, render
 from .controller import NamespaceController
 from .credentials import CredentialStore
+from .engines import NO_IMAGE
 from .logcopy import READER_TIMEOUT
 from .naming import SWEEP
 from .objects import owner_of
@@ -150,8 +151,16 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
             self._delete_root(spec["name"])
             raise
         self.record(spec["name"], Event(reasons.SUBMITTED, f"job accepted; engine {engine}: {why}"))
+        self._warn_untold(spec, hooks)
         self._make_janitor(spec)
         return self.get(spec["name"])
+
+    def _warn_untold(self, spec: dict, hooks: dict | None) -> None:
+        """A run with webhooks has no one to post its events where no monitor can run: a Warning says so."""
+        if hooks and not self.settings.controller_image and "trial_of" not in spec:  # a trial's: its sweep's
+            self.record(spec["name"], Event(reasons.NO_MONITOR, "no one in the cluster posts this job's events to "
+                                            f"its webhooks: this server names no image for its monitor ({NO_IMAGE})",
+                                            type="Warning"))
 
     def _make_janitor(self, spec: dict) -> None:
         """Make the namespace's janitor (render.janitor) with the first job that has a time to be kept, if
@@ -338,6 +347,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
         if (spec["tensorboard"], spec.get("output")) != (old["tensorboard"], old.get("output")):
             self._replace_tensorboard(spec, root_dict)
         self.record(name, Event(reasons.RESTARTED, "job restarted"))
+        self._warn_untold(spec, hooks)
         return self.get(name)
 
     def _replace_tensorboard(self, spec: dict, root_dict: dict) -> None:

@@ -24,6 +24,7 @@ from .watch import KubeError, api_error
 SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs it): while no server or following CLI runs, "
               "nothing ends the job's other replicas, restarts a failed one or enforces its deadline")
 
+NO_IMAGE = "an admin sets c.Distrain.controller_image (an image with jupyter-distrain installed)"
 
 class EngineChoice(NamespaceObjects):
     """Picks each job's engine and refuses, before anything is made, what the cluster can never run."""
@@ -125,6 +126,9 @@ class EngineChoice(NamespaceObjects):
             errors.append(FieldError("code.path", "a local directory cannot reach the cluster; use a git repository"))
         if error := snapshot_.too_large(spec, render.SNAPSHOT_LIMIT, "a Secret holds"):
             errors.append(error)
+        if spec["policy"].get("hang_after") and not self.settings.controller_image:
+            errors.append(FieldError("policy.hang_after", "on Kubernetes a monitor in the cluster finds a job's hangs, "
+                                     f"which runs in this product's image, and this server names none: {NO_IMAGE}"))
         errors += self._size_refusals(spec)
         if engine == "jobset":
             longest = max(len(replica_name(r, i)) for r, i in replicas(spec))
@@ -217,8 +221,7 @@ class EngineChoice(NamespaceObjects):
         """What a sweep needs on Kubernetes, then its trials checked as jobs of their own: the last, which has
         the longest name (they differ in their names and hyperparameters alone)."""
         errors = [] if self.settings.controller_image else [FieldError(
-            "sweep", "this server names no image for the sweep's controller: an admin sets "
-                     "c.Distrain.controller_image (an image with jupyter-distrain installed)")]
+            "sweep", f"this server names no image for the sweep's controller: {NO_IMAGE}")]
         errors += [FieldError(f"output.{key}", "each trial writes to its own directory on the output volume "
                                                "(<volume>/<trial>): a sweep names its output.volume alone")
                    for key in ("path", "host_path") if key in spec.get("output", {})]

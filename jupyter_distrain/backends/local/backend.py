@@ -119,7 +119,7 @@ class LocalBackend(CredentialStore):
                 raise JobConflict(spec["name"]) from None
             self._keep_snapshot(spec, snapshot)
             self._keep_hooks(spec["name"], hooks)
-            self.store.add_event(spec["name"], "Submitted", "job accepted")
+            self.store.add_event(spec["name"], reasons.SUBMITTED, "job accepted")
             self._launch(spec["name"])
             return self.get(spec["name"])
 
@@ -276,7 +276,7 @@ class LocalBackend(CredentialStore):
             self._keep_snapshot(spec, snapshot)
             self._keep_hooks(name, hooks)
             self.store.reset_job(name, spec, str(self.output_dir(spec, job["owner"])), replicas(spec))
-            self.store.add_event(name, "Restarted", "job restarted")
+            self.store.add_event(name, reasons.RESTARTED, "job restarted")
             self._launch(name)
             return self.get(name)
 

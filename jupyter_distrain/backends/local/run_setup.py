@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-from ... import git, snapshot
+from ... import git, reasons, snapshot
 from ...logs import LogWriter
 from . import processes, venvs
 
@@ -97,7 +97,7 @@ class RunSetup:
         repository."""
         if "git" in source:
             secret = credentials(source["credentials"]) if source.get("credentials") else None
-            self.event("Cloning", f"cloning {source['git']} at {source['commit'][:12]}")
+            self.event(reasons.CLONING, f"cloning {source['git']} at {source['commit'][:12]}")
             argv, env = git.command("clone", "--quiet", "--no-checkout", "--", source["git"], str(self.workspace),
                                     credentials=secret)
             await self.step(argv, env, "git clone")
@@ -129,9 +129,9 @@ class RunSetup:
         env_dir = venvs.location(root, self.workspace, text)
         async with venvs.building(env_dir):
             if venvs.is_ready(env_dir):
-                self.event("Reusing", f"reusing the environment of the same requirements.txt ({env_dir})")
+                self.event(reasons.REUSING, f"reusing the environment of the same requirements.txt ({env_dir})")
             else:
-                self.event("Installing", "installing requirements.txt")
+                self.event(reasons.INSTALLING, "installing requirements.txt")
                 await asyncio.to_thread(venvs.create, env_dir)
                 argv = [sys.executable, "-m", "pip", "--python", str(env_dir / "bin" / "python"), "install",
                         "--disable-pip-version-check", "--no-input", "-r", str(self.workspace / "requirements.txt")]

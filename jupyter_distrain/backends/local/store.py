@@ -6,7 +6,7 @@ import json
 import sqlite3
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Iterator, cast
 
@@ -232,3 +232,28 @@ class Store:
             (job, after, -1 if limit is None else limit),
         )
         return [dict(r) for r in rows]
+
+
+class RunStore:
+    """One run's hold on the store, its supervisor's: what it writes of the job, its replicas and events lands only
+    while the job is still on that run. A supervisor a stop gave up on, still running when the job was restarted,
+    writes nothing over the next run's."""
+
+    ON_RUN = "EXISTS (SELECT 1 FROM jobs WHERE name=? AND run=?)"
+
+    def __init__(self, store: Store, run: int):
+        self.store, self.run = store, run
+
+    def transaction(self) -> AbstractContextManager[None]:
+        return self.store.transaction()
+
+    def update_job(self, name: str, **fields: Any) -> None:
+        self.store._update("jobs", "name=? AND run=?", (name, self.run), fields)
+
+    def update_replica(self, job: str, replica: str, **fields: Any) -> None:
+        self.store._update("replicas", f"job=? AND name=? AND {self.ON_RUN}", (job, replica, job, self.run), fields)
+
+    def add_event(self, job: str, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
+        self.store._run(f"INSERT INTO events (job, time, type, replica, reason, message) SELECT ?, ?, ?, ?, ?, ? "
+                        f"WHERE {self.ON_RUN}", (job, time.time(), type, replica, reason, message, job, self.run))
+

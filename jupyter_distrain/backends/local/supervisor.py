@@ -30,6 +30,7 @@ from ...spec import gpus, replica_name, replicas
 from . import processes, venvs
 from .backend import STOP_GRACE_SECONDS, LocalBackend
 from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
+from .store import RunStore
 
 if TYPE_CHECKING:
     from ...scalars import Scalars
@@ -49,9 +50,9 @@ class Running:
 class Supervisor:
     def __init__(self, backend: LocalBackend, name: str):
         self.backend = backend
-        self.store = backend.store
         self.name = name
         self.job = backend.row(name)
+        self.store = RunStore(backend.store, self.job["run"])  # its writes: this run's only
         self.spec = self.job["spec"]
         self.states = {replica_name(r, i): Replica(r, i, Phase.PENDING) for r, i in replicas(self.spec)}
         self.running: dict[str, Running] = {}
@@ -83,16 +84,16 @@ class Supervisor:
         try:
             decision = await self.lifecycle()
         except SetupFailed as e:
-            decision = Decision(Phase.FAILED, "SetupFailed", str(e))
+            decision = Decision(Phase.FAILED, reasons.SETUP_FAILED, str(e))
         except Exception as e:  # never leave the job looking alive
             traceback.print_exc()
-            decision = Decision(Phase.FAILED, "SupervisorError", f"{type(e).__name__}: {e}")
+            decision = Decision(Phase.FAILED, reasons.SUPERVISOR_ERROR, f"{type(e).__name__}: {e}")
         why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
         await self.stop_all(why)
         if self.replicas_started is not None:  # said before the working copy goes
             written = await asyncio.to_thread(written_since, self.workspace, self.replicas_started)
             if written:
-                self.event("WorkspaceDiscarded", discarded_message(written), type="Warning")
+                self.event(reasons.WORKSPACE_DISCARDED, discarded_message(written), type="Warning")
         shutil.rmtree(self.workspace, ignore_errors=True)
         for link in self.links:  # beside the workspace
             link.unlink(missing_ok=True)
@@ -101,7 +102,7 @@ class Supervisor:
 
     async def lifecycle(self) -> Decision:
         if not await self.until_stopped(self.set_up()):
-            return Decision(Phase.STOPPED, "Stopped", "stopped by request before it started")
+            return Decision(Phase.STOPPED, reasons.STOPPED, "stopped by request before it started")
         await self.start_replicas()
         recording = asyncio.ensure_future(self.record_environment())  # it takes longer than starting them
         try:
@@ -206,12 +207,12 @@ class Supervisor:
             pid_started=processes.started_at(process.pid), address=self.addresses[role][index], started=time.time(),
             finished=None, restarts=state.restarts,
         )
-        self.event("Started", f"started pid {process.pid} at {self.addresses[role][index]}", replica=name)
+        self.event(reasons.STARTED, f"started pid {process.pid} at {self.addresses[role][index]}", replica=name)
 
     def log_failed(self, replica: str, error: OSError) -> None:
         """A replica's log cannot be written: the job fails (its output is still read, so nothing blocks)."""
         if self.fault is None:
-            self.fault = Decision(Phase.FAILED, "LogWriteFailed", f"the log of {replica} could not be written: "
+            self.fault = Decision(Phase.FAILED, reasons.LOG_WRITE_FAILED, f"the log of {replica} could not be written: "
                                   f"{error.strerror or error}", stop_others=True)
             self.stop_requested.set()
 
@@ -329,7 +330,7 @@ class Supervisor:
             self.states[name] = replace(self.states[name], phase=Phase.STOPPED, exit_code=code)
             self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), exit_code=code,
                                       reason=why, finished=time.time())
-            self.event("Stopped", why, replica=name)
+            self.event(reasons.STOPPED, why, replica=name)
 
     def finish(self, decision: Decision) -> None:
         """Record the job's end (replicas never started are marked stopped), then wake the run's followers."""
@@ -339,8 +340,10 @@ class Supervisor:
                 self.store.update_replica(self.name, name, **fields)
             self.store.update_job(self.name, **end.job)
             self.record(end.event)
+            recorded = self.backend.row(self.name)  # as recorded: a restart may follow at once
         mark_ended(self.log_dir)
-        self.backend.notifier.tell(self.hooks, RunEvent.of(self.backend.row(self.name), self.backend.name))
+        if recorded["run"] == self.store.run:  # not restarted meanwhile (a stop that gave up on this supervisor)
+            self.backend.notifier.tell(self.hooks, RunEvent.of(recorded, self.backend.name))
 
     def event(self, reason: str, message: str, replica: str = "", type: str = "Normal") -> None:
         self.record(Event(reason, message, replica, type))
