@@ -316,6 +316,7 @@ def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_non
         wait(lambda: (j := cli.json("get", name))["run"] == 2 and j["replica_phases"].get("Running") == 3,
              "the restarted job runs")
         assert len(running_containers()) >= 3
+        wait(lambda: cli("logs", name).stdout.count(" has ") == 3, "each replica's process runs (its first line)", 60)
         cli("stop", name)
         assert cli.json("get", name)["phase"] == "Stopped"
         wait(lambda: not running_containers(), "no container of the stopped job runs")
@@ -770,7 +771,7 @@ def test_a_colleagues_links_token_and_reads_reach_nothing_of_another_owners(real
 
         def status(*headers: str) -> str:  # from the pods' network, as another pod would ask
             return realnode.in_netns("curl", "-s", "-o", "/dev/null", "-w", "%{http_code}", *headers, url,
-                                     text=True).stdout
+                                     text=True, check=False).stdout  # 000 (and curl's error) until it listens
         wait(lambda: status() != "000", "the log reader serves")
         assert status() == status("-H", "X-Distrain-Reader-Secret: guess") == "403"
         assert status("-H", "X-Distrain-Reader-Secret: s3cret") == "200"

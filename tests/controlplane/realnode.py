@@ -37,7 +37,7 @@ GONE = (OSError, psutil.Error)  # what a process, file or cgroup that went meanw
 
 
 def in_netns(*command: str, **run) -> subprocess.CompletedProcess:
-    return subprocess.run([*IN_NETNS, *command], check=True, capture_output=True, **run)
+    return subprocess.run([*IN_NETNS, *command], **{"check": True, "capture_output": True, **run})
 
 
 def mounts(*under: Path) -> list[str]:
