@@ -51,7 +51,7 @@ class Distrain(Configurable):
                                 "(jupyter_distrain.contract.Backend).")
     backend = Unicode("local", config=True,
                       help="The default backend: 'local' runs every replica as a process on this machine; "
-                           "'kubernetes' as a pod in `namespace` (see the README for the RBAC it needs).")
+                           "'kubernetes' as a pod in `namespace` (see docs/kubernetes.md#rbac for the RBAC it needs).")
     backends = List(Unicode(), config=True,
                     help="Every backend jobs may be submitted to (POST jobs?backend=...). Default: [backend].")
     root = Unicode(config=True, help="Storage root: the local backend's job records, logs, outputs and volumes; "

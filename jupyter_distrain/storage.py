@@ -67,7 +67,7 @@ def output_path_problem(spec: dict) -> str | None:
     path = spec.get("output", {}).get("path")
     if path is None or len(PurePosixPath(path).parts) == 1:  # the schema allows no leading / and no ..
         return None
-    return f"{path!r} is not one directory name: an output is never inside another's (see README, Owners)"
+    return f"{path!r} is not one directory name: an output is never inside another's (see docs/owners.md)"
 
 
 def reading_problem(parts: tuple[str, ...], owner: str, others_allowed: bool, holds_others: bool) -> str | None:

@@ -319,7 +319,7 @@ def copy_example(name: str, dest: Path) -> Path:
 def furnish(plane, namespace: str = "", as_user: bool = True, capacity_pods: bool = True) -> None:
     """A namespace (default `training`) enforcing Pod Security "baseline", its volumes `distrain-outputs` and
     `datasets` (directories here: `volumes/<claim>`, in other namespaces `volumes/<namespace>-<claim>`), and the
-    README's RBAC (`rbac`), bound to the restricted user (`as_user`) or, as an admin applies it, to its service
+    product's RBAC (`rbac`), bound to the restricted user (`as_user`) or, as an admin applies it, to its service
     account."""
     from controlplane.cluster import NAMESPACE, RESTRICTED
 
@@ -344,7 +344,7 @@ def furnish(plane, namespace: str = "", as_user: bool = True, capacity_pods: boo
 
 def rbac(namespace: str, user: str | None = None, capacity_pods: bool = True) -> list[dict]:
     """jupyter_distrain/rbac.yaml for `namespace`, its subjects `user` in place of the service account where given;
-    without `capacity_pods`, its cluster-wide Role lists nodes alone (as the README says to narrow it)."""
+    without `capacity_pods`, its cluster-wide Role lists nodes alone (as docs/jupyterhub.md says to narrow it)."""
     documents = list(yaml.safe_load_all((REPO / "jupyter_distrain" / "rbac.yaml").read_text().replace(
         "NAMESPACE", namespace)))
     for doc in documents:

@@ -1,4 +1,4 @@
-"""Where teams run it: JupyterHub on Kubernetes (tests/controlplane/hub.py, from the README's chart values) on the
+"""Where teams run it: JupyterHub on Kubernetes (tests/controlplane/hub.py, from the docs' chart values) on the
 real node, each user's server in a pod of its own with the product's extension, its service account as its
 credential, reached through the hub's proxy under /user/<name>/ by a real browser and by the hub's API tokens."""
 
@@ -28,8 +28,8 @@ SERVICE_ACCOUNT = f"system:serviceaccount:{NAMESPACE}:jupyter-distrain"
 
 
 def values_here(per_user: bool = False) -> dict:
-    """The README's chart values (`per_user`: with a namespace per user), with this cluster's images in place of
-    a registry's."""
+    """The chart values of docs/jupyterhub.md (`per_user`: with a namespace per user), with this cluster's images
+    in place of a registry's."""
     values = hubs.chart_values(per_user)
     name, _, tag = PRODUCT_IMAGE.rpartition(":")
     values["singleuser"]["image"] = {"name": name, "tag": tag, "pullPolicy": "Never"}  # imported, not pulled
@@ -45,8 +45,8 @@ def values_here(per_user: bool = False) -> dict:
 
 @pytest.fixture(scope="module")
 def hub(real_cluster, tmp_path_factory):
-    """A started hub, its namespace furnished as the README's steps say; when it is gone, nothing of it or of its
-    users' servers is left: no pod, process or job."""
+    """A started hub, its namespace furnished as docs/jupyterhub.md's steps say; when it is gone, nothing of it or
+    of its users' servers is left: no pod, process or job."""
     furnish(real_cluster, NAMESPACE, as_user=False)
     started = Hub(real_cluster, tmp_path_factory.mktemp("hub"), values_here())
     real_cluster.create(started.files_secret(NAMESPACE))
@@ -257,8 +257,8 @@ for read in (lambda: api.list_namespaced_config_map(namespace), lambda: api.list
 
 
 def test_with_a_namespace_per_user_another_users_token_reads_nothing_of_hers(hub, real_cluster):
-    """With the README's namespace per user, each given what it says: alice's server and job run in hers, and bob's
-    server's service account gets 403 reading its jobs' records, pods, logs or Secrets."""
+    """With docs/jupyterhub.md's namespace per user, each given what it says: alice's server and job run in hers,
+    and bob's server's service account gets 403 reading its jobs' records, pods, logs or Secrets."""
     hub.stop()
     for user in ("alice", "bob"):
         namespace = f"{NAMESPACE}-{user}"

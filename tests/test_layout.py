@@ -14,8 +14,8 @@ PACKAGE = Path(__file__).resolve().parent.parent / "jupyter_distrain"
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 
-# The floors, top to bottom (the README's picture follows them): a module imports from its own floor or the ones
-# below. A name stands for its package's modules too, unless one of them is named on another floor.
+# The floors, top to bottom (the picture in docs/architecture.md follows them): a module imports from its own floor or
+# the ones below. A name stands for its package's modules too, unless one of them is named on another floor.
 FLOORS = {
     "entry points": ["__init__", "server", "cli", "terminal", "magics", "widgets", "controllers"],
     "what they share": ["manager", "jobjson", "rules", "client", "flags"],

@@ -179,7 +179,7 @@ def test_on_a_shared_root_each_owner_writes_reads_resumes_and_purges_only_their_
                            f"directory of the volume ({shared / 'owners' / 'bob%40example.org'})"}
         assert refused(bob, output={"volume": "shared", "path": "plant/link"}) == {
             "output.path": "'plant/link' is not one directory name: an output is never inside another's (see "
-                           "README, Owners)"}
+                           "docs/owners.md)"}
         assert refused(bob, data={"volume": "shared", "path": "owners/bob%40example.org/link"}) == {
             "data.path": f"{shared / 'owners' / 'alice' / 'av'} is another owner's output directory"}
         assert refused(bob, data={"volume": "shared", "path": "owners/bob%40example.org/plant/link"}) == {

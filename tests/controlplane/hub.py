@@ -1,5 +1,5 @@
-"""JupyterHub on the real node, as the zero-to-jupyterhub chart deploys it from the README's values ("On
-JupyterHub", `chart_values`): the hub with KubeSpawner putting each user's server in a pod of its namespace (or
+"""JupyterHub on the real node, as the zero-to-jupyterhub chart deploys it from the docs' values
+(docs/jupyterhub.md, `chart_values`): the hub with KubeSpawner putting each user's server in a pod of its namespace (or
 of the user's own), configurable-http-proxy in front (npm's, from node_modules), the idle culler as a hub
 service, and a fixed password for the tests' users. The hub runs on this machine in the node's network namespace,
 where it reaches the servers' pods and they its API; its proxy is relayed to this machine's loopback at the same
@@ -27,6 +27,7 @@ from . import realnode
 from .cluster import ADMIN, free_port
 
 REPO = Path(__file__).resolve().parent.parent.parent
+HUB_PAGE = REPO / "docs" / "jupyterhub.md"  # the chart's values an admin pastes, and the per-user settings
 NAMESPACE = "hub"  # the hub's, where the users' servers run unless each user has a namespace of their own
 USERS, HUB_ADMIN = ("alice", "bob"), "ada"
 PASSWORD = "distrain-test"
@@ -46,10 +47,12 @@ TESTS_SCOPES = ["admin:users", "admin:servers", "tokens", "access:servers"]  # t
 
 
 def chart_values(per_user: bool = False) -> dict:
-    """The chart's values in the README's "On JupyterHub" section, what an admin pastes: its first YAML block, and
-    with `per_user` its second, the hub's settings for a namespace per user."""
-    section = (REPO / "README.md").read_text().partition("### On JupyterHub")[2].partition("\n### ")[0]
-    values, per_user_settings = (yaml.safe_load(block) for block in re.findall(r"```yaml\n(.*?)```", section, re.S))
+    """The chart's values on the docs' "On JupyterHub" page (HUB_PAGE), what an admin pastes: its first YAML block,
+    and with `per_user` its second, the hub's settings for a namespace per user. The page's headings do not matter:
+    its ```yaml blocks are read in order, wherever they stand, and must be exactly these two."""
+    blocks = re.findall(r"^```yaml[^\S\n]*\n(.*?)^```", HUB_PAGE.read_text(), re.S | re.M)
+    assert len(blocks) == 2, f"{HUB_PAGE}: {len(blocks)} ```yaml blocks, not the chart's values and per-user settings"
+    values, per_user_settings = (yaml.safe_load(block) for block in blocks)
     if per_user:
         values["hub"].setdefault("config", {}).update(per_user_settings)
     return values
@@ -105,7 +108,7 @@ class Hub:
         }
 
     def files_secret(self, namespace: str) -> dict:
-        """The Secret the chart makes of `singleuser.extraFiles`, each file's data as JSON (the README's is a .json)."""
+        """The Secret the chart makes of `singleuser.extraFiles`, each file's data as JSON (the docs' is a .json)."""
         files = self.values["singleuser"].get("extraFiles", {})
         return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "singleuser", "namespace": namespace},
                 "stringData": {key: json.dumps(file["data"]) for key, file in files.items()}}

@@ -63,7 +63,7 @@ class EngineChoice(NamespaceObjects):
                               "job's lifecycle in the cluster")
         if wanted == "jobset":
             raise KubeError("c.Distrain.kubernetes_engine is 'jobset' but the cluster does not serve "
-                            "jobset.x-k8s.io/v1alpha2: an admin installs JobSet (see the README), or choose 'auto'")
+                            "jobset.x-k8s.io/v1alpha2: an admin installs JobSet (see docs/kubernetes.md), or choose 'auto'")
         kinds = sorted({k.kind for k in naming.KUBEFLOW.values() if k.plural in served})
         if not kinds:
             if wanted == "kubeflow":
@@ -140,7 +140,7 @@ class EngineChoice(NamespaceObjects):
             queues = self.queues()
             if queues is None:
                 errors.append(FieldError("queue", "the cluster has no Kueue (kueue.x-k8s.io): an admin installs it "
-                                                  "(see the README), or leave the queue out"))
+                                                  "(see docs/kubernetes.md), or leave the queue out"))
             elif spec["queue"] not in queues:
                 errors.append(FieldError("queue", f"no LocalQueue {spec['queue']!r} in namespace {self.ns}; queues: "
                                                   f"{', '.join(queues) or 'none'}"))
@@ -256,7 +256,7 @@ class EngineChoice(NamespaceObjects):
 
     def _live_pods(self) -> tuple[builtins.list[dict], str]:
         """The pods not finished, of every namespace, or of the jobs' namespace only where the service
-        account may not list the others (README: narrowing its rights); and which of the two."""
+        account may not list the others (docs/jupyterhub.md: narrowing its rights); and which of the two."""
         live = "status.phase!=Succeeded,status.phase!=Failed"
         try:
             return listed(self.core.list_pod_for_all_namespaces(field_selector=live, _preload_content=False)), \
