@@ -24,7 +24,7 @@ TF_FRAMEWORKS = ("tensorflow", "keras")
 REPLICA_SITE = Path(__file__).parent / "replica_site"
 # What distrain sets that a job's env may change: Paddle's gloo switch (a program whose barriers need gloo)
 DEFAULTS = frozenset({"PADDLE_WITH_GLOO"})
-AWAIT_PSERVERS = incluster.source("await_pservers")
+AWAIT_PSERVERS = str(incluster.path("await_pservers"))  # the program's file here, which local replicas run
 
 
 @dataclass(frozen=True)
@@ -59,14 +59,15 @@ def reserved_variables(spec: dict) -> set[str]:
                                       for name in distrain_env(job, addresses, role, 0, dirs)} - DEFAULTS
 
 
-def replica_command(spec: dict, role: str, env: dict[str, str]) -> str:
+def replica_command(spec: dict, role: str, env: dict[str, str], await_pservers: str = AWAIT_PSERVERS) -> str:
     """The shell command of a replica whose environment is `env`: the spec's, placeholders rendered. A Paddle
-    trainer first waits until every parameter server accepts connections, unless gloo is on: pserver 0 then hosts
-    gloo's store before it serves, until the trainers have met there."""
+    trainer first waits until every parameter server accepts connections (incluster/await_pservers.py, run from the
+    file `await_pservers`: a pod's own copy on Kubernetes), unless gloo is on: pserver 0 then hosts gloo's store
+    before it serves, until the trainers have met there."""
     command = render_command(spec)
     if (spec.get("framework") == "paddle" and role == "worker" and env.get("PADDLE_PSERVERS_IP_PORT_LIST")
             and env.get("PADDLE_WITH_GLOO") not in ("1", "2")):
-        return f"python -c {shlex.quote(AWAIT_PSERVERS)} || exit 1\n{command}"
+        return f"python {shlex.quote(await_pservers)} || exit 1\n{command}"
     return command
 
 

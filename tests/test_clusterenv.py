@@ -10,9 +10,10 @@ import sys
 import pytest
 from controlplane.cluster import kubelet_expanded
 
+from jupyter_distrain import incluster
 from jupyter_distrain import spec as spec_
-from jupyter_distrain.backends.kubernetes import podspec, render
-from jupyter_distrain.clusterenv import AWAIT_PSERVERS, Dirs, replica_command, replica_env
+from jupyter_distrain.backends.kubernetes import naming, podspec, render
+from jupyter_distrain.clusterenv import AWAIT_PSERVERS, REPLICA_SITE, Dirs, replica_command, replica_env
 from jupyter_distrain.config import Distrain
 
 DIRS = Dirs(input="/input", output="/output", logdir="/output/training_logs")
@@ -116,8 +117,9 @@ def test_paddle_env_golden():
     gloo_trainer = replica_env(gloo, addresses(gloo, 6174), "worker", 0, DIRS)
     assert gloo_trainer["PADDLE_WITH_GLOO"] == "1"
     # a trainer's command waits for the pservers first, except with gloo on (pserver 0 serves its store first)
-    assert replica_command(spec, "worker", trainer).startswith("python -c ")
-    assert replica_command(spec, "worker", trainer).endswith("|| exit 1\npython train.py")
+    assert replica_command(spec, "worker", trainer) == f"python {AWAIT_PSERVERS} || exit 1\npython train.py"
+    assert replica_command(spec, "worker", trainer, "/opt/distrain/await_pservers") == (
+        "python /opt/distrain/await_pservers || exit 1\npython train.py")  # a pod's copy
     assert replica_command(spec, "ps", pserver) == replica_command(gloo, "worker", gloo_trainer) == "python train.py"
     collective = make({"name": "pd", "framework": "paddle", "replicas": {"worker": {"count": 2}}})
     assert "PADDLE_WITH_GLOO" not in replica_env(collective, addresses(collective, 6174), "worker", 0, DIRS)
@@ -129,7 +131,7 @@ def test_a_trainer_waits_for_its_parameter_servers_and_gives_up_naming_those_it_
     closed.close()
     with listening:
         waits = lambda servers: subprocess.run(  # noqa: E731
-            [sys.executable, "-c", AWAIT_PSERVERS], capture_output=True, text=True, timeout=30,
+            [sys.executable, AWAIT_PSERVERS], capture_output=True, text=True, timeout=30,
             env={**os.environ, "PADDLE_PSERVERS_IP_PORT_LIST": servers, "DISTRAIN_PSERVERS_WAIT_SECONDS": "1"})
         assert waits(up).returncode == 0
         gave_up = waits(f"{up},{down}")
@@ -169,29 +171,39 @@ def test_the_specs_env_reaches_its_replicas_under_distrains_own_variables():
     assert make({"name": "plain", "env": {"TF_CONFIG": "{}"}})["env"] == {"TF_CONFIG": "{}"}
 
 
+def mount(volume: dict, directory):
+    """The files of the programs' ConfigMap (render.programs) as the pod's `volume` of it lays them out under
+    `directory`, with its mode."""
+    for item in volume["configMap"]["items"]:
+        path = directory / item["path"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(podspec.PROGRAM_FILES[item["key"]])
+        path.chmod(volume["configMap"]["defaultMode"])
+
+
 def test_a_pod_starts_python_with_the_replica_site_first(tmp_path):
-    """On Kubernetes the pod's command writes clusterenv.REPLICA_SITE's sitecustomize.py to the workspace and puts it
-    first on PYTHONPATH, before the image's own (locally the supervisor does, as test_examples' PyTorch jobs show):
-    for every framework, since it lets a replica's stacks be taken; a PyTorch job's variables turn its TensorBoard
-    switch on."""
-    def container(framework):
+    """On Kubernetes the pod mounts clusterenv.REPLICA_SITE's sitecustomize.py from the programs' ConfigMap, and its
+    command puts it first on PYTHONPATH, before the image's own (locally the supervisor does, as test_examples'
+    PyTorch jobs show): for every framework, since it lets a replica's stacks be taken; a PyTorch job's variables turn
+    its TensorBoard switch on."""
+    def pod(framework):
         spec = spec_.validate({"name": "x", "framework": framework, "command": "python train.py"})
-        return next(o for o in render.render(spec, Distrain(namespace="team"), "pods") if o["kind"] == "Pod")[
-            "spec"]["containers"][0]
+        return next(o for o in render.render(spec, Distrain(namespace="team"), "pods") if o["kind"] == "Pod")["spec"]
 
     def started(framework):
-        script = kubelet_expanded(container(framework)["command"][-1], {}).removeprefix(podspec.INSTALL + "\n")
+        container = pod(framework)["containers"][0]
+        script = kubelet_expanded(container["command"][-1], {}).removeprefix(podspec.INSTALL + "\n")
         assert script.startswith(podspec.SITE_SETUP + "\n")
-        setup = podspec.SITE_SETUP.replace(podspec.WORKSPACE, str(tmp_path))
-        switch = {e["name"]: e["value"] for e in container(framework)["env"]
-                  if e["name"].startswith("DISTRAIN_TENSORB")}
+        mount(next(v for v in pod(framework)["volumes"] if v["name"] == podspec.PROGRAMS_VOLUME), tmp_path)
+        setup = podspec.SITE_SETUP.replace(podspec.PROGRAMS_DIR, str(tmp_path))
+        switch = {e["name"]: e["value"] for e in container["env"] if e["name"].startswith("DISTRAIN_TENSORB")}
         first_finder = "import sys; print(type(sys.meta_path[0]).__name__)"
         return subprocess.run(["sh", "-c", f'{setup} && echo "$PYTHONPATH" && exec "$0" -c "$1"', sys.executable,
                                first_finder], env={"PATH": os.environ["PATH"], "PYTHONPATH": "/image", **switch},
                               capture_output=True, text=True, check=True).stdout.split()
 
-    assert started("pytorch") == [f"{tmp_path}/.distrain-python:/image", "TensorBoardWithoutTensorFlow"]
-    assert started("tensorflow")[0] == f"{tmp_path}/.distrain-python:/image"
+    assert started("pytorch") == [f"{tmp_path}/python:/image", "TensorBoardWithoutTensorFlow"]
+    assert started("tensorflow")[0] == f"{tmp_path}/python:/image"
     assert started("tensorflow")[1] != "TensorBoardWithoutTensorFlow"
 
 
@@ -234,6 +246,66 @@ def test_kubernetes_hands_every_container_the_strings_it_was_rendered_with():
     # what the container gets, once the kubelet has expanded them
     assert (kubelet_expanded(env["K"], env), kubelet_expanded(env["PRICE"], env)) == ("$(DISTRAIN_CLUSTER)", "$$5")
     assert 'echo "$(DISTRAIN_CLUSTER)" $$ $HOME' in kubelet_expanded(main["command"][-1], env)
+
+
+def pod_specs(value):
+    """Every pod spec (or pod template's spec) in `value`, a list of rendered objects."""
+    if isinstance(value, dict):
+        yield from [value] if "containers" in value else []
+        yield from (s for v in value.values() for s in pod_specs(v))
+    elif isinstance(value, list):
+        yield from (s for v in value for s in pod_specs(v))
+
+
+def test_a_pods_command_runs_the_products_programs_from_files_it_mounts_not_from_its_manifest():
+    """Issue 58: the programs the product runs in a pod (the log tee, the installer, the replicas' sitecustomize.py, a
+    Paddle trainer's wait, the TensorBoard, the log reader, the purger) are no text of a container's command, which
+    reads like the user's (`ps`, `kubectl describe pod`), on every engine: they are files of the namespace's ConfigMap
+    of programs, which every pod that runs one mounts read-only at /opt/distrain."""
+    settings = Distrain(namespace="team", controller_image="registry.example.com/notebook:1", pod_security="restricted")
+    tf = make({"name": "tf", "framework": "tensorflow", "tensorboard": {"enabled": True},
+               "code": {"git": "https://example.com/m.git", "commit": "0" * 40},
+               "replicas": {"chief": {}, "ps": {}, "worker": {"count": 2}}})
+    paddle = make({"name": "pd", "framework": "paddle", "replicas": {"ps": {"count": 2}, "worker": {"count": 2}},
+                   "policy": {"success": "all-workers"}})
+    sweep = make({"name": "hp", "tensorboard": {"enabled": True}, "sweep": {"parameters": {"lr": {"values": [0.1]}}}})
+    head = render.root(tf, settings, "pods")
+    objects = [*(o for spec in (tf, paddle) for engine in ("pods", "jobset", "kubeflow")
+                 for o in render.render(spec, settings, engine)),
+               render.log_reader(tf, settings, head, "s3cret"), render.purger(tf, settings, head),
+               *render.janitor(settings), *render.render(sweep, settings, "sweep")]
+    specs = list(pod_specs(objects))
+    for pod in specs:
+        for c in [*pod["containers"], *pod.get("initContainers", [])]:
+            for text in [*c.get("command", []), *c.get("args", [])]:
+                assert len(text) <= 1000 and "import " not in text, (c["name"], len(text), text[:200])
+
+    programs = render.programs(settings)
+    assert [o for o in objects if o["kind"] == "ConfigMap" and o["metadata"]["name"] == programs[
+        "metadata"]["name"]][0] == programs  # `distrain render` shows it, beside each job's objects
+    name, files = programs["metadata"]["name"], programs["data"]
+    assert re.fullmatch(r"distrain-programs-[0-9a-f]{10}", name) and programs["immutable"]
+    assert naming.JOB not in programs["metadata"]["labels"]  # not listed as a job: no job's ConfigMap
+    assert not set(naming.MANAGED.items()) & set(programs["metadata"]["labels"].items())
+    ran = set()
+    for pod in specs:
+        volumes = {v["name"]: v for v in pod.get("volumes", [])}
+        for c in pod["containers"]:
+            named = {m for text in c.get("command", []) for m in re.findall(r"/opt/distrain/[\w./]+", text)}
+            if not named:
+                continue
+            mount = next(m for m in c["volumeMounts"] if m["mountPath"] == "/opt/distrain")
+            volume = volumes[mount["name"]]["configMap"]
+            assert mount["readOnly"] and volume["name"] == name and volume["defaultMode"] == 0o444
+            paths = {f"/opt/distrain/{item['path']}": item["key"] for item in volume["items"]}
+            assert set(paths.values()) <= files.keys()
+            for path in named:  # a program's file, or a directory of them (the sitecustomize.py's, on PYTHONPATH)
+                keys = {key for file, key in paths.items() if file == path or file.startswith(f"{path}/")}
+                assert keys, (c["name"], path)
+                ran |= keys
+    assert ran == {*incluster.PROGRAMS, "sitecustomize.py"}
+    assert {key: files[key] for key in incluster.PROGRAMS} == {key: incluster.source(key) for key in incluster.PROGRAMS}
+    assert files["sitecustomize.py"] == (REPLICA_SITE / "sitecustomize.py").read_text()
 
 
 def test_shard_helper(monkeypatch):

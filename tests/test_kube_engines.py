@@ -12,6 +12,7 @@ import logging
 import os
 import subprocess
 import time
+from contextlib import suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -35,6 +36,14 @@ from jupyter_distrain.errors import SpecError
 from jupyter_distrain.manager import JobManager
 
 pytestmark = pytest.mark.usefixtures("fresh_logs")
+PROGRAMS = render.programs(SETTINGS)["metadata"]["name"]  # the namespace's ConfigMap of the product's programs
+
+
+def dry_run(admin: client.CoreV1Api, objects: list[dict]) -> None:
+    """dry_run_create, the namespace's shared objects (its programs' ConfigMap, the identity of its monitors), which an
+    earlier test may have made, checked under a name of their own."""
+    dry_run_create(admin, [{**o, "metadata": {**o["metadata"], "name": "dry-run"}}
+                           if o["metadata"]["name"] in (PROGRAMS, naming.MONITOR) else o for o in objects])
 
 
 def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
@@ -42,11 +51,10 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
                    code={"git": "https://example.com/private.git", "commit": COMMIT, "credentials": "git-login"})
     settings = Distrain(namespace=NAMESPACE, controller_image="registry.example.com/notebook:1")
     objects = render.render(spec, settings, "pods")
-    assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 4 + [
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap"] + ["Service", "Pod"] * 4 + [
         "ServiceAccount", "Role", "RoleBinding", "Job"]  # the run's monitor (hangs, stragglers), as it has replicas
-    # the namespace's identity of monitors may exist (made by an earlier test): checked under a name of its own
-    dry_run_create(admin, [{**o, "metadata": {**o["metadata"], "name": "dry-run"}}
-                           if o["metadata"]["name"] == naming.MONITOR else o for o in objects])
+    assert objects[1]["metadata"]["name"] == PROGRAMS
+    dry_run(admin, objects)
     assert not admin.list_namespaced_pod(NAMESPACE).items
 
     pod = next(o for o in objects if o["kind"] == "Pod" and o["metadata"]["name"] == "render-check-worker-1")
@@ -69,6 +77,8 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     # py-spy from the product's image, for the replica's stacks (podstacks.py)
     assert (tools["name"], tools["image"]) == ("stack-tools", settings.controller_image)
     assert mounts["/distrain-tools"] == {"name": "stack-tools", "mountPath": "/distrain-tools", "readOnly": True}
+    assert mounts["/opt/distrain"] == {"name": "distrain-programs", "mountPath": "/opt/distrain", "readOnly": True}
+    assert main["command"][:2] == ["python", "/opt/distrain/logtee"] and len(main["command"][-1]) < 300
     monitor = objects[-1]["spec"]["template"]["spec"]
     assert monitor["containers"][0]["volumeMounts"] == [{**mounts["/output"], "readOnly": True}]
     assert {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]} in objects[-3]["rules"]
@@ -81,20 +91,20 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
     spec = tf_spec("kf-env", policy={"restart": "exit-code", "max_restarts": 2, "deadline_seconds": 600},
                    env={"K": "$(DISTRAIN_CLUSTER)"})
     objects = render.render(spec, SETTINGS, "kubeflow")
-    assert [o["kind"] for o in objects] == ["ConfigMap", "TFJob"]
-    tfjob = objects[1]["spec"]
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap", "TFJob"]
+    tfjob = objects[2]["spec"]
     assert tfjob["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 2, "activeDeadlineSeconds": 600}
     assert {t: r["restartPolicy"] for t, r in tfjob["tfReplicaSpecs"].items()} == dict.fromkeys(
         ["Chief", "PS", "Worker"], "ExitCode")
     assert {r["template"]["spec"]["activeDeadlineSeconds"] for r in tfjob["tfReplicaSpecs"].values()} == {600}
-    dry_run_create(admin, objects)
+    dry_run(admin, objects)
     with pytest.raises(SpecError, match="a TFJob with these replicas succeeds as 'chief' says, not 'all-workers'"):
         render.render(tf_spec("kf-all", policy={"success": "all-workers"}), SETTINGS, "kubeflow")
     with pytest.raises(SpecError, match="runs tensorflow, keras, pytorch and paddle jobs, not python ones"):
         render.render(spec_.validate({"name": "py", "command": "python a.py"}), SETTINGS, "kubeflow")
 
     admin_custom = client.CustomObjectsApi(admin.api_client)
-    admin_custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", objects[1])
+    admin_custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "tfjobs", objects[2])
     try:
         pod = wait(lambda: next((p for p in pods_of(admin, "kf-env", "worker-1")), None), "the operator makes worker 1")
         env = {e.name: e.value for e in pod.spec.containers[0].env}
@@ -105,7 +115,7 @@ def test_the_training_operator_runs_each_replica_with_its_own_variables(control_
         assert json.loads(env["DISTRAIN_CLUSTER"]) == json.loads(env["TF_CONFIG"])["cluster"]
         assert env["K"] == "$$(DISTRAIN_CLUSTER)" and kubelet_expanded(env["K"], env) == "$(DISTRAIN_CLUSTER)"
         command = pod.spec.containers[0].command
-        assert command[3] == "/output/.distrain/logs/UID/1/worker-$${DISTRAIN_INDEX}.log"  # the log tee expands it
+        assert command[2] == "/output/.distrain/logs/UID/1/worker-$${DISTRAIN_INDEX}.log"  # the log tee expands it
         exported = branch_env(pod)
         assert (exported["DISTRAIN_REPLICA"], exported["DISTRAIN_SHARD_INDEX"]) == ("worker-1", "2")
     finally:
@@ -132,22 +142,22 @@ def test_paddle_parameter_servers_render_as_paddle_needs_them(control_plane, adm
     spec = spec_.validate({**example, "code": {"git": "https://example.com/team/models.git", "commit": COMMIT}})
     objects = render.render(spec, SETTINGS, "jobset")
     # the TensorBoard's last
-    assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet", "Secret", "Deployment", "Service"]
-    dry_run_create(admin, objects[:2])
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap", "JobSet", "Secret", "Deployment", "Service"]
+    dry_run(admin, objects[:3])
     env = {job["name"]: {e["name"]: e.get("value") for e in
                          job["template"]["spec"]["template"]["spec"]["containers"][0]["env"]}
-           for job in objects[1]["spec"]["replicatedJobs"]}
+           for job in objects[2]["spec"]["replicatedJobs"]}
     pservers = env["worker-1"]["PADDLE_PSERVERS_IP_PORT_LIST"].split(",")
     assert [f"{env[ps]['POD_IP']}:{env[ps]['PADDLE_PORT']}" for ps in ("ps-0", "ps-1")] == pservers
     assert {e["PADDLE_GLOO_HTTP_ENDPOINT"] for e in env.values()} == {f"{env['ps-0']['POD_IP']}:2223"}
     assert pservers[0] == f"{env['ps-0']['POD_IP']}:2222"
 
     objects = render.render(spec, SETTINGS, "kubeflow")
-    assert [o["kind"] for o in objects] == ["ConfigMap", "PaddleJob", "Secret", "Deployment", "Service"]
-    assert {t: r["replicas"] for t, r in objects[1]["spec"]["paddleReplicaSpecs"].items()} == {"Master": 2, "Worker": 2}
-    dry_run_create(admin, objects[:2])
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap", "PaddleJob", "Secret", "Deployment", "Service"]
+    assert {t: r["replicas"] for t, r in objects[2]["spec"]["paddleReplicaSpecs"].items()} == {"Master": 2, "Worker": 2}
+    dry_run(admin, objects[:3])
     custom = client.CustomObjectsApi(admin.api_client)
-    custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "paddlejobs", objects[1])
+    custom.create_namespaced_custom_object("kubeflow.org", "v1", NAMESPACE, "paddlejobs", objects[2])
     try:
         pods = wait(lambda: len(pods_of(admin, "paddle-ps")) == 4 and pods_of(admin, "paddle-ps"),
                     "the operator makes the 4 pods")
@@ -480,10 +490,11 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
     result = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "render", "-f", str(repo / "distrain.yaml")],
                             capture_output=True, text=True, check=True, env=environment)
     objects = list(yaml.safe_load_all(result.stdout))
-    assert [o["kind"] for o in objects] == ["ConfigMap", "JobSet"]  # the default engine's
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap", "JobSet"]  # the default engine's
     assert json.loads(objects[0]["data"]["spec.json"])["policy"]["deadline_seconds"] == 600
-    dry_run_create(admin, objects)  # the JobSet webhooks' validation included
-    jobset = objects[1]["spec"]
+    assert objects[1]["metadata"]["name"] == PROGRAMS  # the namespace's programs, which the pods mount
+    dry_run(admin, objects)  # the JobSet webhooks' validation included
+    jobset = objects[2]["spec"]
     assert jobset["successPolicy"] == {"operator": "All", "targetReplicatedJobs": ["master-0"]}
     assert [(r["name"], r["groupName"]) for r in jobset["replicatedJobs"]] == [
         ("master-0", "master"), ("worker-0", "worker"), ("worker-1", "worker")]
@@ -496,8 +507,8 @@ def test_render_prints_what_the_api_server_accepts(control_plane, admin, tmp_pat
     pods = subprocess.run([*distrain_command(), "--namespace", NAMESPACE, "--engine", "pods", "render", "-f",
                            str(repo / "distrain.yaml")], capture_output=True, text=True, check=True, env=environment).stdout
     objects = list(yaml.safe_load_all(pods))
-    assert [o["kind"] for o in objects] == ["ConfigMap"] + ["Service", "Pod"] * 3
-    dry_run_create(admin, objects)
+    assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap"] + ["Service", "Pod"] * 3
+    dry_run(admin, objects)
     env = {e["name"]: e["value"] for e in objects[-1]["spec"]["containers"][0]["env"]}
     assert env["MASTER_ADDR"] == "from-cli-master-0.training.svc"
 
@@ -548,3 +559,26 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
     finally:
         admin.delete_namespace(namespace)
         admin.delete_persistent_volume("secured-outputs")
+
+
+@pytest.mark.parametrize("engine", ["pods"])
+def test_the_namespaces_programs_are_made_with_a_job_once_and_outlive_every_job(backend, admin):
+    """The namespace's ConfigMap of the product's programs, which every replica mounts, is made with the first job
+    that needs it, as it is rendered (immutable, its name their hash); a later job finds it made and leaves it as it
+    is; a watching server lists no job of it; deleting every job keeps it (shared, tiny)."""
+    with suppress(client.ApiException):
+        admin.delete_namespaced_config_map(PROGRAMS, NAMESPACE)  # an earlier test's
+    backend.submit(tf_spec("first", workers=1))
+    made = admin.read_namespaced_config_map(PROGRAMS, NAMESPACE)
+    assert made.immutable and made.data == render.programs(SETTINGS)["data"]
+    assert made.metadata.labels == {"app.kubernetes.io/part-of": "jupyter-distrain", naming.COMPONENT: "programs"}
+    backend.submit(tf_spec("second", workers=1))
+    assert admin.read_namespaced_config_map(PROGRAMS, NAMESPACE).metadata.resource_version == \
+        made.metadata.resource_version
+    assert sorted(job["name"] for job in backend.list()) == ["first", "second"]
+    pod = admin.read_namespaced_pod("first-worker-0", NAMESPACE)
+    assert pod.spec.containers[0].command[:2] == ["python", "/opt/distrain/logtee"]
+    assert next(v for v in pod.spec.volumes if v.config_map).config_map.name == PROGRAMS
+    for job in ("first", "second"):
+        backend.delete(job)
+    assert admin.read_namespaced_config_map(PROGRAMS, NAMESPACE).metadata.uid == made.metadata.uid

@@ -146,6 +146,19 @@ def monitor_backend(control_plane, tmp_path, engine: str) -> KubeBackend:
     return kube_backend(own, acting_as(control_plane, naming.MONITOR))
 
 
+def counted(api: client.ApiClient) -> list[str]:
+    """The requests `api` sends from now on (method and path, a watch once), as the API server receives them."""
+    sent: list[str] = []
+    rest, request = api.rest_client, api.rest_client.request
+
+    def counting(method, url, *args, **kwargs):
+        sent.append(f"{method} {url.split('?')[0]}")
+        return request(method, url, *args, **kwargs)
+
+    rest.request = counting
+    return sent
+
+
 @ENGINES
 def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(control_plane, backend, admin, engine, tmp_path):
     """policy.hang_after on Kubernetes: each run gets a monitor (render.monitor: a Job in the product's image), here
@@ -165,8 +178,10 @@ def test_a_hung_jobs_monitor_warns_keeps_its_stacks_and_fails_it(control_plane, 
     (tmp_path / "logs").mkdir()
     (tmp_path / "output").mkdir()
     alone = monitor_backend(control_plane, tmp_path, engine)
+    sent = counted(alone.api)
     monitor.watch(alone, "stuck", 1, tmp_path / "logs", tmp_path / "output")
     alone.api.close()
+    assert not [r for r in sent if r.endswith("/log")], "the monitor reads no pod's log (they are on the volume)"
     job = backend.get("stuck")
     message = "no replica wrote a log line or a TensorBoard step for 1s; their stacks then are kept (distrain " \
               "stacks stuck --kept)"
@@ -227,6 +242,62 @@ def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_
     assert receiver.wait("told", 3)[2]["run"] == 2
     receiver.close()
     alone.api.close()
+
+
+@ENGINES
+def test_a_runs_monitor_asks_the_api_server_nothing_while_its_job_does_not_change(control_plane, backend, admin,
+                                                                                   engine, tmp_path):
+    """A run's monitor watches its job's objects (a cache of them alone, as the Jupyter server's, with no policy
+    applied and no logs copied): while the job runs unchanged it sends no request, and it sees the run's end as the
+    watch brings it."""
+    backend.settings.controller_image = "registry.example.com/notebook:1"
+    receiver = Receiver()
+    hooks = {"urls": [receiver.url("/idle")], "link": None, "allow_private": True}
+    backend.submit(tf_spec("idle", workers=1), hooks=hooks)
+    wait_job(backend, "idle", lambda j: j["phase"] == "Running", "the job runs")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "output").mkdir()
+    alone = monitor_backend(control_plane, tmp_path, engine)
+    sent = counted(alone.api)
+    watching = threading.Thread(target=monitor.watch, args=(alone, "idle", 1, tmp_path / "logs", tmp_path / "output",
+                                                            hooks), daemon=True)
+    watching.start()
+    time.sleep(5)  # its watches begin
+    began = len(sent)
+    time.sleep(20)
+    idle = sent[began:]
+    print(f"REQUESTS at start {began}, in 20 s idle {len(idle)}: {sorted(set(idle))}")
+    assert not idle, idle
+    for name in ("worker-0", "chief-0"):
+        end(admin, "idle", name, 0)
+    watching.join(60)
+    assert not watching.is_alive(), "the monitor ends with the run"
+    alone.notifier.wait()
+    assert receiver.events("idle") == [("ended", "Succeeded", backend.get("idle")["reason"], None)]
+    receiver.close()
+    alone.api.close()
+
+
+def test_a_run_restarted_while_its_monitor_looked_away_is_told_of_once(control_plane, backend, tmp_path):
+    """A run's monitor busy (dumping stacks) while its run is stopped and restarted finds the next run when it
+    looks again: it posts its own run's end, as the restart kept it, once (a retry of its pod posts nothing)."""
+    backend.settings.controller_image = "registry.example.com/notebook:1"
+    receiver = Receiver()
+    hooks = {"urls": [receiver.url("/away")], "link": None, "allow_private": True}
+    backend.submit(tf_spec("away", workers=1), hooks=hooks)
+    wait_job(backend, "away", lambda j: j["phase"] == "Running", "the job runs")
+    backend.restart("away", hooks=hooks)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "output").mkdir()
+    alone = monitor_backend(control_plane, tmp_path, "jobset")
+    for _ in range(2):
+        monitor.watch(alone, "away", 1, tmp_path / "logs", tmp_path / "output", hooks)
+    alone.notifier.wait()
+    [told] = receiver.wait("away", 1)
+    assert (told["event"], told["phase"], told["reason"], told["run"]) == ("ended", "Stopped", "Stopped", 1)
+    receiver.close()
+    alone.api.close()
+    backend.delete("away")
 
 
 def test_without_the_products_image_a_hang_watch_is_refused_and_webhooks_unposted_said(control_plane, backend):
@@ -330,7 +401,7 @@ def test_busy_gpus_leave_the_job_pending_with_the_schedulers_reason(backend, adm
                                       "node is 0 GPUs (gpu-0). It would wait (Pending) until one has")]
     assert backend.cluster()["gpus"] == {"capacity": 4, "available": 0, "held_in": "every namespace",
                                          "devices": [{"node": "gpu-0", "gpus": 2}, {"node": "gpu-1", "gpus": 2}]}
-    # the README's narrower rights: no pods of other namespaces; GPUs held are then counted in this one
+    # the narrower rights of docs/jupyterhub.md: no pods of other namespaces; GPUs held are then counted in this one
     rbac = client.RbacAuthorizationV1Api(admin.api_client)
     capacity = rbac.read_cluster_role("jupyter-distrain-capacity")
     rbac.patch_cluster_role(capacity.metadata.name, {"rules": [{"apiGroups": [""], "resources": ["nodes"],

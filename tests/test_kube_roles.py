@@ -72,16 +72,18 @@ def test_each_program_in_the_cluster_gets_rights_the_server_holds_and_only_a_swe
     for program, rules in programs.items():
         assert not [(program, missing) for r in rules if (missing := not_granted(r, server))]
         granted = {(res, verb) for r in rules for res in r["resources"] for verb in r["verbs"]}
-        assert not {res for res, verb in granted if verb not in ("get", "list")} & MAKING_CONTROLLERS, program
+        assert not {res for res, verb in granted if verb not in ("get", "list", "watch")} & MAKING_CONTROLLERS, program
         assert not {res for res, _ in granted} & {"pods/log", "pods/proxy", "services/proxy"}, program
-        assert "watch" not in {verb for _, verb in granted}, program  # none watches: each reads as it goes
+        # a monitor watches its job (the objects of one job, by its label); the others read as they go
+        assert ("watch" in {verb for _, verb in granted}) == (program == "monitor"), program
     for program in ("monitor", "janitor"):
         assert not [r for r in programs[program] if r["resources"] == ["secrets"]]
         assert not [r for r in programs[program] if "pods" in r["resources"] and "create" in r["verbs"]]
     assert [r for r in programs["monitor"] if "pods/exec" in r["resources"]] == [
         {"apiGroups": [""], "resources": ["pods/exec"], "verbs": ["get", "create"]}]
     assert not [r for r in programs["janitor"] if "pods/exec" in r["resources"]]
-    assert [r["verbs"] for r in programs["monitor"] if r["resources"] == ["configmaps"]] == [["get", "list", "patch"]]
+    assert [r["verbs"] for r in programs["monitor"] if "configmaps" in r["resources"]] == [["get", "patch"],
+                                                                                         ["list", "watch"]]
 
     for spec, settings, engine in sweeps():
         rules = roles.sweeper(spec, settings, engine)
@@ -244,3 +246,12 @@ def test_a_sweeps_controller_makes_and_supervises_its_trials_on_pods_as_its_serv
              and not core.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items,
              "the sweep, its trials and their pods deleted", 60)
         cli.api.close()
+
+
+def test_whoever_submits_a_job_may_make_the_namespaces_programs():
+    """A submit makes the namespace's ConfigMap of the product's programs if it is missing (render.programs), before
+    the job's pods, which mount it: the Jupyter server's Role grants it, and so does every sweeper's, which submits its
+    trials; a restart of a replica on "pods" (by either) makes it too."""
+    make = roles.rule("", ["configmaps"], ["create"])
+    for rules in [server_role(), *(roles.sweeper(spec, settings, engine) for spec, settings, engine in sweeps())]:
+        assert not not_granted(make, rules)

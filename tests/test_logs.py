@@ -1,13 +1,18 @@
 """Log files: timestamps, bounded lines, tails read backwards, merging and following; the log tee a
 Kubernetes replica runs under."""
 
+import atexit
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+from functools import cache
+from pathlib import Path
 
 import pytest
 import websocket
@@ -132,9 +137,20 @@ def test_the_error_line_of_a_log_file_is_read_from_its_end(tmp_path):
     assert logs.last_error(path) == "" and logs.last_error(tmp_path / "none.log") == ""
 
 
+@cache
+def mounted(program: str) -> str:
+    """A program of the product's as a pod finds it: its ConfigMap's file (podspec.PROGRAM_FILES), named as the pod's
+    mount names it (podspec.program_file)."""
+    directory = Path(tempfile.mkdtemp(prefix="distrain-programs-"))
+    atexit.register(shutil.rmtree, directory, ignore_errors=True)
+    path = directory / Path(podspec.program_file(program)).name
+    path.write_text(podspec.PROGRAM_FILES[program])
+    return str(path)
+
+
 def tee(log, *command, termination="no-termination-log", **options):
-    """The program a Kubernetes replica's container runs its command under, run here."""
-    return subprocess.Popen([sys.executable, "-c", podspec.TEE_PROGRAM, str(log), str(termination), *command],
+    """The program a Kubernetes replica's container runs its command under, run here as the pod runs it."""
+    return subprocess.Popen([sys.executable, mounted("logtee"), str(log), str(termination), *command],
                             stdout=subprocess.PIPE, **options)
 
 

@@ -20,7 +20,8 @@ from jupyter_distrain.backends.kubernetes import podstacks
 from jupyter_distrain.client import Client
 from jupyter_distrain.errors import DistrainError
 from jupyter_distrain.incluster import source, stackdump
-from jupyter_distrain.stacks import compare, py_spy
+from jupyter_distrain.backends.local.processstacks import py_spy
+from jupyter_distrain.stacks import compare
 
 LATE_TO_ALL_REDUCE = """
 import threading

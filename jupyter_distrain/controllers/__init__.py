@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 def kube_backend(settings: Distrain, api: client.ApiClient | None = None, supervises: str = "") -> KubeBackend:
     """The backend a controller acts through: its pod's service account (or `api`). It applies the policy to no job
     on "pods" as it reads them (a Jupyter server does: restarting a replica makes a pod, which its Role does not
-    allow), but to the trials of the sweep `supervises` names: a sweep's controller's, which made them."""
+    allow), but to the trials of the sweep `supervises` names: a sweep's controller's, which made them. It copies no
+    pod's log (its Role may not read them)."""
     from ..backends.kubernetes import KubeBackend
 
     backend = KubeBackend(settings, api)
-    backend.supervised = supervises
+    backend.supervised, backend.copies_logs = supervises, False
     return backend

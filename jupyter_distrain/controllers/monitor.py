@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import threading
 import time
-from contextlib import suppress
 from pathlib import Path
 
 from .. import notify, reasons
 from ..backends.kubernetes import KubeBackend
+from ..backends.kubernetes.naming import TOLD_END, TOLD_PREVIOUS
 from ..config import Distrain
 from ..errors import DistrainError, JobNotFound
 from ..policy import FINISHED, Decision, Event, Phase
@@ -24,9 +25,7 @@ from ..progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last
 from ..records import EventFiles, JobRecord
 from . import kube_backend
 
-IDLE_SECONDS = 5.0  # how often a run that has not started yet is looked at
-END_SECONDS = 2.0  # how often a run with webhooks is looked at for its end
-TOLD_END = "told_end"  # marked in the run's status by the monitor that posts its end
+WAKE_SECONDS = 30.0  # the longest a monitor waits without a change in its job's objects (time alone can end a run)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,11 +49,21 @@ def main(argv: list[str] | None = None) -> None:
 
 def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, hooks: dict | None = None) -> None:
     """Until run `run` of job `name` ends (or the job is gone): its hangs found and acted on, its stragglers
-    named, and these and its end posted to `hooks`."""
+    named, and these and its end posted to `hooks`. The job is read from the watches of its objects
+    (backend.observe), woken by their changes: a run that does not change costs the API server nothing."""
+    changed = threading.Event()
+    backend.observe(name, changed.set)
     try:
-        spec = backend.get(name, events=0)["spec"]
-    except JobNotFound:  # deleted before this pod started
-        return
+        follow(backend, name, run, logs, output, hooks, changed)
+    except JobNotFound:  # deleted: no one to tell of it
+        pass
+    finally:
+        backend.close()
+
+
+def follow(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, hooks: dict | None,
+           changed: threading.Event) -> None:
+    spec = backend.get(name, events=0)["spec"]
     quiet = Quiet.of(spec)
     paces = None
     if several(spec):  # TensorBoard's protos: only for a job of several replicas
@@ -63,41 +72,48 @@ def watch(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, h
         paces = (Stragglers(), Scalars(), EventFiles(output, spec["tensorboard"]["logdir"]))
     hang_check = pace_check = 0.0  # time.monotonic()
     while True:
-        try:
-            job = backend.get(name, events=0)
-        except JobNotFound:
-            return
-        if job["run"] != run:
+        changed.clear()  # a change from here on wakes the wait below
+        job = backend.get(name, events=0)
+        if job["run"] != run:  # restarted while this monitor looked away (dumping stacks): its run's end as kept
+            previous = backend.status(name).get("previous") or {}
+            if hooks and previous.get("run") == run and not previous["told"] and backend.claim(name, TOLD_PREVIOUS):
+                backend.tell({**job, **previous}, hooks)
             return
         if job["phase"] in FINISHED:
-            with suppress(JobNotFound):  # deleted as it ended: no one to tell of it
-                if hooks and backend.claim(name, TOLD_END):
-                    backend.tell(job, hooks)
+            if hooks and backend.claim(name, TOLD_END):
+                backend.tell(job, hooks)
             return
         now, started = time.monotonic(), job["started"]
-        if job["phase"] != str(Phase.RUNNING) or not started:
-            time.sleep(min(IDLE_SECONDS, END_SECONDS) if hooks else IDLE_SECONDS)
-            continue
-        if quiet and now >= hang_check:
-            change, wait = quiet.update(last_written(logs, output, started), time.time())
-            if change == "resumed":
-                backend.update_status(name, hung="")
-            if change == "hung":
-                warning = hung(backend, job)
-                backend.tell(job, hooks, warning)
-                if job["spec"]["policy"]["on_hang"] == "fail":
-                    continue  # to its end
-            hang_check = now + wait
-        if paces and now >= pace_check:
-            stragglers, scalars, files = paces
-            running = {r["name"] for r in job["replicas"] if r["phase"] == str(Phase.RUNNING)}
-            rates = {n: rate for n, rate in scalars.of(files, None, started)["rates"].items() if n in running}
-            for warning in stragglers.warnings(rates, now):
-                backend.record(name, warning)
-                backend.tell(job, hooks, warning)
-            pace_check = now + PACE_CHECK_SECONDS
-        wakes = (hang_check if quiet else None, pace_check if paces else None, now + END_SECONDS if hooks else None)
-        time.sleep(max(1.0, min(t for t in wakes if t is not None) - time.monotonic()))
+        wake = now + WAKE_SECONDS
+        if job["phase"] == str(Phase.RUNNING) and started:
+            if quiet and now >= hang_check:
+                hang_check = now + check_progress(backend, job, started, quiet, (logs, output), hooks)
+            if paces and now >= pace_check:
+                name_stragglers(backend, job, paces, now, hooks)
+                pace_check = now + PACE_CHECK_SECONDS
+            wake = min(wake, hang_check if quiet else wake, pace_check if paces else wake)
+        changed.wait(max(0.5, wake - time.monotonic()))
+
+
+def check_progress(backend: KubeBackend, job: JobRecord, started: float, quiet: Quiet, written: tuple[Path, Path],
+                   hooks: dict | None) -> float:
+    """Whether the run is hung now, or resumed, from what it has `written` (its logs, its output): acted on; the
+    seconds until the next check."""
+    change, wait = quiet.update(last_written(*written, started), time.time())
+    if change == "resumed":
+        backend.update_status(job["name"], hung="")
+    if change == "hung":
+        backend.tell(job, hooks, hung(backend, job))
+    return wait
+
+
+def name_stragglers(backend: KubeBackend, job: JobRecord, paces: tuple, now: float, hooks: dict | None) -> None:
+    stragglers, scalars, files = paces
+    running = {r["name"] for r in job["replicas"] if r["phase"] == str(Phase.RUNNING)}
+    rates = {n: rate for n, rate in scalars.of(files, None, job["started"])["rates"].items() if n in running}
+    for warning in stragglers.warnings(rates, now):
+        backend.record(job["name"], warning)
+        backend.tell(job, hooks, warning)
 
 
 def hung(backend: KubeBackend, job: JobRecord) -> Event:

@@ -1,4 +1,4 @@
-"""The first step of a Kubernetes replica's command (`python -c <this file>`, in its workspace): install the
+"""The first step of a Kubernetes replica's command (`python /opt/distrain/install`, in its workspace): install the
 workspace's requirements.txt with pip if it asks for anything (exit 1 if that fails), then print one line
 saying what the replica's Python is: `distrain-provenance {"python", "requirements", "packages"}`, where
 requirements are the packages pip installed or changed for requirements.txt (null without one) and packages

@@ -1,4 +1,4 @@
-"""The program of a job's log reader pod (`python -c <this file> DIR PORT`), which serves, read-only, the
+"""The program of a job's log reader pod (`python /opt/distrain/logreader DIR PORT`), which serves, read-only, the
 log files the job's replicas wrote to its output volume, DIR/<run>/<replica>.log: `GET /<run>/` lists a
 run's files (a JSON list), `GET /<run>/<replica>.log` sends one, each only to a request carrying the secret of
 the pod's environment (SECRET_VARIABLE, in SECRET_HEADER), so no other pod reads them; `GET /` answers the readiness

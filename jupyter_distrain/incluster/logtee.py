@@ -1,6 +1,6 @@
-"""The program a Kubernetes replica's container runs its command under
-(`python -c <this file> LOG TERMINATION_LOG COMMAND...`; LOG's ${VARIABLES} are expanded, so replicas sharing one
-template name their files by ${DISTRAIN_INDEX}): every line the command prints is stamped with the time
+"""The program a Kubernetes replica's container runs its command under (`python /opt/distrain/logtee LOG
+TERMINATION_LOG COMMAND...`; LOG's ${VARIABLES} are expanded, so replicas sharing one template name their files by
+${DISTRAIN_INDEX}): every line the command prints is stamped with the time
 (UTC, microseconds, strictly increasing) and whether it came through stdout or stderr (the log files' format) and
 written both to the container's output, which pods/log serves, and to LOG on the job's output volume, so the lines
 outlive the pod. Both copies carry the same stamp, so a reader merges them with neither loss nor duplicates. Signals

@@ -1,4 +1,4 @@
-"""The program a Kubernetes job's TensorBoard pod runs (`python -c <this file> --logdir ... --distrain_output
+"""The program a Kubernetes job's TensorBoard pod runs (`python /opt/distrain/tensorboard --logdir ... --distrain_output
 ...`): TensorBoard, showing every event file under the job's output directory (View), answering only requests that
 carry the job's board secret (its Secret, in the pod's environment), so another pod of the namespace reaches the
 port and reads nothing; the Jupyter server, which reads the Secret, adds it on its way through the API server's

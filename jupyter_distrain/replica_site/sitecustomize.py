@@ -1,9 +1,9 @@
 """What a job's replicas run as Python starts: this directory comes first on their PYTHONPATH (the local backend's
-supervisor puts it there; on Kubernetes the pod's command writes this file to the workspace first). It imports
-nothing of jupyter-distrain, and then the sitecustomize it hides, if there is one, runs.
+supervisor puts it there; on Kubernetes the pod mounts this file from the namespace's ConfigMap of programs,
+render.programs). It imports nothing of jupyter-distrain, and then the sitecustomize it hides, if there is one, runs.
 
 Stacks: the process lets the job's user read its memory (Linux's PR_SET_PTRACER_ANY), which py-spy needs to dump
-its stacks (see jupyter_distrain/stacks.py) where the kernel's Yama module allows a user's processes to trace only
+its stacks (see jupyter_distrain/backends/local/processstacks.py) where the kernel's Yama module allows a user's processes to trace only
 their own children (ptrace_scope 1, the default of most distributions); a kernel without Yama needs nothing.
 
 A PyTorch job's (DISTRAIN_TENSORBOARD_WITHOUT_TENSORFLOW set): TensorBoard's writer (torch.utils.tensorboard,

@@ -23,6 +23,7 @@ in that node's network namespace, its API server relayed to this machine's loopb
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -750,16 +751,17 @@ class ControlPlane:
     def run_here(self, core, pod, **popen) -> subprocess.Popen:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
         environment (its values, and its Secrets' keys), $(VAR) expanded in the values and the command
-        (kubelet_expanded), `python` being this interpreter, and /output being its volume's
-        directory here (a hostPath, or the hostPath of the PersistentVolume bound to its claim). `popen` goes to
-        subprocess.Popen."""
+        (kubelet_expanded), `python` being this interpreter, /output being its volume's
+        directory here (a hostPath, or the hostPath of the PersistentVolume bound to its claim) and each ConfigMap it
+        mounts a directory here of its files (the product's programs). `popen` goes to subprocess.Popen."""
         container = pod.spec.containers[0]
         own: dict[str, str] = {}
         for e in container.env or []:  # a value expanded with the variables before it
             if (value := self._env_value(core, pod, e)) is not None:
                 own[e.name] = value if e.value_from else kubelet_expanded(value, own)
-        python, *args = [kubelet_expanded(part, own).replace("/output", str(self._output_here(core, pod)))
-                         for part in container.command]
+        mounted = {"/output": str(self._output_here(core, pod)), **self._config_maps_here(core, pod)}
+        python, *args = [functools.reduce(lambda text, mount: text.replace(*mount), mounted.items(),
+                                          kubelet_expanded(part, own)) for part in container.command]
         assert python == "python"
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
                **own, **popen.pop("env", {})}
@@ -782,6 +784,24 @@ class ControlPlane:
                 return None
             raise
         return base64.b64decode(secret.data[key.key]).decode()
+
+    def _config_maps_here(self, core, pod) -> dict[str, str]:
+        """The directories here of the ConfigMaps the pod's container mounts, by their mount path: each item of
+        the volume's written where the kubelet would put it."""
+        found = {}
+        for mount in pod.spec.containers[0].volume_mounts or []:
+            source = next(v for v in pod.spec.volumes if v.name == mount.name).config_map
+            if source is None:
+                continue
+            data = core.read_namespaced_config_map(source.name, pod.metadata.namespace).data
+            directory = self.dir / "config-maps" / source.name
+            for key, path in [(i.key, i.path) for i in source.items or []] or [(key, key) for key in data]:
+                (directory / path).parent.mkdir(parents=True, exist_ok=True)
+                written = directory / f"{path}.{threading.get_ident()}"  # whole, for a process reading it meanwhile
+                written.write_text(data[key])
+                written.replace(directory / path)
+            found[mount.mount_path] = str(directory)
+        return found
 
     @staticmethod
     def _output_here(core, pod) -> Path | str:

@@ -64,9 +64,9 @@ from .naming import SWEEP
 from .objects import owner_of
 from .observe import JobObserver
 from .podstacks import ReplicaStacks
-from .state import current_run, engine_of, new_status, newest, stopped_status, why_not_running
+from .state import current_run, ended_run, engine_of, new_status, newest, stopped_status, why_not_running
 from .waiting import WhyItWaits
-from .watch import KubeError, api_error
+from .watch import Cache, KubeError, api_error, listers
 
 if TYPE_CHECKING:
     from ...config import Distrain
@@ -85,10 +85,20 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
         NamespaceController)."""
         self.controller = NamespaceController(self, log, job=job)
 
+    def observe(self, job: str, changed: Callable[[], None]) -> None:
+        """Read `job` from a cache of its own objects alone, kept by their watches, calling `changed()` as each
+        changes: its phase costs no request while it does not change. No policy is applied, no log copied (a
+        run's monitor's; `start` does both). Its events and Kueue's reasons are not read."""
+        engines = self.engines()  # the job's engine is served: asked once
+        self.cache = Cache(lambda: listers(self.api, self.ns, engines, job, explained=False), lambda _: changed(),
+                           logging.getLogger(__name__)).start()
+
     def close(self) -> None:
         """Stop watching; calls read the cluster again."""
         if self.controller:
             self.controller.stop()
+        elif self.cache:
+            self.cache.stop()
         self.controller = self.cache = None
 
     def tensorboard(self, spec: dict, replica: str | None = None) -> ClusterTensorBoard:
@@ -190,6 +200,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
                    f"update {kind} {name}")
 
     def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1, told: bool = False) -> None:
+        self._make_programs()  # what the run's pods (and its TensorBoard's) run
         for obj in render.workload(spec, self.settings, root_dict, engine, run, trials=self.trials_engine(spec)):
             self._create(obj)
         self._make_monitor(spec, root_dict, run, told)
@@ -326,7 +337,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
         engine = engine_of(root)
         self.check(spec, new_job=False, engine=engine)
         status = new_status(spec)
-        status["run"] = current_run(root) + 1
+        status["run"], status["previous"] = current_run(root) + 1, ended_run(json.loads(root.data["status.json"]))
         root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
                           "cluster.json": json.dumps(podspec.addresses(spec, self.ns, engine), sort_keys=True)})
         root.data.pop(naming.RESUME, None)
@@ -385,6 +396,7 @@ class KubeBackend(JobObserver, CredentialStore, ReplicaStacks, WhyItWaits):
             return
         pod = purger["metadata"]["name"]
         self._delete_pod_named(pod)  # one an interrupted delete left
+        self._make_programs()
         self._create(purger)
         try:
             ended = self._wait_pod_ended(pod, READER_TIMEOUT)

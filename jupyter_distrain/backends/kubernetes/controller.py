@@ -179,5 +179,5 @@ class NamespaceController:
         for response in list(self.backend.streams):
             with suppress(ValueError, RuntimeError, OSError):  # raised when its connection is closed already
                 response.shutdown()  # unblocks the copier reading it
-        for thread in [*self.workers, *self.cache.threads, *(thread for _, thread in list(self.followers.values()))]:
+        for thread in [*self.workers, *(thread for _, thread in list(self.followers.values()))]:
             thread.join(10)  # none is left reading a connection as the process exits

@@ -23,7 +23,7 @@ from .loglines import append, from_pods_log, from_volume, last_stamp, line_batch
 from .naming import RUN, replica_of
 from .objects import NamespaceObjects
 from .state import created, current_run, ended_pod, why_not_running
-from .watch import KubeError
+from .watch import KubeError, api_error
 
 COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run
 READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image may be pulled first)
@@ -39,6 +39,10 @@ def run_of_pod(pod: client.V1Pod) -> int | None:
 
 class LogCopier(NamespaceObjects):
     """Copies a job's lines into its run's log files."""
+
+    # whether this process keeps copies of pods' logs: a Jupyter server, the CLI; not the cluster's controllers, which
+    # may not read pods' logs (roles.py) and need none: every line is on the job's output volume
+    copies_logs = True
 
     def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
         """Each replica's log file of a run (default: the current one), or only `replica`'s."""
@@ -84,6 +88,8 @@ class LogCopier(NamespaceObjects):
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> bool:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
         until the container ends. False if the pod is gone: what it logged since is only on the volume."""
+        if not self.copies_logs:
+            return True  # nothing this process keeps
         if not pod.status.container_statuses and pod.status.phase == "Pending":
             return True
         run = run_of_pod(pod)
@@ -136,6 +142,7 @@ class LogCopier(NamespaceObjects):
                                    self.api.sanitize_for_serialization(root), secret)
         pod = reader["metadata"]["name"]
         with self.reading:
+            self._make_programs()
             self._create(reader)
             try:
                 self._wait_serving(pod)
@@ -145,6 +152,24 @@ class LogCopier(NamespaceObjects):
                     self._import(self._from_reader(pod, f"{run}/{file}", secret), self._log_dir(name, run) / file)
             finally:
                 self._delete_pod_named(pod)
+
+    def _make_programs(self) -> None:
+        """Make the namespace's ConfigMap of the programs the pods about to be made run (render.programs), unless it
+        exists (never changed: its name is their hash; an identity that may not make it finds it made). Not through
+        `_create`: it is no job's, which the cache holds."""
+        programs = render.programs(self.settings)
+        name = programs["metadata"]["name"]
+        try:
+            self.core.create_namespaced_config_map(self.ns, programs)
+        except ApiException as e:
+            if e.status == 409:
+                return
+            try:
+                if e.status == 403 and self.core.read_namespaced_config_map(name, self.ns):
+                    return
+            except ApiException:
+                pass
+            raise api_error(e, f"create ConfigMap {name}") from None
 
     def _from_reader(self, pod: str, path: str = "", secret: str = ""):
         """GET `path` from a log reader pod through the API server's pod proxy (a streaming response), with the

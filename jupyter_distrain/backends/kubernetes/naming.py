@@ -29,6 +29,8 @@ NOTIFY_SUFFIX, NOTIFY_KEY = "-notify", "hooks.json"  # a job's webhooks (notify.
 JOB_SECRET_SUFFIXES = {snapshot.SECRET_SUFFIX: "jobs' snapshots of changes", BOARD_SUFFIX: "jobs' TensorBoards",
                        NOTIFY_SUFFIX: "jobs' webhooks"}
 HOLDS_OUTPUTS = f"{GROUP}/holds-outputs"  # a claim's label: owners' outputs are in its owners/ directory
+TOLD_END = "told_end"  # in a run's status: its end was posted to its webhooks (by one of its monitor's pods)
+TOLD_PREVIOUS = "told_previous"  # in a run's status: the end of the run before, which its restart kept, posted
 RESUME = "resume.json"  # in a job's ConfigMap: the volume and directory it resumes from (mounted at /resume)
 
 

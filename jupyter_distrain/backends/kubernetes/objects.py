@@ -204,7 +204,7 @@ class NamespaceObjects:
     def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
         """Events of the job (its ConfigMap, its JobSet) and of its replicas' objects (Pods, Jobs), the
         deleted ones' included."""
-        if self.cache:
+        if self.cache and "events" in self.cache.listers:
             events = self.cache.items("events")
         else:
             events = self._call(lambda: self.core.list_namespaced_event(self.ns).items, "list events")

@@ -98,7 +98,7 @@ class JobObserver(PodSupervisor, EngineChoice):
             digests.update(filter(None, [live.get("image_id")]))
         run = current_run(root)
         state = self._state(root, spec, status, run)
-        if self.cache and status["phase"] not in FINISHED:  # its events are at hand: a process that watches
+        if self.cache and "events" in self.cache.listers and status["phase"] not in FINISHED:  # they are at hand
             state["notice"] = newest_notice(state, self._events(root.metadata.name, status["replicas"]),
                                             status["replicas"])
         return cast(JobRecord, {

@@ -1,9 +1,11 @@
 """The objects that run a job's replicas, as plain dicts: each replica's pod spec (its code fetched, requirements
 installed, command run under the log tee, volumes, resources, placement, security) and the engines' objects made
-of them (bare pods and Services, a JobSet, a Training Operator job). No I/O."""
+of them (bare pods and Services, a JobSet, a Training Operator job); the product's programs every pod runs them
+from (PROGRAMS_DIR). No I/O."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import shlex
@@ -25,7 +27,31 @@ PORTS = {"pytorch": 23456}  # per framework; every other framework uses 2222, as
 WORKSPACE = "/workspace"
 SNAPSHOT_DIR, SNAPSHOT_KEY = "/snapshot", "snapshot.bundle"  # where fetch-code finds the bundle (snapshot_secret)
 TENSORBOARD_PORT = 6006
-TEE_PROGRAM = incluster.source("logtee")
+# The product's programs (incluster/) and the replicas' sitecustomize.py (clusterenv.REPLICA_SITE), files of the
+# namespace's ConfigMap PROGRAMS (render.programs), named by a hash of them: each version's own, made once, never
+# changed. Every pod that runs one mounts it read-only at PROGRAMS_DIR, each program a file named as the program,
+# without .py (`python /opt/distrain/logtee ...`: the directory Python puts first on the path then holds no module
+# to shadow one a program imports), the sitecustomize.py in SITE_DIR.
+PROGRAMS_DIR, SITE, PROGRAMS_VOLUME = "/opt/distrain", "python", "distrain-programs"
+SITE_DIR = f"{PROGRAMS_DIR}/{SITE}"
+PROGRAM_FILES = {**{name: incluster.source(name) for name in incluster.PROGRAMS},
+                 "sitecustomize.py": (REPLICA_SITE / "sitecustomize.py").read_text()}
+PROGRAMS = "distrain-programs-" + hashlib.sha256(json.dumps(PROGRAM_FILES, sort_keys=True).encode()).hexdigest()[:10]
+
+
+def program_file(name: str) -> str:
+    """Where a pod finds the program `name` (incluster/<name>.py)."""
+    return f"{PROGRAMS_DIR}/{name}"
+
+
+def programs_volume() -> tuple[dict, dict]:
+    """The volume of the programs' ConfigMap and its mount, read-only, at PROGRAMS_DIR."""
+    items = [{"key": key, "path": key if key in incluster.PROGRAMS else f"{SITE}/{key}"}
+             for key in sorted(PROGRAM_FILES)]
+    return ({"name": PROGRAMS_VOLUME, "configMap": {"name": PROGRAMS, "items": items, "defaultMode": 0o444}},
+            {"name": PROGRAMS_VOLUME, "mountPath": PROGRAMS_DIR, "readOnly": True})
+
+
 TERMINATION_LOG = "/dev/termination-log"  # the kubelet's default; the log tee writes why the command failed there
 # the container's termination message: what it wrote there, else (a failed container) its output's last lines
 WHY_FAILED = {"terminationMessagePath": TERMINATION_LOG, "terminationMessagePolicy": "FallbackToLogsOnError"}
@@ -129,12 +155,9 @@ def pod(spec: dict, role: str, index: int, settings: Distrain, root: dict, resta
     }
 
 
-INSTALL_PROGRAM = incluster.source("install")
-INSTALL = f"python -c {shlex.quote(INSTALL_PROGRAM)} || exit 1"  # requirements.txt, then what the Python has
-# every replica's Python: clusterenv.REPLICA_SITE's sitecustomize.py, written to the workspace, first on PYTHONPATH
-SITE_DIR = f"{WORKSPACE}/.distrain-python"
-SITE_SETUP = (f"mkdir -p {SITE_DIR} && printf %s {shlex.quote((REPLICA_SITE / 'sitecustomize.py').read_text())} > "
-              f'{SITE_DIR}/sitecustomize.py && export PYTHONPATH="{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"')
+INSTALL = f"python {program_file('install')} || exit 1"  # requirements.txt, then what the Python has
+# every replica's Python: clusterenv.REPLICA_SITE's sitecustomize.py first on PYTHONPATH, before the image's
+SITE_SETUP = f'export PYTHONPATH="{SITE_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"'
 
 
 def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) -> tuple[dict[str, str], str]:
@@ -144,7 +167,7 @@ def program(spec: dict, role: str, index: int, addresses: dict[str, list[str]]) 
     dirs = Dirs(input="/input", output="/output", logdir=logdir,
                 resume_from=("/resume" if resume.startswith("job:") else resume) if resume else None)
     env = replica_env(spec, addresses, role, index, dirs)
-    return env, replica_command(spec, role, env)
+    return env, replica_command(spec, role, env, program_file("await_pservers"))
 
 
 def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root: dict,
@@ -180,7 +203,7 @@ def pod_spec(spec: dict, role: str, indices: list[int], settings: Distrain, root
         "name": kubeflow.container if kubeflow else "main",
         "image": image(spec, settings),
         "workingDir": WORKSPACE,
-        "command": ["python", "-c", TEE_PROGRAM, log, TERMINATION_LOG, "/bin/sh", "-c",
+        "command": ["python", program_file("logtee"), log, TERMINATION_LOG, "/bin/sh", "-c",
                     f"{INSTALL}\n{SITE_SETUP}\n{script}"],
         **WHY_FAILED,
         "env": env,
@@ -403,8 +426,11 @@ def output_volume(spec: dict, settings: Distrain, root: dict, read_only: bool,
 
 
 def _volumes(spec: dict, settings: Distrain, root: dict) -> tuple[list[dict], list[dict]]:
-    volumes = [{"name": "workspace", "emptyDir": {}}]
-    mounts: list[dict] = [{"name": "workspace", "mountPath": WORKSPACE}]
+    """A replica's volumes and its main container's mounts: its workspace, the product's programs, its output, its
+    data and what it resumes from."""
+    programs, programs_mount = programs_volume()
+    volumes = [{"name": "workspace", "emptyDir": {}}, programs]
+    mounts: list[dict] = [{"name": "workspace", "mountPath": WORKSPACE}, programs_mount]
     # each volume at its path, and where its field's link_as says the code finds it too
     wanted = [("/output", spec.get("output", {}), output_volume(spec, settings, root, read_only=False))]
     if "data" in spec:

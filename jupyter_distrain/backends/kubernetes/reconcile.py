@@ -91,6 +91,7 @@ class PodSupervisor(LogCopier):
                      exit_code=None, requested=time.time())
         if pod is not None:
             self._delete_pod(pod, wait=True)
+        self._make_programs()  # this version's, which the job's first pods may not have had
         self._create(podspec.pod(spec, replica.role, replica.index, self.settings,
                                    self.api.sanitize_for_serialization(root), state["restarts"], current_run(root)),
                      exists_ok=True)

@@ -41,6 +41,11 @@ output (pods/log) and to /output/.distrain/logs/<run>/<replica>.log.
                                     with tensorboard.enabled: one TensorBoard reading the job's
                                     output volume (every replica a run), answering requests that carry
                                     its Secret's secret; it stays until the job is deleted
+    ConfigMap distrain-programs-<hash>
+                                    the namespace's, every job's: the product's programs these pods run (the log
+                                    tee, the installer, the replicas' sitecustomize.py, the reader, the purger,
+                                    the TensorBoard), mounted read-only at /opt/distrain; one per version of them
+                                    (its name their hash), made at submit if missing, never changed or deleted
     Secret    <credentials>         made by `set_credentials`, only ever referenced here
     Secret    <job>-notify          with webhooks (notify.py): the run's, which its monitor (or the sweep's
                                     controller) reads through its environment
@@ -77,7 +82,7 @@ import json
 import re
 import secrets
 
-from ... import incluster, notify, storage
+from ... import notify, storage
 from ...config import Distrain
 from ...incluster import logreader as reader
 from ...incluster import tensorboard as board
@@ -88,12 +93,11 @@ from . import roles
 from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, NOTIFY_KEY, OWNER, RESUME, ROLE, SWEEP,
                      job_owner, label_value, labels, log_reader_name, metadata, monitor_name, notify_name, owner_label,
                      purger_name, snapshot_name, sweeper_name, tensorboard_name)
-from .podspec import (SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow, output_source, output_volume,
-                      pod, runnable, secured, service, volume_and_mount, volume_logs)
+from .podspec import (PROGRAM_FILES, PROGRAMS, SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow,
+                      output_source, output_volume, pod, program_file, programs_volume, runnable, secured, service,
+                      volume_and_mount, volume_logs)
 
 SNAPSHOT_LIMIT = 1 << 20  # the most data a Secret holds
-TENSORBOARD_PROGRAM = incluster.source("tensorboard")
-READER_PROGRAM = incluster.source("logreader")
 LOG_READER_PORT = 8080
 LOG_FILE = re.compile(r"[a-z]+-[0-9]+\.log")  # a replica's log file: <role>-<index>.log
 
@@ -116,6 +120,17 @@ def root(spec: dict, settings: Distrain, engine: str, resume: dict | None = None
             **({RESUME: json.dumps(resume, sort_keys=True)} if resume else {}),
         },
     }
+
+
+def programs(settings: Distrain) -> dict:
+    """The namespace's ConfigMap of the programs the product's pods run (podspec.PROGRAM_FILES), which every such pod
+    mounts (podspec.programs_volume): named by their hash, so each version of them has its own, and one made is never
+    changed (immutable). Shared by every job of the namespace, every owner's and version's: deleting a job never
+    deletes it (it is small). Not labelled as a job's objects are (managed-by), which the product lists as its jobs."""
+    return {"apiVersion": "v1", "kind": "ConfigMap", "immutable": True,
+            "metadata": {"name": PROGRAMS, "namespace": settings.namespace,
+                         "labels": {"app.kubernetes.io/part-of": "jupyter-distrain", COMPONENT: "programs"}},
+            "data": dict(PROGRAM_FILES)}
 
 
 def hooks_secret(spec: dict, settings: Distrain, root: dict, hooks: dict) -> dict:
@@ -160,13 +175,14 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
                                                        **owner_label(root)}
     sweep = is_sweep(spec)  # a sweep's reads its owner's directory, where its links to its trials' event files lead
     volume, mount = output_volume(spec, settings, root, read_only=True, owners_directory=sweep)
+    programs_source, programs_mount = programs_volume()
     # every event file under the job's output, the replicas' in the logdir (a sweep's: its links to its trials')
     output = f"/output/{spec['name']}" if sweep else "/output"
     container = {
         "name": "tensorboard",
         # this product's image has TensorBoard (a TensorFlow image need not: TensorFlow no longer requires it)
         "image": settings.controller_image or settings.default_images["tensorflow"],
-        "command": ["python", "-c", TENSORBOARD_PROGRAM, "--logdir", f"{output}/{spec['tensorboard']['logdir']}",
+        "command": ["python", program_file("tensorboard"), "--logdir", f"{output}/{spec['tensorboard']['logdir']}",
                     "--distrain_output", output, *(["--distrain_trials"] if sweep else []),
                     "--bind_all", "--port", str(TENSORBOARD_PORT)],
         "env": [{"name": board.SECRET_VARIABLE,
@@ -174,7 +190,7 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
         "ports": [{"name": "http", "containerPort": TENSORBOARD_PORT}],
         "readinessProbe": {"httpGet": {"path": board.PROBE_PATH, "port": TENSORBOARD_PORT}},
         "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
-        "volumeMounts": [{**mount, "mountPath": "/output"}],
+        "volumeMounts": [{**mount, "mountPath": "/output"}, programs_mount],
     }
     selector = {JOB: spec["name"], COMPONENT: "tensorboard"}
     return [
@@ -183,7 +199,8 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
          "metadata": metadata(name, settings, tb_labels, root),
          "spec": {"replicas": 1, "selector": {"matchLabels": selector},
                   "template": {"metadata": {"labels": tb_labels},
-                               "spec": secured({"containers": [container], "volumes": [volume]}, settings)}}},
+                               "spec": secured({"containers": [container], "volumes": [volume, programs_source]},
+                                               settings)}}},
         {"apiVersion": "v1", "kind": "Service",
          "metadata": metadata(name, settings, tb_labels, root),
          # headless: its name is the pod's address, for a server in the cluster with or without kube-proxy
@@ -275,14 +292,15 @@ def volume_pod(spec: dict, settings: Distrain, root: dict, name: str, component:
                volume: tuple[dict, dict]) -> dict:
     """A pod the server makes for a while beside the job (a log reader, a purger) and then deletes, owned by
     the job's ConfigMap: `container`, in this product's image (else the job's), with `volume` (and its mount) at
-    /output; it ends by itself after 10 minutes."""
+    /output, and the product's programs (podspec.programs_volume); it ends by itself after 10 minutes."""
     source, mount = volume
+    programs_source, programs_mount = programs_volume()
     container = {**container, "image": settings.controller_image or image(spec, settings),
-                 "volumeMounts": [{**mount, "mountPath": "/output"}],
+                 "volumeMounts": [{**mount, "mountPath": "/output"}, programs_mount],
                  "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}
     return {"apiVersion": "v1", "kind": "Pod",
             "metadata": metadata(name, settings, {**labels(spec["name"]), COMPONENT: component}, root),
-            "spec": secured({"containers": [container], "volumes": [source], "restartPolicy": "Never",
+            "spec": secured({"containers": [container], "volumes": [source, programs_source], "restartPolicy": "Never",
                              "activeDeadlineSeconds": 600}, settings)}
 
 
@@ -291,22 +309,13 @@ def log_reader(spec: dict, settings: Distrain, root: dict, secret: str) -> dict:
     (incluster/logreader.py), to requests that carry `secret`."""
     container = {
         "name": "reader",
-        "command": ["python", "-c", READER_PROGRAM, volume_logs(root), str(LOG_READER_PORT)],
+        "command": ["python", program_file("logreader"), volume_logs(root), str(LOG_READER_PORT)],
         "env": [{"name": reader.SECRET_VARIABLE, "value": secret}],
         "ports": [{"name": "http", "containerPort": LOG_READER_PORT}],
         "readinessProbe": {"httpGet": {"path": "/", "port": LOG_READER_PORT}, "periodSeconds": 1},
     }
     return volume_pod(spec, settings, root, log_reader_name(spec["name"]), "log-reader", container,
                       output_volume(spec, settings, root, read_only=True))
-
-
-PURGE_PROGRAM = """import os, shutil, sys
-path = os.path.join(sys.argv[1], sys.argv[2])  # in the owner's directory, all of the volume the pod mounts
-if os.path.islink(path):
-    os.unlink(path)
-elif os.path.isdir(path):
-    shutil.rmtree(path)  # the links inside removed, not followed
-"""
 
 
 def purger(spec: dict, settings: Distrain, root: dict) -> dict | None:
@@ -318,7 +327,7 @@ def purger(spec: dict, settings: Distrain, root: dict) -> dict | None:
     parts = storage.output_parts(spec, job_owner(root))
     if "host_path" in source or not storage.purgeable(parts, job_owner(root)) or storage.output_path_problem(spec):
         return None
-    container = {"name": "purge", "command": ["python", "-c", PURGE_PROGRAM, "/output", parts[-1]]}
+    container = {"name": "purge", "command": ["python", program_file("purge"), "/output", parts[-1]]}
     return volume_pod(spec, settings, root, purger_name(spec["name"]), "purger", container,
                       volume_and_mount({"volume": source["volume"]}, "output", "/".join(parts[:-1]), read_only=False))
 
@@ -340,13 +349,13 @@ def workload(spec: dict, settings: Distrain, root: dict, engine: str, run: int =
 
 def render(spec: dict, settings: Distrain, engine: str, bundle: bytes | None = None,
            hooks: dict | None = None, trials: str = "jobset") -> list[dict]:
-    """Every object of the job, the ConfigMap first (the others are owned by it once it exists), with the
-    Secret of its snapshot's `bundle` and of its webhooks if it has them; a sweep's for `trials` on that engine
-    (a cluster that has JobSet runs them there)."""
+    """Every object of the job, the ConfigMap first (the others are owned by it once it exists), then the namespace's
+    programs (made if missing), with the Secret of its snapshot's `bundle` and of its webhooks if it has them; a
+    sweep's for `trials` on that engine (a cluster that has JobSet runs them there)."""
     head = root(spec, settings, engine)
     secrets = [snapshot_secret(spec, settings, head, bundle)] if bundle is not None else []
     secrets += [hooks_secret(spec, settings, head, hooks)] if hooks else []
-    return [head, *secrets, *workload(spec, settings, head, engine, trials=trials),
+    return [head, programs(settings), *secrets, *workload(spec, settings, head, engine, trials=trials),
             *monitor(spec, settings, head, 1, bool(hooks)),
             *tensorboard(spec, settings, head), *network_policy(spec, settings, head)]
 

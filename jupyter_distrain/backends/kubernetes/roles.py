@@ -58,6 +58,17 @@ def observing() -> list[dict]:
     ]
 
 
+def watching() -> list[dict]:
+    """What reading one job from the watches of its objects takes (backend.observe): its ConfigMap, its pods, its
+    engine's object and a JobSet's Jobs, each listed by the job's label and then watched."""
+    return [
+        rule("", ["configmaps", "pods"], ["list", "watch"]),
+        rule(JOBSET_GROUP, ["jobsets"], ["list", "watch"]),
+        rule(KUBEFLOW_GROUP, KUBEFLOW_KINDS, ["list", "watch"]),
+        rule("batch", ["jobs"], ["list", "watch"]),
+    ]
+
+
 def stopping() -> list[dict]:
     """What stopping a job takes (backend.stop), on whichever engine runs it: its ConfigMap's status written by
     compare-and-swap (a patch carrying the version read); on an engine its object deleted (its pods follow); on
@@ -76,15 +87,15 @@ def monitor() -> list[dict]:
     stacks, records its warnings and, with on_hang fail, stops it; any job's, on any engine, as one Role serves
     every monitor of the namespace."""
     return merged([
-        # its job's ConfigMap: the spec, the status and the run read (found by the jobs' label, as every reader
-        # finds a job); written by compare-and-swap: `hung` while the run is quiet, `told_end` (the one pod of the
-        # run's monitors that posts its end), the replicas' stacks kept there when it hung
-        rule("", ["configmaps"], ["get", "list", "patch"]),
-        *observing(),
+        # its job's ConfigMap: the spec, the status and the run read from its watch, read afresh to be written by
+        # compare-and-swap: `hung` while the run is quiet, `told_end` (the one pod of the run's monitors that posts
+        # its end), the replicas' stacks kept there when it hung
+        rule("", ["configmaps"], ["get", "patch"]),
+        *watching(),
         # the stacks of a hung run, dumped in its running replicas' containers (a websocket: get, then create)
         rule("", ["pods/exec"], ["get", "create"]),
-        # its warnings (NoProgress, Straggler, WebhookFailed) recorded on the job
-        rule("", ["events"], ["create"]),
+        # its warnings (NoProgress, Straggler, WebhookFailed) recorded on the job; its events read as a stop answers
+        rule("", ["events"], ["list", "create"]),
         # on_hang fail: the job stopped, as Hung
         *stopping(),
     ])

@@ -14,7 +14,7 @@ from kubernetes import client
 from ... import logs, reasons
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ...spec import replica_name, replicas
-from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, replica_of
+from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, TOLD_END, replica_of
 
 GPU = "nvidia.com/gpu"
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
@@ -295,6 +295,13 @@ def new_status(spec: dict) -> dict:
                                           "restarts": 0, "started": None, "finished": None, "node": None}
                      for r, i in replicas(spec)},
     }
+
+
+def ended_run(status: dict) -> dict:
+    """What the next run's status keeps of the run `status` records the end of: the end, and whether its webhooks
+    were told of it (a monitor that looked away as its run was restarted tells of it when it looks again)."""
+    return {"run": status.get("run", 1), **{key: status[key] for key in ("phase", "reason", "message")},
+            "told": bool(status.get(TOLD_END))}
 
 
 def unmade(status: dict, pods: dict[str, client.V1Pod]) -> dict[str, float]:

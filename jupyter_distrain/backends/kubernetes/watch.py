@@ -67,22 +67,26 @@ class Write:
             self.cache._answer(self, _GONE, None)
 
 
-def listers(api: client.ApiClient, namespace: str, engines: dict[str, str], job: str | None = None
-            ) -> dict[str, Callable]:
+def listers(api: client.ApiClient, namespace: str, engines: dict[str, str], job: str | None = None,
+            explained: bool = True) -> dict[str, Callable]:
     """What a Cache lists and watches in the namespace: the jobs' (or only `job`'s) ConfigMaps and pods, the
     events, and the engines' objects: `engines` maps each resource the cluster serves (jobsets, tfjobs...,
     Kueue's workloads) to its API version; with JobSets come their Jobs. Kueue's Workloads carry none of the
-    jobs' labels: all of the namespace's are watched."""
+    jobs' labels: all of the namespace's are watched. Without `explained`, neither they nor the events, which
+    explain a job's state but do not make it (a reader of its phase alone)."""
     core, batch, custom = client.CoreV1Api(api), client.BatchV1Api(api), client.CustomObjectsApi(api)
     jobs = SELECTOR + (f",{JOB}={job}" if job else "")
     out: dict[str, Callable] = {
         "configmaps": lambda **kw: core.list_namespaced_config_map(namespace, label_selector=jobs, **kw),
         "pods": lambda **kw: core.list_namespaced_pod(namespace, label_selector=jobs, **kw),
-        "events": lambda **kw: core.list_namespaced_event(namespace, **kw),
     }
+    if explained:
+        out["events"] = lambda **kw: core.list_namespaced_event(namespace, **kw)
     if "jobsets" in engines:
         out["jobs"] = lambda **kw: batch.list_namespaced_job(namespace, label_selector=jobs, **kw)
     for plural, api_version in engines.items():
+        if plural == "workloads" and not explained:
+            continue
         group, version = api_version.split("/")
         selector = "" if plural == "workloads" else jobs
         out[plural] = (lambda group, version, plural, selector: lambda **kw: custom.list_namespaced_custom_object(
@@ -342,6 +346,9 @@ class Cache:
             watches = list(self.watches.values())
         for stream in watches:
             stream.stop()  # unblocks the thread reading it
+        for thread in self.threads:
+            if thread.is_alive():
+                thread.join(10)  # none is left reading a connection as the process exits
 
 
 class WorkQueue:

@@ -26,7 +26,7 @@ from ...private import read_private, write_private
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 from ...spec import expires, gpus, replicas
 from ...sweep import is_sweep
-from . import processes
+from . import processes, processstacks
 from .credentials import CredentialStore
 from .launcher import Launcher
 
@@ -364,8 +364,8 @@ class LocalBackend(CredentialStore):
         def running(names: builtins.list[str]) -> dict[str, int]:
             return {r["name"]: r["pid"] for r in job["replicas"]
                     if r["name"] in names and processes.alive(r["pid"], r["pid_started"])}
-        return stacks.requested(job, replica, kept, lambda: stacks.kept_in(self.log_dir(name)), running,
-                                lambda found: stacks.take(found, self.stack_locks()))
+        return stacks.requested(job, replica, kept, lambda: processstacks.kept_in(self.log_dir(name)), running,
+                                lambda found: processstacks.take(found, self.stack_locks()))
 
     def waiting(self, name: str) -> dict:
         """A job here waits only while its code is fetched and its requirements installed: its message says so."""

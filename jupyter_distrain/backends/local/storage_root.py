@@ -16,7 +16,7 @@ sees every job:
     <root>/webhooks/<owner>.json               the URL an owner's jobs are posted to (mode 0600, notify.py)
     <root>/envs/<hash>/                        a Python environment per requirements.txt, reused (venvs.py)
     <root>/locks/<name>                        held while an operation changes the job (see backend.changing)
-    <root>/stack-locks/<pid>.lock              held while a process's stacks are dumped (stacks.take)
+    <root>/stack-locks/<pid>.lock              held while a process's stacks are dumped (processstacks.take)
 """
 
 from __future__ import annotations

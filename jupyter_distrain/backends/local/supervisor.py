@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 
-from ... import reasons, stacks, sweep
+from ... import reasons, sweep
 from ...clusterenv import REPLICA_SITE, Dirs, replica_command, replica_env
 from ...logs import LogWriter, last_error, mark_ended, pump
 from ...notify import RunEvent
@@ -27,7 +27,7 @@ from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica
                        restart_event)
 from ...progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last_written, several
 from ...spec import gpus, replica_name, replicas
-from . import processes, venvs
+from . import processes, processstacks, venvs
 from .backend import STOP_GRACE_SECONDS, LocalBackend
 from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
 from .store import RunStore
@@ -272,10 +272,10 @@ class Supervisor:
             self.store.update_job(self.name, reason=self.shown[0], message=self.shown[1])
         if change != "hung":
             return None, time.monotonic() + wait
-        taken = await asyncio.to_thread(stacks.take, {name: r.process.pid for name, r in self.running.items()},
+        taken = await asyncio.to_thread(processstacks.take, {name: r.process.pid for name, r in self.running.items()},
                                         self.backend.stack_locks())
         message = hung_message(self.spec)
-        stacks.keep(self.log_dir, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
+        processstacks.keep(self.log_dir, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
         self.event(reasons.NO_PROGRESS, message, type="Warning")
         if self.spec["policy"]["on_hang"] == "fail":
             return Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True), time.monotonic() + wait
