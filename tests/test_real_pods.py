@@ -473,7 +473,8 @@ def test_paddle_parameter_servers_train_across_pods_on_a_paddlejob(git_host, cli
     try:
         job = cli.wait("paddle-ps", timeout=400)
         logs = cli("logs", "paddle-ps").stdout
-        assert (job["phase"], job["engine"]) == ("Succeeded", "kubeflow"), logs
+        assert (job["phase"], job["engine"]) == ("Succeeded", "kubeflow"), \
+            f"{logs}\n{job['reason']}: {job['message']}\n{json.dumps(job['replicas'], indent=1)}"
         assert {r["name"]: r["phase"] for r in job["replicas"] if r["name"].startswith("worker")} == \
             {"worker-0": ANY_OF("Succeeded", "Stopped"), "worker-1": ANY_OF("Succeeded", "Stopped")}
         assert "[worker-0] done passes 3 loss" in logs
@@ -556,6 +557,8 @@ def test_stacks_are_dumped_in_each_pod_as_its_own_user(git_host, real_cluster, c
                 return None
             found = json.loads(asked.stdout)
             rows = {r["name"]: r for r in found["replicas"]}
+            if set(rows) != {"worker-0", "worker-1", "worker-2"}:  # one is not running yet
+                return None
             ready = all(r["frames"] for r in rows.values()) and all(
                 "all_reduce" in innermost(rows[n]["frames"]) for n in ("worker-0", "worker-1"))
             return found if ready and "slow_down" in innermost(rows["worker-2"]["frames"]) else None

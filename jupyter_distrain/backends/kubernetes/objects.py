@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins  # `list` is also a method name below
 import json
+import secrets
 import threading
 import time
 from contextlib import contextmanager, nullcontext
@@ -316,18 +317,21 @@ class NamespaceObjects:
         print(problem, flush=True)
 
     def record(self, name: str, event: Event) -> None:
-        """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod)."""
+        """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod), named here (as the
+        kubelet names its own: <object>.<unique>) so that this process reads it at once (see Cache)."""
         reason, message, replica, type = event.reason, event.message, event.replica, event.type
         involved = object_name(name, replica) if replica else name
         now = datetime.now(timezone.utc)
         body = client.CoreV1Event(
-            metadata=client.V1ObjectMeta(generate_name=f"{involved}.", namespace=self.ns, labels={JOB: name}),
+            metadata=client.V1ObjectMeta(name=f"{involved}.{secrets.token_hex(8)}", namespace=self.ns,
+                                         labels={JOB: name}),
             involved_object=client.V1ObjectReference(kind="Pod" if replica else "ConfigMap", name=involved,
                                                      namespace=self.ns),
             reason=reason, message=message, type=type, first_timestamp=now, last_timestamp=now, count=1,
             source=client.V1EventSource(component="jupyter-distrain"))
         try:
-            self.core.create_namespaced_event(self.ns, body)
+            with self._writing("events", body.metadata.name) as write:
+                write.put(self.core.create_namespaced_event(self.ns, body))
         except ApiException:
             pass  # an event is a courtesy: the status in the ConfigMap is the record
 
