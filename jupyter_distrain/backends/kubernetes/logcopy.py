@@ -7,6 +7,7 @@ import builtins  # `list` is also a method name below
 import json
 import secrets
 import time
+from contextlib import suppress
 from pathlib import Path
 from typing import Callable
 
@@ -154,22 +155,23 @@ class LogCopier(NamespaceObjects):
                 self._delete_pod_named(pod)
 
     def _make_programs(self) -> None:
-        """Make the namespace's ConfigMap of the programs the pods about to be made run (render.programs), unless it
-        exists (never changed: its name is their hash; an identity that may not make it finds it made). Not through
-        `_create`: it is no job's, which the cache holds."""
+        """Make the namespace's ConfigMap of the programs the pods about to be made run (render.programs), once in
+        this process, unless it exists (never changed: its name is their hash; an identity that may not make it finds
+        it made). Not through `_create`: it is no job's, which the cache holds."""
+        if self.programs_made:
+            return
         programs = render.programs(self.settings)
         name = programs["metadata"]["name"]
         try:
             self.core.create_namespaced_config_map(self.ns, programs)
         except ApiException as e:
-            if e.status == 409:
-                return
-            try:
-                if e.status == 403 and self.core.read_namespaced_config_map(name, self.ns):
-                    return
-            except ApiException:
-                pass
-            raise api_error(e, f"create ConfigMap {name}") from None
+            made = e.status == 409
+            if e.status == 403:
+                with suppress(KubeError):  # nor may it read it: the create's refusal says so
+                    made = self.exists(name)
+            if not made:
+                raise api_error(e, f"create ConfigMap {name}") from None
+        self.programs_made = True
 
     def _from_reader(self, pod: str, path: str = "", secret: str = ""):
         """GET `path` from a log reader pod through the API server's pod proxy (a streaming response), with the

@@ -93,6 +93,7 @@ class NamespaceObjects:
         self.notifier = notify.Notifier(self._post_failed)  # the posts of its jobs' events (backend.tell)
         self.janitor_made = False  # by this process, or found made
         self.monitor_identity_made = False  # the namespace's identity of monitors (render.monitor), likewise
+        self.programs_made = False  # the namespace's ConfigMap of the pods' programs (render.programs), likewise
 
     def _call(self, request, what: str):
         try:
