@@ -16,6 +16,8 @@ from .policy import FINISHED
 if TYPE_CHECKING:
     import ssl
 
+    from typing_extensions import NotRequired  # typing's from Python 3.11
+
 
 class ReplicaRecord(TypedDict):
     """One replica of a job's current run (times in seconds since the epoch)."""
@@ -32,6 +34,7 @@ class ReplicaRecord(TypedDict):
     restarts: int
     started: float | None
     finished: float | None
+    message: NotRequired[str]  # why it is in its phase, where the backend says (Kubernetes: its pod's)
 
 
 class EventRecord(TypedDict):

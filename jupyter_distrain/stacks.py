@@ -8,12 +8,12 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from .errors import NotFound, NotRunning, ReplicaNotFound
 from .records import iso
 
-def requested(job: dict, replica: str | None, kept: bool, kept_stacks: Callable[[], dict | None],
+def requested(job: Mapping[str, Any], replica: str | None, kept: bool, kept_stacks: Callable[[], dict | None],
               running: Callable[[list[str]], dict[str, Any]], take: Callable[[dict[str, Any]], dict]) -> dict:
     """A stacks request, as every backend answers it: `replica`'s (None: every replica's) stacks kept when the
     current run hung (`kept_stacks()`), or `take(running(names))`, the replicas of `names` that run (name -> how to

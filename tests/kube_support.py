@@ -22,7 +22,6 @@ from kubernetes import client
 from jupyter_distrain import spec as spec_
 from jupyter_distrain import storage
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming
-from jupyter_distrain.backends.kubernetes.controller import NamespaceController
 from jupyter_distrain.backends.kubernetes.watch import Cache
 from jupyter_distrain.config import Distrain
 
@@ -102,10 +101,10 @@ def backend(control_plane, tmp_path, engine):
     """The backend as the Jupyter server runs it: the restricted user's token, a watch-fed controller."""
     api = control_plane.client(RESTRICTED)
     kube = KubeBackend(settings(tmp_path / "distrain-home", engine=engine), api)
-    controller = NamespaceController(kube, logging.getLogger("test"))
+    kube.start(logging.getLogger("test"))
     yield kube
     try:
-        controller.stop()
+        kube.close()
     finally:  # the next test starts from an empty namespace whatever happened
         with control_plane.client(ADMIN) as admin_api:
             core = client.CoreV1Api(admin_api)
@@ -213,5 +212,5 @@ def cached(cache: Cache, name: str) -> str | None:
     the job's label agree with it, and a job no longer cached leaves nothing in the index."""
     version = next((cm.metadata.resource_version for cm in cache.items("configmaps") if cm.metadata.name == name), None)
     assert [cm.metadata.resource_version for cm in cache.of_job("configmaps", name)] == [version] * (version is not None)
-    assert (cache.get("configmaps", name) is None) == (version is None) == (name not in cache.by_job["configmaps"])
+    assert (cache.get("configmaps", name) is None) == (version is None) == (name not in cache.index["configmaps"])
     return version

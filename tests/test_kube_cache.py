@@ -13,6 +13,7 @@ from kube_support import cached, configmap
 from kubernetes import client
 
 from jupyter_distrain.backends.kubernetes.objects import KeyedLocks
+from jupyter_distrain.backends.kubernetes.state import event_job
 from jupyter_distrain.backends.kubernetes.watch import Cache, WorkQueue
 
 
@@ -62,6 +63,34 @@ def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_n
     assert cached(cache, "j") == "n-3" and cache.versions["configmaps"] == "n-3"
     assert not cache.awaited["configmaps"] and not cache.in_flight["configmaps"]
 
+
+def test_a_jobs_events_are_found_by_the_objects_they_involve_among_every_other_jobs():
+    """The events of job aj (its ConfigMap's, its pods' and Jobs', labelled or not) come from the index of the objects
+    they involve, without a scan: none of aj2's; those of job aj-worker-0-x's objects come too, which the backend
+    then gives to the longer name (their job); each is forgotten with the last event of its object."""
+    cache = Cache(lambda: {"configmaps": lambda **kw: None, "events": lambda **kw: None}, lambda job: None,
+                  logging.getLogger("test"))
+    for kind in ("configmaps", "events"):
+        cache.ready[kind].set()
+    involving = {"aj": "aj", "aj-worker-0": "aj-worker-0", "aj-worker-0-x7k2p": "aj-worker-0-x7k2p", "aj2": "aj2",
+                 "aj2-chief-0": "aj2-chief-0", "b": "b", "aj-worker-0-x-chief-0": "aj-worker-0-x-chief-0"}
+    for i, involved in enumerate([*involving, *involving]):
+        cache._deliver("events", "ADDED", client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{involved}.{i}", resource_version=str(i)),
+            involved_object=client.V1ObjectReference(name=involved)))
+    for job in ("aj", "aj2", "aj-worker-0-x", "b"):
+        cache._deliver("configmaps", "ADDED", configmap(job, "1"))
+    found = cache.under("events", "aj")
+    assert sorted(found) == ["aj", "aj-worker-0", "aj-worker-0-x-chief-0", "aj-worker-0-x7k2p"]
+    assert all(len(events) == 2 for events in found.values())
+    assert list(cache.under("configmaps", "aj")) == ["aj", "aj-worker-0-x"]
+    assert cache.keys["events"] == sorted(involving)
+    for i in (1, len(involving) + 1):  # both of aj-worker-0's events
+        cache._deliver("events", "DELETED", cache.get("events", f"aj-worker-0.{i}"))
+    assert "aj-worker-0" not in cache.under("events", "aj") and "aj-worker-0" not in cache.keys["events"]
+    assert event_job("aj-worker-0-x-chief-0", cache.objects["configmaps"]) == "aj-worker-0-x"
+    assert event_job("aj-worker-0-x7k2p", cache.objects["configmaps"]) == "aj"
+    assert event_job("aj2-chief-0", ["aj", "aj2"]) == "aj2" and event_job("c-0", ["aj"]) is None
 
 def test_the_work_queue_holds_a_job_once_and_never_gives_it_to_two_workers():
     work = WorkQueue()

@@ -28,7 +28,6 @@ from jupyter_distrain import spec as spec_
 from jupyter_distrain import storage
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec, render
 from jupyter_distrain.backends.kubernetes import state as kube_state
-from jupyter_distrain.backends.kubernetes.controller import NamespaceController
 from jupyter_distrain.backends.kubernetes.state import new_status
 from jupyter_distrain.backends.kubernetes.watch import KubeError
 from jupyter_distrain.config import Distrain
@@ -385,11 +384,11 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
             # with the Training Operator's TFJob, auto runs the jobs it can run on it, the rest on pods; a server
             # that started before the engine was installed watches its jobs too
             server = KubeBackend(settings(tmp_path / "server"), api)
-            controller = NamespaceController(server, logging.getLogger("test"))
+            server.start(logging.getLogger("test"))
             try:
                 bare.create(yaml.safe_load((BIN / "crds" / "kubeflow.org_tfjobs.yaml").read_text()))
-                wait(lambda: "tfjobs" in kube.engines(), "the API server serves TFJobs")
-                assert kube.engine(tf_spec("tf"))[0] == "kubeflow"
+                wait(lambda: "tfjobs" in kube.engines.served(), "the API server serves TFJobs")
+                assert kube.engines.engine(tf_spec("tf"))[0] == "kubeflow"
                 late = tf_spec("late-engine", workers=1, output={"host_path": str(tmp_path)})
                 assert server.submit(late)["engine"] == "kubeflow"
                 done = {"type": "Succeeded", "status": "True", "reason": "TFJobSucceeded", "message": "done",
@@ -403,12 +402,12 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
                     kube.submit(tf_spec("queued", queue="team"))
                 assert not kube.exists("queued")
                 assert "(TFJob): it enforces" in kube.cluster()["engine"]["reason"]
-                assert kube.engine(tf_spec("tf", policy={"success": "all-workers"})) == (
+                assert kube.engines.engine(tf_spec("tf", policy={"success": "all-workers"})) == (
                     "pods", "the Training Operator cannot run this job (a TFJob with these replicas succeeds as 'chief' "
                     "says, not 'all-workers'): it is supervised by the Jupyter server (no engine in the cluster runs "
                     "it): while no server or following CLI runs, nothing ends the job's other replicas, restarts a "
                     "failed one or enforces its deadline")
-                assert kube.engine(spec_.validate({"name": "torch", "framework": "pytorch", "command": "python a.py"}))[1] \
+                assert kube.engines.engine(spec_.validate({"name": "torch", "framework": "pytorch", "command": "python a.py"}))[1] \
                     .startswith("the cluster's Training Operator serves no PyTorchJob: this job is supervised")
 
                 # a job a JobSet ran, in a cluster that serves JobSets no more: a server's cache and a CLI's reads
@@ -422,7 +421,7 @@ def test_a_cluster_without_jobset_runs_jobs_as_pods_the_server_supervises(tmp_pa
                 server.delete("orphan")
                 assert not server.exists("orphan")
             finally:
-                controller.stop()
+                server.close()
     finally:
         bare.stop()
 
@@ -450,7 +449,7 @@ def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(contr
         api_version, resource = naming.engine_resource(tf_spec("lost", workers=1), engine)
         group, version = api_version.split("/")
         custom.delete_namespaced_custom_object(group, version, NAMESPACE, resource, "lost")  # by hand, mid-run
-        wait(lambda: kube._workload_fresh(kube.job_root("lost")) is None, "the engine's object is gone")
+        wait(lambda: kube.objects.workload_fresh(kube.objects.job_root("lost")) is None, "the engine's object is gone")
         root = admin.read_namespaced_config_map("lost", NAMESPACE)
         asked_long_ago(root)
         admin.replace_namespaced_config_map("lost", NAMESPACE, root)
@@ -462,7 +461,7 @@ def test_a_run_whose_engine_object_is_missing_fails_as_every_observer_says(contr
             assert job["expires"] == job["finished"] + 3600
         assert sorted(j["name"] for j in kube.list() if j["phase"] == "Failed") == ["interrupted", "lost"]
         kube.restart("lost")
-        assert kube._workload_fresh(kube.job_root("lost")) is not None and kube.get("lost")["phase"] != "Failed"
+        assert kube.objects.workload_fresh(kube.objects.job_root("lost")) is not None and kube.get("lost")["phase"] != "Failed"
     finally:
         for name in ("interrupted", "lost"):
             admin.delete_namespaced_config_map(name, NAMESPACE)
@@ -553,8 +552,8 @@ def test_pods_pass_the_restricted_pod_security_standard_when_asked(control_plane
                 assert pod.spec.security_context.run_as_user == 1000
                 assert all(c.security_context.capabilities.drop == ["ALL"]
                            for c in [*pod.spec.containers, *(pod.spec.init_containers or [])])
-            kube._create(render.log_reader(tf_spec(f"confined-{engine}"), kube.settings, kube.api.sanitize_for_serialization(
-                kube.job_root_fresh(f"confined-{engine}")), "s3cret"))
+            kube.objects.create(render.log_reader(tf_spec(f"confined-{engine}"), kube.settings, kube.objects.api.sanitize_for_serialization(
+                kube.objects.job_root_fresh(f"confined-{engine}")), "s3cret"))
             kube.delete(f"confined-{engine}")
     finally:
         admin.delete_namespace(namespace)

@@ -130,7 +130,7 @@ def test_a_replica_ended_before_its_log_was_read_has_its_lines_from_the_volume(c
         end(admin, "cut-off", "chief-0", 0)
         wait_job(server, "cut-off", lambda j: j["phase"] == "Succeeded", "the chief's success ends the job")
         wait(lambda: not pods_of(admin, "cut-off", "worker-0"), "the engine ends the worker")
-        wait(lambda: server.logs_complete("cut-off", 1), "the run's logs are marked complete", 60)
+        wait(lambda: server.copier.logs_complete("cut-off", 1), "the run's logs are marked complete", 60)
         assert [line.text for line in server.logs("cut-off", replica="worker-0")] == ["worker-0 joined"]
         cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
         assert [line.text for line in cli.logs("cut-off", replica="worker-0")] == ["worker-0 joined"]

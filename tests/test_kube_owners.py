@@ -104,7 +104,7 @@ def test_on_a_shared_volume_each_owner_writes_resumes_reads_and_purges_only_thei
         claim = admin.read_namespaced_persistent_volume_claim("team-results", NAMESPACE)
         assert claim.metadata.labels[naming.HOLDS_OUTPUTS] == "true"
         purger = render.purger(bob.get("bout")["spec"], bob.settings,
-                                  bob.api.sanitize_for_serialization(bob.job_root("bout")))
+                                  bob.objects.api.sanitize_for_serialization(bob.objects.job_root("bout")))
         assert purger["spec"]["containers"][0]["command"][-2:] == ["/output", "aj"]
         assert purger["spec"]["containers"][0]["volumeMounts"][0]["subPath"] == "owners/bob"  # bob's alone
 
@@ -290,12 +290,12 @@ def test_a_jobs_pods_carry_no_token_its_log_reader_needs_its_secret_and_its_poli
         assert [e.key for e in policy.spec.pod_selector.match_expressions] == [naming.ROLE]
         assert policy.spec.ingress[0]._from[0].pod_selector.match_labels == {naming.JOB: "sealed"}
 
-        root = kube.api.sanitize_for_serialization(kube.job_root_fresh("sealed"))
+        root = kube.objects.api.sanitize_for_serialization(kube.objects.job_root_fresh("sealed"))
         reader = render.log_reader(kube.get("sealed")["spec"], kube.settings, root, "s3cret")
-        kube._create(reader)
+        kube.objects.create(reader)
         name = reader["metadata"]["name"]
-        kube._wait_serving(name)  # its readiness probe's path, open to all, tells nothing
-        core = client.CoreV1Api(kube.api)
+        kube.copier._wait_serving(name)  # its readiness probe's path, open to all, tells nothing
+        core = client.CoreV1Api(kube.objects.api)
         target, options = f"{name}:{render.LOG_READER_PORT}", {"_preload_content": False}
         for headers in ({}, {"X-Distrain-Reader-Secret": "guess"}):
             with pytest.raises(client.ApiException) as refused:
@@ -304,6 +304,6 @@ def test_a_jobs_pods_carry_no_token_its_log_reader_needs_its_secret_and_its_poli
         answer = core.connect_get_namespaced_pod_proxy_with_path(
             target, NAMESPACE, "1", _headers={"X-Distrain-Reader-Secret": "s3cret"}, **options)
         assert json.loads(answer.read()) == []
-        kube._delete_pod_named(name)
+        kube.objects.delete_pod_named(name)
     finally:
         kube.delete("sealed")

@@ -147,7 +147,7 @@ def test_each_programs_service_account_may_not_do_what_its_program_needs_not(con
                             "sweep": {"parameters": {"lr": {"values": [0.1]}}}})
     try:
         assert backend.submit(sweep)["engine"] == "sweep"
-        assert backend.trials_engine(sweep) == "jobset"
+        assert backend.engines.trials_engine(sweep) == "jobset"
         held = {name: admin.api_client.sanitize_for_serialization(rbac.read_namespaced_role(name, NAMESPACE).rules)
                 for name in (naming.MONITOR, naming.JANITOR, "hp-sweeper")}
         assert held == {naming.MONITOR: roles.monitor(), naming.JANITOR: roles.janitor(),
@@ -245,7 +245,7 @@ def test_a_sweeps_controller_makes_and_supervises_its_trials_on_pods_as_its_serv
         wait(lambda: not core.list_namespaced_pod(NAMESPACE).items
              and not core.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items,
              "the sweep, its trials and their pods deleted", 60)
-        cli.api.close()
+        cli.objects.api.close()
 
 
 def test_whoever_submits_a_job_may_make_the_namespaces_programs():

@@ -24,7 +24,6 @@ from kubernetes import client
 
 from jupyter_distrain import storage
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec
-from jupyter_distrain.backends.kubernetes.controller import NamespaceController
 from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, listers
 
 pytestmark = pytest.mark.usefixtures("fresh_logs")
@@ -325,7 +324,7 @@ def test_watches_resume_from_their_version_without_listing_again(control_plane, 
     watches = apiserver_requests(control_plane, "WATCH", "configmaps")
     started = time.monotonic()
     kube = KubeBackend(settings(tmp_path / "home"), control_plane.client(RESTRICTED))
-    controller = NamespaceController(kube, logging.getLogger("test"), watch_timeout=1)
+    kube.start(logging.getLogger("test"), watch_timeout=1)
     try:
         kube.submit(tf_spec("resumed", workers=1))  # its changes cross many one-second watches
         wait_job(kube, "resumed", lambda j: j["phase"] == "Running", "the job runs")
@@ -339,7 +338,7 @@ def test_watches_resume_from_their_version_without_listing_again(control_plane, 
     finally:
         if kube.exists("resumed"):
             kube.delete("resumed")
-        controller.stop()
+        kube.close()
 
 
 def compact_etcd(control_plane) -> None:

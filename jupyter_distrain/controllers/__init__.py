@@ -23,6 +23,4 @@ def kube_backend(settings: Distrain, api: client.ApiClient | None = None, superv
     pod's log (its Role may not read them)."""
     from ..backends.kubernetes import KubeBackend
 
-    backend = KubeBackend(settings, api)
-    backend.supervised, backend.copies_logs = supervises, False
-    return backend
+    return KubeBackend(settings, api, supervised=supervises, copies_logs=False)

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> None:
     reader = KubeBackend(Distrain(namespace=args.namespace, owner=args.owner))
     settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
                         janitor_schedule="")  # the server that made the sweep made the janitor, if any
-    backend = kube_backend(settings, reader.api, supervises=args.sweep)  # its trials on "pods", which it made
+    backend = kube_backend(settings, reader.objects.api, supervises=args.sweep)  # its trials on "pods", which it made
     try:
         asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
     finally:

@@ -7,19 +7,19 @@ import json
 import threading
 import time
 from contextlib import suppress
-from typing import TYPE_CHECKING
-
+from typing import Callable
 from kubernetes import client
 
 from ...errors import JobNotFound
 from ...policy import FINISHED, Phase
-from .logcopy import run_of_pod
+from .logcopy import LogCopier, run_of_pod
 from .naming import SWEEP, replica_of
+from .objects import NamespaceObjects
+from .observe import JobObserver
+from .reconcile import PodSupervisor
 from .state import WORKLOAD_GRACE, current_run, deadline_left, ended_pod, engine_of, newest, unmade
 from .watch import WATCH_TIMEOUT, Cache, WorkQueue, listers
 
-if TYPE_CHECKING:
-    from .observe import JobObserver
 
 
 class NamespaceController:
@@ -29,8 +29,11 @@ class NamespaceController:
 
     WORKERS = 4
 
-    def __init__(self, backend: JobObserver, log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
-        self.backend, self.log = backend, log
+    def __init__(self, objects: NamespaceObjects, observer: JobObserver, supervisor: PodSupervisor, copier: LogCopier,
+                 served: Callable[[], dict[str, str]], log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
+        """The jobs of `objects` (or `job` alone), on the engines whose resources `served()` names as the watches
+        (re)start (Engines.served: one installed meanwhile is watched too)."""
+        self.objects, self.observer, self.supervisor, self.copier, self.log = objects, observer, supervisor, copier, log
         self.queue = WorkQueue()
         self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
         self.unread: set[tuple[str, int | None]] = set()  # (job, run) of pods gone before their logs were read
@@ -44,15 +47,15 @@ class NamespaceController:
                         for i in range(1 if job else self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        self.cache = backend.cache = Cache(lambda: listers(backend.api, backend.ns, backend.engines(), job),
-                                           self.queue.add, log, watch_timeout)
+        self.cache = objects.cache = Cache(lambda: listers(objects.api, objects.ns, served(), job), self.queue.add, log,
+                                           watch_timeout)
         self.cache.start()
 
     def _work(self) -> None:
         while (name := self.queue.get()) is not None:
             try:
                 try:
-                    root = self.backend.job_root(name)
+                    root = self.objects.job_root(name)
                 except JobNotFound:  # deleted, or another owner's
                     self.runs.pop(name, None)
                     self.copied.pop(name, None)
@@ -60,14 +63,14 @@ class NamespaceController:
                     if engine_of(root) == SWEEP:
                         continue  # its controller runs it in the cluster; it has no pods or logs
                     self._read_volume_first(root)
-                    pods = self.backend.job_pods(name)
+                    pods = self.objects.job_pods(name)
                     if engine_of(root) == "pods":
-                        self.backend.reconcile(root, newest(pods))
+                        self.supervisor.reconcile(root, newest(pods))
                         self._remind(name)
                     else:  # the engine applies the policy; copy what ended pods logged
                         if engine_of(root) == "kubeflow":
-                            self.backend.record_restarts(root, pods)
-                        for pod in self.backend.copy_logs(name, pods, ended=True):
+                            self.supervisor.record_restarts(root, pods)
+                        for pod in self.copier.copy_logs(name, pods, ended=True):
                             self.unread.add((name, run_of_pod(pod)))
                         self._copied(name, [pod for pod in pods if ended_pod(pod)])
                     self._follow(name, pods)
@@ -85,9 +88,9 @@ class NamespaceController:
         runs = self.runs.setdefault(name, {})
         if run not in runs:
             runs[run] = False  # tried once
-            began = self.backend.get(name, events=0)["started"] or self.backend.run_over(root)
-            missing = began and not self.backend.logs_complete(name, run)
-            runs[run] = not missing or self.backend.read_volume_logs(name, run)
+            began = self.observer.get(name, events=0)["started"] or self.objects.run_over(root)
+            missing = began and not self.copier.logs_complete(name, run)
+            runs[run] = not missing or self.copier.read_volume_logs(name, run)
             if missing and runs[run]:  # every replica's lines so far, from the volume
                 self.copied.setdefault(name, set()).update(
                     (run, replica) for replica in json.loads(root.data["status.json"])["replicas"])
@@ -99,8 +102,8 @@ class NamespaceController:
         the output volume only: merged first, unless the run was stopped (a delete stops the job first: a reader
         pod would race it)."""
         name, run = root.metadata.name, current_run(root)
-        if not (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.backend.logs_complete(name, run)
-                and self.backend.run_over(root)):
+        if not (self.runs[name][run] and all(ended_pod(p) for p in pods) and not self.copier.logs_complete(name, run)
+                and self.objects.run_over(root)):
             return
         if any(job == name for job, _ in list(self.followers.values())):
             return  # reconciled again as each ends
@@ -110,20 +113,21 @@ class NamespaceController:
         if (name, run) in self.unread or unseen:
             self.unread.discard((name, run))
             if status["phase"] != Phase.STOPPED:
-                self.runs[name][run] = self.backend.read_volume_logs(name, run)
+                self.runs[name][run] = self.copier.read_volume_logs(name, run)
         if self.runs[name][run]:
-            self.backend.mark_logs_complete(name, run)
+            self.copier.mark_logs_complete(name, run)
 
     def _remind(self, name: str) -> None:
         """Reconcile a supervised job again at its deadline, or when a pod it lacks is missing (no change in the
         cluster marks either)."""
-        root = self.backend.job_root(name)
+        root = self.objects.job_root(name)
         status = json.loads(root.data["status.json"])
         if status["phase"] in FINISHED:
             return
         spec, now = json.loads(root.data["spec.json"]), time.time()
         times = [deadline_left(spec, status["started"], now),
-                 *(asked + WORKLOAD_GRACE - now for asked in unmade(status, newest(self.backend.job_pods(name))).values())]
+                 *(asked + WORKLOAD_GRACE - now
+                   for asked in unmade(status, newest(self.objects.job_pods(name))).values())]
         left = min((t for t in times if t is not None), default=None)
         if previous := self.reminders.pop(name, None):
             previous.cancel()
@@ -155,10 +159,10 @@ class NamespaceController:
         read = False
         try:
             while not self.stopping:
-                self.backend.archive(job, replica, pod, follow=True)
+                self.copier.archive(job, replica, pod, follow=True)
                 current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
                 if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
-                    read = self.backend.archive(job, replica, current or pod)
+                    read = self.copier.archive(job, replica, current or pod)
                     return
                 time.sleep(0.5)  # the stream ended while the container runs: pick up where the file ends
         except Exception:
@@ -176,7 +180,7 @@ class NamespaceController:
             timer.cancel()
         self.cache.stop()
         self.queue.shut_down()
-        for response in list(self.backend.streams):
+        for response in list(self.objects.streams):
             with suppress(ValueError, RuntimeError, OSError):  # raised when its connection is closed already
                 response.shutdown()  # unblocks the copier reading it
         for thread in [*self.workers, *(thread for _, thread in list(self.followers.values()))]:

@@ -26,20 +26,24 @@ SUPERVISED = ("supervised by the Jupyter server (no engine in the cluster runs i
 
 NO_IMAGE = "an admin sets c.Distrain.controller_image (an image with jupyter-distrain installed)"
 
-class EngineChoice(NamespaceObjects):
+class Engines:
     """Picks each job's engine and refuses, before anything is made, what the cluster can never run."""
 
-    def engines(self) -> dict[str, str]:
+    def __init__(self, objects: NamespaceObjects):
+        self.objects, self.settings, self.ns, self.core = objects, objects.settings, objects.ns, objects.core
+
+    def served(self) -> dict[str, str]:
         """The engines' resources the cluster serves (jobsets, tfjobs, pytorchjobs, paddlejobs, and Kueue's
         workloads), each with its API version."""
-        groups = self._call(lambda: client.ApisApi(self.api).get_api_versions().groups, "list the cluster's APIs")
+        groups = self.objects.call(lambda: client.ApisApi(self.objects.api).get_api_versions().groups,
+                                   "list the cluster's APIs")
         served = {f"{g.name}/{v.version}" for g in groups for v in g.versions}
         out = {"jobsets": naming.JOBSET_API} if naming.JOBSET_API in served else {}
         if naming.KUBEFLOW_API in served:
             group, version = naming.KUBEFLOW_API.split("/")
             kinds = {k.plural for k in naming.KUBEFLOW.values()}
             try:
-                resources = self.custom.get_api_resources(group, version).resources
+                resources = self.objects.custom.get_api_resources(group, version).resources
             except ApiException as e:  # a CRD just installed: the group is listed before it serves
                 if e.status != 404:
                     raise api_error(e, "list Kubeflow's resources") from None
@@ -57,7 +61,7 @@ class EngineChoice(NamespaceObjects):
         wanted = self.settings.kubernetes_engine
         if wanted == "pods":
             return "pods", f"c.Distrain.kubernetes_engine is 'pods': jobs are {SUPERVISED}"
-        served = self.engines()
+        served = self.served()
         if wanted in ("auto", "jobset") and "jobsets" in served:
             return "jobset", ("the cluster serves JobSet (jobset.x-k8s.io/v1alpha2): its controller enforces each "
                               "job's lifecycle in the cluster")
@@ -95,7 +99,7 @@ class EngineChoice(NamespaceObjects):
         """The namespace's Kueue LocalQueues, which a job's `queue` names; None without Kueue."""
         group, version = naming.KUEUE_API.split("/")
         try:
-            found = self.custom.list_namespaced_custom_object(group, version, self.ns, "localqueues")["items"]
+            found = self.objects.custom.list_namespaced_custom_object(group, version, self.ns, "localqueues")["items"]
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -117,7 +121,7 @@ class EngineChoice(NamespaceObjects):
             objects = [root_dict, *objects, *render.tensorboard(spec, self.settings, root_dict)]
         for obj in objects:
             if obj["kind"] != "RoleBinding":  # its Role (checked: this identity may grant it) is not made yet
-                self._create(obj, dry_run=True)
+                self.objects.create(obj, dry_run=True)
 
     def _refusals(self, spec: dict, engine: str) -> builtins.list[FieldError]:
         """What the cluster can never run of the job on `engine`: its code, GPUs, name, queue and volumes."""
@@ -144,7 +148,7 @@ class EngineChoice(NamespaceObjects):
             elif spec["queue"] not in queues:
                 errors.append(FieldError("queue", f"no LocalQueue {spec['queue']!r} in namespace {self.ns}; queues: "
                                                   f"{', '.join(queues) or 'none'}"))
-        claims = {c.metadata.name: c for c in self._call(
+        claims = {c.metadata.name: c for c in self.objects.call(
             lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
         for field_, source in (("data", spec.get("data")), ("output", podspec.output_source(spec, self.settings))):
             if source and "volume" in source and source["volume"] not in claims:
@@ -157,7 +161,8 @@ class EngineChoice(NamespaceObjects):
             holds_others = data["volume"] == self.settings.output_claim or \
                 (claims[data["volume"]].metadata.labels or {}).get(naming.HOLDS_OUTPUTS) == "true"
             parts = PurePosixPath(data.get("path", "")).parts
-            if problem := storage.reading_problem(parts, self.owner, self.settings.read_others_outputs, holds_others):
+            if problem := storage.reading_problem(parts, self.objects.owner, self.settings.read_others_outputs,
+                                                  holds_others):
                 errors.append(FieldError(storage.source_field("data", data),
                                          f"{'/'.join((data['volume'], *parts))} {problem}"))
         return errors
@@ -169,9 +174,9 @@ class EngineChoice(NamespaceObjects):
         resume = spec.get("resume_from", "")
         if not resume.startswith("job:"):
             return None
-        owner, name = self.owner if owner is None else owner, resume[4:]
+        owner, name = self.objects.owner if owner is None else owner, resume[4:]
         try:
-            earlier = self.job_root(name)
+            earlier = self.objects.job_root(name)
         except JobNotFound:
             return {"volume": self.settings.output_claim, "path": "/".join((*storage.area(owner), name))}
         earlier_spec = json.loads(earlier.data["spec.json"])
@@ -182,12 +187,12 @@ class EngineChoice(NamespaceObjects):
                                                        "name a checkpoint's path instead")])
         return {"volume": source["volume"], "path": storage.output_path(earlier_spec, owner_of(earlier))}
 
-    def _mark_holding_outputs(self, spec: dict) -> None:
+    def mark_holding_outputs(self, spec: dict) -> None:
         """Label the claim the job writes its output to as one holding owners' outputs (HOLDS_OUTPUTS), for
         every later job that reads it as data: its owners/ directory is no one's to read whole."""
         source = podspec.output_source(spec, self.settings)
         if "volume" in source:
-            self._call(lambda: self.core.patch_namespaced_persistent_volume_claim(
+            self.objects.call(lambda: self.core.patch_namespaced_persistent_volume_claim(
                 source["volume"], self.ns, {"metadata": {"labels": {naming.HOLDS_OUTPUTS: "true"}}}),
                 f"label volume {source['volume']}")
 
@@ -231,14 +236,15 @@ class EngineChoice(NamespaceObjects):
 
     def cluster(self) -> dict:
         engine, why = self.engine()
-        pods, counted = self._live_pods()
-        nodes = capacity.free_on_nodes(self._nodes(), pods)
+        pods, counted = self.live_pods()
+        nodes = capacity.free_on_nodes(self.nodes(), pods)
         offered = {name: node["allocatable"] for name, node in nodes.items()}
         gpus = {name: int(node[GPU]) for name, node in offered.items()}
         free = int(sum(node["free"][GPU] for node in nodes.values()))  # none on a cordoned node
-        claims = self._call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")
+        claims = self.objects.call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items,
+                                   "list volumes")
         return {
-            "backend": self.name,
+            "backend": naming.BACKEND,
             "engine": {"name": engine, "reason": why},
             "namespaces": [self.ns],
             "volumes": sorted(c.metadata.name for c in claims),
@@ -251,10 +257,10 @@ class EngineChoice(NamespaceObjects):
 
     # Nodes and pods of the whole cluster are read as the API server's JSON: the client's models cost ~6x the
     # request itself for a few hundred pods (bench/waiting.py).
-    def _nodes(self) -> builtins.list[dict]:
-        return self._call(lambda: listed(self.core.list_node(_preload_content=False)), "list nodes")
+    def nodes(self) -> builtins.list[dict]:
+        return self.objects.call(lambda: listed(self.core.list_node(_preload_content=False)), "list nodes")
 
-    def _live_pods(self) -> tuple[builtins.list[dict], str]:
+    def live_pods(self) -> tuple[builtins.list[dict], str]:
         """The pods not finished, of every namespace, or of the jobs' namespace only where the service
         account may not list the others (docs/jupyterhub.md: narrowing its rights); and which of the two."""
         live = "status.phase!=Succeeded,status.phase!=Failed"
@@ -264,9 +270,9 @@ class EngineChoice(NamespaceObjects):
         except ApiException as e:
             if e.status != 403:
                 raise api_error(e, "list pods") from None
-        return self._call(lambda: listed(self.core.list_namespaced_pod(self.ns, field_selector=live,
-                                                                       _preload_content=False)),
-                          "list pods"), self.ns
+        return self.objects.call(lambda: listed(self.core.list_namespaced_pod(self.ns, field_selector=live,
+                                                                              _preload_content=False)),
+                                 "list pods"), self.ns
 
 
 def listed(response) -> builtins.list[dict]:

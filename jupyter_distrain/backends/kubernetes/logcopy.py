@@ -7,7 +7,6 @@ import builtins  # `list` is also a method name below
 import json
 import secrets
 import time
-from contextlib import suppress
 from pathlib import Path
 from typing import Callable
 
@@ -24,7 +23,7 @@ from .loglines import append, from_pods_log, from_volume, last_stamp, line_batch
 from .naming import RUN, replica_of
 from .objects import NamespaceObjects
 from .state import created, current_run, ended_pod, why_not_running
-from .watch import KubeError, api_error
+from .watch import KubeError
 
 COMPLETE = ".complete"  # in a run's log directory: it holds every line of the run
 READER_TIMEOUT = 120  # seconds a log reader pod may take to serve (its image may be pulled first)
@@ -38,24 +37,27 @@ def run_of_pod(pod: client.V1Pod) -> int | None:
     return None if run is None else int(run)
 
 
-class LogCopier(NamespaceObjects):
+class LogCopier:
     """Copies a job's lines into its run's log files."""
 
-    # whether this process keeps copies of pods' logs: a Jupyter server, the CLI; not the cluster's controllers, which
-    # may not read pods' logs (roles.py) and need none: every line is on the job's output volume
-    copies_logs = True
+    def __init__(self, objects: NamespaceObjects, copies_logs: bool = True):
+        """`copies_logs`: whether this process keeps copies of pods' logs: a Jupyter server, the CLI do; not the
+        cluster's controllers, which may not read pods' logs (roles.py) and need none: every line is on the job's
+        output volume."""
+        self.objects, self.copies_logs = objects, copies_logs
+        self.settings, self.ns, self.core = objects.settings, objects.ns, objects.core
 
     def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
         """Each replica's log file of a run (default: the current one), or only `replica`'s."""
-        root = self.job_root(name)
+        root = self.objects.job_root(name)
         current = current_run(root)
         run = logs.run_of(name, run, current)
-        directory = self._log_dir(name, run)
+        directory = self.objects.run_log_dir(name, run)
         directory.mkdir(parents=True, exist_ok=True)  # watched by live streams
         names = list(json.loads(root.data["status.json"])["replicas"]) if run == current else None
         return logs.run_files(name, directory, names, replica)
 
-    def _until_lines_copied(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
+    def until_lines_copied(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
         """`over()`, and the run's lines all in its files: the cluster ends a run as its pods end, and a
         controller copies what they logged after that (and marks it done), or LOGS_GRACE seconds later."""
         seen_over: list[float] = []
@@ -70,11 +72,11 @@ class LogCopier(NamespaceObjects):
     def catch_up(self, name: str) -> None:
         """Copy whatever the job's pods logged since their files' last lines; first, once a run has ended,
         what its replicas wrote to the output volume."""
-        root = self.job_root(name)
+        root = self.objects.job_root(name)
         run = current_run(root)
-        unread = self.run_over(root) and not self.logs_complete(name, run)
+        unread = self.objects.run_over(root) and not self.logs_complete(name, run)
         read = unread and self.read_volume_logs(name, run)
-        self.copy_logs(name, self.job_pods(name))
+        self.copy_logs(name, self.objects.job_pods(name))
         if read:
             self.mark_logs_complete(name, run)
 
@@ -94,7 +96,7 @@ class LogCopier(NamespaceObjects):
         if not pod.status.container_statuses and pod.status.phase == "Pending":
             return True
         run = run_of_pod(pod)
-        path = (self.log_dir(job) if run is None else self._log_dir(job, run)) / f"{replica}.log"
+        path = (self.objects.log_dir(job) if run is None else self.objects.run_log_dir(job, run)) / f"{replica}.log"
         since = last_stamp(path)
         try:
             response = self.core.read_namespaced_pod_log(
@@ -104,7 +106,7 @@ class LogCopier(NamespaceObjects):
                 **({"since_seconds": seconds_since(since)} if since else {}))
         except ApiException as e:
             return e.status != 404  # not started (nothing to copy), or gone
-        self.streams.add(response)
+        self.objects.streams.add(response)
         try:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
@@ -113,14 +115,14 @@ class LogCopier(NamespaceObjects):
             if not follow:
                 raise
         finally:
-            self.streams.discard(response)
+            self.objects.streams.discard(response)
         return True
 
     def logs_complete(self, name: str, run: int) -> bool:
-        return (self._log_dir(name, run) / COMPLETE).exists()
+        return (self.objects.run_log_dir(name, run) / COMPLETE).exists()
 
     def mark_logs_complete(self, name: str, run: int) -> None:
-        directory = self._log_dir(name, run)
+        directory = self.objects.run_log_dir(name, run)
         directory.mkdir(parents=True, exist_ok=True)
         (directory / COMPLETE).touch()
 
@@ -132,46 +134,27 @@ class LogCopier(NamespaceObjects):
             self._read_volume_logs(name, run)
             return True
         except (DistrainError, ApiException, HTTPError, OSError, ValueError) as e:
-            self.record(name, Event(reasons.LOGS_NOT_READ, "the lines the replicas wrote to the output volume "
-                                    f"could not be read: {e}", type="Warning"))
+            self.objects.record(name, Event(reasons.LOGS_NOT_READ, "the lines the replicas wrote to the output "
+                                            f"volume could not be read: {e}", type="Warning"))
             return False
 
     def _read_volume_logs(self, name: str, run: int) -> None:
-        root = self.job_root_fresh(name)
+        root = self.objects.job_root_fresh(name)
         secret = secrets.token_urlsafe(32)
         reader = render.log_reader(json.loads(root.data["spec.json"]), self.settings,
-                                   self.api.sanitize_for_serialization(root), secret)
-        pod = reader["metadata"]["name"]
-        with self.reading:
-            self._make_programs()
-            self._create(reader)
+                                   self.objects.api.sanitize_for_serialization(root), secret)
+        pod, directory = reader["metadata"]["name"], self.objects.run_log_dir(name, run)
+        with self.objects.reading:
+            self.objects.make_programs()
+            self.objects.create(reader)
             try:
                 self._wait_serving(pod)
                 for file in json.loads(self._from_reader(pod, str(run), secret).read()):
                     if not isinstance(file, str) or not render.LOG_FILE.fullmatch(file):
                         raise ValueError(f"the reader listed {file!r}, which is no replica's log")
-                    self._import(self._from_reader(pod, f"{run}/{file}", secret), self._log_dir(name, run) / file)
+                    self._import(self._from_reader(pod, f"{run}/{file}", secret), directory / file)
             finally:
-                self._delete_pod_named(pod)
-
-    def _make_programs(self) -> None:
-        """Make the namespace's ConfigMap of the programs the pods about to be made run (render.programs), once in
-        this process, unless it exists (never changed: its name is their hash; an identity that may not make it finds
-        it made). Not through `_create`: it is no job's, which the cache holds."""
-        if self.programs_made:
-            return
-        programs = render.programs(self.settings)
-        name = programs["metadata"]["name"]
-        try:
-            self.core.create_namespaced_config_map(self.ns, programs)
-        except ApiException as e:
-            made = e.status == 409
-            if e.status == 403:
-                with suppress(KubeError):  # nor may it read it: the create's refusal says so
-                    made = self.exists(name)
-            if not made:
-                raise api_error(e, f"create ConfigMap {name}") from None
-        self.programs_made = True
+                self.objects.delete_pod_named(pod)
 
     def _from_reader(self, pod: str, path: str = "", secret: str = ""):
         """GET `path` from a log reader pod through the API server's pod proxy (a streaming response), with the
@@ -190,7 +173,7 @@ class LogCopier(NamespaceObjects):
             try:
                 return self._from_reader(pod).release_conn()
             except ApiException as e:
-                status = self._read_pod_status(pod)
+                status = self.objects.read_pod_status(pod)
                 if status.phase in ("Succeeded", "Failed") or time.monotonic() > deadline:
                     raise KubeError(f"its reader pod {pod} did not serve ({why_not_running(status)}; "
                                     f"{e.status} {e.reason})") from None

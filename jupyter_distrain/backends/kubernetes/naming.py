@@ -11,6 +11,7 @@ from ... import snapshot
 from ...config import Distrain
 from ...spec import replica_name
 
+BACKEND = "kubernetes"  # the backend's name, which its jobs' records give
 GROUP = "distrain.jupyter.org"
 MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
 JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE, OWNER = (f"{GROUP}/{k}" for k in (

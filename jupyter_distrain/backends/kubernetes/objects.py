@@ -1,5 +1,6 @@
-"""A namespace's objects as the Kubernetes backend reads and writes them: from the controller's watch-fed cache
-when one runs, else straight from the API server; writes bracketed so the cache reads them at once."""
+"""A namespace's objects as the Kubernetes backend's parts read and write them: from the controller's watch-fed cache
+when one runs, else straight from the API server; writes bracketed so the cache reads them at once. One
+`NamespaceObjects` holds what those parts share (the client, the cache, the locks), and each is given it."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 import secrets
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterator
@@ -16,15 +17,15 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ... import logs, notify, reasons
+from ... import logs
 from ...errors import JobConflict, JobNotFound
 from ...owners import sees
 from ...policy import FINISHED, Event
-from . import naming
+from . import naming, render
 from .apiclient import in_cluster, load_client, with_deadlines
 from .naming import JOB, OWNER, ROLE, SWEEP, object_name, replica_of
 from .state import current_run, engine_of, event_job, involved_replica, run_end
-from .watch import SELECTOR, Cache, Resource, Write, api_error
+from .watch import SELECTOR, Cache, KubeError, Resource, Write, api_error
 
 if TYPE_CHECKING:
     from ...config import Distrain
@@ -67,8 +68,6 @@ class KeyedLocks:
 class NamespaceObjects:
     """The jobs' objects in one namespace, for one owner (see `visible`)."""
 
-    name = "kubernetes"  # the backend's
-
     def __init__(self, settings: Distrain, api: client.ApiClient | None = None):
         """Jobs in `settings.namespace`, through `api` (default: from `settings.kubeconfig`, $KUBECONFIG,
         ~/.kube/config, or the pod's service account inside a cluster)."""
@@ -90,12 +89,10 @@ class NamespaceObjects:
         self.streams: set = set()  # pods/log responses being followed, closed by the controller's stop
         self.reading = threading.Lock()  # one log reader pod at a time in this process
         self.changes = KeyedLocks()  # a job's, held while this process changes it
-        self.notifier = notify.Notifier(self._post_failed)  # the posts of its jobs' events (backend.tell)
-        self.janitor_made = False  # by this process, or found made
-        self.monitor_identity_made = False  # the namespace's identity of monitors (render.monitor), likewise
-        self.programs_made = False  # the namespace's ConfigMap of the pods' programs (render.programs), likewise
+        self.programs_made = False  # the namespace's ConfigMap of the pods' programs (render.programs), by this
+        # process or found made
 
-    def _call(self, request, what: str):
+    def call(self, request, what: str):
         try:
             return request()
         except ApiException as e:
@@ -115,19 +112,19 @@ class NamespaceObjects:
         everyone's to an admin."""
         return sees(self.owner, owner_of(obj), self.settings.see_all_owners)
 
-    def _roots(self) -> list[client.V1ConfigMap]:
+    def roots(self) -> list[client.V1ConfigMap]:
         """The ConfigMaps of the jobs this backend's owner sees (see `visible`)."""
-        return [cm for cm in self._every_owners_roots() if self.visible(cm)]
+        return [cm for cm in self.every_owners_roots() if self.visible(cm)]
 
-    def _every_owners_roots(self) -> list[client.V1ConfigMap]:
+    def every_owners_roots(self) -> list[client.V1ConfigMap]:
         if self.cache:
             return self.cache.items("configmaps")
-        return self._call(lambda: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR).items,
-                          "list jobs")
+        return self.call(lambda: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR).items,
+                         "list jobs")
 
     def job_root(self, name: str) -> client.V1ConfigMap:
         root = self.cache.get("configmaps", name) if self.cache else \
-            next((cm for cm in self._roots() if cm.metadata.name == name), None)
+            next((cm for cm in self.roots() if cm.metadata.name == name), None)
         if root is None or not self.visible(root):
             raise JobNotFound(name)
         return root
@@ -150,34 +147,34 @@ class NamespaceObjects:
         return [p for p in self.cache.of_job("pods", name) if ROLE in p.metadata.labels]
 
     def job_pods_fresh(self, name: str) -> builtins.list[client.V1Pod]:
-        return self._call(lambda: self.core.list_namespaced_pod(
+        return self.call(lambda: self.core.list_namespaced_pod(
             self.ns, label_selector=f"{SELECTOR},{JOB}={name},{ROLE}").items, "list pods")
 
-    def _jobs(self, name: str) -> dict[str, client.V1Job]:
+    def jobs(self, name: str) -> dict[str, client.V1Job]:
         """The Jobs of a JobSet job, by replica."""
         if self.cache:
             jobs = self.cache.of_job("jobs", name)
         else:
-            jobs = self._call(lambda: self.batch.list_namespaced_job(
+            jobs = self.call(lambda: self.batch.list_namespaced_job(
                 self.ns, label_selector=f"{SELECTOR},{JOB}={name}").items, "list Jobs")
         return {replica_of(j.metadata.labels): j for j in jobs if (j.metadata.labels or {}).get(JOB) == name
                 and ROLE in j.metadata.labels}
 
     @staticmethod
-    def _engine_api(root: client.V1ConfigMap) -> tuple[str, str, str]:
+    def engine_api(root: client.V1ConfigMap) -> tuple[str, str, str]:
         """(group, version, resource) of the object that runs the job on its engine (a JobSet, a TFJob...)."""
         api_version, resource = naming.engine_resource(json.loads(root.data["spec.json"]), engine_of(root))
         group, version = api_version.split("/")
         return group, version, resource
 
-    def _workload(self, root: client.V1ConfigMap) -> dict | None:
+    def workload(self, root: client.V1ConfigMap) -> dict | None:
         """The object that runs the job on its engine, as the engine reports it."""
         if self.cache:
-            return self.cache.get(self._engine_api(root)[2], root.metadata.name)
-        return self._workload_fresh(root)
+            return self.cache.get(self.engine_api(root)[2], root.metadata.name)
+        return self.workload_fresh(root)
 
-    def _workload_fresh(self, root: client.V1ConfigMap) -> dict | None:
-        group, version, resource = self._engine_api(root)
+    def workload_fresh(self, root: client.V1ConfigMap) -> dict | None:
+        group, version, resource = self.engine_api(root)
         try:
             return self.custom.get_namespaced_custom_object(group, version, self.ns, resource, root.metadata.name)
         except ApiException as e:
@@ -190,57 +187,62 @@ class NamespaceObjects:
         (the view may wait a little longer for the objects that explain the end)."""
         if json.loads(root.data["status.json"])["phase"] in FINISHED:
             return True
-        return engine_of(root) not in ("pods", SWEEP) and run_end(root, self._workload(root), time.time()) is not None
+        return engine_of(root) not in ("pods", SWEEP) and run_end(root, self.workload(root), time.time()) is not None
 
-    def _admission(self, name: str) -> dict | None:
+    def admission(self, name: str) -> dict | None:
         """Kueue's Workload for the job (owned by the job's JobSet or TFJob..., named as the job)."""
         if self.cache:
             workloads = self.cache.items("workloads") if self.cache.holds("workloads") else []
         else:
             group, version = naming.KUEUE_API.split("/")
-            workloads = self._call(lambda: self.custom.list_namespaced_custom_object(
+            workloads = self.call(lambda: self.custom.list_namespaced_custom_object(
                 group, version, self.ns, "workloads")["items"], "list Kueue's workloads")
         return next((w for w in workloads if any(o["name"] == name for o in w["metadata"].get("ownerReferences", []))),
                     None)
 
-    def _events(self, name: str, replica_names) -> list[client.CoreV1Event]:
+    def events(self, name: str, replica_names) -> list[client.CoreV1Event]:
         """Events of the job (its ConfigMap, its JobSet) and of its replicas' objects (Pods, Jobs), the
         deleted ones' included."""
-        if self.cache and "events" in self.cache.listers:
-            events = self.cache.items("events")
-        else:
-            events = self._call(lambda: self.core.list_namespaced_event(self.ns).items, "list events")
         # of the jobs whose names begin as this one's objects' do (another owner's aj-worker-0-x for job aj), the
         # longest name an object's begins with is its job's
-        longer = [cm.metadata.name for cm in self._every_owners_roots() if cm.metadata.name.startswith(name + "-")]
+        if cache := self.watching("events"):  # found by the objects they involve, as the jobs by their names
+            events = [e for found in cache.under("events", name).values() for e in found]
+            longer = [job for job in cache.under("configmaps", name) if job != name]
+        else:
+            events = self.call(lambda: self.core.list_namespaced_event(self.ns).items, "list events")
+            longer = [cm.metadata.name for cm in self.every_owners_roots() if cm.metadata.name.startswith(name + "-")]
         return [e for e in events if involved_replica(e.involved_object.name, name, replica_names) is not None
                 and (not longer or event_job(e.involved_object.name, [name, *longer]) == name)]
 
-    def _api(self, verb: str, kind: str) -> Callable:
+    def api_for(self, verb: str, kind: str) -> Callable:
         """The client call that does `verb` (create, delete) to an object of `kind` in the namespace."""
         group, resource = OBJECT_APIS[kind]
         return getattr(getattr(self, group), f"{verb}_namespaced_{resource}")
 
-    def _writing(self, kind: str | None, name: str):
+    def writing(self, kind: str | None, name: str):
         """Bracket a write to object `name` of the cached `kind` (see Cache: read your own writes); for
         another kind (or one the cluster does not serve), or without a cache, the `Write` does nothing."""
-        if self.cache and kind in self.cache.listers:
-            return self.cache.writing(kind, name)
+        if kind and (cache := self.watching(kind)):
+            return cache.writing(kind, name)
         return nullcontext(Write(None, "", name))
 
-    def _create(self, obj: dict, dry_run: bool = False, exists_ok: bool = False) -> dict:
+    def watching(self, kind: str) -> Cache | None:
+        """The cache, where it watches `kind` (a run's monitor's watches no events; the CLI keeps none)."""
+        return self.cache if self.cache and kind in self.cache.listers else None
+
+    def create(self, obj: dict, dry_run: bool = False, exists_ok: bool = False) -> dict:
         """Create the object, and answer what was made; with `exists_ok`, an object of its name that exists
         already is left as it is (the answer: {})."""
         kind, name = obj["kind"], obj["metadata"]["name"]
         options = {"dry_run": "All"} if dry_run else {}
-        with self._writing(None if dry_run else CACHED.get(kind), name) as write:
+        with self.writing(None if dry_run else CACHED.get(kind), name) as write:
             try:
                 if obj["apiVersion"] in (naming.JOBSET_API, naming.KUBEFLOW_API):
                     group, version = obj["apiVersion"].split("/")
                     made = Resource(self.custom.create_namespaced_custom_object(
                         group, version, self.ns, kind.lower() + "s", obj, **options))
                 else:
-                    made = self._api("create", kind)(self.ns, obj, **options)
+                    made = self.api_for("create", kind)(self.ns, obj, **options)
             except ApiException as e:
                 if e.status == 409 and exists_ok:
                     return {}
@@ -257,18 +259,18 @@ class NamespaceObjects:
         with self.changes.held(name):
             yield
 
-    def _delete(self, kind: str, name: str, grace: int | None = None, uid: str | None = None) -> None:
+    def delete(self, kind: str, name: str, grace: int | None = None, uid: str | None = None) -> None:
         """Delete the object (with `uid`, only if the name still holds that object); gone already is done."""
         options = {"body": client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))} if uid else {}
         try:
-            self._api("delete", kind)(name, self.ns, grace_period_seconds=grace, **options)
+            self.api_for("delete", kind)(name, self.ns, grace_period_seconds=grace, **options)
         except ApiException as e:
             if e.status != 404 and not (uid and e.status == 409):  # 409: the uid precondition failed
                 raise api_error(e, f"delete {kind} {name}") from None
 
-    def _delete_pod(self, pod, wait: bool = False) -> None:
+    def delete_pod(self, pod, wait: bool = False) -> None:
         """Delete this pod (its uid: a successor of the same name is left alone); with `wait`, until it is gone."""
-        self._delete("Pod", pod.metadata.name, grace=0, uid=pod.metadata.uid)
+        self.delete("Pod", pod.metadata.name, grace=0, uid=pod.metadata.uid)
         if wait:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
@@ -280,31 +282,31 @@ class NamespaceObjects:
                         return
                 time.sleep(0.1)
 
-    def _delete_pod_named(self, pod: str) -> None:
+    def delete_pod_named(self, pod: str) -> None:
         """Delete the pod (a log reader, a purger), until it is gone (the next one takes its name)."""
         try:
-            self._delete_pod(self.core.read_namespaced_pod(pod, self.ns), wait=True)
+            self.delete_pod(self.core.read_namespaced_pod(pod, self.ns), wait=True)
         except ApiException as e:
             if e.status != 404:
                 raise api_error(e, f"read pod {pod}") from None
 
-    def _read_pod_status(self, pod: str) -> client.V1PodStatus:
-        return self._call(lambda: self.core.read_namespaced_pod(pod, self.ns), f"read pod {pod}").status
+    def read_pod_status(self, pod: str) -> client.V1PodStatus:
+        return self.call(lambda: self.core.read_namespaced_pod(pod, self.ns), f"read pod {pod}").status
 
-    def _wait_pod_ended(self, pod: str, timeout: float) -> client.V1PodStatus:
+    def wait_pod_ended(self, pod: str, timeout: float) -> client.V1PodStatus:
         """The pod's status once it has ended, or after `timeout` seconds."""
         deadline = time.monotonic() + timeout
-        while (status := self._read_pod_status(pod)).phase not in ("Succeeded", "Failed") \
+        while (status := self.read_pod_status(pod)).phase not in ("Succeeded", "Failed") \
                 and time.monotonic() < deadline:
             time.sleep(0.5)
         return status
 
-    def _write_status(self, root: client.V1ConfigMap, status: dict) -> client.V1ConfigMap | None:
+    def write_status(self, root: client.V1ConfigMap, status: dict) -> client.V1ConfigMap | None:
         """Record the status; a conflict means another writer got there first (the next change retries)."""
         patch = {"metadata": {"resourceVersion": root.metadata.resource_version},
                  "data": {"status.json": json.dumps(status)}}
         try:
-            with self._writing("configmaps", root.metadata.name) as write:
+            with self.writing("configmaps", root.metadata.name) as write:
                 updated = self.core.patch_namespaced_config_map(root.metadata.name, self.ns, patch)
                 write.put(updated)
         except ApiException as e:
@@ -312,10 +314,6 @@ class NamespaceObjects:
                 return None
             raise api_error(e, f"record the status of {root.metadata.name}") from None
         return updated
-
-    def _post_failed(self, event: notify.RunEvent, problem: str) -> None:
-        self.record(event.job, Event(reasons.WEBHOOK_FAILED, problem, type="Warning"))
-        print(problem, flush=True)
 
     def record(self, name: str, event: Event) -> None:
         """A Kubernetes Event on the job's ConfigMap (or, with `event.replica`, its pod), named here (as the
@@ -331,16 +329,35 @@ class NamespaceObjects:
             reason=reason, message=message, type=type, first_timestamp=now, last_timestamp=now, count=1,
             source=client.V1EventSource(component="jupyter-distrain"))
         try:
-            with self._writing("events", body.metadata.name) as write:
+            with self.writing("events", body.metadata.name) as write:
                 write.put(self.core.create_namespaced_event(self.ns, body))
         except ApiException:
             pass  # an event is a courtesy: the status in the ConfigMap is the record
 
+    def make_programs(self) -> None:
+        """Make the namespace's ConfigMap of the programs the pods about to be made run (render.programs), once in
+        this process, unless it exists (never changed: its name is their hash; an identity that may not make it finds
+        it made). Not through `create`: it is no job's, which the cache holds."""
+        if self.programs_made:
+            return
+        programs = render.programs(self.settings)
+        name = programs["metadata"]["name"]
+        try:
+            self.core.create_namespaced_config_map(self.ns, programs)
+        except ApiException as e:
+            made = e.status == 409
+            if e.status == 403:
+                with suppress(KubeError):  # nor may it read it: the create's refusal says so
+                    made = self.exists(name)
+            if not made:
+                raise api_error(e, f"create ConfigMap {name}") from None
+        self.programs_made = True
+
     def log_dir(self, name: str, run: int | None = None) -> Path:
         """The log directory of run `run` (default: the current run)."""
-        return self._log_dir(name, logs.run_of(name, run, current_run(self.job_root(name))))
+        return self.run_log_dir(name, logs.run_of(name, run, current_run(self.job_root(name))))
 
-    def _log_dir(self, name: str, run: int) -> Path:
+    def run_log_dir(self, name: str, run: int) -> Path:
         """Under the job's uid: a job made under the name of a deleted one starts with none of its lines, whichever
         process copied them."""
         return self.home / name / self.job_root(name).metadata.uid / "logs" / str(run)

@@ -17,10 +17,10 @@ from ...reasons import NOTICES
 from ...records import EventRecord, JobRecord, JobSummary, Notice, running_notice, summary
 from ...spec import expires
 from . import podspec
-from .engines import SUPERVISED, EngineChoice
+from .engines import SUPERVISED
 from .loglines import read_provenance
-from .naming import SWEEP
-from .objects import owner_of
+from .naming import BACKEND, SWEEP
+from .objects import NamespaceObjects, owner_of
 from .reconcile import PodSupervisor
 from .state import (current_run, engine_of, event_time, event_view, jobset_state, kubeflow_state, newest, queued,
                     replica_key, replica_state, seconds)
@@ -29,15 +29,18 @@ if TYPE_CHECKING:
     from ...config import Distrain
 
 
-class JobObserver(PodSupervisor, EngineChoice):
+class JobObserver:
     """Reads a job, or every job, as every backend reports them (records.JobRecord)."""
 
+    def __init__(self, objects: NamespaceObjects, supervisor: PodSupervisor):
+        self.objects, self.supervisor = objects, supervisor
+
     def get(self, name: str, events: int = 20) -> JobRecord:
-        job = self._current(self.job_root(name))
+        job = self._current(self.objects.job_root(name))
         if events:
             names = [r["name"] for r in job["replicas"]]
             # not those of an earlier job of the same name, which Kubernetes keeps for an hour
-            own = [e for e in self._events(name, names) if (event_time(e) or 0) >= int(job["created"])]
+            own = [e for e in self.objects.events(name, names) if (event_time(e) or 0) >= int(job["created"])]
             job["events"] = [cast(EventRecord, event_view(e, name, names))
                              for e in sorted(own, key=lambda e: event_time(e) or 0)][-events:]
             job["notice"] = newest_notice(job, own, names)
@@ -48,17 +51,17 @@ class JobObserver(PodSupervisor, EngineChoice):
         here unless this process's controller does, or this process supervises no such job: `supervises`)."""
         if engine_of(root) == SWEEP:  # as its controller records it
             return self._view(root, {})
-        pods = self.job_pods(root.metadata.name)
+        pods = self.objects.job_pods(root.metadata.name)
         if engine_of(root) == "pods":
-            if self.cache or not self.supervises(root):
+            if self.objects.cache or not self.supervisor.supervises(root):
                 return self._view(root, newest(pods))
-            return self._view(*self.reconcile(root, newest(pods)))
+            return self._view(*self.supervisor.reconcile(root, newest(pods)))
         if json.loads(root.data["status.json"])["phase"] in FINISHED:  # recorded as it ended: nothing to observe
             return self._view(root, newest(pods))
-        return self._view(root, newest(pods), self._observe(root, pods))
+        return self._view(root, newest(pods), self.observed(root, pods))
 
     def list(self) -> list[JobSummary]:
-        return [self._summary(root) for root in self._roots()]
+        return [self._summary(root) for root in self.objects.roots()]
 
     def _summary(self, root: client.V1ConfigMap) -> JobSummary:
         """The job as the list shows it: a finished one (most of a long list) straight from its recorded
@@ -71,13 +74,13 @@ class JobObserver(PodSupervisor, EngineChoice):
                                  "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values())),
                                  "trial_of": spec.get("trial_of")})
 
-    def _observe(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
+    def observed(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
         """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while
         it is queued Kueue's Workload: see state.jobset_state and kubeflow_state."""
-        workload = self._workload(root)
-        admission = self._admission(root.metadata.name) if queued(workload, None) else None  # why it waits
+        workload = self.objects.workload(root)
+        admission = self.objects.admission(root.metadata.name) if queued(workload, None) else None  # why it waits
         if engine_of(root) == "jobset":
-            return jobset_state(root, workload, self._jobs(root.metadata.name), pods, admission, time.time())
+            return jobset_state(root, workload, self.objects.jobs(root.metadata.name), pods, admission, time.time())
         return kubeflow_state(root, workload, pods, admission, time.time())
 
     def _view(self, root: client.V1ConfigMap, pods: dict[str, client.V1Pod], status: dict | None = None) -> JobRecord:
@@ -98,21 +101,21 @@ class JobObserver(PodSupervisor, EngineChoice):
             digests.update(filter(None, [live.get("image_id")]))
         run = current_run(root)
         state = self._state(root, spec, status, run)
-        if self.cache and "events" in self.cache.listers and status["phase"] not in FINISHED:  # they are at hand
-            state["notice"] = newest_notice(state, self._events(root.metadata.name, status["replicas"]),
+        if self.objects.watching("events") and status["phase"] not in FINISHED:  # they are at hand
+            state["notice"] = newest_notice(state, self.objects.events(root.metadata.name, status["replicas"]),
                                             status["replicas"])
         return cast(JobRecord, {
             **state,
-            "output_dir": output_location(spec, self.settings, owner_of(root)),
+            "output_dir": output_location(spec, self.objects.settings, owner_of(root)),
             "spec": spec, "replicas": rows, "logs": [row["name"] for row in rows],
             "engine": engine_of(root), "supervision": SUPERVISED if engine_of(root) == "pods" else "",
-            "environment": {"image": podspec.image(spec, self.settings), "image_digests": sorted(digests),
-                            **read_provenance(self._log_dir(root.metadata.name, run))},
+            "environment": {"image": podspec.image(spec, self.objects.settings), "image_digests": sorted(digests),
+                            **read_provenance(self.objects.run_log_dir(root.metadata.name, run))},
         })
 
     def _state(self, root: client.V1ConfigMap, spec: dict, status: dict, run: int) -> dict:
         """The job's own fields (JobState), from its ConfigMap, its spec and a status."""
-        return {"name": root.metadata.name, "backend": self.name,
+        return {"name": root.metadata.name, "backend": BACKEND,
                 "owner": owner_of(root), "run": run,
                 "created": seconds(root.metadata.creation_timestamp),
                 "expires": expires(spec["policy"].get("ttl_after_finished"), status["finished"]),

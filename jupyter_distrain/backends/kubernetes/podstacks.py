@@ -23,6 +23,7 @@ from ...errors import NotSupported
 from ...incluster import source
 from ...incluster.stackdump import DUMP_SECONDS
 from .objects import NamespaceObjects
+from .observe import JobObserver
 from .podspec import TOOLS, TOOLS_DIR
 from .state import current_run, newest
 
@@ -31,28 +32,31 @@ KEPT = "stacks.json.gz"  # in the job's ConfigMap (binaryData): the stacks kept 
 EXEC_SECONDS = 2 * DUMP_SECONDS + 15  # a process's dump, native and then Python's only, and the exec's own start
 
 
-class ReplicaStacks(NamespaceObjects):
+class ReplicaStacks:
+    def __init__(self, objects: NamespaceObjects, observer: JobObserver):
+        self.objects, self.observer = objects, observer
+
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
-        job = self.get(name, events=0)  # type: ignore[attr-defined]  # JobObserver's
+        job = self.observer.get(name, events=0)
 
         def running(names: builtins.list[str]) -> dict[str, client.V1Pod]:
-            if not self.settings.controller_image:
+            if not self.objects.settings.controller_image:
                 raise NotSupported("stacks on Kubernetes use py-spy from this product's image, which the pods get "
                                    "from c.Distrain.controller_image; it is not set")
-            return {r: p for r, p in newest(self.job_pods(name)).items()
+            return {r: p for r, p in newest(self.objects.job_pods(name)).items()
                     if r in names and p.status.phase == "Running" and not p.metadata.deletion_timestamp}
         return stacks.requested(job, replica, kept, lambda: self._kept(name), running, self._take)
 
     def keep_stacks(self, name: str, taken: dict) -> None:
         """Keep stacks (with why they were taken) in the job's ConfigMap, the current run's, in place of any kept
         before: the cluster holds them, whoever took them."""
-        run = current_run(self.job_root_fresh(name))
+        run = current_run(self.objects.job_root_fresh(name))
         packed = base64.b64encode(gzip.compress(json.dumps({**taken, "run": run}).encode())).decode()
-        self._call(lambda: self.core.patch_namespaced_config_map(name, self.ns, {"binaryData": {KEPT: packed}}),
-                   f"keep the stacks of {name}")
+        self.objects.call(lambda: self.objects.core.patch_namespaced_config_map(
+            name, self.objects.ns, {"binaryData": {KEPT: packed}}), f"keep the stacks of {name}")
 
     def _kept(self, name: str) -> dict | None:
-        root = self.job_root(name)
+        root = self.objects.job_root(name)
         packed = (root.binary_data or {}).get(KEPT)
         found = json.loads(gzip.decompress(base64.b64decode(packed))) if packed else None
         return found if found and found.pop("run") == current_run(root) else None
@@ -68,11 +72,11 @@ class ReplicaStacks(NamespaceObjects):
         if not any(v.name == TOOLS for v in pod.spec.volumes or []):
             return "its pod was made without the stack tools (c.Distrain.controller_image was not set)"
         # a client of its own: the exec's websocket replaces the client's transport while the call is made
-        with client.ApiClient(self.api.configuration) as api:
+        with client.ApiClient(self.objects.api.configuration) as api:
             try:
-                answer = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod.metadata.name, self.ns,
-                                container=pod.spec.containers[0].name, stdout=True, stderr=True, stdin=False,
-                                tty=False, _preload_content=False,
+                answer = stream(client.CoreV1Api(api).connect_get_namespaced_pod_exec, pod.metadata.name,
+                                self.objects.ns, container=pod.spec.containers[0].name, stdout=True, stderr=True,
+                                stdin=False, tty=False, _preload_content=False,
                                 command=["python", "-c", STACKDUMP, f"{TOOLS_DIR}/py-spy", "1"])
             except client.ApiException as e:
                 return f"pods/exec refused: {e.reason or e.status}"

@@ -14,6 +14,7 @@ from ...spec import replica_name, replicas
 from . import podspec
 from .logcopy import LogCopier
 from .naming import RUN, object_name
+from .objects import NamespaceObjects
 from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, missing_pod, newest_of_run,
                     policy_replicas, replica_state, stop_decision, unfinished, unmade, with_ending)
 
@@ -21,13 +22,15 @@ from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, 
 EVERY_JOB = "*"
 
 
-class PodSupervisor(LogCopier):
+class PodSupervisor:
     """Restarts, stops and cleans up a supervised job's pods as policy.py decides."""
 
-    # the jobs on "pods" a read applies the policy to when no controller runs in this process: every one it sees
-    # (the CLI); in the cluster, those its service account may supervise (roles.py): a sweep's trials, by its
-    # controller (`supervised` names the sweep), or none (""): a monitor, the janitor, which may not make pods
-    supervised = EVERY_JOB
+    def __init__(self, objects: NamespaceObjects, copier: LogCopier, supervised: str = EVERY_JOB):
+        """`supervised`: the jobs on "pods" a read applies the policy to when no controller runs in this process:
+        every one it sees (the CLI); in the cluster, those its service account may supervise (roles.py): a sweep's
+        trials, by its controller (`supervised` names the sweep), or none (""): a monitor, the janitor, which may
+        not make pods."""
+        self.objects, self.copier, self.supervised = objects, copier, supervised
 
     def supervises(self, root: client.V1ConfigMap) -> bool:
         """Whether reading the job of `root` (on "pods") applies the policy to it (see `supervised`)."""
@@ -60,7 +63,7 @@ class PodSupervisor(LogCopier):
         for name, asked in unmade(status, pods).items():
             if now > asked + WORKLOAD_GRACE:
                 missing_pod(states[name], asked)
-        self.copy_logs(spec["name"], list(pods.values()), ended=True)
+        self.copier.copy_logs(spec["name"], list(pods.values()), ended=True)
         before = json.dumps(status, sort_keys=True)
         status["replicas"] = states
         policy = policy_replicas(states)
@@ -80,41 +83,41 @@ class PodSupervisor(LogCopier):
             announced.append(end.event)
         else:
             unfinished(status, decision)
-        if json.dumps(status, sort_keys=True) != before and (written := self._write_status(root, status)):
+        if json.dumps(status, sort_keys=True) != before and (written := self.objects.write_status(root, status)):
             root = written
             for event in announced:
-                self.record(spec["name"], event)
+                self.objects.record(spec["name"], event)
         return root, pods if decision.phase not in FINISHED else {}
 
     def _restart_replica(self, spec: dict, root, replica: Replica, state: dict, pod) -> None:
         state.update(phase=str(Phase.PENDING), reason=reasons.RESTARTING, restarts=state["restarts"] + 1,
                      exit_code=None, requested=time.time())
         if pod is not None:
-            self._delete_pod(pod, wait=True)
-        self._make_programs()  # this version's, which the job's first pods may not have had
-        self._create(podspec.pod(spec, replica.role, replica.index, self.settings,
-                                   self.api.sanitize_for_serialization(root), state["restarts"], current_run(root)),
-                     exists_ok=True)
+            self.objects.delete_pod(pod, wait=True)
+        self.objects.make_programs()  # this version's, which the job's first pods may not have had
+        root_dict = self.objects.api.sanitize_for_serialization(root)
+        self.objects.create(podspec.pod(spec, replica.role, replica.index, self.objects.settings, root_dict,
+                                        state["restarts"], current_run(root)), exists_ok=True)
 
     def _delete_strays(self, job: str, run: int, pods: dict) -> None:
         """Delete the pods of a finished run (up to `run`) that are not being deleted: those a concurrent
         reconcile made as the run finished. A later run's pods are kept (`run` may predate a restart)."""
         for name, pod in pods.items():
             if not pod.metadata.deletion_timestamp and int((pod.metadata.labels or {}).get(RUN, run)) <= run:
-                self.archive(job, name, pod)
-                self._delete_pod(pod)
+                self.copier.archive(job, name, pod)
+                self.objects.delete_pod(pod)
 
     def _finish(self, spec: dict, status: dict, pods: dict, end) -> None:
         with_ending(status, end)
         for name, pod in pods.items():
-            self.archive(spec["name"], name, pod)
-            self._delete_pod(pod)
+            self.copier.archive(spec["name"], name, pod)
+            self.objects.delete_pod(pod)
         for role, index in replicas(spec):
-            self._delete("Service", object_name(spec["name"], replica_name(role, index)))
+            self.objects.delete("Service", object_name(spec["name"], replica_name(role, index)))
 
     def record_restarts(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> None:
         """Record the replicas' restarts on the kubeflow engine (see state.count_restarts): the operator
         replaces a failed pod under its name and counts nothing."""
         status = json.loads(root.data["status.json"])
         if status["phase"] not in FINISHED and count_restarts(status, newest_of_run(root, pods)):
-            self._write_status(root, status)
+            self.objects.write_status(root, status)

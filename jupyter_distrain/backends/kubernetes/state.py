@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timezone
-from typing import Iterable, cast
+from typing import Container, cast
 
 from kubernetes import client
 
@@ -41,11 +41,12 @@ def newest(pods: list[client.V1Pod]) -> dict[str, client.V1Pod]:
     return {replica_of(p.metadata.labels): p for p in sorted(pods, key=created)}
 
 
-def event_job(involved: str, jobs: Iterable[str]) -> str | None:
+def event_job(involved: str, jobs: Container[str]) -> str | None:
     """The job an event is of, from the name of the object it involves (<job>, <job>-<replica>...): the longest
-    of `jobs` it names, so that the events of job aj-worker-0-x are never job aj's."""
-    named = [job for job in jobs if involved == job or involved.startswith(job + "-")]
-    return max(named, key=len) if named else None
+    of `jobs` it names, so that the events of job aj-worker-0-x are never job aj's. Its prefixes are looked up, so
+    a dict or set of every job costs no more than a list of two."""
+    cuts = [i for i in range(len(involved), 0, -1) if i == len(involved) or involved[i] == "-"]
+    return next((involved[:i] for i in cuts if involved[:i] in jobs), None)
 
 
 def involved_replica(involved: str, job: str, replica_names) -> str | None:

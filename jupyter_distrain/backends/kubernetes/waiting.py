@@ -12,15 +12,20 @@ from ... import reasons, waits
 from ...errors import FieldError, JobNotFound
 from ...policy import Phase
 from . import capacity, podspec
-from .engines import EngineChoice
+from .engines import Engines
+from .objects import NamespaceObjects
+from .observe import JobObserver
 from .naming import KUEUE_VISIBILITY
 from .state import newest
 from .watch import api_error
 
 
-class WhyItWaits(EngineChoice):
+class WhyItWaits:
+    def __init__(self, objects: NamespaceObjects, engines: Engines, observer: JobObserver):
+        self.objects, self.engines, self.observer = objects, engines, observer
+
     def waiting(self, name: str) -> dict:
-        job = self.get(name, events=0)  # type: ignore[attr-defined]  # JobObserver's
+        job = self.observer.get(name, events=0)
         if job["phase"] == Phase.QUEUED:
             return waits.queued(job, self._queue_place(job["spec"]["queue"], name))
         if job["phase"] not in (Phase.PENDING, Phase.RUNNING):
@@ -28,8 +33,8 @@ class WhyItWaits(EngineChoice):
         unplaced = {r["name"] for r in job["replicas"] if r["reason"] == reasons.UNSCHEDULABLE}
         if job["phase"] == Phase.RUNNING and not unplaced:
             return waits.not_waiting(job)
-        pods = {replica: self.api.sanitize_for_serialization(pod)  # as the API server sends it
-                for replica, pod in newest(self.job_pods(name)).items() if replica in unplaced}
+        pods = {replica: self.objects.api.sanitize_for_serialization(pod)  # as the API server sends it
+                for replica, pod in newest(self.objects.job_pods(name)).items() if replica in unplaced}
         nodes = self._nodes_free() if unplaced else {}
         replicas = [{"name": r["name"], "message": r["message"],
                      **capacity.against_nodes(capacity.pod_requests(pods[r["name"]]), nodes,
@@ -43,7 +48,7 @@ class WhyItWaits(EngineChoice):
         nodes, found = self._nodes_free(), []
         for role in spec["replicas"]:
             seen = capacity.against_nodes(capacity.role_requests(spec, role), nodes,
-                                          podspec.gpu_nodes(spec, role, self.settings).get("node_selector"))
+                                          podspec.gpu_nodes(spec, role, self.objects.settings).get("node_selector"))
             if not seen["nodes_with_room"]:
                 found.append(FieldError(f"replicas.{role}.resources", waits.no_room_now(role, seen)))
         if "queue" in spec and (place := self._queue_place(spec["queue"])) and place["ahead"]:
@@ -51,7 +56,7 @@ class WhyItWaits(EngineChoice):
         return found
 
     def _nodes_free(self) -> dict[str, dict]:
-        return capacity.free_on_nodes(self._nodes(), self._live_pods()[0])
+        return capacity.free_on_nodes(self.engines.nodes(), self.engines.live_pods()[0])
 
     def _queue_place(self, queue: str, job: str | None = None) -> dict | None:
         """A job's place in its LocalQueue, from Kueue's visibility API (without `job`: a new one's, behind all
@@ -59,8 +64,8 @@ class WhyItWaits(EngineChoice):
         job waits there no longer."""
         group, version = KUEUE_VISIBILITY
         try:
-            pending = self.custom.get_namespaced_custom_object(group, version, self.ns, "localqueues",
-                                                               f"{queue}/pendingworkloads")["items"]
+            pending = self.objects.custom.get_namespaced_custom_object(
+                group, version, self.objects.ns, "localqueues", f"{queue}/pendingworkloads")["items"]
         except ApiException as e:
             if e.status in (403, 404, 503):
                 return None
@@ -77,7 +82,7 @@ class WhyItWaits(EngineChoice):
     def _sees(self, job: str) -> bool:
         """Whether this backend's owner may see the job (owners' jobs are JobNotFound to others)."""
         try:
-            self.job_root(job)  # type: ignore[attr-defined]  # JobObserver's
+            self.objects.job_root(job)
         except JobNotFound:
             return False
         return True

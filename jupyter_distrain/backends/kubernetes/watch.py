@@ -3,6 +3,8 @@ work queue that hands each changed job to one worker at a time."""
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import json
 import threading
 import time
@@ -98,6 +100,12 @@ def job_label(obj) -> str | None:
     return (obj.metadata.labels or {}).get(JOB)
 
 
+def index_key(kind: str, obj) -> str | None:
+    """What the cache finds an object by besides its name: an event by the object it involves (not every event of a
+    job carries its label: the scheduler's, the engines'), any other object by its job's label."""
+    return obj.involved_object.name if kind == "events" else job_label(obj)
+
+
 class Cache:
     """An informer: list, then watch each kind `discover()` names (see `listers`), calling `changed(job)` for
     every job a change touches; a kind the cluster begins to serve later (an engine installed since) is
@@ -133,7 +141,8 @@ class Cache:
         self.watch_timeout = watch_timeout
         self.listers: dict[str, Callable] = {}
         self.objects: dict[str, dict[str, Any]] = {}
-        self.by_job: dict[str, dict[str | None, dict[str, Any]]] = {}  # job label -> name -> object
+        self.index: dict[str, dict[str | None, dict[str, Any]]] = {}  # index_key -> name -> object
+        self.keys: dict[str, list[str]] = {}  # the index's keys, sorted: those under a prefix are found at once
         self.versions: dict[str, str | None] = {}  # where each watch resumes; None: list
         self.generation: dict[str, int] = {}  # listings applied
         self.awaited: dict[str, dict[str, Any]] = {}  # name -> its answer's version
@@ -161,7 +170,8 @@ class Cache:
         with self.lock:
             new = {kind: lister for kind, lister in listers.items() if kind not in self.listers}
             for kind in new:
-                self.objects[kind], self.by_job[kind], self.awaited[kind], self.in_flight[kind] = {}, {}, {}, {}
+                self.objects[kind], self.index[kind], self.keys[kind] = {}, {}, []
+                self.awaited[kind], self.in_flight[kind] = {}, {}
                 self.versions[kind], self.generation[kind], self.ready[kind] = None, 0, threading.Event()
             threads = [threading.Thread(target=self._run, args=(kind,), daemon=True, name=f"distrain-watch-{kind}")
                        for kind in new]
@@ -206,7 +216,18 @@ class Cache:
             return []
         self.items(kind)
         with self.lock:
-            return list(self.by_job[kind].get(job, {}).values())
+            return list(self.index[kind].get(job, {}).values())
+
+    def under(self, kind: str, key: str) -> dict[str, list]:
+        """The cached objects whose index_key is `key` or begins with `key` and "-" (a job's events, of the objects
+        named after it; the jobs whose names begin with a job's), by that key."""
+        if not self.holds(kind):
+            return {}
+        self.items(kind)
+        with self.lock:
+            keys = self.keys[kind]
+            found = itertools.takewhile(lambda k: k.startswith(key), keys[bisect.bisect_left(keys, key):])
+            return {k: list(self.index[kind][k].values()) for k in found if k == key or k.startswith(key + "-")}
 
     # this process's writes
     @contextmanager
@@ -256,16 +277,22 @@ class Cache:
     def _set(self, kind: str, name: str, obj) -> None:
         """Cache `obj` as `name`, or with None forget it (the lock held), in the job index too."""
         old = self.objects[kind].get(name)
+        index, keys = self.index[kind], self.keys[kind]
         if old is not None:
-            named = self.by_job[kind][job_label(old)]
-            del named[name]
-            if not named:
-                del self.by_job[kind][job_label(old)]
+            key = index_key(kind, old)
+            del index[key][name]
+            if not index[key]:
+                del index[key]
+                if key is not None:
+                    del keys[bisect.bisect_left(keys, key)]
         if obj is None:
             self.objects[kind].pop(name, None)
             return
         self.objects[kind][name] = obj
-        self.by_job[kind].setdefault(job_label(obj), {})[name] = obj
+        key = index_key(kind, obj)
+        if key not in index and key is not None:
+            bisect.insort(keys, key)
+        index.setdefault(key, {})[name] = obj
 
     def _job_of(self, kind: str, obj) -> str | None:
         """The job an object belongs to (the lock held: an event's job is a cached ConfigMap's name)."""
@@ -309,7 +336,7 @@ class Cache:
             items, version = listing.items, listing.metadata.resource_version
         with self.lock:
             touched = {self._job_of(kind, o) for o in self.objects[kind].values()}
-            self.objects[kind], self.by_job[kind] = {}, {}
+            self.objects[kind], self.index[kind], self.keys[kind] = {}, {}, []
             for o in items:
                 self._set(kind, o.metadata.name, o)
             touched |= {self._job_of(kind, o) for o in items}
