@@ -132,17 +132,29 @@ def jobs_in(root: Path, count: int) -> None:
 
 
 @contextmanager
-def control_plane(*namespaces: str) -> Iterator:
-    """The tests' control plane (tests/controlplane: a real API server, kwok's nodes, no engines) with the jobs'
-    namespace and `namespaces`, in a temporary directory (plane.dir) it leaves with."""
+def control_plane(*namespaces: str, engines: bool = False, output_claim: bool = False) -> Iterator:
+    """The tests' control plane (tests/controlplane: a real API server, kwok's nodes; with `engines`, JobSet, the
+    Training Operator and Kueue) with the jobs' namespace and `namespaces`, and with `output_claim` the claim the jobs
+    write their output to by default, in a temporary directory (plane.dir) it leaves with."""
     from controlplane.cluster import NAMESPACE, ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
-        plane = ControlPlane(Path(tmp), engines=False)
+        plane = ControlPlane(Path(tmp), engines=engines)
         plane.start()
         try:
             plane.create(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
                            for name in (NAMESPACE, *namespaces)))
+            if output_claim:
+                (plane.dir / "outputs").mkdir()
+                plane.create(
+                    {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "distrain-outputs"},
+                     "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
+                              "hostPath": {"path": str(plane.dir / "outputs")},
+                              "claimRef": {"namespace": NAMESPACE, "name": "distrain-outputs"}}},
+                    {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": "distrain-outputs", "namespace": NAMESPACE},
+                     "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
+                              "volumeName": "distrain-outputs", "storageClassName": ""}})
             yield plane
         finally:
             plane.stop()

@@ -16,6 +16,7 @@ import launch
 import log_latency
 import log_throughput
 import stacks
+import submit
 import tensorboard_memory
 import tensorboard_proxy
 import waiting
@@ -31,5 +32,5 @@ def machine() -> str:
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
             *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure(),
-            *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure()]
+            *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

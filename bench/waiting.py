@@ -32,18 +32,7 @@ def measure(times: int = 20) -> list[tuple]:
     from jupyter_distrain.backends.kubernetes import KubeBackend
     from jupyter_distrain.config import Distrain
 
-    with control_plane("others") as plane:
-        volume = plane.dir / "outputs"
-        volume.mkdir()
-        plane.create(
-            {"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "distrain-outputs"},
-             "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteMany"],
-                      "hostPath": {"path": str(volume)},
-                      "claimRef": {"namespace": NAMESPACE, "name": "distrain-outputs"}}},
-            {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-             "metadata": {"name": "distrain-outputs", "namespace": NAMESPACE},
-             "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}},
-                      "volumeName": "distrain-outputs", "storageClassName": ""}})
+    with control_plane("others", output_claim=True) as plane:
         nodes = ["cpu-0", "gpu-0", "gpu-1"]
         for node in nodes:
             plane.add_node(node, gpus=0 if node == "cpu-0" else 2)

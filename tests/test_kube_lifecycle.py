@@ -12,6 +12,7 @@ import subprocess
 import threading
 import time
 from contextlib import suppress
+from urllib.parse import urlparse
 
 import pytest
 from conftest import CLI, at_once, distrain_command, wait
@@ -243,6 +244,40 @@ def test_the_runs_monitor_posts_a_hang_and_the_end_to_the_webhooks_once(control_
     receiver.close()
     alone.objects.api.close()
 
+
+def test_a_forms_checks_and_the_submit_ask_the_api_server_only_what_they_must(backend, admin):
+    """The form's checks while one types (a server-side dry run of each object, and the outlook) and the submit that
+    follows ask the API server only what none but it can answer: the dry runs, the creates, and at submit what the
+    cluster serves, afresh. Its engines, nodes, pods and claims come from answers of the last moments (Recent: held
+    for the whole test here, so a loaded machine's pauses change nothing); the output claim is labelled once.
+    Before: 8 requests a check (what the cluster serves, its nodes twice, its claims, all its pods), 10 a submit."""
+    for recent in (backend.engines.served, backend.engines.node_list, backend.engines.live_pods,
+                   backend.engines.claim_list, backend.engines.queue_list):
+        recent.seconds = 600
+    output = {"volume": "datasets"}
+    backend.submit(tf_spec("first", workers=1, output=output))
+    sent = counted(backend.objects.api)
+
+    def asked() -> list[str]:  # but the controller's copies of the first job's logs
+        found = [f"{r.split()[0]} {urlparse(r.split()[1]).path}" for r in sent if not r.endswith("/log")]
+        sent.clear()
+        return found
+    second = tf_spec("second", workers=1, output=output)
+    checks = []
+    for _ in range(3):  # three pauses while typing
+        backend.check(second)
+        backend.outlook(second)
+        checks.append(asked())
+    dry_runs = [f"POST /api/v1/namespaces/{NAMESPACE}/configmaps",  # the job's root and its workload
+                f"POST /apis/jobset.x-k8s.io/v1alpha2/namespaces/{NAMESPACE}/jobsets"]
+    assert checks == [[*dry_runs, "GET /api/v1/pods"], dry_runs, dry_runs], checks  # the cluster's pods read once
+    backend.submit(second)
+    submitted = asked()
+    assert sorted(submitted) == sorted(["GET /apis/", "GET /apis/kubeflow.org/v1", *dry_runs, *dry_runs,
+                                        f"POST /api/v1/namespaces/{NAMESPACE}/events"]), submitted
+    print(f"a check: {len(checks[-1])} requests; a submit: {len(submitted)}")
+    admin.patch_namespaced_persistent_volume_claim("datasets", NAMESPACE,
+                                                   {"metadata": {"labels": {naming.HOLDS_OUTPUTS: None}}})
 
 @ENGINES
 def test_a_runs_monitor_asks_the_api_server_nothing_while_its_job_does_not_change(control_plane, backend, admin,

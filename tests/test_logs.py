@@ -183,6 +183,43 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
     assert from_volume(b"written by the job itself") is None
 
 
+def test_a_pods_log_the_kubelet_no_longer_has_is_no_copy_of_it(tmp_path):
+    """Once a finished pod's container is removed, pods/log answers 200 with the kubelet's word that it has no log:
+    the copy says the pod's lines are not all copied (False, as for a pod gone), so that its run's lines are read
+    from the volume before the run is marked complete (a worker's last lines were lost so on the real node)."""
+    from kubernetes import client
+
+    from jupyter_distrain.backends.kubernetes.logcopy import LogCopier
+    from jupyter_distrain.backends.kubernetes.naming import RUN
+    from jupyter_distrain.backends.kubernetes.objects import NamespaceObjects
+    from jupyter_distrain.config import Distrain
+
+    class PodsLog:  # the API server's answer to pods/log, streamed
+        def __init__(self, *lines: bytes):
+            self.body = b"".join(line + b"\n" for line in lines)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            pass
+
+        def stream(self, amount, decode_content=True):
+            yield self.body
+
+    objects = NamespaceObjects(Distrain(root=str(tmp_path), namespace="training"), client.ApiClient())
+    objects.run_log_dir = lambda job, run: tmp_path
+    answers = iter([PodsLog(b"2030-01-01T00:00:00.1Z 2030-01-01T00:00:00.000001Z rank 1/3 joined"),
+                    PodsLog(b"unable to retrieve container logs for containerd://3f9a")])
+    objects.core.read_namespaced_pod_log = lambda *args, **kwargs: next(answers)
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="job-worker-0-0-0-x", labels={RUN: "1"}),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="replica")]),
+                       status=client.V1PodStatus(phase="Succeeded", container_statuses=[]))
+    copier = LogCopier(objects)
+    assert copier.archive("job", "worker-0", pod) is True
+    assert copier.archive("job", "worker-0", pod) is False  # its container gone: what it logged is on the volume
+    assert (tmp_path / "worker-0.log").read_bytes() == b"2030-01-01T00:00:00.000001Z rank 1/3 joined\n"
+
 def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path):
     process = tee(tmp_path / "log", sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
     assert process.stdout.readline().endswith(b" ready\n")

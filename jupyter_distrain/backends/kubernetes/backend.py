@@ -211,7 +211,7 @@ class KubeBackend:
             return self._submit(spec, snapshot, hooks)
 
     def _submit(self, spec: dict, snapshot: bytes | None, hooks: dict | None) -> JobRecord:
-        engine, why = self.engines.engine(spec)
+        engine, why = self.engines.engine(spec, fresh=True)
         self.check(spec, engine=engine)
         root_dict = render.root(spec, self.settings, engine, self.engines.resume_source(spec))
         root_dict["data"]["status.json"] = json.dumps(new_status(spec))

@@ -18,6 +18,7 @@ from ...sweep import is_sweep
 from . import capacity, naming, podspec, render
 from .naming import SWEEP
 from .objects import NamespaceObjects, owner_of
+from .recent import RECENT, Recent
 from .state import GPU
 from .watch import KubeError, api_error
 
@@ -31,8 +32,15 @@ class Engines:
 
     def __init__(self, objects: NamespaceObjects):
         self.objects, self.settings, self.ns, self.core = objects, objects.settings, objects.ns, objects.core
+        # what the cluster serves and holds, as answered within RECENT seconds (recent.py)
+        self.served = Recent(self._served, RECENT)
+        self.node_list = Recent(lambda: listed(self.core.list_node(_preload_content=False)), RECENT)
+        self.live_pods = Recent(self._live_pods, RECENT)
+        self.claim_list = Recent(lambda: {c.metadata.name: c for c in self.core.list_namespaced_persistent_volume_claim(
+            self.ns).items}, RECENT)
+        self.queue_list = Recent(self._queues, RECENT)
 
-    def served(self) -> dict[str, str]:
+    def _served(self) -> dict[str, str]:
         """The engines' resources the cluster serves (jobsets, tfjobs, pytorchjobs, paddlejobs, and Kueue's
         workloads), each with its API version."""
         groups = self.objects.call(lambda: client.ApisApi(self.objects.api).get_api_versions().groups,
@@ -53,15 +61,16 @@ class Engines:
             out["workloads"] = naming.KUEUE_API
         return out
 
-    def engine(self, spec: dict | None = None) -> tuple[str, str]:
+    def engine(self, spec: dict | None = None, fresh: bool = False) -> tuple[str, str]:
         """The engine new jobs (or the job `spec`) run on, by c.Distrain.kubernetes_engine and what the
-        cluster serves, and why. "auto" prefers JobSet, then the Training Operator for the jobs it can run."""
+        cluster serves (as it answered within RECENT seconds, or `fresh`: for a submit, an engine installed a
+        moment ago runs it), and why. "auto" prefers JobSet, then the Training Operator for the jobs it can run."""
         if spec is not None and is_sweep(spec):
             return SWEEP, "a sweep's controller runs in the cluster (a Job) and launches its trials"
         wanted = self.settings.kubernetes_engine
         if wanted == "pods":
             return "pods", f"c.Distrain.kubernetes_engine is 'pods': jobs are {SUPERVISED}"
-        served = self.served()
+        served = self.served(fresh)
         if wanted in ("auto", "jobset") and "jobsets" in served:
             return "jobset", ("the cluster serves JobSet (jobset.x-k8s.io/v1alpha2): its controller enforces each "
                               "job's lifecycle in the cluster")
@@ -95,7 +104,7 @@ class Engines:
         which its controller's rights follow (roles.sweeper); "" for a job that is no sweep."""
         return self.engine(sweep.trials(spec)[-1])[0] if is_sweep(spec) else ""
 
-    def queues(self) -> builtins.list[str] | None:
+    def _queues(self) -> builtins.list[str] | None:
         """The namespace's Kueue LocalQueues, which a job's `queue` names; None without Kueue."""
         group, version = naming.KUEUE_API.split("/")
         try:
@@ -141,18 +150,21 @@ class Engines:
                 errors.append(FieldError("name", f"at most {limit} characters for this job on JobSet: its pods' names "
                                                  f"(<name>-<replica>-0-0-<5 characters>) must fit in 63"))
         if "queue" in spec and engine != "pods":  # on pods, podspec.refusals says why not
-            queues = self.queues()
+            if (queues := self.queue_list()) is None or spec["queue"] not in queues:
+                queues = self.queue_list(fresh=True)
             if queues is None:
                 errors.append(FieldError("queue", "the cluster has no Kueue (kueue.x-k8s.io): an admin installs it "
                                                   "(see docs/kubernetes.md), or leave the queue out"))
             elif spec["queue"] not in queues:
                 errors.append(FieldError("queue", f"no LocalQueue {spec['queue']!r} in namespace {self.ns}; queues: "
                                                   f"{', '.join(queues) or 'none'}"))
-        claims = {c.metadata.name: c for c in self.objects.call(
-            lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items, "list volumes")}
-        for field_, source in (("data", spec.get("data")), ("output", podspec.output_source(spec, self.settings))):
-            if source and "volume" in source and source["volume"] not in claims:
-                errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {source['volume']!r} in "
+        sources = {"data": spec.get("data"), "output": podspec.output_source(spec, self.settings)}
+        named = {field_: source["volume"] for field_, source in sources.items() if source and "volume" in source}
+        if not set(named.values()) <= set(claims := self.claims()):
+            claims = self.claims(fresh=True)
+        for field_, volume in named.items():
+            if volume not in claims:
+                errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {volume!r} in "
                                          f"namespace {self.ns}; volumes: {', '.join(sorted(claims)) or 'none'}"))
         if problem := storage.output_path_problem(spec):
             errors.append(FieldError("output.path", problem))
@@ -189,19 +201,26 @@ class Engines:
 
     def mark_holding_outputs(self, spec: dict) -> None:
         """Label the claim the job writes its output to as one holding owners' outputs (HOLDS_OUTPUTS), for
-        every later job that reads it as data: its owners/ directory is no one's to read whole."""
-        source = podspec.output_source(spec, self.settings)
-        if "volume" in source:
-            self.objects.call(lambda: self.core.patch_namespaced_persistent_volume_claim(
-                source["volume"], self.ns, {"metadata": {"labels": {naming.HOLDS_OUTPUTS: "true"}}}),
-                f"label volume {source['volume']}")
+        every later job that reads it as data: its owners/ directory is no one's to read whole; once."""
+        volume = podspec.output_source(spec, self.settings).get("volume")
+        if volume is None:
+            return
+        if volume not in (claims := self.claims()):
+            claims = self.claims(fresh=True)
+        if volume in claims and (claims[volume].metadata.labels or {}).get(naming.HOLDS_OUTPUTS) != "true":
+            claims[volume] = self.objects.call(lambda: self.core.patch_namespaced_persistent_volume_claim(
+                volume, self.ns, {"metadata": {"labels": {naming.HOLDS_OUTPUTS: "true"}}}), f"label volume {volume}")
 
     def _size_refusals(self, spec: dict) -> builtins.list[FieldError]:
         """The roles asking for more CPUs, memory or GPUs than the largest node they may use (of their GPU type)
         has; none where this identity may not list nodes (a sweep's controller: its trials were checked when it
         was submitted)."""
+        errors = self._size_refusals_on(spec, fresh=False)
+        return errors and self._size_refusals_on(spec, fresh=True)  # a node may have come meanwhile
+
+    def _size_refusals_on(self, spec: dict, fresh: bool) -> builtins.list[FieldError]:
         try:
-            nodes = capacity.free_on_nodes(listed(self.core.list_node(_preload_content=False)), [])
+            nodes = capacity.free_on_nodes(self.node_list(fresh), [])
         except ApiException as e:
             if e.status != 403:
                 raise api_error(e, "list nodes") from None
@@ -235,20 +254,20 @@ class Engines:
         self.check(sweep.trials(spec)[-1])
 
     def cluster(self) -> dict:
-        engine, why = self.engine()
-        pods, counted = self.live_pods()
-        nodes = capacity.free_on_nodes(self.nodes(), pods)
+        """What the cluster offers now (read fresh: its answers are then recent for the checks that follow)."""
+        engine, why = self.engine(fresh=True)
+        pods, counted = self.live_pods(fresh=True)
+        nodes = capacity.free_on_nodes(self.nodes(fresh=True), pods)
         offered = {name: node["allocatable"] for name, node in nodes.items()}
         gpus = {name: int(node[GPU]) for name, node in offered.items()}
         free = int(sum(node["free"][GPU] for node in nodes.values()))  # none on a cordoned node
-        claims = self.objects.call(lambda: self.core.list_namespaced_persistent_volume_claim(self.ns).items,
-                                   "list volumes")
+        claims = self.claims(fresh=True)
         return {
             "backend": naming.BACKEND,
             "engine": {"name": engine, "reason": why},
             "namespaces": [self.ns],
-            "volumes": sorted(c.metadata.name for c in claims),
-            "queues": self.queues() or [],
+            "volumes": sorted(claims),
+            "queues": self.queue_list(fresh=True) or [],
             "cpus": int(sum(node["cpu"] for node in offered.values())),
             "memory_bytes": int(sum(node["memory"] for node in offered.values())),
             "gpus": {"capacity": sum(gpus.values()), "available": free,
@@ -257,10 +276,14 @@ class Engines:
 
     # Nodes and pods of the whole cluster are read as the API server's JSON: the client's models cost ~6x the
     # request itself for a few hundred pods (bench/waiting.py).
-    def nodes(self) -> builtins.list[dict]:
-        return self.objects.call(lambda: listed(self.core.list_node(_preload_content=False)), "list nodes")
+    def nodes(self, fresh: bool = False) -> builtins.list[dict]:
+        return self.objects.call(lambda: self.node_list(fresh), "list nodes")
 
-    def live_pods(self) -> tuple[builtins.list[dict], str]:
+    def claims(self, fresh: bool = False) -> dict[str, client.V1PersistentVolumeClaim]:
+        """The namespace's PersistentVolumeClaims, by name."""
+        return self.objects.call(lambda: self.claim_list(fresh), "list volumes")
+
+    def _live_pods(self) -> tuple[builtins.list[dict], str]:
         """The pods not finished, of every namespace, or of the jobs' namespace only where the service
         account may not list the others (docs/jupyterhub.md: narrowing its rights); and which of the two."""
         live = "status.phase!=Succeeded,status.phase!=Failed"

@@ -90,7 +90,8 @@ class LogCopier:
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> bool:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
-        until the container ends. False if the pod is gone: what it logged since is only on the volume."""
+        until the container ends. False if the pod, or its container's log, is gone: what it logged since is only
+        on the volume."""
         if not self.copies_logs:
             return True  # nothing this process keeps
         if not pod.status.container_statuses and pod.status.phase == "Pending":
@@ -107,16 +108,19 @@ class LogCopier:
         except ApiException as e:
             return e.status != 404  # not started (nothing to copy), or gone
         self.objects.streams.add(response)
+        gone = False  # the kubelet answered, in place of the log, that it has none left
         try:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
-                    append(path, [line for line in map(from_pods_log, lines) if line is not None])
+                    copies = [from_pods_log(line) for line in lines]
+                    gone = gone or None in copies
+                    append(path, [line for line in copies if line is not None])
         except HTTPError:  # silent too long (a connection that died unseen, or a quiet container): ask again
             if not follow:
                 raise
         finally:
             self.objects.streams.discard(response)
-        return True
+        return not gone
 
     def logs_complete(self, name: str, run: int) -> bool:
         return (self.objects.run_log_dir(name, run) / COMPLETE).exists()

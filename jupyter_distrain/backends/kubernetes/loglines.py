@@ -30,7 +30,8 @@ def from_pods_log(raw: bytes) -> bytes | None:
     incluster/logtee.py, which stamped the text itself as it wrote the same line to the output volume: that
     stamp (and its mark of stderr) is kept, so both copies are the same bytes. Other lines get the runtime's time.
     None for a line with no time, none of the container's: the kubelet's word, in place of the log, that it has
-    none (`unable to retrieve container logs for ...`, once the container is gone)."""
+    none (`unable to retrieve container logs for ...`, once the container is gone: what it logged is then only on
+    the volume, see LogCopier.archive)."""
     when, _, text = raw.partition(b" ")
     if not RUNTIME_TIME.fullmatch(when):
         return None

@@ -35,7 +35,7 @@ class WhyItWaits:
             return waits.not_waiting(job)
         pods = {replica: self.objects.api.sanitize_for_serialization(pod)  # as the API server sends it
                 for replica, pod in newest(self.objects.job_pods(name)).items() if replica in unplaced}
-        nodes = self._nodes_free() if unplaced else {}
+        nodes = self._nodes_free(fresh=True) if unplaced else {}
         replicas = [{"name": r["name"], "message": r["message"],
                      **capacity.against_nodes(capacity.pod_requests(pods[r["name"]]), nodes,
                                               pods[r["name"]]["spec"].get("nodeSelector"))}
@@ -44,8 +44,9 @@ class WhyItWaits:
 
     def outlook(self, spec: dict) -> builtins.list[FieldError]:
         """What would keep a job of this (checked) spec waiting were it submitted now, as warnings: a role no
-        node has room for now, the workloads waiting in its queue."""
-        nodes, found = self._nodes_free(), []
+        node has room for now, the workloads waiting in its queue (nodes and pods as recently read: it follows a
+        check)."""
+        nodes, found = self._nodes_free(fresh=False), []
         for role in spec["replicas"]:
             seen = capacity.against_nodes(capacity.role_requests(spec, role), nodes,
                                           podspec.gpu_nodes(spec, role, self.objects.settings).get("node_selector"))
@@ -55,8 +56,8 @@ class WhyItWaits:
             found.append(FieldError("queue", waits.would_queue(spec["queue"], place)))
         return found
 
-    def _nodes_free(self) -> dict[str, dict]:
-        return capacity.free_on_nodes(self.engines.nodes(), self.engines.live_pods()[0])
+    def _nodes_free(self, fresh: bool) -> dict[str, dict]:
+        return capacity.free_on_nodes(self.engines.nodes(fresh), self.engines.live_pods(fresh)[0])
 
     def _queue_place(self, queue: str, job: str | None = None) -> dict | None:
         """A job's place in its LocalQueue, from Kueue's visibility API (without `job`: a new one's, behind all
