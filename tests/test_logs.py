@@ -220,6 +220,23 @@ def test_a_pods_log_the_kubelet_no_longer_has_is_no_copy_of_it(tmp_path):
     assert copier.archive("job", "worker-0", pod) is False  # its container gone: what it logged is on the volume
     assert (tmp_path / "worker-0.log").read_bytes() == b"2030-01-01T00:00:00.000001Z rank 1/3 joined\n"
 
+def test_a_follower_waits_past_its_grace_for_a_volume_read_under_way(tmp_path, monkeypatch):
+    """A run over whose lines are not all copied ends a follower LOGS_GRACE seconds later, unless this process is
+    reading the volume's lines then (a reader pod may take minutes to serve on a loaded node): it waits for them."""
+    from kubernetes import client
+
+    from jupyter_distrain.backends.kubernetes import logcopy
+    from jupyter_distrain.backends.kubernetes.objects import NamespaceObjects
+    from jupyter_distrain.config import Distrain
+
+    monkeypatch.setattr(logcopy, "LOGS_GRACE", 0)
+    objects = NamespaceObjects(Distrain(root=str(tmp_path), namespace="training"), client.ApiClient())
+    objects.run_log_dir = lambda job, run: tmp_path
+    finished = logcopy.LogCopier(objects).until_lines_copied("job", 1, lambda: True)
+    with objects.reading:  # the controller's volume read, under way
+        assert not finished()
+    assert finished()
+
 def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path):
     process = tee(tmp_path / "log", sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
     assert process.stdout.readline().endswith(b" ready\n")

@@ -444,9 +444,12 @@ def test_pytorch_trains_across_pods_under_torchrun(git_host, real_cluster, cli, 
                        timeout=280)
         assert followed.returncode == 0, followed.stdout + followed.stderr + cli("logs", name).stdout
         joined = set(re.findall(r"rank \d/\d joined", followed.stdout))
+        home = Path(cli.env["DISTRAIN_HOME"])
+        copies = sorted(str(f.relative_to(home)) for f in home.rglob("*") if f.is_file())  # .complete: all copied?
+        warnings = [(e["reason"], e["message"]) for e in cli.json("get", name)["events"] if e["type"] == "Warning"]
         assert {f"rank {rank}/3 joined" for rank in range(3)} <= joined, \
             f"{followed.stdout}{followed.stderr}\nread afterwards:\n{cli('logs', name).stdout}\n" \
-            f"{as_kept(admin, real_cluster, name)}"
+            f"{as_kept(admin, real_cluster, name)}\nthe CLI's copies: {copies}\nthe job's warnings: {warnings}"
         assert "[master-0] done epoch 2 loss" in followed.stdout
         job = cli.json("get", name)
         assert (job["phase"], job["engine"]) == ("Succeeded", engine), job

@@ -59,14 +59,17 @@ class LogCopier:
 
     def until_lines_copied(self, name: str, run: int, over: Callable[[], bool]) -> Callable[[], bool]:
         """`over()`, and the run's lines all in its files: the cluster ends a run as its pods end, and a
-        controller copies what they logged after that (and marks it done), or LOGS_GRACE seconds later."""
+        controller copies what they logged after that (and marks it done), or LOGS_GRACE seconds later; a read of
+        the volume's lines in this process (its reader pod may take READER_TIMEOUT to serve) is waited for."""
         seen_over: list[float] = []
 
         def finished() -> bool:
             if not over():
                 return False
             seen_over[:] = seen_over or [time.monotonic()]
-            return self.logs_complete(name, run) or time.monotonic() - seen_over[0] > LOGS_GRACE
+            if self.logs_complete(name, run):
+                return True
+            return time.monotonic() - seen_over[0] > LOGS_GRACE and not self.objects.reading.locked()
         return finished
 
     def catch_up(self, name: str) -> None:
