@@ -279,6 +279,20 @@ def test_a_forms_checks_and_the_submit_ask_the_api_server_only_what_they_must(ba
     admin.patch_namespaced_persistent_volume_claim("datasets", NAMESPACE,
                                                    {"metadata": {"labels": {naming.HOLDS_OUTPUTS: None}}})
 
+def test_a_claim_made_a_moment_ago_is_found_where_a_recent_answer_lacks_it(backend, admin):
+    """A refusal is decided on a fresh answer: a claim missing from the recent list of claims is asked for again, so
+    one made a moment ago admits the job, and one that is not there is refused naming the field."""
+    spec = tf_spec("reads", workers=1, data={"volume": "made-late"})
+    with pytest.raises(SpecError, match="data.volume: no PersistentVolumeClaim 'made-late' in namespace training"):
+        backend.check(spec)
+    admin.create_namespaced_persistent_volume_claim(NAMESPACE, {
+        "metadata": {"name": "made-late"},
+        "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Gi"}}}})
+    try:
+        backend.check(spec)  # within the recent answer's 10 s
+    finally:
+        admin.delete_namespaced_persistent_volume_claim("made-late", NAMESPACE)
+
 @ENGINES
 def test_a_runs_monitor_asks_the_api_server_nothing_while_its_job_does_not_change(control_plane, backend, admin,
                                                                                    engine, tmp_path):

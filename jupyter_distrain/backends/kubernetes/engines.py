@@ -36,8 +36,9 @@ class Engines:
         self.served = Recent(self._served, RECENT)
         self.node_list = Recent(lambda: listed(self.core.list_node(_preload_content=False)), RECENT)
         self.live_pods = Recent(self._live_pods, RECENT)
-        self.claim_list = Recent(lambda: {c.metadata.name: c for c in self.core.list_namespaced_persistent_volume_claim(
-            self.ns).items}, RECENT)
+        self.claim_list = Recent(lambda: self.objects.call(lambda: {  # the namespace's claims, by name
+            c.metadata.name: c for c in self.core.list_namespaced_persistent_volume_claim(self.ns).items},
+            "list volumes"), RECENT)
         self.queue_list = Recent(self._queues, RECENT)
 
     def _served(self) -> dict[str, str]:
@@ -150,8 +151,7 @@ class Engines:
                 errors.append(FieldError("name", f"at most {limit} characters for this job on JobSet: its pods' names "
                                                  f"(<name>-<replica>-0-0-<5 characters>) must fit in 63"))
         if "queue" in spec and engine != "pods":  # on pods, podspec.refusals says why not
-            if (queues := self.queue_list()) is None or spec["queue"] not in queues:
-                queues = self.queue_list(fresh=True)
+            queues = self.queue_list.admitting(lambda found: found is not None and spec["queue"] in found)
             if queues is None:
                 errors.append(FieldError("queue", "the cluster has no Kueue (kueue.x-k8s.io): an admin installs it "
                                                   "(see docs/kubernetes.md), or leave the queue out"))
@@ -160,8 +160,7 @@ class Engines:
                                                   f"{', '.join(queues) or 'none'}"))
         sources = {"data": spec.get("data"), "output": podspec.output_source(spec, self.settings)}
         named = {field_: source["volume"] for field_, source in sources.items() if source and "volume" in source}
-        if not set(named.values()) <= set(claims := self.claims()):
-            claims = self.claims(fresh=True)
+        claims = self.claim_list.admitting(lambda found: set(named.values()) <= set(found))
         for field_, volume in named.items():
             if volume not in claims:
                 errors.append(FieldError(f"{field_}.volume", f"no PersistentVolumeClaim {volume!r} in "
@@ -205,8 +204,7 @@ class Engines:
         volume = podspec.output_source(spec, self.settings).get("volume")
         if volume is None:
             return
-        if volume not in (claims := self.claims()):
-            claims = self.claims(fresh=True)
+        claims = self.claim_list.admitting(lambda found: volume in found)
         if volume in claims and (claims[volume].metadata.labels or {}).get(naming.HOLDS_OUTPUTS) != "true":
             claims[volume] = self.objects.call(lambda: self.core.patch_namespaced_persistent_volume_claim(
                 volume, self.ns, {"metadata": {"labels": {naming.HOLDS_OUTPUTS: "true"}}}), f"label volume {volume}")
@@ -261,7 +259,7 @@ class Engines:
         offered = {name: node["allocatable"] for name, node in nodes.items()}
         gpus = {name: int(node[GPU]) for name, node in offered.items()}
         free = int(sum(node["free"][GPU] for node in nodes.values()))  # none on a cordoned node
-        claims = self.claims(fresh=True)
+        claims = self.claim_list(fresh=True)
         return {
             "backend": naming.BACKEND,
             "engine": {"name": engine, "reason": why},
@@ -278,10 +276,6 @@ class Engines:
     # request itself for a few hundred pods (bench/waiting.py).
     def nodes(self, fresh: bool = False) -> builtins.list[dict]:
         return self.objects.call(lambda: self.node_list(fresh), "list nodes")
-
-    def claims(self, fresh: bool = False) -> dict[str, client.V1PersistentVolumeClaim]:
-        """The namespace's PersistentVolumeClaims, by name."""
-        return self.objects.call(lambda: self.claim_list(fresh), "list volumes")
 
     def _live_pods(self) -> tuple[builtins.list[dict], str]:
         """The pods not finished, of every namespace, or of the jobs' namespace only where the service

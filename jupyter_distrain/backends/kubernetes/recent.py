@@ -25,3 +25,8 @@ class Recent(Generic[T]):
         if fresh or answer is None or time.monotonic() - answer[0] > self.seconds:
             answer = self.answer = time.monotonic(), self.fetch()
         return answer[1]
+
+    def admitting(self, admits: Callable[[T], bool]) -> T:
+        """The recent answer if `admits(answer)`, else a fresh one: what refuses is decided on a fresh answer."""
+        answer = self()
+        return answer if admits(answer) else self(fresh=True)
