@@ -132,14 +132,16 @@ def jobs_in(root: Path, count: int) -> None:
 
 
 @contextmanager
-def control_plane(*namespaces: str, engines: bool = False, output_claim: bool = False) -> Iterator:
+def control_plane(*namespaces: str, engines: bool = False, output_claim: bool = False,
+                  audit_everyone: bool = False) -> Iterator:
     """The tests' control plane (tests/controlplane: a real API server, kwok's nodes; with `engines`, JobSet, the
     Training Operator and Kueue) with the jobs' namespace and `namespaces`, and with `output_claim` the claim the jobs
-    write their output to by default, in a temporary directory (plane.dir) it leaves with."""
+    write their output to by default, in a temporary directory (plane.dir) it leaves with. `audit_everyone`: its
+    audit log (plane.audit_log) holds every request."""
     from controlplane.cluster import NAMESPACE, ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
-        plane = ControlPlane(Path(tmp), engines=engines)
+        plane = ControlPlane(Path(tmp), engines=engines, audit_everyone=audit_everyone)
         plane.start()
         try:
             plane.create(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

@@ -10,6 +10,7 @@ from datetime import date
 from pathlib import Path
 
 import cli
+import controllers
 import job_end
 import job_list
 import launch
@@ -32,5 +33,6 @@ def machine() -> str:
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
             *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure(),
-            *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure()]
+            *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure(),
+            *controllers.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

@@ -11,6 +11,7 @@ import logging
 import subprocess
 import threading
 import time
+from collections import Counter
 from contextlib import suppress
 from urllib.parse import urlparse
 
@@ -294,11 +295,14 @@ def test_a_claim_made_a_moment_ago_is_found_where_a_recent_answer_lacks_it(backe
         admin.delete_namespaced_persistent_volume_claim("made-late", NAMESPACE)
 
 @ENGINES
-def test_a_runs_monitor_asks_the_api_server_nothing_while_its_job_does_not_change(control_plane, backend, admin,
-                                                                                   engine, tmp_path):
+def test_a_runs_monitor_and_the_servers_controller_ask_next_to_nothing_while_the_job_does_not_change(
+        control_plane, backend, admin, engine, tmp_path):
     """A run's monitor watches its job's objects (a cache of them alone, as the Jupyter server's, with no policy
     applied and no logs copied): while the job runs unchanged it sends no request, and it sees the run's end as the
-    watch brings it."""
+    watch brings it. The server's controller beside it asks for nothing but the pods' logs: kwok's pods have none,
+    so each follow ends at once (as when a kubelet cannot be reached) and is asked again later and later
+    (FOLLOW_AGAIN), not twice a second (40 a pod in 20 s before); as the job ends, each ended pod's log is read
+    once more, not again at each of the many changes an ending job makes."""
     backend.settings.controller_image = "registry.example.com/notebook:1"
     receiver = Receiver()
     hooks = {"urls": [receiver.url("/idle")], "link": None, "allow_private": True}
@@ -307,16 +311,19 @@ def test_a_runs_monitor_asks_the_api_server_nothing_while_its_job_does_not_chang
     (tmp_path / "logs").mkdir()
     (tmp_path / "output").mkdir()
     alone = monitor_backend(control_plane, tmp_path, engine)
-    sent = counted(alone.objects.api)
+    sent, served = counted(alone.objects.api), counted(backend.objects.api)
     watching = threading.Thread(target=monitor.watch, args=(alone, "idle", 1, tmp_path / "logs", tmp_path / "output",
                                                             hooks), daemon=True)
     watching.start()
     time.sleep(5)  # its watches begin
-    began = len(sent)
+    began, server_began = len(sent), len(served)
     time.sleep(20)
-    idle = sent[began:]
-    print(f"REQUESTS at start {began}, in 20 s idle {len(idle)}: {sorted(set(idle))}")
+    idle, server_idle = sent[began:], served[server_began:]
+    print(f"REQUESTS at start {began}, in 20 s idle {len(idle)}: {sorted(set(idle))}; the server's: {server_idle}")
     assert not idle, idle
+    followed = Counter(r for r in server_idle if r.endswith("/log"))
+    assert sum(followed.values()) == len(server_idle) and max(followed.values(), default=0) <= 7, server_idle
+    ending = len(served)
     for name in ("worker-0", "chief-0"):
         end(admin, "idle", name, 0)
     watching.join(60)
@@ -325,6 +332,9 @@ def test_a_runs_monitor_asks_the_api_server_nothing_while_its_job_does_not_chang
     assert receiver.events("idle") == [("ended", "Succeeded", backend.get("idle")["reason"], None)]
     receiver.close()
     alone.objects.api.close()
+    wait(lambda: backend.copier.logs_complete("idle", 1), "the run's lines all copied")
+    read = Counter(r for r in served[ending:] if r.endswith("/log"))
+    assert max(read.values()) <= 4, read  # a follow's last try, its end's read, the controller's
 
 
 def test_a_run_restarted_while_its_monitor_looked_away_is_told_of_once(control_plane, backend, tmp_path):

@@ -53,8 +53,13 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
         assert [o.uid for o in admin.read_namespaced_config_map(name, NAMESPACE).metadata.owner_references] == \
             [sweep_uid]
     assert [j["spec"]["hyperparameters"]["lr"] for j in map(backend.get, trials())] == [0.1, 0.2]
-    time.sleep(2)
+    wait_job(backend, "hp", lambda j: j["message"].startswith("2 running"), "the sweep shows its trials running")
+    began = time.time() + 1  # its last write answered
+    time.sleep(11)
     assert trials() == ["hp-1", "hp-2"]  # never more than the parallelism
+    # its jobs read from watches: while none changes, the sweep's controller asks nothing (it listed them every second)
+    asked = control_plane.audited(f"system:serviceaccount:{NAMESPACE}:hp-sweeper", began)
+    assert not asked, [(e["verb"], e["requestURI"]) for e in asked]
 
     volume, logdir = own_outputs(control_plane), spec["tensorboard"]["logdir"]
     write_scalars(volume / "hp-1" / logdir / "worker-0", "loss", [1.0, 0.5])  # as the trials' training would

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import time
 from pathlib import Path
 
@@ -31,9 +32,12 @@ def main(argv: list[str] | None = None) -> None:
     settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
                         janitor_schedule="")  # the server that made the sweep made the janitor, if any
     backend = kube_backend(settings, reader.objects.api, supervises=args.sweep)  # its trials on "pods", which it made
+    # the jobs read from watches: looking at its trials every POLL_SECONDS asks nothing while none changes
+    backend.start(logging.getLogger(__name__), explained=False)
     try:
         asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
     finally:
+        backend.close()
         backend.notifier.wait()  # its end posted
 
 

@@ -252,18 +252,21 @@ def free_port() -> int:
 # requests of service accounts (pods'), as they end: who made each, from where, on what
 AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
                 "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}]}
+# every request, whoever made it (a benchmark's count of who asks the API server what)
+AUDIT_EVERYONE = {**AUDIT_POLICY, "rules": [{"level": "Metadata"}]}
 
 
 class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
-    def __init__(self, workdir: Path, engines: bool = True, real_node: bool = False):
+    def __init__(self, workdir: Path, engines: bool = True, real_node: bool = False, audit_everyone: bool = False):
         """`engines=False`: a cluster without JobSet, the Training Operator or Kueue, as a user with namespace
         rights alone may have. `real_node`: a real node (realnode.py) instead of kwok, the whole cluster in its
-        network namespace."""
+        network namespace. `audit_everyone`: the audit log holds every request (else the pods' alone)."""
         self.dir = workdir
         self.engines = engines
         self.real_node = real_node
+        self.audit_policy = AUDIT_EVERYONE if audit_everyone else AUDIT_POLICY
         self.prefix = realnode.IN_NETNS if real_node else []  # what each process runs under
         self.processes: dict[str, subprocess.Popen] = {}
         self.readers = threading.Thread(target=self._run_pods_here, daemon=True, name="pods-run-here")
@@ -395,20 +398,20 @@ class ControlPlane:
         self._wait("kube-apiserver", lambda: self._http_ok(f"{self.url}/readyz", self.tokens[ADMIN], here=True))
 
     def _audit(self) -> list[str]:
-        """On a real node, the API server's audit log (`audit_log`, AUDIT_POLICY): who made each pod's request."""
-        if not self.real_node:
-            return []
-        (self.dir / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+        """The API server's audit log (`audit_log`, `audit_policy`): who made each pod's request (or each request)."""
+        (self.dir / "audit-policy.yaml").write_text(yaml.safe_dump(self.audit_policy))
         return ["--audit-policy-file", str(self.dir / "audit-policy.yaml"), "--audit-log-path", str(self.audit_log)]
 
     @property
     def audit_log(self) -> Path:
         return self.dir / "audit.log"
 
-    def audited(self, user: str) -> list[dict]:
-        """The audit log's events of requests `user` made (a service account's: AUDIT_POLICY)."""
+    def audited(self, user: str, since: float = 0) -> list[dict]:
+        """The audit log's events of requests `user` made (a service account's: AUDIT_POLICY), received since the
+        time `since`."""
         with self.audit_log.open() as log:
-            return [event for event in map(json.loads, log) if event["user"]["username"] == user]
+            return [event for event in map(json.loads, log) if event["user"]["username"] == user
+                    and datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp() >= since]
 
     def _http_ok(self, url: str, token: str | None = None, here: bool = False) -> bool:
         """Whether `url` answers in the cluster's network namespace (with `here`, this machine's)."""

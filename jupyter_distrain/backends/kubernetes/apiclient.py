@@ -22,6 +22,7 @@ MAX_WAITING = 16  # short requests in flight at once; the REST handlers' threads
 # a refused or reset connection is tried twice more (an API server restarting); a read that timed out is not:
 # the request fails after one timeout. One redirect is followed: the API server's proxy adds a trailing slash.
 RETRIES = urllib3.Retry(total=2, read=0, redirect=1, status=0, raise_on_status=False)
+USER_AGENT = "jupyter-distrain"  # what the API server's audit log names this product's requests by
 
 
 class NoAnswer(KubeError):
@@ -50,7 +51,9 @@ def load_client(timeout: float, kubeconfig: str | None = None) -> client.ApiClie
 
 
 def with_deadlines(api: client.ApiClient, timeout: float) -> client.ApiClient:
-    """`api`, its requests given `timeout` and their failures to answer made KubeErrors (Deadlines)."""
+    """`api`, its requests given `timeout` and their failures to answer made KubeErrors (Deadlines), sent as
+    this product's (USER_AGENT)."""
+    api.user_agent = USER_AGENT
     if not isinstance(api.rest_client, Deadlines):
         api.rest_client = Deadlines(api.rest_client, timeout)
     return api

@@ -103,16 +103,18 @@ class KubeBackend:
     def from_config(cls, config: Distrain) -> KubeBackend:
         return cls(config)
 
-    def start(self, log: logging.Logger, job: str | None = None, watch_timeout: int = WATCH_TIMEOUT) -> None:
-        """Watch the namespace (or only `job`), apply the policy to supervised jobs and copy logs (see
+    def start(self, log: logging.Logger, job: str | None = None, watch_timeout: int = WATCH_TIMEOUT,
+              explained: bool = True) -> None:
+        """Watch the namespace (or only `job`; without `explained`, neither the events nor Kueue's workloads: see
+        listers), apply the policy to supervised jobs and copy logs, if this process copies them (see
         NamespaceController)."""
         self.controller = NamespaceController(self.objects, self.observer, self.supervisor, self.copier,
-                                              self.engines.served, log, watch_timeout, job)
+                                              self.engines.served, log, watch_timeout, job, explained)
 
-    def observe(self, job: str, changed: Callable[[], None]) -> None:
-        """Read `job` from a cache of its own objects alone, kept by their watches, calling `changed()` as each
-        changes: its phase costs no request while it does not change. No policy is applied, no log copied (a
-        run's monitor's; `start` does both). Its events and Kueue's reasons are not read."""
+    def observe(self, job: str | None = None, changed: Callable[[], None] = lambda: None) -> None:
+        """Read `job` (or every job) from a cache of its own objects alone, kept by their watches, calling
+        `changed()` as each changes: its phase costs no request while it does not change. No policy is applied, no
+        log copied (a run's monitor's, the janitor's; `start` does both). Events and Kueue's reasons are not read."""
         engines = self.engines.served()  # the job's engine is served: asked once
         self.objects.cache = Cache(lambda: listers(self.objects.api, self.ns, engines, job, explained=False),
                                    lambda _: changed(), logging.getLogger(__name__)).start()
@@ -289,8 +291,9 @@ class KubeBackend:
             time.sleep(0.2)
 
     def status(self, name: str) -> dict:
-        """The job's status as recorded in its ConfigMap (stop_requested with the rest)."""
-        return json.loads(self.objects.job_root_fresh(name).data["status.json"])
+        """The job's status as recorded in its ConfigMap (stop_requested with the rest), as this process's watches
+        last brought it (without them, as the API server has it): asked for again and again, it costs nothing."""
+        return json.loads(self.objects.job_root(name).data["status.json"])
 
     def sweep_settings(self, name: str) -> dict:
         """The settings of the server that made the sweep, which its controller makes the trials with."""

@@ -1,5 +1,5 @@
 """The namespace controller: the watch-fed cache of the jobs kept current, the policy applied to supervised jobs,
-logs copied as they are written."""
+logs copied as they are written (by a process that copies them: a Jupyter server's)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from .reconcile import PodSupervisor
 from .state import WORKLOAD_GRACE, current_run, deadline_left, ended_pod, engine_of, newest, unmade
 from .watch import WATCH_TIMEOUT, Cache, WorkQueue, listers
 
+FOLLOW_AGAIN = (0.5, 30.0)  # seconds between a followed log's streams: the first wait, the longest
 
 
 class NamespaceController:
@@ -30,9 +31,10 @@ class NamespaceController:
     WORKERS = 4
 
     def __init__(self, objects: NamespaceObjects, observer: JobObserver, supervisor: PodSupervisor, copier: LogCopier,
-                 served: Callable[[], dict[str, str]], log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None):
+                 served: Callable[[], dict[str, str]], log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None,
+                 explained: bool = True):
         """The jobs of `objects` (or `job` alone), on the engines whose resources `served()` names as the watches
-        (re)start (Engines.served: one installed meanwhile is watched too)."""
+        (re)start (Engines.served: one installed meanwhile is watched too); `explained`: see listers."""
         self.objects, self.observer, self.supervisor, self.copier, self.log = objects, observer, supervisor, copier, log
         self.queue = WorkQueue()
         self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
@@ -42,13 +44,13 @@ class NamespaceController:
         # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
         # the one worker that has the job (see WorkQueue)
         self.runs: dict[str, dict[int, bool]] = {}
-        self.stopping = False
+        self.stopping = threading.Event()
         self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
                         for i in range(1 if job else self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        self.cache = objects.cache = Cache(lambda: listers(objects.api, objects.ns, served(), job), self.queue.add, log,
-                                           watch_timeout)
+        self.cache = objects.cache = Cache(lambda: listers(objects.api, objects.ns, served(), job, explained),
+                                           self.queue.add, log, watch_timeout)
         self.cache.start()
 
     def _work(self) -> None:
@@ -59,26 +61,35 @@ class NamespaceController:
                 except JobNotFound:  # deleted, or another owner's
                     self.runs.pop(name, None)
                     self.copied.pop(name, None)
+                    self.copier.forget(name)
                 else:
-                    if engine_of(root) == SWEEP:
-                        continue  # its controller runs it in the cluster; it has no pods or logs
-                    self._read_volume_first(root)
-                    pods = self.objects.job_pods(name)
-                    if engine_of(root) == "pods":
-                        self.supervisor.reconcile(root, newest(pods))
-                        self._remind(name)
-                    else:  # the engine applies the policy; copy what ended pods logged
-                        if engine_of(root) == "kubeflow":
-                            self.supervisor.record_restarts(root, pods)
-                        for pod in self.copier.copy_logs(name, pods, ended=True):
-                            self.unread.add((name, run_of_pod(pod)))
-                        self._copied(name, [pod for pod in pods if ended_pod(pod)])
-                    self._follow(name, pods)
-                    self._mark_complete(root, pods)
+                    if engine_of(root) != SWEEP:  # a sweep's controller runs it in the cluster: no pods, no logs
+                        self._reconcile(root)
             except Exception:
                 self.log.exception("reconciling job %s", name)
             finally:
                 self.queue.done(name)
+
+    def _reconcile(self, root: client.V1ConfigMap) -> None:
+        """Apply the policy to the job, if this process supervises it, and copy its pods' logs, if it copies them."""
+        name, logs = root.metadata.name, self.copier.copies_logs
+        if logs:
+            self._read_volume_first(root)
+        pods = self.objects.job_pods(name)
+        if engine_of(root) == "pods":
+            if self.supervisor.supervises(root):
+                self.supervisor.reconcile(root, newest(pods))
+                self._remind(name)
+        else:  # the engine applies the policy; copy what ended pods logged
+            if engine_of(root) == "kubeflow":
+                self.supervisor.record_restarts(root, pods)
+            if logs:
+                for pod in self.copier.copy_logs(name, pods, ended=True):
+                    self.unread.add((name, run_of_pod(pod)))
+                self._copied(name, [pod for pod in pods if ended_pod(pod)])
+        if logs:
+            self._follow(name, pods)
+            self._mark_complete(root, pods)
 
     def _read_volume_first(self, root: client.V1ConfigMap) -> None:
         """Before this process copies anything of a run from pods/log: if the run began while it was not
@@ -156,17 +167,24 @@ class NamespaceController:
         self.copied.setdefault(job, set()).update((run_of_pod(p), replica_of(p.metadata.labels)) for p in pods)
 
     def _copy(self, job: str, replica: str, pod: client.V1Pod) -> None:
-        read = False
+        read, wait = False, FOLLOW_AGAIN[0]
         try:
-            while not self.stopping:
+            while not self.stopping.is_set():
+                began = time.monotonic()
                 self.copier.archive(job, replica, pod, follow=True)
                 current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
                 if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
                     read = self.copier.archive(job, replica, current or pod)
                     return
-                time.sleep(0.5)  # the stream ended while the container runs: pick up where the file ends
+                # the stream ended while the container runs: pick up where the file ends, at once after a stream
+                # that lasted (a quiet container's), later and later while each ends at once (a kubelet that
+                # cannot be reached, a container not started)
+                if time.monotonic() - began > FOLLOW_AGAIN[1]:
+                    wait = FOLLOW_AGAIN[0]
+                self.stopping.wait(wait)
+                wait = min(2 * wait, FOLLOW_AGAIN[1])
         except Exception:
-            if not self.stopping:
+            if not self.stopping.is_set():
                 self.log.exception("copying the log of %s", pod.metadata.name)
         finally:
             if not read:
@@ -175,7 +193,7 @@ class NamespaceController:
             self.queue.add(job)  # its run may be complete now
 
     def stop(self) -> None:
-        self.stopping = True
+        self.stopping.set()
         for timer in list(self.reminders.values()):
             timer.cancel()
         self.cache.stop()

@@ -46,6 +46,7 @@ class LogCopier:
         output volume."""
         self.objects, self.copies_logs = objects, copies_logs
         self.settings, self.ns, self.core = objects.settings, objects.ns, objects.core
+        self.ended_copied: dict[str, set[str]] = {}  # job -> uids of its ended pods whose logs are copied
 
     def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
         """Each replica's log file of a run (default: the current one), or only `replica`'s."""
@@ -86,10 +87,21 @@ class LogCopier:
     def copy_logs(self, job: str, pods: builtins.list[client.V1Pod],
                   ended: bool = False) -> builtins.list[client.V1Pod]:
         """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
-        last lines, oldest pods first: a replica's restarts in order. The pods that were gone before they were
-        read."""
-        return [pod for pod in sorted(pods, key=created)
-                if (not ended or ended_pod(pod)) and not self.archive(job, replica_of(pod.metadata.labels), pod)]
+        last lines, oldest pods first: a replica's restarts in order; a pod that has ended only once (a job
+        changes many times as it ends). The pods that were gone before they were read."""
+        copied, gone = self.ended_copied.setdefault(job, set()), []
+        for pod in sorted(pods, key=created):
+            if (ended and not ended_pod(pod)) or pod.metadata.uid in copied:
+                continue
+            if not self.archive(job, replica_of(pod.metadata.labels), pod):
+                gone.append(pod)
+            if pod.status.phase in ("Succeeded", "Failed"):
+                copied.add(pod.metadata.uid)
+        return gone
+
+    def forget(self, job: str) -> None:
+        """The job is gone: what was copied of it need not be remembered."""
+        self.ended_copied.pop(job, None)
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> bool:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,

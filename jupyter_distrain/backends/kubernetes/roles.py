@@ -59,8 +59,9 @@ def observing() -> list[dict]:
 
 
 def watching() -> list[dict]:
-    """What reading one job from the watches of its objects takes (backend.observe): its ConfigMap, its pods, its
-    engine's object and a JobSet's Jobs, each listed by the job's label and then watched."""
+    """What reading jobs from the watches of their objects takes (backend.observe, or `start` without events): their
+    ConfigMaps, their pods, their engines' objects and JobSets' Jobs, each listed by the jobs' labels and then
+    watched."""
     return [
         rule("", ["configmaps", "pods"], ["list", "watch"]),
         rule(JOBSET_GROUP, ["jobsets"], ["list", "watch"]),
@@ -108,8 +109,8 @@ def janitor() -> list[dict]:
     return merged([
         # every owner's jobs: their ConfigMaps listed (their status says which are past their time), read, deleted
         rule("", ["configmaps"], ["get", "list", "delete"]),
-        # their state, and a delete waits until their pods and the engine's object are gone
-        *observing(),
+        # their state, read from watches, and a delete waits until their pods and the engine's object are gone
+        *observing(), *watching(),
         *stopping(),
     ])
 
@@ -130,8 +131,9 @@ def sweeper(spec: dict, settings: Distrain, trials: str) -> list[dict]:
         rule("", ["secrets"], ["get"], [snapshot_name(spec["name"])]),
         # the claims, listed: a trial's volumes must exist
         rule("", ["persistentvolumeclaims"], ["list"]),
-        # the owner's jobs read (its trials among them, taken over by a controller that replaces one)
-        *observing(),
+        # the owner's jobs read from their watches (its trials among them, taken over by a controller that replaces
+        # one)
+        *observing(), *watching(),
         # what it did (Launched, EarlyStopped, TrialNotLaunched...) recorded on the sweep, a trial's submit and
         # stop on the trial
         rule("", ["events"], ["create"]),
