@@ -27,7 +27,6 @@ import sys
 import threading
 import time
 from collections import Counter
-from datetime import datetime
 from pathlib import Path
 
 from harness import control_plane, table
@@ -35,17 +34,14 @@ from submit import counted
 
 IDLE = BUSY = 30
 MONITORED = 20  # jobs whose monitor runs in this process (each a process of its own in a cluster)
-PARALLEL = 20  # of the sweep's trials
-
-
-def received(event: dict) -> float:
-    return datetime.fromisoformat(event["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
 
 
 def requests_by(audit_log: Path, began: float, ended: float) -> Counter:
     """Requests received between `began` and `ended` (each once, whatever stages the log has of it), by who made
     them: the product's parts, "cluster" for the cluster's own components, "bench" for this benchmark. The
     product's most frequent requests go to stderr."""
+    from controlplane.cluster import received
+
     seen: set[str] = set()
     counts: Counter = Counter()
     asked: Counter = Counter()
@@ -111,20 +107,13 @@ def measure(jobs: int = 200) -> list[tuple]:
 
         while running() < 2 * jobs:
             time.sleep(1)
-        monitors = []
         for i in range(MONITORED):
-            token = core.create_namespaced_service_account_token(naming.MONITOR, NAMESPACE, {
-                "spec": {"audiences": [], "expirationSeconds": 3600}})
-            api = plane.client(ADMIN)
-            api.configuration.api_key = {"BearerToken": f"Bearer {token.status.token}"}
-            api.configuration.refresh_api_key_hook = None
             watching = Distrain(root=str(plane.dir / f"monitor-{i}"), namespace=NAMESPACE, janitor_schedule="",
                                 controller_image=settings.controller_image)
             (plane.dir / f"monitor-{i}" / "logs").mkdir(parents=True)
-            thread = threading.Thread(target=monitor.watch, daemon=True, args=(
-                kube_backend(watching, api), f"job-{i:03d}", 1, plane.dir / f"monitor-{i}" / "logs", plane.dir))
-            thread.start()
-            monitors.append(thread)
+            threading.Thread(target=monitor.watch, daemon=True, args=(
+                kube_backend(watching, plane.acting_as(naming.MONITOR)), f"job-{i:03d}", 1,
+                plane.dir / f"monitor-{i}" / "logs", plane.dir)).start()
         time.sleep(40)  # the monitors' watches begin, the server follows each pod's log (FOLLOW_AGAIN's longest wait)
 
         began = time.time()

@@ -8,7 +8,6 @@ an exit code, and writes the lines its pods/log serves. Real training runs on th
 
 from __future__ import annotations
 
-import copy
 import json
 import logging
 import os
@@ -67,20 +66,6 @@ def chief_spec(name: str, command: str = "python train.py", **extra) -> dict:
 def admin(control_plane):
     with control_plane.client(ADMIN) as api:
         yield client.CoreV1Api(api)
-
-
-def acting_as(control_plane, account: str) -> client.ApiClient:
-    """An API client authenticated as the namespace's service account `account`, with a token of it the admin asks
-    for (the TokenRequest API, as a pod of the account gets), so a request it may not make answers 403, as it would
-    to a program in the cluster running as that account (controllers/); close it after use. (An Impersonate-User
-    header would not do: the client's websocket calls, pods/exec, send none but Authorization.)"""
-    with control_plane.client(ADMIN) as api:
-        token = client.CoreV1Api(api).create_namespaced_service_account_token(account, NAMESPACE, {
-            "spec": {"audiences": [], "expirationSeconds": 3600}})
-        configuration = copy.deepcopy(api.configuration)
-    configuration.api_key, configuration.api_key_prefix = {"BearerToken": f"Bearer {token.status.token}"}, {}
-    configuration.refresh_api_key_hook = None  # the admin's token, set again before each request
-    return client.ApiClient(configuration)
 
 
 @pytest.fixture

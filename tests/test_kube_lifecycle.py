@@ -18,7 +18,7 @@ from urllib.parse import urlparse
 import pytest
 from conftest import CLI, at_once, distrain_command, wait
 from controlplane.cluster import NAMESPACE, RESTRICTED, image_id
-from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, acting_as, end, names, pod_name, pods_of, replica,
+from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, end, names, pod_name, pods_of, replica,
                           running, settings, tf_spec, wait_job)
 from kubernetes import client
 from webhooks import Receiver
@@ -145,7 +145,7 @@ def monitor_backend(control_plane, tmp_path, engine: str) -> KubeBackend:
     the test. Close its `api` after use."""
     own = settings(tmp_path / "monitor-home", engine=engine)
     own.controller_image, own.janitor_schedule = "registry.example.com/notebook:1", ""  # as its command line says
-    return kube_backend(own, acting_as(control_plane, naming.MONITOR))
+    return kube_backend(own, control_plane.acting_as(naming.MONITOR))
 
 
 def counted(api: client.ApiClient) -> list[str]:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from conftest import remove_janitor, wait
 from controlplane.cluster import NAMESPACE, RESTRICTED
-from kube_support import COMMIT, acting_as, end, pod_name, pods_of, running, settings, tf_spec
+from kube_support import COMMIT, end, pod_name, pods_of, running, settings, tf_spec
 from kubernetes import client
 
 from jupyter_distrain import spec as spec_
@@ -157,7 +157,7 @@ def test_each_programs_service_account_may_not_do_what_its_program_needs_not(con
                     "spec": {"containers": [{"name": "main", "image": "busybox"}]}}
         secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "intruder"}, "stringData": {"a": "b"}}
         for account in (naming.MONITOR, naming.JANITOR, "hp-sweeper"):
-            with acting_as(control_plane, account) as api:
+            with control_plane.acting_as(account) as api:
                 core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
                 as_rbac = client.RbacAuthorizationV1Api(api)
                 core.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB)  # what it does need

@@ -26,7 +26,6 @@ from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, remove_ja
 from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
-from kube_support import acting_as
 from kubernetes import client
 from test_progress import PACED
 from test_stacks import LATE_TO_ALL_REDUCE, innermost
@@ -616,7 +615,7 @@ def test_the_runs_monitor_names_a_straggler(real_cluster, cli, admin, hook):
         assert re.fullmatch(r"[\d.]+ steps/s, under 0.7x the other replicas' median \([\d.]+\) for 60 s",
                             warned[0]["message"]), warned
         wait(lambda: posts(), "the Straggler posted", 30)
-        with acting_as(real_cluster, naming.MONITOR) as api:
+        with real_cluster.acting_as(naming.MONITOR) as api:
             core = client.CoreV1Api(api)
             for refused in (lambda: core.list_namespaced_secret(NAMESPACE),
                             lambda: core.read_namespaced_secret(naming.notify_name("paced"), NAMESPACE),

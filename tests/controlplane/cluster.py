@@ -23,6 +23,7 @@ in that node's network namespace, its API server relayed to this machine's loopb
 from __future__ import annotations
 
 import base64
+import copy
 import functools
 import hashlib
 import json
@@ -256,6 +257,11 @@ AUDIT_POLICY = {"apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages":
 AUDIT_EVERYONE = {**AUDIT_POLICY, "rules": [{"level": "Metadata"}]}
 
 
+def received(event: dict) -> float:
+    """When the API server received the request of an audit log's event (a time.time())."""
+    return datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp()
+
+
 class ControlPlane:
     """Start with `start()`, stop with `stop()`; `kubeconfig(user)` gives a client's config file."""
 
@@ -411,7 +417,7 @@ class ControlPlane:
         time `since`."""
         with self.audit_log.open() as log:
             return [event for event in map(json.loads, log) if event["user"]["username"] == user
-                    and datetime.fromisoformat(event["requestReceivedTimestamp"]).timestamp() >= since]
+                    and received(event) >= since]
 
     def _http_ok(self, url: str, token: str | None = None, here: bool = False) -> bool:
         """Whether `url` answers in the cluster's network namespace (with `here`, this machine's)."""
@@ -630,6 +636,22 @@ class ControlPlane:
         from kubernetes import config
 
         return config.new_client_from_config(str(self.kubeconfig(user)))
+
+    def acting_as(self, account: str):
+        """An API client authenticated as the namespace's service account `account`, with a token of it the admin
+        asks for (the TokenRequest API, as a pod of the account gets), so a request it may not make answers 403, as
+        it would to a program in the cluster running as that account (controllers/); close it after use. (An
+        Impersonate-User header would not do: the client's websocket calls, pods/exec, send none but
+        Authorization.)"""
+        from kubernetes import client
+
+        with self.client(ADMIN) as api:
+            token = client.CoreV1Api(api).create_namespaced_service_account_token(account, NAMESPACE, {
+                "spec": {"audiences": [], "expirationSeconds": 3600}})
+            configuration = copy.deepcopy(api.configuration)
+        configuration.api_key, configuration.api_key_prefix = {"BearerToken": f"Bearer {token.status.token}"}, {}
+        configuration.refresh_api_key_hook = None  # the admin's token, set again before each request
+        return client.ApiClient(configuration)
 
     def create(self, *documents: dict) -> None:
         from kubernetes import client, utils
