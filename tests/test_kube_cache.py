@@ -43,6 +43,13 @@ def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_n
     watched("MODIFIED", "m-3")  # and nothing waits for an event that has passed
     assert cached(cache, "j") == "m-3"
 
+    # a write that changed nothing: answered with the version the watch delivered before it, and no event comes;
+    # nothing waits for one, another writer's change shows
+    with cache.writing("configmaps", "j") as write:
+        write.put(configmap("j", "m-3"))
+    watched("MODIFIED", "p-1")
+    assert cached(cache, "j") == "p-1"
+
     # a deletion: gone at once; changes before it are skipped until its DELETED event; a new one shows
     with cache.writing("configmaps", "j") as write:
         write.forget()
@@ -61,6 +68,13 @@ def test_the_cache_shows_its_own_writes_and_orders_by_the_watch_not_by_version_n
     assert cached(cache, "j") == "n-2" and cache.versions["configmaps"] == "list-1"
     watched("MODIFIED", "n-3")
     assert cached(cache, "j") == "n-3" and cache.versions["configmaps"] == "n-3"
+
+    # deleting what is gone already (its DELETED delivered before): nothing waits, a new one of that name shows
+    watched("DELETED", "n-4")
+    with cache.writing("configmaps", "j") as write:
+        write.forget()
+    watched("ADDED", "q-1")
+    assert cached(cache, "j") == "q-1"
     assert not cache.awaited["configmaps"] and not cache.in_flight["configmaps"]
 
 
