@@ -40,6 +40,7 @@ class NamespaceController:
         self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
         self.unread: set[tuple[str, int | None]] = set()  # (job, run) of pods gone before their logs were read
         self.copied: dict[str, set[tuple[int | None, str]]] = {}  # job -> (run, replica) whose pod's log it copies
+        self.merged: dict[str, threading.Event] = {}  # job -> set once its volume's lines are merged (if read)
         self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
         # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
         # the one worker that has the job (see WorkQueue)
@@ -61,6 +62,7 @@ class NamespaceController:
                 except JobNotFound:  # deleted, or another owner's
                     self.runs.pop(name, None)
                     self.copied.pop(name, None)
+                    self.merged.pop(name, None)
                     self.copier.forget(name)
                 else:
                     if engine_of(root) != SWEEP:  # a sweep's controller runs it in the cluster: no pods, no logs
@@ -73,9 +75,9 @@ class NamespaceController:
     def _reconcile(self, root: client.V1ConfigMap) -> None:
         """Apply the policy to the job, if this process supervises it, and copy its pods' logs, if it copies them."""
         name, logs = root.metadata.name, self.copier.copies_logs
-        if logs:
-            self._read_volume_first(root)
         pods = self.objects.job_pods(name)
+        if logs:
+            self._read_volume_first(root, pods)
         if engine_of(root) == "pods":
             if self.supervisor.supervises(root):
                 self.supervisor.reconcile(root, newest(pods))
@@ -91,20 +93,29 @@ class NamespaceController:
             self._follow(name, pods)
             self._mark_complete(root, pods)
 
-    def _read_volume_first(self, root: client.V1ConfigMap) -> None:
+    def _read_volume_first(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
         """Before this process copies anything of a run from pods/log: if the run began while it was not
         watching, merge in what the replicas wrote to the output volume, which holds the lines of pods that
-        are gone (pods/log brings only later lines after those a log file has)."""
+        are gone (pods/log brings only later lines after those a log file has). The running pods' logs are
+        opened first, their lines held meanwhile: a pod that ends while the volume is read (its reader pod
+        takes seconds to start) is still read whole."""
         name, run = root.metadata.name, current_run(root)
         runs = self.runs.setdefault(name, {})
-        if run not in runs:
-            runs[run] = False  # tried once
-            began = self.observer.get(name, events=0)["started"] or self.objects.run_over(root)
-            missing = began and not self.copier.logs_complete(name, run)
-            runs[run] = not missing or self.copier.read_volume_logs(name, run)
-            if missing and runs[run]:  # every replica's lines so far, from the volume
-                self.copied.setdefault(name, set()).update(
-                    (run, replica) for replica in json.loads(root.data["status.json"])["replicas"])
+        if run in runs:
+            return
+        runs[run] = False  # tried once
+        began = self.observer.get(name, events=0)["started"] or self.objects.run_over(root)
+        if not began or self.copier.logs_complete(name, run):
+            runs[run] = True
+            return
+        # a replica whose pod this process never sees running is merged again at the run's end (see
+        # _mark_complete): what it logs after this read is on the volume only
+        merged = self.merged[name] = threading.Event()
+        try:
+            self._follow(name, pods)
+            runs[run] = self.copier.read_volume_logs(name, run)
+        finally:
+            merged.set()
 
     def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
         """Once the cluster has ended a run whose lines this process has all, its pods have ended and their logs
@@ -171,7 +182,7 @@ class NamespaceController:
         try:
             while not self.stopping.is_set():
                 began = time.monotonic()
-                self.copier.archive(job, replica, pod, follow=True)
+                self.copier.archive(job, replica, pod, follow=True, held=self.merged.get(job))
                 current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
                 if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
                     read = self.copier.archive(job, replica, current or pod)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import builtins  # `list` is also a method name below
 import json
 import secrets
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -103,10 +104,12 @@ class LogCopier:
         """The job is gone: what was copied of it need not be remembered."""
         self.ended_copied.pop(job, None)
 
-    def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False) -> bool:
+    def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False,
+                held: threading.Event | None = None) -> bool:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
-        until the container ends. False if the pod, or its container's log, is gone: what it logged since is only
-        on the volume."""
+        until the container ends; with `held`, the log is opened at once and read once `held` is set (older lines
+        are being merged into the file). False if the pod, or its container's log, is gone: what it logged since
+        is only on the volume."""
         if not self.copies_logs:
             return True  # nothing this process keeps
         if not pod.status.container_statuses and pod.status.phase == "Pending":
@@ -123,6 +126,8 @@ class LogCopier:
         except ApiException as e:
             return e.status != 404  # not started (nothing to copy), or gone
         self.objects.streams.add(response)
+        if held:
+            held.wait()
         gone = False  # the kubelet answered, in place of the log, that it has none left
         try:
             with response:
