@@ -15,7 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import jobs_in, python, table
+from harness import python, table
+from stored import jobs_in  # tests/stored.py (harness puts tests/ on the path)
 
 JOBS = 1000
 

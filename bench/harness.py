@@ -18,8 +18,6 @@ from typing import Iterator
 import websocket
 
 from jupyter_distrain.backends.local.processes import free_ports
-from jupyter_distrain.spec import validate
-from jupyter_distrain.backends.local.store import Store
 
 TOKEN = "bench-token"
 FINISHED = ("Succeeded", "Failed", "Stopped")
@@ -113,22 +111,6 @@ def table(rows: list[tuple]) -> str:
     lines += [f"| {what} | {value:.4g} | {baseline} | {base:.4g} | {ratio:.2f} | {goal} |"
               for what, value, base, baseline, ratio, goal in rows]
     return "\n".join(lines)
-
-
-def jobs_in(root: Path, count: int) -> None:
-    """`count` finished jobs of 5 replicas each, as the local backend records them."""
-    store = Store(root / "jobs.sqlite")
-    now = time.time()
-    for i in range(count):
-        name = f"job-{i:04d}"
-        spec = validate({"name": name, "framework": "tensorflow", "command": "python train.py",
-                         "replicas": {"chief": {"count": 1}, "worker": {"count": 4}}})
-        store.insert_job(name, "local", spec, str(root / "outputs" / name),
-                         [("chief", 0)] + [("worker", w) for w in range(4)], "")
-        store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
-        for replica in ["chief-0"] + [f"worker-{w}" for w in range(4)]:
-            store.update_replica(name, replica, phase="Succeeded", exit_code=0, started=now, finished=now)
-    store.close()
 
 
 @contextmanager

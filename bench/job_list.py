@@ -12,8 +12,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
-from harness import HEADERS, Server, control_plane, jobs_in, table
+from harness import HEADERS, Server, control_plane, table
+from stored import jobs_in  # tests/stored.py (harness puts tests/ on the path)
 
 from jupyter_distrain.backends.local.store import Store
 
@@ -58,6 +60,24 @@ def measure(requests: int = 30) -> list[tuple]:
              "no full specs or events"),
             ("`GET jobs` again, nothing changed: bytes", unchanged, size, "the whole list", unchanged / size,
              "almost none")]
+
+
+def measure_team(requests: int = 10, jobs: int = 10_000) -> list[tuple]:
+    """`GET jobs` with a team's `jobs` (one replica each) beside Jupyter's own listing of a directory of as many
+    files (`GET /api/contents/DIR`, without their content), from the same server."""
+    with Server() as server:
+        jobs_in(server.root, jobs, workers=0)
+        files = Path(server.tmp.name) / "files"
+        files.mkdir()
+        for i in range(jobs):
+            (files / f"notebook-{i:05d}.ipynb").write_text("{}")
+        listing = f"{server.url}/api/contents/files?content=1"
+        get(f"{server.api}/jobs", {}), get(listing, {})  # warm
+        ours = [get(f"{server.api}/jobs", {})[0] for _ in range(requests)]
+        jupyters = [get(listing, {})[0] for _ in range(requests)]
+    p50, contents = statistics.median(ours), statistics.median(jupyters)
+    return [(f"`GET jobs`, {jobs:,} jobs: p50 ms", p50, contents, f"Jupyter's listing of {jobs:,} files", p50 / contents,
+             "<= 1")]
 
 
 def measure_kubernetes(requests: int = 30) -> list[tuple]:
@@ -105,4 +125,4 @@ def finished_roots(namespace: str):
 
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    print(table(measure(count) + measure_kubernetes(count)))
+    print(table(measure(count) + measure_team() + measure_kubernetes(count)))

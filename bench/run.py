@@ -13,6 +13,7 @@ import cli
 import controllers
 import job_end
 import job_list
+import job_list_browser
 import launch
 import log_latency
 import log_throughput
@@ -32,7 +33,8 @@ def machine() -> str:
 
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
-            *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_kubernetes(), *cli.measure(),
+            *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_team(), *job_list_browser.measure(),
+            *job_list.measure_kubernetes(), *cli.measure(),
             *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure(),
             *controllers.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

@@ -3,6 +3,7 @@ import { addIcon } from '@jupyterlab/ui-components';
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
+import { useVirtualizer } from '@tanstack/react-virtual';
 import * as React from 'react';
 
 import { JobSummary, jobsAPI, Scalars, serverAPI } from './api';
@@ -157,8 +158,54 @@ const READS_AT_ONCE = 3;
 /** Phases in which the list says why the job is there: what failed, what it waits for. */
 const EXPLAINED = new Set(['Failed', 'Pending', 'Queued']);
 
+/** A row of the list: a job, or a trial of the unfolded sweep above it. */
+interface ListRow {
+  job: JobSummary;
+  trials: JobSummary[];
+  isTrial: boolean;
+}
+
 /**
- * The jobs list: a row per job, a sweep's trials folded under it.
+ * The list's rows: each job that is not a shown sweep's trial, the trials of
+ * each unfolded sweep under it. Linear in the jobs (a sweep's trials are found
+ * by one pass), for lists of tens of thousands.
+ */
+function listRows(
+  shown: readonly JobSummary[],
+  unfolded: ReadonlySet<string>
+): ListRow[] {
+  const names = new Set(shown.map(job => job.name));
+  const trialsOf = new Map<string, JobSummary[]>();
+  for (const job of shown) {
+    if (job.trial_of && names.has(job.trial_of)) {
+      const trials = trialsOf.get(job.trial_of) ?? [];
+      trials.push(job);
+      trialsOf.set(job.trial_of, trials);
+    }
+  }
+  const rows: ListRow[] = [];
+  for (const job of shown) {
+    if (job.trial_of && names.has(job.trial_of)) {
+      continue;
+    }
+    const trials = trialsOf.get(job.name) ?? [];
+    rows.push({ job, trials, isTrial: false });
+    if (unfolded.has(job.name)) {
+      rows.push(
+        ...trials.map(trial => ({ job: trial, trials: [], isTrial: true }))
+      );
+    }
+  }
+  return rows;
+}
+
+/** A row's height before it is drawn and measured (two lines and a border). */
+const ROW_ESTIMATE = 48;
+
+/**
+ * The jobs list: a row per job, a sweep's trials folded under it. Windowed:
+ * only the rows in view (and a few around) are in the page, however long the
+ * list, each measured as drawn.
  */
 export function JobList(props: {
   model: JobsModel;
@@ -166,23 +213,41 @@ export function JobList(props: {
   onClone: (job: JobSummary) => void;
 }): JSX.Element {
   const [filter, setFilter] = React.useState('');
-  const shown = props.model.jobs.filter(job => matches(job, filter));
-  const names = new Set(shown.map(job => job.name));
-  const isTrial = (job: JobSummary) =>
-    Boolean(job.trial_of && names.has(job.trial_of));
+  const [unfolded, setUnfolded] = React.useState<ReadonlySet<string>>(
+    new Set()
+  );
+  const jobs = props.model.jobs;
+  const rows = React.useMemo(
+    () =>
+      listRows(
+        jobs.filter(job => matches(job, filter)),
+        unfolded
+      ),
+    [jobs, filter, unfolded]
+  );
   // An admin's server (c.Distrain.see_all_owners) lists everyone's jobs: say whose each is.
-  const owners = new Set(props.model.jobs.map(job => job.owner)).size > 1;
-  const row = (job: JobSummary) => (
-    <JobRow
-      key={job.name}
-      job={job}
-      trials={shown.filter(
-        trial => isTrial(trial) && trial.trial_of === job.name
-      )}
-      owners={owners}
-      row={row}
-      {...props}
-    />
+  const owners = React.useMemo(
+    () => new Set(jobs.map(job => job.owner)).size > 1,
+    [jobs]
+  );
+  const scroller = React.useRef<HTMLDivElement>(null);
+  const windowed = useVirtualizer({
+    count: rows.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => ROW_ESTIMATE,
+    getItemKey: index => rows[index].job.name,
+    overscan: 6
+  });
+  const fold = React.useCallback(
+    (name: string) =>
+      setUnfolded(before => {
+        const next = new Set(before);
+        if (!next.delete(name)) {
+          next.add(name);
+        }
+        return next;
+      }),
+    []
   );
   return (
     <div className="jp-distrain-jobs">
@@ -194,16 +259,40 @@ export function JobList(props: {
         value={filter}
         onChange={event => setFilter(event.target.value)}
       />
-      {shown.length === 0 ? (
+      {rows.length === 0 ? (
         <p className="jp-distrain-empty">
-          {props.model.jobs.length
-            ? 'No job matches.'
-            : 'No training jobs yet.'}
+          {jobs.length ? 'No job matches.' : 'No training jobs yet.'}
         </p>
       ) : (
-        <ul className="jp-distrain-list" aria-label="Training jobs">
-          {shown.filter(job => !isTrial(job)).map(row)}
-        </ul>
+        <div className="jp-distrain-scroller" ref={scroller}>
+          <ul
+            className="jp-distrain-list"
+            aria-label="Training jobs"
+            style={{ height: windowed.getTotalSize() }}
+          >
+            {windowed.getVirtualItems().map(item => {
+              const row = rows[item.index];
+              return (
+                <JobRow
+                  key={item.key}
+                  index={item.index}
+                  measure={windowed.measureElement}
+                  top={item.start}
+                  job={row.job}
+                  trials={row.trials}
+                  isTrial={row.isTrial}
+                  unfolded={unfolded.has(row.job.name)}
+                  onFold={fold}
+                  owners={owners}
+                  scalars={props.model.scalars.get(row.job.name)}
+                  model={props.model}
+                  onOpen={props.onOpen}
+                  onClone={props.onClone}
+                />
+              );
+            })}
+          </ul>
+        </div>
       )}
     </div>
   );
@@ -212,74 +301,82 @@ export function JobList(props: {
 /**
  * One job: name, age; phase badge, replicas ready/total, backend (owner, when
  * the list has several) and actions; why it failed or waits; its main scalar.
- * A sweep's trials are rows folded under it.
+ * A sweep's row folds its trials, rows of their own under it.
  */
-function JobRow(props: {
-  job: JobSummary;
-  trials: JobSummary[];
-  owners: boolean;
-  model: JobsModel;
-  row: (job: JobSummary) => JSX.Element;
-  onOpen: (job: JobSummary) => void;
-  onClone: (job: JobSummary) => void;
-}): JSX.Element {
-  const { job, trials } = props;
-  const [unfolded, setUnfolded] = React.useState(false);
-  const reason = why(job);
-  return (
-    <li className="jp-distrain-job" data-job={job.name}>
-      <button
-        className="jp-distrain-name"
-        title={`Open ${job.name}`}
-        onClick={() => props.onOpen(job)}
+const JobRow = React.memo(
+  (props: {
+    index: number;
+    measure: (row: HTMLElement | null) => void;
+    top: number;
+    job: JobSummary;
+    trials: JobSummary[];
+    isTrial: boolean;
+    unfolded: boolean;
+    onFold: (name: string) => void;
+    owners: boolean;
+    scalars: Scalars | undefined;
+    model: JobsModel;
+    onOpen: (job: JobSummary) => void;
+    onClone: (job: JobSummary) => void;
+  }): JSX.Element => {
+    const { job, trials } = props;
+    const reason = why(job);
+    return (
+      <li
+        className={`jp-distrain-job${props.isTrial ? ' jp-distrain-trial' : ''}`}
+        data-job={job.name}
+        data-index={props.index}
+        ref={props.measure}
+        style={{ transform: `translateY(${props.top}px)` }}
       >
-        {job.name}
-      </button>
-      <span className="jp-distrain-age" title={`Created ${job.created}`}>
-        {age(job.created)}
-      </span>
-      <PhaseBadge phase={job.phase} title={reason} />
-      <span className="jp-distrain-ready" title="Replicas running / all">
-        {ready(job)}
-      </span>
-      <span className="jp-distrain-backend">{job.backend}</span>
-      {props.owners && (
-        <span className="jp-distrain-owner" title="Owner">
-          {job.owner || 'no owner'}
-        </span>
-      )}
-      <JobActions
-        job={job}
-        after={() => props.model.poll.refresh()}
-        onClone={props.onClone}
-      />
-      {reason && EXPLAINED.has(job.phase) && (
-        <span
-          className={`jp-distrain-why jp-distrain-why-${job.phase.toLowerCase()}`}
-          title={reason}
-        >
-          {reason}
-        </span>
-      )}
-      <Sparkline scalars={props.model.scalars.get(job.name)} />
-      {trials.length > 0 && (
         <button
-          className="jp-distrain-trials-toggle"
-          aria-expanded={unfolded}
-          onClick={() => setUnfolded(!unfolded)}
+          className="jp-distrain-name"
+          title={`Open ${job.name}`}
+          onClick={() => props.onOpen(job)}
         >
-          {trials.length} trial{trials.length > 1 ? 's' : ''}:{' '}
-          {trialPhases(trials)}
+          {job.name}
         </button>
-      )}
-      {unfolded && trials.length > 0 && (
-        <ul className="jp-distrain-list jp-distrain-trial-list">
-          {trials.map(props.row)}
-        </ul>
-      )}
-    </li>
-  );
-}
+        <span className="jp-distrain-age" title={`Created ${job.created}`}>
+          {age(job.created)}
+        </span>
+        <PhaseBadge phase={job.phase} title={reason} />
+        <span className="jp-distrain-ready" title="Replicas running / all">
+          {ready(job)}
+        </span>
+        <span className="jp-distrain-backend">{job.backend}</span>
+        {props.owners && (
+          <span className="jp-distrain-owner" title="Owner">
+            {job.owner || 'no owner'}
+          </span>
+        )}
+        <JobActions
+          job={job}
+          after={() => props.model.poll.refresh()}
+          onClone={props.onClone}
+        />
+        {reason && EXPLAINED.has(job.phase) && (
+          <span
+            className={`jp-distrain-why jp-distrain-why-${job.phase.toLowerCase()}`}
+            title={reason}
+          >
+            {reason}
+          </span>
+        )}
+        <Sparkline scalars={props.scalars} />
+        {trials.length > 0 && (
+          <button
+            className="jp-distrain-trials-toggle"
+            aria-expanded={props.unfolded}
+            onClick={() => props.onFold(job.name)}
+          >
+            {trials.length} trial{trials.length > 1 ? 's' : ''}:{' '}
+            {trialPhases(trials)}
+          </button>
+        )}
+      </li>
+    );
+  }
+);
 
 /** How many of a sweep's trials are in each phase: "2 Running, 3 Succeeded". */
 function trialPhases(trials: JobSummary[]): string {

@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left, wait
+from stored import jobs_in
 from webhooks import Receiver
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -151,6 +152,40 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     with urllib.request.urlopen(urllib.request.Request(f"{lab.url}/distrain/api/jobs", headers=lab.headers)) as r:
         assert [job["name"] for job in json.load(r)] == ["sleeper", broken]
     assert_nothing_left(Path(lab.root))
+
+
+def test_ten_thousand_jobs_are_drawn_a_window_at_a_time(tmp_path):
+    """10,000 jobs, made in the store and not run (a sweep of 1,000 trials among them): the sidebar has only the
+    rows in view in the page (and a few around), wherever it is scrolled; the filter finds one among them; the
+    sweep's 1,000 trials unfold as rows of the same window."""
+    root = tmp_path / "distrain-home"
+    root.mkdir()
+    jobs_in(root, 8999, workers=0)
+    [sweep] = jobs_in(root, 1, workers=0, prefix="sweep")  # made after the others: the list's last row
+    trials = jobs_in(root, 1000, workers=0, trial_of=sweep, prefix=f"{sweep}-trial")
+    server = JupyterServer(tmp_path, app="lab")
+    try:
+        with lab_page(server) as page:
+            open_panel(page)
+            jobs = page.locator(".jp-distrain-jobs")
+            rows, scroller = jobs.locator("[data-job]"), jobs.locator(".jp-distrain-scroller")
+            expect(jobs.locator('[data-job="job-0000"]')).to_be_visible(timeout=60_000)
+            assert 0 < rows.count() <= WINDOW, rows.count()
+            scroller.evaluate("list => list.scrollTop = list.scrollHeight")
+            expect(jobs.locator(f'[data-job="{sweep}"]')).to_be_visible()
+            assert rows.count() <= WINDOW and not jobs.locator('[data-job="job-0000"]').count()
+            jobs.locator(f'[data-job="{sweep}"] .jp-distrain-trials-toggle').click()
+            scroller.evaluate("list => list.scrollTop = list.scrollHeight")
+            expect(jobs.locator(f'[data-job="{trials[-1]}"]')).to_be_visible()
+            assert rows.count() <= WINDOW
+            jobs.get_by_label("Filter jobs").fill("job-4321")
+            expect(rows).to_have_count(1)
+            expect(jobs.locator('[data-job="job-4321"]')).to_be_visible()
+    finally:
+        server.stop()
+
+
+WINDOW = 60  # rows in the page at most: the sidebar shows about 15 of them
 
 
 # Records each browser notification the page makes, and lets a test hide the page (as switching to another tab does).
@@ -996,7 +1031,7 @@ def test_a_sweeps_view_sorts_its_trials_charts_them_and_fine_tunes_the_best(lab,
     expect(fold).to_have_text(re.compile(r"^3 trials: "), timeout=60_000)
     expect(page.locator("#jupyter-distrain-panel .jp-distrain-list > li")).to_have_count(1)
     fold.click()
-    expect(sweep.locator(".jp-distrain-trial-list [data-job]")).to_have_count(3)
+    expect(page.locator("#jupyter-distrain-panel .jp-distrain-trial")).to_have_count(3)  # rows under it
     sweep.get_by_title("Open scan", exact=True).click()
     view = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text="scan"))
     rows = view.locator(".jp-distrain-trials tbody tr")

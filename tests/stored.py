@@ -1,0 +1,29 @@
+"""Finished jobs recorded directly in the local backend's store, as it records them, for lists of thousands
+without running any: the panel's long-list test and bench/."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from jupyter_distrain.backends.local.store import Store
+from jupyter_distrain.spec import validate
+
+
+def jobs_in(root: Path, count: int, workers: int = 4, trial_of: str | None = None, prefix: str = "job") -> list[str]:
+    """`count` Succeeded jobs of a chief and `workers` workers in the store of the server whose root is `root`
+    (with `trial_of`, trials of that sweep), named `prefix`-0000...; their names."""
+    template = validate({"name": "template", "framework": "tensorflow", "command": "python train.py",
+                         "replicas": {"chief": {"count": 1}, **({"worker": {"count": workers}} if workers else {})}})
+    replicas = [("chief", 0)] + [("worker", w) for w in range(workers)]
+    store = Store(root / "jobs.sqlite")
+    store.db.execute("PRAGMA synchronous=OFF")  # made for a test: no disk flush per job
+    now, names = time.time(), [f"{prefix}-{i:04d}" for i in range(count)]
+    for name in names:
+        spec = {**template, "name": name, **({"trial_of": trial_of} if trial_of else {})}
+        store.insert_job(name, "local", spec, str(root / "outputs" / name), replicas, "")
+        store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
+        for role, index in replicas:
+            store.update_replica(name, f"{role}-{index}", phase="Succeeded", exit_code=0, started=now, finished=now)
+    store.close()
+    return names
