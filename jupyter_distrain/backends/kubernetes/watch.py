@@ -122,8 +122,9 @@ class Cache:
       delivers for that name;
     - its answer (`Write.put`, `Write.forget`) is dropped if the watch already delivered it, or if the cache
       holds it already (a write that changed nothing keeps its version, a deletion of what is gone: no event
-      will come): the cache holds it or later. Otherwise the answer is shown, and the watch's events for that name are skipped until the
-      one with its version (for a deletion, its DELETED event): they come before it in the stream;
+      will come): the cache holds it or later. Otherwise the answer is shown, and the watch's events for that
+      name are skipped until the one with its version (for a deletion, its DELETED event): they come before it
+      in the stream;
     - a listing replaces everything and forgets the answers awaiting their event (a listing asked for after
       a write shows it or later); a write in flight across a listing drops its answer (the watch from the
       listing brings what the listing lacks).
@@ -251,9 +252,9 @@ class Cache:
         with self.lock:
             if write.generation != self.generation[kind] or version in self.in_flight[kind][name][1]:
                 return
-            held = self.objects[kind].get(name)
-            if (held.metadata.resource_version == version) if held is not None else version is _GONE:
-                return  # held already: a write that changed nothing (or deleted what was gone) makes no event
+            cached = self.objects[kind].get(name)
+            if (cached.metadata.resource_version == version) if cached is not None else version is _GONE:
+                return  # cached already: a write that changed nothing (or deleted what was gone) makes no event
             self._set(kind, name, obj)
             self.awaited[kind][name] = version
 
