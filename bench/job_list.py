@@ -1,7 +1,8 @@
 """The job list with 1,000 jobs of 5 replicas each: on the local backend, `GET jobs` beside reading every
 job's rows from SQLite directly, and what a panel asking again with nothing changed moves (its
-If-None-Match); on the Kubernetes backend (a real control plane, tests/controlplane), `GET jobs` beside
-listing the jobs' ConfigMaps from the API server. Run: python bench/job_list.py [requests]
+If-None-Match); with a team's 10,000 jobs, `GET jobs` beside Jupyter's own listing of 10,000 files; on the
+Kubernetes backend (a real control plane, tests/controlplane), `GET jobs` beside listing the jobs' ConfigMaps
+from the API server. Run: python bench/job_list.py [requests]
 """
 
 from __future__ import annotations
