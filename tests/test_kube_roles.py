@@ -227,7 +227,9 @@ def test_a_sweeps_controller_makes_and_supervises_its_trials_on_pods_as_its_serv
         for trial in ("hpp-1", "hpp-2"):
             wait(lambda: running(admin, trial) == ["worker-0"], f"the controller made {trial}'s pod", 60)
             assert core.read_namespaced_service(f"{trial}-worker-0", NAMESPACE)
-            assert core.read_namespaced_secret(naming.tensorboard_name(trial), NAMESPACE)
+            board = f"metadata.name={naming.tensorboard_name(trial)}"  # made after the replicas, which start first
+            wait(lambda: core.list_namespaced_secret(NAMESPACE, field_selector=board).items,
+                 f"the controller made {trial}'s TensorBoard", 30)
         [first] = pods_of(admin, "hpp-1")
         end(admin, "hpp-1", "worker-0", 1)
         wait(lambda: [(p.metadata.uid != first.metadata.uid, p.status.phase) for p in pods_of(admin, "hpp-1")] in (
