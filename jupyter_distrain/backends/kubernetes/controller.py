@@ -40,7 +40,7 @@ class NamespaceController:
         self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
         self.unread: set[tuple[str, int | None]] = set()  # (job, run) of pods gone before their logs were read
         self.copied: dict[str, set[tuple[int | None, str]]] = {}  # job -> (run, replica) whose pod's log it copies
-        self.merged: dict[str, threading.Event] = {}  # job -> set once its volume's lines are merged (if read)
+        self.merged: dict[str, threading.Event] = {}  # job -> set once the volume read under way has merged its lines
         self.reminders: dict[str, threading.Timer] = {}  # job -> its deadline's reconcile
         # job -> its runs seen: whether this process has all their lines; a job's entry is only ever touched by
         # the one worker that has the job (see WorkQueue)
@@ -62,7 +62,6 @@ class NamespaceController:
                 except JobNotFound:  # deleted, or another owner's
                     self.runs.pop(name, None)
                     self.copied.pop(name, None)
-                    self.merged.pop(name, None)
                     self.copier.forget(name)
                 else:
                     if engine_of(root) != SWEEP:  # a sweep's controller runs it in the cluster: no pods, no logs
@@ -116,6 +115,7 @@ class NamespaceController:
             runs[run] = self.copier.read_volume_logs(name, run)
         finally:
             merged.set()
+            del self.merged[name]
 
     def _mark_complete(self, root: client.V1ConfigMap, pods: list[client.V1Pod]) -> None:
         """Once the cluster has ended a run whose lines this process has all, its pods have ended and their logs
