@@ -1,6 +1,6 @@
 """The sidebar's job list in a real JupyterLab (system Chromium, through Playwright), with 10,000 jobs made in
 the store: from the list's data received to its rows painted, beside the same list of 10 jobs; and the frames
-while it is scrolled from top to bottom, beside the same page's frames while nothing moves. Run:
+while it is scrolled a quarter page a frame, beside the same page's frames while nothing moves. Run:
 python bench/job_list_browser.py"""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from harness import table
 from stored import jobs_in
 
 from conftest import JupyterServer
-from playwright.sync_api import sync_playwright
+from test_panel import lab_page, open_panel
 
 JOBS = 10_000
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 
 # When the page read the list's body, and when rows were first painted after it (a frame after they are in the
 # page); every frame's time, to read the frames' lengths.
@@ -51,32 +50,22 @@ def first_paint(jobs: int) -> tuple[float, dict]:
         jobs_in(Path(tmp) / "distrain-home", jobs, workers=0)
         server = JupyterServer(Path(tmp), app="lab")
         try:
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport={"width": 1280, "height": 800})
+            with lab_page(server) as page:
                 held = []
                 page.route("**/distrain/api/jobs", lambda route: held.append(route))  # held until the panel shows
                 page.add_init_script(PROBE)
-                page.goto(f"{server.url}/lab?token={server.TOKEN}")
+                page.reload()  # with the probe from its start
                 page.locator("#jupyterlab-splash").wait_for(state="detached", timeout=120_000)
-                show_panel(page)
+                open_panel(page)
                 for route in held:
                     route.continue_()
                 page.unroute("**/distrain/api/jobs")
                 page.wait_for_function("window.painted !== null", timeout=120_000)
                 paint = page.evaluate("window.painted - window.received")
                 frames = scrolled(page) if jobs == JOBS else {}
-                browser.close()
         finally:
             server.stop()
     return paint, frames
-
-
-def show_panel(page) -> None:
-    panel = page.locator("#jupyter-distrain-panel")
-    while not panel.is_visible():
-        page.locator('.jp-SideBar .lm-TabBar-tab[data-id="jupyter-distrain-panel"]').click()
-        page.wait_for_timeout(500)
 
 
 def scrolled(page) -> dict:
