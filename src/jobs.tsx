@@ -175,17 +175,20 @@ function listRows(
   unfolded: ReadonlySet<string>
 ): ListRow[] {
   const names = new Set(shown.map(job => job.name));
+  const sweepOf = (job: JobSummary) =>
+    job.trial_of && names.has(job.trial_of) ? job.trial_of : undefined;
   const trialsOf = new Map<string, JobSummary[]>();
   for (const job of shown) {
-    if (job.trial_of && names.has(job.trial_of)) {
-      const trials = trialsOf.get(job.trial_of) ?? [];
+    const sweep = sweepOf(job);
+    if (sweep) {
+      const trials = trialsOf.get(sweep) ?? [];
       trials.push(job);
-      trialsOf.set(job.trial_of, trials);
+      trialsOf.set(sweep, trials);
     }
   }
   const rows: ListRow[] = [];
   for (const job of shown) {
-    if (job.trial_of && names.has(job.trial_of)) {
+    if (sweepOf(job)) {
       continue;
     }
     const trials = trialsOf.get(job.name) ?? [];
