@@ -65,7 +65,8 @@ def measure(requests: int = 30) -> list[tuple]:
 
 def measure_team(requests: int = 10, jobs: int = 10_000) -> list[tuple]:
     """`GET jobs` with a team's `jobs` (one replica each) beside Jupyter's own listing of a directory of as many
-    files (`GET /api/contents/DIR`, without their content), from the same server."""
+    files (`GET /api/contents/DIR`, without their content), from the same server; the panel's refresh of that list
+    (`GET job-changes?since=`) with nothing changed beside `GET jobs`."""
     with Server() as server:
         jobs_in(server.root, jobs, workers=0)
         files = Path(server.tmp.name) / "files"
@@ -74,11 +75,18 @@ def measure_team(requests: int = 10, jobs: int = 10_000) -> list[tuple]:
             (files / f"notebook-{i:05d}.ipynb").write_text("{}")
         listing = f"{server.url}/api/contents/files?content=1"
         get(f"{server.api}/jobs", {}), get(listing, {})  # warm
-        ours = [get(f"{server.api}/jobs", {})[0] for _ in range(requests)]
+        ours = [get(f"{server.api}/jobs", {}) for _ in range(requests)]
         jupyters = [get(listing, {})[0] for _ in range(requests)]
-    p50, contents = statistics.median(ours), statistics.median(jupyters)
+        version = server.request("GET", "job-changes")["version"]
+        refreshes = [get(f"{server.api}/job-changes?since={version}", {}) for _ in range(requests)]
+    p50, ours_size, contents = statistics.median(ms for ms, _, _ in ours), ours[-1][1], statistics.median(jupyters)
+    refresh, size = statistics.median(ms for ms, _, _ in refreshes), refreshes[-1][1]
     return [(f"`GET jobs`, {jobs:,} jobs: p50 ms", p50, contents, f"Jupyter's listing of {jobs:,} files", p50 / contents,
-             "<= 1")]
+             "<= 1"),
+            (f"the panel's refresh of {jobs:,} jobs, nothing changed: p50 ms", refresh, p50, "`GET jobs`", refresh / p50,
+             "< 1"),
+            (f"the panel's refresh of {jobs:,} jobs, nothing changed: bytes", size, ours_size, "`GET jobs`",
+             size / ours_size, "almost none")]
 
 
 def measure_kubernetes(requests: int = 30) -> list[tuple]:

@@ -24,6 +24,7 @@ from .config import ENGINES, Distrain
 from .flags import (apply_sweep_flags, command_given, finetune_changes, spec_options, spec_with_flags,
                     sweep_options)
 from .jobjson import job_json, summary_json
+from .joblist import matches
 from .manager import JobManager
 from .policy import FINISHED, Phase
 
@@ -123,11 +124,12 @@ def finetune(manager: JobManager, name: str, new_name: str | None, params: tuple
 
 
 @main.command(name="list")
+@click.argument("words", nargs=-1)
 @output_option
 @click.pass_obj
-def list_jobs(manager: JobManager, fmt: str) -> None:
-    """List every job."""
-    jobs = [summary_json(job) for job in manager.list()]
+def list_jobs(manager: JobManager, words: tuple[str, ...], fmt: str) -> None:
+    """List every job, or those whose name, phase, backend or owner holds each of WORDS."""
+    jobs = [summary_json(job) for job in manager.list() if matches(job, " ".join(words))]
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return

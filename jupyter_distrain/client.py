@@ -176,8 +176,9 @@ class Client:
                             dry_run="true" if dry_run else None)
         return answer if dry_run else Job(answer)
 
-    def jobs(self) -> list[Job]:
-        return [Job(job) for job in self._call("GET", "jobs")]
+    def jobs(self, words: str | None = None) -> list[Job]:
+        """Every job, or those whose name, phase, backend or owner holds each of `words`."""
+        return [Job(job) for job in self._call("GET", "jobs", q=words)]
 
     def get(self, name: str) -> Job:
         return Job(self._call("GET", f"jobs/{quote(name)}"))

@@ -79,6 +79,7 @@ export async function requestAPI<T>(
  * Types of the REST API, generated from its OpenAPI document (`jlpm build:api`).
  */
 export type JobSummary = components['schemas']['JobSummary'];
+export type JobChanges = components['schemas']['JobChanges'];
 export type Job = components['schemas']['Job'];
 export type Replica = components['schemas']['Replica'];
 export type JobSpec = components['schemas']['JobSpec'];
@@ -133,7 +134,12 @@ function jobPath(name: string, action?: string): string {
  * The job operations of the REST API.
  */
 export const jobsAPI = {
-  list: (): Promise<JobSummary[]> => requestAPI<JobSummary[]>('jobs'),
+  /**
+   * The jobs added or changed since the list's `version` the caller holds, and
+   * those removed; the whole list where the server cannot answer from it.
+   */
+  changes: (since?: string): Promise<JobChanges> =>
+    requestAPI<JobChanges>('job-changes' + queryString({ since })),
   get: (name: string): Promise<Job> => requestAPI<Job>(jobPath(name)),
   /**
    * Submit to `backend`, or to the server's default one; a spec copied from

@@ -160,21 +160,22 @@ export function JobActions(props: {
 }
 
 /**
- * A table that scrolls sideways in a narrow panel: a named region the keyboard
- * can scroll.
+ * A table that scrolls sideways in a narrow panel (and down, where its class
+ * limits its height): a named region the keyboard can scroll.
  */
-export function ScrollingTable(props: {
-  label: string;
-  children: React.ReactNode;
-}): JSX.Element {
+export const ScrollingTable = React.forwardRef<
+  HTMLDivElement,
+  { label: string; className?: string; children: React.ReactNode }
+>((props, ref) => {
   return (
     <div
-      className="jp-distrain-table-scroll"
+      className={`jp-distrain-table-scroll ${props.className ?? ''}`}
       role="region"
       aria-label={props.label}
       tabIndex={0}
+      ref={ref}
     >
       {props.children}
     </div>
   );
-}
+});

@@ -67,7 +67,9 @@ export function until(iso: string, now: number = Date.now()): string {
 }
 
 /**
- * Whether a job matches a filter: every word appears in its name, phase or backend.
+ * Whether a job matches a filter: every word appears in its name, phase, backend
+ * or owner, ignoring case (the server's `GET jobs?q=` is the same rule:
+ * jupyter_distrain/joblist.py).
  */
 export function matches(job: JobSummary, filter: string): boolean {
   const haystack =

@@ -6,7 +6,7 @@ import { Widget } from '@lumino/widgets';
 import { useVirtualizer } from '@tanstack/react-virtual';
 import * as React from 'react';
 
-import { JobSummary, jobsAPI, Scalars, serverAPI } from './api';
+import { JobChanges, JobSummary, jobsAPI, Scalars, serverAPI } from './api';
 import { Sparkline } from './charts';
 import { JobActions, PhaseBadge } from './components';
 import { age, FINISHED, matches, ready, why } from './format';
@@ -58,18 +58,23 @@ export class JobsModel {
    * refresh.
    */
   async refresh(): Promise<void> {
-    const jobs = await jobsAPI.list();
-    const before = new Map(this._jobs.map(job => [job.name, job]));
-    for (const job of jobs) {
-      const news = newsOf(before.get(job.name), job);
-      if (news) {
-        tell(news, this.browserNotifications);
+    const changes = await jobsAPI.changes(this._version);
+    this._version = changes.version;
+    if (changes.complete || changes.jobs.length || changes.removed.length) {
+      const before = new Map(this._jobs.map(job => [job.name, job]));
+      for (const job of changes.jobs) {
+        const news = newsOf(before.get(job.name), job);
+        if (news) {
+          tell(news, this.browserNotifications);
+        }
       }
+      this._jobs = changes.complete
+        ? changes.jobs
+        : withChanges(this._jobs, changes);
+      this.forgetScalars(this._jobs);
+      this._changed.emit();
     }
-    this._jobs = jobs;
-    this.forgetScalars(jobs);
-    this._changed.emit();
-    this.readScalars(jobs);
+    this.readScalars(this._jobs);
   }
 
   /**
@@ -137,6 +142,8 @@ export class JobsModel {
 
   readonly poll: Poll;
   private _jobs: JobSummary[] = [];
+  /** The version of the list held (the server's last answer's). */
+  private _version = '';
   private _scalars = new Map<string, Scalars>();
   /** When a job's scalars were last read: its finish time then, undefined while it ran. */
   private _scalarsRead = new Map<string, string | null | undefined>();
@@ -145,6 +152,23 @@ export class JobsModel {
   /** The jobs whose scalars are read next. */
   private _due: JobSummary[] = [];
   private _changed = new Signal<this, void>(this);
+}
+
+/**
+ * The list `held` with `changes` made: the removed jobs gone, the changed ones
+ * replaced, the new ones added, oldest first (a name made again is newer).
+ */
+function withChanges(held: JobSummary[], changes: JobChanges): JobSummary[] {
+  const changed = new Map(changes.jobs.map(job => [job.name, job]));
+  const removed = new Set(changes.removed);
+  const jobs = held.filter(
+    job => !removed.has(job.name) && !changed.has(job.name)
+  );
+  jobs.push(...changed.values());
+  // two sorted runs, which the browser's sort (a TimSort) merges in one pass
+  return jobs.sort((a, b) =>
+    a.created < b.created ? -1 : a.created > b.created ? 1 : 0
+  );
 }
 
 const SCALAR_READS = 20;

@@ -37,6 +37,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/job-changes': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** @description The job list as a reader follows it (the panel's sidebar): the jobs added or changed since the version the reader holds, oldest first, and the names of those removed; the whole list where the server cannot answer from that version (none given, another server's, or too old). */
+    get: operations['jobChanges'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/check': {
     parameters: {
       query?: never;
@@ -482,6 +499,15 @@ export interface components {
       | 'Failed'
       | 'Stopped'
       | 'Lost';
+    JobChanges: {
+      /** @description The version this answer brings the reader to: its next request's since */
+      version: string;
+      /** @description The jobs are the whole list (the reader replaces what it holds); else only those added or changed */
+      complete: boolean;
+      jobs: components['schemas']['JobSummary'][];
+      /** @description The jobs deleted since the reader's version (empty when complete) */
+      removed: string[];
+    };
     /** @description A job as the list shows it */
     JobSummary: {
       name: string;
@@ -1227,7 +1253,10 @@ export interface operations {
   };
   listJobs: {
     parameters: {
-      query?: never;
+      query?: {
+        /** @description Only the jobs whose name, phase, backend or owner holds every word of it, ignoring case (the panel's filter); every job when omitted */
+        q?: string;
+      };
       header?: never;
       path?: never;
       cookie?: never;
@@ -1289,6 +1318,31 @@ export interface operations {
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
       409: components['responses']['Conflict'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  jobChanges: {
+    parameters: {
+      query?: {
+        /** @description The version of the list the reader holds (the last answer's); omitted or empty, none */
+        since?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description What changed, and the version it brings the reader to */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['JobChanges'];
+        };
+      };
+      403: components['responses']['Forbidden'];
       '5XX': components['responses']['Unavailable'];
     };
   };

@@ -1,3 +1,4 @@
+import { useVirtualizer } from '@tanstack/react-virtual';
 import * as React from 'react';
 
 import { Trial, Trials } from './api';
@@ -21,7 +22,10 @@ export function SweepTrials(props: {
 }): JSX.Element {
   const { trials, metric, best } = props.trials;
   const [order, setOrder] = React.useState<{ column: number; up: boolean }>();
-  const names = Object.keys(trials[0]?.hyperparameters ?? {});
+  const names = React.useMemo(
+    () => Object.keys(trials[0]?.hyperparameters ?? {}),
+    [trials]
+  );
   const columns: IColumn[] = [
     { heading: 'Trial', value: trial => trial.number },
     { heading: 'Phase', value: trial => trial.phase ?? 'Waiting' },
@@ -38,6 +42,18 @@ export function SweepTrials(props: {
   const shown = order
     ? sorted(trials, columns[order.column], order.up)
     : trials;
+  const scroller = React.useRef<HTMLDivElement>(null);
+  const windowed = useVirtualizer({
+    count: shown.length,
+    getScrollElement: () => scroller.current,
+    estimateSize: () => TRIAL_ROW,
+    getItemKey: index => shown[index].name,
+    overscan: 10
+  });
+  const drawn = windowed.getVirtualItems();
+  // the rows not drawn above and below those in view keep their place
+  const above = drawn[0]?.start ?? 0;
+  const below = windowed.getTotalSize() - (drawn[drawn.length - 1]?.end ?? 0);
   // a trial keeps its line's color however the ranking changes
   const runs = Object.fromEntries(
     [...trials]
@@ -62,7 +78,11 @@ export function SweepTrials(props: {
           Fine-tune the best
         </button>
       </h3>
-      <ScrollingTable label="Trials">
+      <ScrollingTable
+        label="Trials"
+        className="jp-distrain-trials-scroll"
+        ref={scroller}
+      >
         <table className="jp-distrain-table jp-distrain-trials">
           <thead>
             <tr>
@@ -93,36 +113,19 @@ export function SweepTrials(props: {
             </tr>
           </thead>
           <tbody>
-            {shown.map(trial => (
-              <tr
-                key={trial.name}
-                data-trial={trial.name}
-                className={trial.name === best ? 'jp-distrain-best' : ''}
-              >
-                <td>
-                  <button
-                    className="jp-Button jp-mod-minimal"
-                    disabled={!trial.phase}
-                    onClick={() => props.openJob(trial.name)}
-                  >
-                    {trial.name}
-                  </button>
-                  {trial.name === best && ' ★'}
-                </td>
-                <td>
-                  {trial.phase ? <PhaseBadge phase={trial.phase} /> : 'Waiting'}
-                </td>
-                {names.map(name => (
-                  <td key={name} className="jp-distrain-mono">
-                    {JSON.stringify(trial.hyperparameters[name])}
-                  </td>
-                ))}
-                <td className="jp-distrain-metric">
-                  {trial.value === null ? '–' : trial.value.toPrecision(4)}
-                </td>
-                <td>{trial.step ?? '–'}</td>
-              </tr>
+            {above > 0 && <tr aria-hidden="true" style={{ height: above }} />}
+            {drawn.map(({ index, key }) => (
+              <TrialRow
+                key={key}
+                index={index}
+                measure={windowed.measureElement}
+                trial={shown[index]}
+                names={names}
+                best={best}
+                openJob={props.openJob}
+              />
             ))}
+            {below > 0 && <tr aria-hidden="true" style={{ height: below }} />}
           </tbody>
         </table>
       </ScrollingTable>
@@ -141,6 +144,52 @@ export function SweepTrials(props: {
     </section>
   );
 }
+
+/** Rows of the trials' table are about this high (one line; each is measured as drawn). */
+const TRIAL_ROW = 30;
+
+/** A trial's row: its name (which opens it), phase, values, metric and step. */
+const TrialRow = React.memo(
+  (props: {
+    index: number;
+    measure: (row: HTMLTableRowElement | null) => void;
+    trial: Trial;
+    names: string[];
+    best: string | null;
+    openJob: (name: string) => void;
+  }): JSX.Element => {
+    const { trial, best } = props;
+    return (
+      <tr
+        ref={props.measure}
+        data-index={props.index}
+        data-trial={trial.name}
+        className={trial.name === best ? 'jp-distrain-best' : ''}
+      >
+        <td>
+          <button
+            className="jp-Button jp-mod-minimal"
+            disabled={!trial.phase}
+            onClick={() => props.openJob(trial.name)}
+          >
+            {trial.name}
+          </button>
+          {trial.name === best && ' ★'}
+        </td>
+        <td>{trial.phase ? <PhaseBadge phase={trial.phase} /> : 'Waiting'}</td>
+        {props.names.map(name => (
+          <td key={name} className="jp-distrain-mono">
+            {JSON.stringify(trial.hyperparameters[name])}
+          </td>
+        ))}
+        <td className="jp-distrain-metric">
+          {trial.value === null ? '–' : trial.value.toPrecision(4)}
+        </td>
+        <td>{trial.step ?? '–'}</td>
+      </tr>
+    );
+  }
+);
 
 /** The trials by a column's values, those without one last either way. */
 function sorted(trials: Trial[], column: IColumn, up: boolean): Trial[] {

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from jupyter_distrain.backends.local.store import Store
 from jupyter_distrain.spec import validate
+from jupyter_distrain.sweep import trial_specs
 
 
 def jobs_in(root: Path, count: int, workers: int = 4, trial_of: str | None = None, prefix: str = "job") -> list[str]:
@@ -25,5 +26,26 @@ def jobs_in(root: Path, count: int, workers: int = 4, trial_of: str | None = Non
         store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
         for role, index in replicas:
             store.update_replica(name, f"{role}-{index}", phase="Succeeded", exit_code=0, started=now, finished=now)
+    store.close()
+    return names
+
+
+def sweep_in(root: Path, trials: int, name: str = "sweep") -> list[str]:
+    """A Succeeded sweep named `name` of `trials` Succeeded trials (of one replica, its grid over `lr`) in the
+    store of the server whose root is `root`; its trials' names, in launch order."""
+    spec = validate({"name": name, "command": "python train.py --lr {{ lr }}",
+                     "sweep": {"parameters": {"lr": {"values": [round(0.001 * (i + 1), 3) for i in range(trials)]}}}})
+    store = Store(root / "jobs.sqlite")
+    store.db.execute("PRAGMA synchronous=OFF")
+    now = time.time()
+    store.insert_job(name, "local", spec, str(root / "outputs" / name), [], "")
+    store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
+    names = []
+    for trial, _ in trial_specs(spec):
+        names.append(trial["name"])
+        store.insert_job(trial["name"], "local", validate(trial), str(root / "outputs" / trial["name"]),
+                         [("worker", 0)], "")
+        store.update_job(trial["name"], phase="Succeeded", started=now, finished=now, exit_code=0)
+        store.update_replica(trial["name"], "worker-0", phase="Succeeded", exit_code=0, started=now, finished=now)
     store.close()
     return names

@@ -353,6 +353,26 @@ def test_a_run_whose_starter_died_before_its_supervisor_is_not_left_pending(tmp_
     assert [(r["phase"], r["reason"]) for r in job["replicas"]] == [("Stopped", "NeverStarted")]
 
 
+def test_a_list_kept_between_reads_shows_every_write_and_a_vanished_supervisor(tmp_path):
+    """A server's backend lists again only what changed in the store: a job another process submitted is
+    listed, and one whose supervisor vanished (which writes nothing) is listed as ended."""
+    kept, other = LocalBackend(tmp_path), LocalBackend(tmp_path)  # the server's, and a CLI's
+    assert kept.list() == []
+    other.submit(spec_.validate(sleeper("orphan", 600)))
+    wait(lambda: [job["phase"] for job in kept.list()] == ["Running"], "the job listed as running", 60)
+    assert kept.list() == kept.list() and kept.list() is not kept.list()  # the same jobs, a list of its own
+    outer = psutil.Process(kept.row("orphan")["supervisor_pid"])
+    [inner] = outer.children()
+    outer.kill()
+    inner.kill()
+    outer.wait(10)
+    inner.wait(10)
+    [job] = kept.list()
+    assert (job["phase"], job["reason"]) == ("Failed", "SupervisorVanished")
+    kill(processes_of(tmp_path))
+    assert_nothing_left(tmp_path)
+
+
 def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_now(tmp_path):
     """A reader that saw the job before its supervisor started, or saw an earlier run's supervisor, now ended,
     and only then looks for them (as every `get` and `list` does, with no lock) leaves the run now going alone."""

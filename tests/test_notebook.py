@@ -218,7 +218,7 @@ job = client.submit({{"name": "scripted", "code": {{"path": "."}}, "command": "p
 print(repr(job))
 for line in client.logs("scripted", follow=True):
     print(line)
-print(client.get("scripted")["phase"], [j["name"] for j in client.jobs()])
+print(client.get("scripted")["phase"], [j["name"] for j in client.jobs()], client.jobs("nothing-named-so"))
 client.delete("scripted")
 """
     shutil.copytree(EXAMPLES / "python", tmp_path / "code")
@@ -229,7 +229,7 @@ client.delete("scripted")
     assert lines.pop(0).startswith("refused: invalid job spec: name: "), result.stdout
     assert lines[0].startswith("<Job scripted Pending on local") or lines[0].startswith("<Job scripted Running")
     assert any(line.startswith("[worker-0] epoch 2/2 loss") for line in lines), lines
-    assert lines[-1] == "Succeeded ['scripted']"
+    assert lines[-1] == "Succeeded ['scripted'] []"
     assert_nothing_left(jupyter_server.root)
 
 

@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left, wait
-from stored import jobs_in
+from stored import jobs_in, sweep_in
 from webhooks import Receiver
 
 ARTIFACTS = REPO / "test-artifacts"
@@ -157,12 +157,12 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
 def test_ten_thousand_jobs_are_drawn_a_window_at_a_time(tmp_path):
     """10,000 jobs, made in the store and not run (a sweep of 1,000 trials among them): the sidebar has only the
     rows in view in the page (and a few around), wherever it is scrolled; the filter finds one among them; the
-    sweep's 1,000 trials unfold as rows of the same window."""
+    sweep's 1,000 trials unfold as rows of the same window, and its view's table of them is windowed too. Its
+    refreshes bring only what changed: a job deleted and one made meanwhile."""
     root = tmp_path / "distrain-home"
     root.mkdir()
     jobs_in(root, 8999, workers=0)
-    [sweep] = jobs_in(root, 1, workers=0, prefix="sweep")  # made after the others: the list's last row
-    trials = jobs_in(root, 1000, workers=0, trial_of=sweep, prefix=f"{sweep}-trial")
+    sweep, trials = "sweep", sweep_in(root, 1000, "sweep")  # made after the others: the list's last rows
     server = JupyterServer(tmp_path, app="lab")
     try:
         with lab_page(server) as page:
@@ -174,6 +174,20 @@ def test_ten_thousand_jobs_are_drawn_a_window_at_a_time(tmp_path):
             scroller.evaluate("list => list.scrollTop = list.scrollHeight")
             expect(jobs.locator(f'[data-job="{sweep}"]')).to_be_visible()
             assert rows.count() <= WINDOW and not jobs.locator('[data-job="job-0000"]').count()
+
+            jobs.get_by_title(f"Open {sweep}", exact=True).click()  # its view: the trials' table is windowed too
+            view = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text=sweep))
+            trial_rows = view.locator(".jp-distrain-trials tbody tr[data-trial]")
+            expect(trial_rows.first).to_have_attribute("data-trial", trials[0], timeout=60_000)
+            assert trial_rows.count() <= WINDOW, trial_rows.count()
+            view.locator(".jp-distrain-trials-scroll").evaluate("table => table.scrollTop = table.scrollHeight")
+            expect(view.locator(f'[data-trial="{trials[-1]}"]')).to_be_visible()
+            assert trial_rows.count() <= WINDOW and not view.locator(f'[data-trial="{trials[0]}"]').count()
+            view.get_by_role("columnheader", name="lr").get_by_role("button").click()
+            view.get_by_role("columnheader", name="lr").get_by_role("button").click()  # the highest first
+            view.locator(".jp-distrain-trials-scroll").evaluate("table => table.scrollTop = 0")
+            expect(trial_rows.first).to_have_attribute("data-trial", trials[-1])
+
             jobs.locator(f'[data-job="{sweep}"] .jp-distrain-trials-toggle').click()
             scroller.evaluate("list => list.scrollTop = list.scrollHeight")
             expect(jobs.locator(f'[data-job="{trials[-1]}"]')).to_be_visible()
@@ -181,6 +195,15 @@ def test_ten_thousand_jobs_are_drawn_a_window_at_a_time(tmp_path):
             jobs.get_by_label("Filter jobs").fill("job-4321")
             expect(rows).to_have_count(1)
             expect(jobs.locator('[data-job="job-4321"]')).to_be_visible()
+
+            with page.expect_response(lambda response: "/job-changes?since=" in response.url) as refreshed:
+                pass
+            assert json.loads(refreshed.value.body())["jobs"] == []  # a refresh sends again nothing unchanged
+            assert server.rest("DELETE", "jobs/job-4321").status_code == 204
+            [late] = jobs_in(root, 1, workers=0, prefix="late")
+            expect(rows).to_have_count(0)
+            jobs.get_by_label("Filter jobs").fill("late")
+            expect(jobs.locator(f'[data-job="{late}"]')).to_be_visible()
     finally:
         server.stop()
 

@@ -99,11 +99,17 @@ async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
     code, fit = await api("GET", "jobs/fit")  # the list has each job's own fields and its replicas counted
     assert jobs[0] == {key: fit[key] for key in jobs[0]} and jobs[0]["replica_phases"] == {"Succeeded": 1}
     assert not {"spec", "replicas", "events", "logs", "output_dir"} & set(jobs[0])
+    assert [j["name"] for j in (await api("GET", "jobs", q="FIT-2 succeeded"))[1]] == ["fit-2"]
     code, metrics = await api("GET", "jobs/fit/metrics")
     assert code == 200 and metrics[0]["replica"] == "worker-0" and metrics[0]["cpu_percent"] is None
 
-    for name in ("fit", "fit-2"):
-        assert (await api("DELETE", f"jobs/{name}", purge_output="true"))[0] == 204
+    code, listed = await api("GET", "job-changes")  # as the panel follows the list
+    assert code == 200 and listed["complete"] and listed["jobs"] == jobs
+    assert (await api("GET", "job-changes", since=listed["version"]))[1] == {**listed, "complete": False, "jobs": []}
+    assert (await api("DELETE", "jobs/fit", purge_output="true"))[0] == 204
+    code, changes = await api("GET", "job-changes", since=listed["version"])
+    assert changes["jobs"] == [] and changes["removed"] == ["fit"] and changes["version"] != listed["version"]
+    assert (await api("DELETE", "jobs/fit-2", purge_output="true"))[0] == 204
     assert (await api("GET", "jobs/fit"))[0] == 404
     assert not (root / "jobs" / "fit").exists() and not (own_outputs(root) / "fit").exists()
     assert_nothing_left(root)
@@ -168,6 +174,7 @@ async def test_cli_and_rest_see_the_same_jobs(api, root, tmp_path):
     assert (await api("POST", "jobs", python_job("from-rest", epochs=2)))[0] == 201
     await wait_phase(api, "from-rest")
     assert {j["name"] for j in cli.json("list")} == {"from-cli", "from-rest"}
+    assert [j["name"] for j in cli.json("list", "REST", "local")] == ["from-rest"]  # every word, any case
     assert "done epoch 2" in cli("logs", "from-rest").stdout
 
 

@@ -14,6 +14,8 @@ from tornado.ioloop import PeriodicCallback
 
 from ..config import Distrain
 from ..errors import DistrainError
+from ..jobjson import summary_json
+from ..joblist import ListChanges
 from ..manager import JobManager
 from . import handlers, logstream, tensorboard
 from .base import in_thread
@@ -38,8 +40,9 @@ class DistrainExtension(ExtensionApp):
             manager, idle_timeout=config.tensorboard_idle_timeout, start_timeout=config.tensorboard_start_timeout,
             log=self.log, runs_root=Path(config.root) / "tensorboards",
         )
-        self.settings.update(distrain_manager=manager, distrain_tensorboards=self.tensorboards,
-                             distrain_watcher=logstream.LogWatcher(self.log), distrain_config=config)
+        listed = ListChanges(manager.list, summary_json)
+        self.settings.update(distrain_manager=manager, distrain_list=listed, distrain_config=config,
+                             distrain_tensorboards=self.tensorboards, distrain_watcher=logstream.LogWatcher(self.log))
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(routes())
@@ -71,6 +74,7 @@ def routes() -> list[tuple]:
     return [
         (f"{api}/version", handlers.VersionHandler),
         (f"{api}/jobs", handlers.JobsHandler),
+        (f"{api}/job-changes", handlers.JobChangesHandler),
         (f"{api}/check", handlers.CheckHandler),
         (f"{job}", handlers.JobHandler),
         (f"{job}/stop", handlers.StopHandler),

@@ -15,6 +15,7 @@ from .. import logs, repo
 from .. import spec as spec_
 from ..errors import DistrainError
 from ..jobjson import job_json, summary_json
+from ..joblist import ListChanges, matches
 from ..manager import JobManager
 from .base import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, in_thread, strict_json,
                    whole_number)
@@ -108,15 +109,24 @@ class VersionHandler(DistrainHandler):
 
 
 class JobsHandler(DistrainHandler):
-    query_params = ("dry_run", "backend", "snapshot_of")
+    query_params = ("dry_run", "backend", "snapshot_of", "q")
 
     async def get(self) -> None:
-        self.reply([summary_json(job) for job in await call(self.manager.list)])
+        words = self.get_query_argument("q", "")
+        self.reply([summary_json(job) for job in await call(self.manager.list) if matches(job, words)])
 
     async def post(self) -> None:
         submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
                                    backend=self.get_query_argument("backend", None), carried=await self.carried())
         await self.create(submit, self.request.path)
+
+
+class JobChangesHandler(DistrainHandler):
+    query_params = ("since",)
+
+    async def get(self) -> None:
+        changes: ListChanges = self.settings["distrain_list"]
+        self.reply(await call(changes.since, self.get_query_argument("since", None)))
 
 
 class CheckHandler(DistrainHandler):

@@ -34,6 +34,8 @@ class JobObserver:
 
     def __init__(self, objects: NamespaceObjects, supervisor: PodSupervisor):
         self.objects, self.supervisor = objects, supervisor
+        # a finished job's summary, made once from its ConfigMap (by uid), with the resourceVersion it read
+        self.recorded: dict[str, tuple[str, JobSummary]] = {}
 
     def get(self, name: str, events: int = 20) -> JobRecord:
         job = self._current(self.objects.job_root(name))
@@ -61,18 +63,28 @@ class JobObserver:
         return self._view(root, newest(pods), self.observed(root, pods))
 
     def list(self) -> list[JobSummary]:
-        return [self._summary(root) for root in self.objects.roots()]
+        roots = self.objects.roots()
+        listed = [self._summary(root) for root in roots]
+        present = {root.metadata.uid for root in roots}
+        self.recorded = {uid: seen for uid, seen in self.recorded.items() if uid in present}  # those gone forgotten
+        return listed
 
     def _summary(self, root: client.V1ConfigMap) -> JobSummary:
-        """The job as the list shows it: a finished one (most of a long list) straight from its recorded
-        status."""
+        """The job as the list shows it: a finished one (most of a long list) as its ConfigMap recorded it,
+        read again only where that changed."""
+        uid, version = root.metadata.uid, root.metadata.resource_version
+        seen = self.recorded.get(uid)
+        if seen and seen[0] == version:
+            return seen[1]
         status = json.loads(root.data["status.json"])
         if status["phase"] not in FINISHED:
             return summary(self._current(root))
         spec = json.loads(root.data["spec.json"])
-        return cast(JobSummary, {**self._state(root, spec, status, status.get("run", 1)),
-                                 "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values())),
-                                 "trial_of": spec.get("trial_of")})
+        job = cast(JobSummary, {**self._state(root, spec, status, status.get("run", 1)),
+                                "replica_phases": dict(Counter(r["phase"] for r in status["replicas"].values())),
+                                "trial_of": spec.get("trial_of")})
+        self.recorded[uid] = (version, job)
+        return job
 
     def observed(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> dict:
         """The status of a job an engine runs, from its object, its pods (and a JobSet's Jobs), and while

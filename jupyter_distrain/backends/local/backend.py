@@ -15,7 +15,7 @@ import sqlite3
 import time
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, cast
+from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, cast
 
 import psutil
 
@@ -37,6 +37,15 @@ STOP_GRACE_SECONDS = 10.0
 SNAPSHOT_LIMIT = 64 << 20  # bytes of a checkout's changes a job carries (code.snapshot)
 
 
+class Listed(NamedTuple):
+    """A list as read at a version of the store, with the rows of its unfinished jobs (whose runs may end
+    without a write: a vanished supervisor)."""
+
+    version: int
+    jobs: list[JobSummary]
+    unfinished: list[dict]
+
+
 class LocalBackend(CredentialStore):
     name = "local"
     default_host_paths: tuple[str, ...] | None = None  # this user's own machine: any directory they can read
@@ -45,6 +54,7 @@ class LocalBackend(CredentialStore):
         super().__init__(root, owner, see_all, others_outputs)
         self.launcher = Launcher(self.root)
         self.notifier = notify.Notifier(self._post_failed)  # the posts of its jobs' events, off the caller's thread
+        self.listed: Listed | None = None  # the last list read, for the next while the store does not change
 
     @classmethod
     def from_config(cls, config: Distrain) -> LocalBackend:
@@ -167,11 +177,19 @@ class LocalBackend(CredentialStore):
         return job
 
     def list(self) -> list[JobSummary]:
+        """Read again only where the store changed or a run was found ended (a long-lived server's list of
+        10,000 jobs, asked every few seconds, is mostly the same)."""
+        version, listed = self.store.version(), self.listed
+        if listed and listed.version == version and all(self.end_if_vanished(job) is job for job in listed.unfinished):
+            return list(listed.jobs)
         jobs = [job for job in self.store.summaries() if self.visible(job)]
         if any(self.end_if_vanished(job) is not job for job in jobs if job["phase"] not in FINISHED):
             jobs = [job for job in self.store.summaries() if self.visible(job)]  # a run was found ended
-        return [cast(JobSummary, {**{key: job[key] for key in SUMMARY_FIELDS if key != "expires"},
-                                  "expires": expires(job["ttl_after_finished"], job["finished"])}) for job in jobs]
+        summaries = [cast(JobSummary, {**{key: job[key] for key in SUMMARY_FIELDS if key != "expires"},
+                                       "expires": expires(job["ttl_after_finished"], job["finished"])})
+                     for job in jobs]
+        self.listed = Listed(version, summaries, [job for job in jobs if job["phase"] not in FINISHED])
+        return list(summaries)
 
     @staticmethod
     def _view(row: dict) -> JobRecord:

@@ -75,6 +75,8 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self.local = threading.local()
+        self.watcher: sqlite3.Connection | None = None  # reads `version` alone
+        self.watching = threading.Lock()
         with self._errors():
             self.db.executescript(SCHEMA)
             columns = {column["name"] for column in self.db.execute("PRAGMA table_info(jobs)")}
@@ -94,10 +96,22 @@ class Store:
         return db
 
     def close(self) -> None:
-        """Close this thread's connection."""
+        """Close this thread's connection (and the one that reads `version`)."""
         if getattr(self.local, "db", None) is not None:
             self.local.db.close()
             self.local.db = None
+        with self.watching:
+            if self.watcher is not None:
+                self.watcher.close()
+                self.watcher = None
+
+    def version(self) -> int:
+        """A number that changes whenever a change to the database is committed, by any process or thread:
+        SQLite's data_version, read by a connection of its own, which writes nothing."""
+        with self.watching, self._errors():
+            if self.watcher is None:
+                self.watcher = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            return self.watcher.execute("PRAGMA data_version").fetchone()[0]
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
