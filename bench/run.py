@@ -16,6 +16,7 @@ import job_list
 import job_list_browser
 import launch
 import log_latency
+import log_search
 import log_throughput
 import stacks
 import submit
@@ -32,9 +33,9 @@ def machine() -> str:
 
 
 if __name__ == "__main__":
-    rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *tensorboard_proxy.measure(3),
-            *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_team(), *job_list_browser.measure(),
-            *job_list.measure_kubernetes(), *cli.measure(),
+    rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *log_search.measure(),
+            *tensorboard_proxy.measure(3), *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_team(),
+            *job_list_browser.measure(), *job_list.measure_kubernetes(), *cli.measure(),
             *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure(),
             *controllers.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

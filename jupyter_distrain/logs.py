@@ -32,6 +32,8 @@ TRACEBACK = "Traceback (most recent call last):"
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # terminal colours, control characters
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it wakes the run's followers
+SEARCH_BLOCK = 4 * 1024 * 1024  # read at a time by a search
+SEARCH_CONTEXT = 20  # lines shown before a search's hit
 IDLE_CHECK_SECONDS = 1.0  # how often a watching follower with nothing new asks whether its run ended anyway
 
 
@@ -205,6 +207,55 @@ def tail_offset(path: Path, lines: int) -> int:
                 return position + cut + 1
             newlines += found
         return 0
+
+
+def search(files: dict[str, Path], query: str, limit: int, context: int = SEARCH_CONTEXT) -> tuple[list[dict], bool]:
+    """The first `limit` lines whose text holds `query` (ASCII letters of any case), replica by replica in
+    `files`' order, each in its file's order; and whether every line was searched. A hit says its replica, the
+    byte `offset` where its line starts, its time, text and stderr mark, and where a reader starts to show it
+    after up to `context` lines before it (`from`; `before`: how many lines lie between)."""
+    needle, hits = query.lower().encode(), []
+    for replica, path in files.items():
+        for hit in _found_in(path, needle, context):
+            hits.append({"replica": replica, **hit})
+            if len(hits) == limit:
+                return hits, False
+    return hits, True
+
+
+def _found_in(path: Path, needle: bytes, context: int) -> Iterator[dict]:
+    """The hits of one log file, read a block at a time (bounded memory however long the file)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        base, data, searched = 0, b"", 0  # data starts at file offset `base`; data[:searched] was searched
+        while True:
+            more = f.read(SEARCH_BLOCK)
+            data += more
+            end = data.rfind(b"\n") + 1 if more else len(data)  # whole lines only, but for the last
+            lowered = data[:end].lower()
+            at = lowered.find(needle, searched)
+            while at >= 0:
+                start = data.rfind(b"\n", 0, at) + 1
+                stop = end if (newline := data.find(b"\n", at, end)) < 0 else newline
+                if at < start + STAMP_LEN + 1:  # in the line's stamp: its text is searched
+                    at = lowered.find(needle, start + STAMP_LEN + 1)
+                    continue
+                first, before = start, 0
+                while before < context and first > 0:
+                    first, before = data.rfind(b"\n", 0, first - 1) + 1, before + 1
+                line = parse(data[start:stop], "")
+                yield {"offset": base + start, "time": line.time, "text": line.text, "stderr": line.stderr,
+                       "from": base + first, "before": before}
+                at = lowered.find(needle, max(stop, at + 1))
+            if not more:
+                return
+            keep = end  # the last `context` lines stay, for the next block's first hits
+            for _ in range(context):
+                keep = data.rfind(b"\n", 0, keep - 1) + 1 if keep > 0 else 0
+            base, data, searched = base + keep, data[keep:], end - keep
 
 
 def read_from(path: Path, offset: int, replica: str) -> Iterator[tuple[int, LogLine]]:

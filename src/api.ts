@@ -80,6 +80,8 @@ export async function requestAPI<T>(
  */
 export type JobSummary = components['schemas']['JobSummary'];
 export type JobChanges = components['schemas']['JobChanges'];
+export type LogHits = components['schemas']['LogHits'];
+export type LogHit = LogHits['hits'][number];
 export type Job = components['schemas']['Job'];
 export type Replica = components['schemas']['Replica'];
 export type JobSpec = components['schemas']['JobSpec'];
@@ -209,7 +211,13 @@ export const jobsAPI = {
     name: string,
     options: { replica?: string; run?: number; tail?: number } = {}
   ): Promise<string> =>
-    requestAPI<string>(jobPath(name, 'logs') + queryString(options))
+    requestAPI<string>(jobPath(name, 'logs') + queryString(options)),
+  /** The lines of a run's logs holding `q`, searched on the server. */
+  searchLogs: (
+    name: string,
+    options: { q: string; replica?: string; run?: number }
+  ): Promise<LogHits> =>
+    requestAPI<LogHits>(jobPath(name, 'logs/search') + queryString(options))
 };
 
 /**
@@ -340,7 +348,12 @@ export function logsDownloadURL(
  */
 export function logStream(
   name: string,
-  options: { replica?: string; cursor?: string; run?: number } = {}
+  options: {
+    replica?: string;
+    cursor?: string;
+    run?: number;
+    tail?: number;
+  } = {}
 ): WebSocket {
   const settings = ServerConnection.makeSettings();
   const token = settings.appendToken ? settings.token : undefined;

@@ -1,3 +1,5 @@
+import type { LogHit } from './api';
+
 /**
  * The lines of a live log, bounded: past `capacity` lines the oldest go (the
  * whole log stays downloadable). Keeps the stream's cursor, so a stream
@@ -14,8 +16,27 @@ export interface ILogLine {
 /** What ends a line's time: a space for stdout, '!' for stderr. */
 const SEPARATOR = /[ !]/;
 
+/** Where a buffer's stream begins: each replica's last `tail` lines, or at a search's hit. */
+export interface ILogStart {
+  tail?: number;
+  at?: LogHit;
+}
+
 export class LogBuffer {
-  constructor(readonly capacity = 200_000) {}
+  constructor(
+    readonly capacity = 200_000,
+    readonly begins: ILogStart = {}
+  ) {}
+
+  /** Whether earlier lines of the log are not held: dropped, or never streamed. */
+  get cut(): boolean {
+    const { tail, at } = this.begins;
+    return (
+      this._dropped > 0 ||
+      at !== undefined ||
+      (tail !== undefined && [...this._counts.values()].some(n => n >= tail))
+    );
+  }
 
   /** Lines are numbered from 0 as they arrive; the first still held. */
   get first(): number {
@@ -66,6 +87,10 @@ export class LogBuffer {
       this._reordered++;
     }
     this._offsets.set(replica, offset);
+    this._counts.set(
+      replica,
+      (this._counts.get(replica) ?? 0) + incoming.length
+    );
     const excess = this.end - this.first - this.capacity;
     if (excess > 0) {
       this._start += excess;
@@ -124,6 +149,8 @@ export class LogBuffer {
   private _start = 0;
   private _dropped = 0;
   private _offsets = new Map<string, number>();
+  /** Lines received of each replica. */
+  private _counts = new Map<string, number>();
   private _reordered = 0;
 }
 

@@ -7,7 +7,9 @@ import {
   VariableSizeList
 } from 'react-window';
 
+import { LogHit } from './api';
 import { ILogLine, LogBuffer } from './logbuffer';
+import { Highlighted, LogHitList, useWholeSearch } from './loghits';
 import { useLogStream } from './logstream';
 import { LogToolbar } from './logtoolbar';
 import { ROW_HEIGHT, useWrappedRows, WrappedRows } from './wrappedrows';
@@ -71,18 +73,35 @@ export function LogView(props: {
   const [paused, setPaused] = React.useState(false);
   const [query, setQuery] = React.useState('');
   const [wrap, setWrap] = useWrap();
-  const stream = useLogStream(name, replica, props.run, paused);
+  // a hit of the whole log's search, shown in its replica's log
+  const [at, setAt] = React.useState<LogHit>();
+  const stream = useLogStream(name, replica, props.run, paused, at);
   const { held } = stream;
   const rows = useSearch(held, query);
   const count = rows ? rows.length : held.end - held.first;
+  const [found, searchAll] = useWholeSearch(name, replica, stream.run);
+  const chooseReplica = (chosen: string) => {
+    setAt(undefined);
+    props.onReplica(chosen);
+  };
+  const open = (hit: LogHit) => {
+    setQuery(''); // the hit among the lines around it
+    setAt(hit);
+    props.onReplica(hit.replica);
+  };
   return (
     <div className="jp-distrain-logs">
       <LogToolbar
         name={name}
         replica={replica}
-        onReplica={props.onReplica}
+        onReplica={chooseReplica}
+        onSearchAll={() => searchAll(query)}
         pinnedRun={props.run}
-        onRun={props.onRun}
+        onRun={run => {
+          setAt(undefined);
+          searchAll('');
+          props.onRun(run);
+        }}
         stream={stream}
         paused={paused}
         onPause={setPaused}
@@ -92,6 +111,9 @@ export function LogView(props: {
         onWrap={setWrap}
         count={count}
       />
+      {found && (
+        <LogHitList found={found} onOpen={open} onClose={() => searchAll('')} />
+      )}
       <LogLines
         held={held}
         rows={rows}
@@ -99,6 +121,7 @@ export function LogView(props: {
         replica={replica}
         query={query}
         wrap={wrap}
+        hit={held.begins.at ? held.first + held.begins.at.before : undefined}
       />
     </div>
   );
@@ -130,8 +153,10 @@ function LogLines(props: {
   replica: string;
   query: string;
   wrap: boolean;
+  /** The number of a search's hit to show, once held. */
+  hit?: number;
 }): JSX.Element {
-  const { held, rows, count, replica, query, wrap } = props;
+  const { held, rows, count, replica, query, wrap, hit } = props;
   const list = React.useRef<FixedSizeList | VariableSizeList>(null);
   const outer = React.useRef<HTMLDivElement>(null);
   const following = React.useRef(true);
@@ -155,6 +180,21 @@ function LogLines(props: {
       list.current?.scrollToItem(switched.current.top, 'start');
     }
   }, [wrapping]);
+
+  // a hit is shown once its line came, in the middle, and the end no longer followed
+  const shownHit = React.useRef<LogBuffer>();
+  React.useLayoutEffect(() => {
+    if (
+      hit !== undefined &&
+      !rows &&
+      hit < held.end &&
+      shownHit.current !== held
+    ) {
+      shownHit.current = held;
+      following.current = false;
+      list.current?.scrollToItem(hit - held.first, 'center');
+    }
+  });
 
   React.useLayoutEffect(() => {
     wrapped?.update(list.current as VariableSizeList);
@@ -185,7 +225,7 @@ function LogLines(props: {
     onItemsRendered: (shown: { visibleStartIndex: number }) => {
       top.current = shown.visibleStartIndex;
     },
-    itemData: { held, rows, replica, query, end: held.end, wrapped },
+    itemData: { held, rows, replica, query, end: held.end, wrapped, hit },
     children: LogRow
   };
   return (
@@ -228,6 +268,8 @@ interface IRowData {
   end: number;
   /** The rows' heights, when wrapped. */
   wrapped: WrappedRows | null;
+  /** The number of the line a search's hit opened. */
+  hit?: number;
 }
 
 function LogRow(props: {
@@ -235,15 +277,20 @@ function LogRow(props: {
   style: React.CSSProperties;
   data: IRowData;
 }): JSX.Element {
-  const { held, rows, replica, query, wrapped } = props.data;
+  const { held, rows, replica, query, wrapped, hit } = props.data;
   const { index } = props;
-  const line: ILogLine = held.at(rows ? rows[index] : held.first + index);
+  const number = rows ? rows[index] : held.first + index;
+  const line: ILogLine = held.at(number);
   return (
     <div
       // wrapped, as high as its line needs: measured, then laid out so
       style={wrapped ? { ...props.style, height: undefined } : props.style}
       ref={wrapped ? element => wrapped.measure(index, element) : undefined}
-      className={`jp-distrain-logline${line.stderr ? ' jp-distrain-logline-stderr' : ''}`}
+      className={
+        'jp-distrain-logline' +
+        (line.stderr ? ' jp-distrain-logline-stderr' : '') +
+        (number === hit ? ' jp-distrain-logline-hit' : '')
+      }
     >
       {line.stderr && (
         <span
@@ -265,23 +312,6 @@ function LogRow(props: {
       </span>
       <Highlighted text={line.text} query={query} />
     </div>
-  );
-}
-
-function Highlighted(props: { text: string; query: string }): JSX.Element {
-  const at = props.query
-    ? props.text.toLowerCase().indexOf(props.query.toLowerCase())
-    : -1;
-  if (at < 0) {
-    return <>{props.text}</>;
-  }
-  const end = at + props.query.length;
-  return (
-    <>
-      {props.text.slice(0, at)}
-      <mark>{props.text.slice(at, end)}</mark>
-      {props.text.slice(end)}
-    </>
   );
 }
 

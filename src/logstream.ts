@@ -1,13 +1,14 @@
 import { Poll } from '@lumino/polling';
 import * as React from 'react';
 
-import { isGone, isRefused, Job, jobsAPI, logStream } from './api';
+import { isGone, isRefused, Job, jobsAPI, LogHit, logStream } from './api';
 import { LogBuffer } from './logbuffer';
 import { usePoll } from './polling';
 
 const RECONNECT_MS = 1000;
 const MAX_RECONNECT_MS = 30_000;
 const RUN_CHECK_MS = 3000; // how often a view of the latest run looks for a restart
+const CAPACITY = 200_000; // lines a view holds
 
 export type Status =
   | { state: 'connecting' | 'following' | 'paused' }
@@ -26,14 +27,17 @@ export interface ILogStream {
 
 /**
  * The log of one run of a job (`pinnedRun`, else the latest), one replica or
- * all ('' for all), streamed into a buffer unless `paused`. A new replica or run
- * starts a new buffer; the latest run's view checks now and then for a restart.
+ * all ('' for all), streamed into a buffer unless `paused`: from each replica's
+ * last lines (as many as the buffer holds between them), or from a little
+ * before a search's hit `at`. A new replica, run or hit starts a new buffer;
+ * the latest run's view checks now and then for a restart.
  */
 export function useLogStream(
   name: string,
   replica: string,
   pinnedRun: number | undefined,
-  paused: boolean
+  paused: boolean,
+  at?: LogHit
 ): ILogStream {
   const [job, setJob] = React.useState<Job | null>(null);
   const [status, setStatus] = React.useState<Status>({ state: 'connecting' });
@@ -56,11 +60,15 @@ export function useLogStream(
       })
   );
 
-  // A new replica or run starts a new buffer.
+  // A new replica, run or hit starts a new buffer.
+  const replicas = replica ? 1 : Math.max(1, job?.logs.length ?? 1);
   React.useEffect(() => {
-    buffer.current = new LogBuffer();
+    buffer.current = new LogBuffer(
+      CAPACITY,
+      at ? { at } : { tail: Math.floor(CAPACITY / replicas) }
+    );
     setVersion(v => v + 1);
-  }, [name, replica, run]);
+  }, [name, replica, run, at, replicas]);
 
   React.useEffect(() => {
     if (run === undefined) {
@@ -118,7 +126,17 @@ function follow(
   const connect = () => {
     setStatus({ state: 'connecting' });
     let opened = false;
-    socket = logStream(name, { replica, cursor: held.cursor, run });
+    const { tail, at } = held.begins;
+    socket = logStream(name, {
+      replica,
+      run,
+      // where the last connection stopped, else where the buffer begins
+      ...(held.cursor
+        ? { cursor: held.cursor }
+        : at
+          ? { cursor: `${at.replica}:${at.from}` }
+          : { tail })
+    });
     socket.onopen = () => {
       opened = true;
       delay = RECONNECT_MS;

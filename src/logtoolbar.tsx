@@ -29,6 +29,8 @@ export function LogToolbar(props: {
   onPause: (paused: boolean) => void;
   query: string;
   onQuery: (query: string) => void;
+  /** Search the whole log on the server for the query (Enter in the search box). */
+  onSearchAll: () => void;
   wrap: boolean;
   onWrap: (wrap: boolean) => void;
   /** The lines shown: all held, or those matching the query. */
@@ -80,10 +82,16 @@ export function LogToolbar(props: {
         <input
           className="jp-mod-styled"
           type="search"
-          placeholder="Search"
+          placeholder="Search (Enter: the whole log)"
           aria-label="Search the log"
+          title="Shows the lines held that match; Enter searches the whole log on the server"
           value={query}
           onChange={event => props.onQuery(event.target.value)}
+          onKeyDown={event => {
+            if (event.key === 'Enter') {
+              props.onSearchAll();
+            }
+          }}
         />
       </label>
       <button
@@ -154,21 +162,28 @@ function LogStatus(props: {
   return (
     <span className="jp-distrain-logs-status" data-state={status.state}>
       {run !== undefined && props.latest > 1 ? `Run ${run} · ` : ''}
-      {describe(status)}
+      {describe(status, held.cut)}
       {props.searching
         ? ` · ${props.count} matching`
         : ` · ${props.count} lines`}
       {held.first > 0
         ? ` (${held.first} earlier not kept: download for all)`
-        : ''}
+        : held.begins.at
+          ? ' (from a search’s hit)'
+          : held.cut
+            ? ' (from its last lines: Enter searches the whole log)'
+            : ''}
     </span>
   );
 }
 
-function describe(status: Status): string {
+function describe(status: Status, cut: boolean): string {
   switch (status.state) {
     case 'ended':
-      return `${status.phase ? `Job ${status.phase}` : 'Run ended'}; all lines shown`;
+      return (
+        (status.phase ? `Job ${status.phase}` : 'Run ended') +
+        (cut ? '' : '; all lines shown')
+      );
     case 'error':
       return status.message;
     case 'paused':

@@ -185,6 +185,25 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/jobs/{name}/logs/search': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    /** @description The lines of one run's logs whose text holds q (ASCII letters of any case), searched on the server however long the logs are: replica by replica, each in its order, the first `limit`. Each hit says where its line starts and where a stream (cursor=<replica>:<from>) starts to show it after the lines before it. */
+    get: operations['searchLogs'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/jobs/{name}/logs/stream': {
     parameters: {
       query?: never;
@@ -499,6 +518,23 @@ export interface components {
       | 'Failed'
       | 'Stopped'
       | 'Lost';
+    LogHits: {
+      /** @description Every line was searched (else there may be more hits than these) */
+      complete: boolean;
+      hits: {
+        replica: string;
+        /** @description The byte offset where the line starts in its replica's log */
+        offset: number;
+        time: string;
+        text: string;
+        /** @description The replica wrote the line to its standard error */
+        stderr: boolean;
+        /** @description Where a stream starts to show the line after the ones before it (cursor=<replica>:<from>) */
+        from: number;
+        /** @description How many lines lie between from and the line (at most 20) */
+        before: number;
+      }[];
+    };
     JobChanges: {
       /** @description The version this answer brings the reader to: its next request's since */
       version: string;
@@ -1272,6 +1308,7 @@ export interface operations {
           'application/json': components['schemas']['JobSummary'][];
         };
       };
+      400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       '5XX': components['responses']['Unavailable'];
     };
@@ -1342,6 +1379,7 @@ export interface operations {
           'application/json': components['schemas']['JobChanges'];
         };
       };
+      400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       '5XX': components['responses']['Unavailable'];
     };
@@ -1586,6 +1624,41 @@ export interface operations {
         };
         content: {
           'text/plain': string;
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  searchLogs: {
+    parameters: {
+      query: {
+        /** @description What to look for, 1 to 1000 characters on one line */
+        q: string;
+        /** @description One run of the job (1, then one more per restart; each keeps its own logs); the current run when omitted. A run the job has not had is refused with a 400 naming its runs. */
+        run?: components['parameters']['run'];
+        /** @description One replica, e.g. worker-0 or setup; all when omitted */
+        replica?: components['parameters']['replica'];
+        /** @description The most hits answered */
+        limit?: number;
+      };
+      header?: never;
+      path: {
+        name: components['parameters']['name'];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The hits, and whether every line was searched */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['LogHits'];
         };
       };
       400: components['responses']['Invalid'];

@@ -1,5 +1,6 @@
-"""Finished jobs recorded directly in the local backend's store, as it records them, for lists of thousands
-without running any: the panel's long-list test and bench/."""
+"""Finished jobs recorded directly in the local backend's store, as it records them (and their logs, as its
+supervisor writes them), for lists of thousands and logs of millions of lines without running any: the panel's
+tests at scale and bench/."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import time
 from pathlib import Path
 
 from jupyter_distrain.backends.local.store import Store
+from jupyter_distrain.logs import timestamp
 from jupyter_distrain.spec import validate
 from jupyter_distrain.sweep import trial_specs
 
@@ -49,3 +51,20 @@ def sweep_in(root: Path, trials: int, name: str = "sweep") -> list[str]:
         store.update_replica(trial["name"], "worker-0", phase="Succeeded", exit_code=0, started=now, finished=now)
     store.close()
     return names
+
+
+def logs_in(root: Path, replicas: int, lines: int, name: str = "big") -> tuple[str, list[str]]:
+    """A Succeeded job of a chief and `replicas - 1` workers whose run's logs hold `lines` lines each,
+    "<replica> step <i> loss <x>", the i-th a microsecond after the one before in every replica's log; its name
+    and its replicas' names."""
+    [job] = jobs_in(root, 1, workers=replicas - 1, prefix=name)
+    names = ["chief-0"] + [f"worker-{w}" for w in range(replicas - 1)]
+    directory = root / "jobs" / job / "logs" / "1"
+    directory.mkdir(parents=True)
+    began = time.time() - lines / 1e6
+    stamps = [timestamp(began + i / 1e6).encode() for i in range(lines)]
+    for replica in names:
+        tag = replica.encode()
+        (directory / f"{replica}.log").write_bytes(b"".join(
+            b"%s %s step %d loss %.6f\n" % (stamps[i], tag, i, 1 / (i + 1)) for i in range(lines)))
+    return job, names

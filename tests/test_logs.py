@@ -58,6 +58,32 @@ def test_tail_reads_from_the_end(tmp_path):
     assert logs.tail_offset(path, 1) == path.stat().st_size - len("2026-01-01T00:00:00.000000Z line 19999\n")
 
 
+def test_a_search_finds_each_line_holding_the_words_with_where_to_show_it(tmp_path, monkeypatch):
+    """Replica by replica, in file order, any case, in the text and never in the stamp; each hit's offset starts
+    its line, and a read from its `from` shows `before` lines, then it, also across the blocks a search reads."""
+    monkeypatch.setattr(logs, "SEARCH_BLOCK", 1000)  # many blocks, hits and their context across their edges
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    write(a, b"".join(b"step %d Loss %d\n" % (i, i % 7) for i in range(500)))
+    writer = logs.LogWriter(b, stderr=True)
+    writer.feed(b"2026 was a year\nloss 3 on stderr\n")
+    writer.close()
+    files = {"b": b, "a": a}
+    hits, complete = logs.search(files, "LOSS 3", limit=1000)
+    assert complete and [hit["replica"] for hit in hits[:2]] == ["b", "a"] and len(hits) == 1 + len(range(3, 500, 7))
+    assert hits[0]["text"] == "loss 3 on stderr" and hits[0]["stderr"] and hits[0]["before"] == 1
+    assert [hit["text"] for hit in hits[1:3]] == ["step 3 Loss 3", "step 10 Loss 3"]
+    for hit in hits:
+        shown = list(logs.read_from(files[hit["replica"]], hit["from"], hit["replica"]))
+        assert shown[hit["before"]][1].text == hit["text"] and shown[hit["before"]][1].time == hit["time"]
+        content = files[hit["replica"]].read_bytes()
+        assert hit["before"] == min(logs.SEARCH_CONTEXT, content[:hit["offset"]].count(b"\n"))
+        assert content[hit["offset"]:].split(b"\n")[0][logs.STAMP_LEN + 1:].decode() == hit["text"]
+    assert [hit["text"] for hit in logs.search(files, "2026", 10)[0]] == ["2026 was a year"]  # not every stamp
+    first, complete = logs.search(files, "loss", limit=3)
+    assert not complete and [hit["text"] for hit in first] == ["loss 3 on stderr", "step 0 Loss 0", "step 1 Loss 1"]
+    assert logs.search({"gone": tmp_path / "none.log"}, "loss", 5) == ([], True)
+
+
 def test_replicas_are_merged_in_time_order(tmp_path):
     a, b = tmp_path / "a.log", tmp_path / "b.log"
     wa, wb = logs.LogWriter(a), logs.LogWriter(b)

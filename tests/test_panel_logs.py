@@ -1,8 +1,12 @@
 """The panel's log view in a real browser (as test_panel.py, whose fixtures it uses): the lines a replica wrote
-to stderr marked, long lines scrolled sideways or wrapped, the list scrolled from the keyboard."""
+to stderr marked, long lines scrolled sideways or wrapped, the list scrolled from the keyboard; a job's log of
+millions of lines opened from its end and searched on the server."""
 
+from conftest import JupyterServer
 from playwright.sync_api import expect
-from test_panel import lab, open_panel, page, screenshot, submit  # noqa: F401 (lab and page are fixtures)
+from stored import logs_in
+from test_panel import lab, page  # noqa: F401 (fixtures)
+from test_panel import assert_accessible, lab_page, open_panel, screenshot, submit
 
 SCRIPT = """import sys, time
 for i in range(100):
@@ -77,3 +81,38 @@ def test_stderr_lines_are_marked_long_lines_wrap_when_asked_and_the_keyboard_scr
     links.get_by_role("button", name="Logs").click()
     expect(logs.get_by_role("button", name="Wrap")).to_have_attribute("aria-pressed", "true")
     page.wait_for_function(ROWS_FIT, timeout=30_000)
+
+
+def test_a_job_of_64_replicas_logging_100000_lines_each_opens_at_once_and_is_searched_on_the_server(tmp_path):
+    """Its logs (6.4 million lines, 400 MB) written as the supervisor writes them: the job view's log streams each
+    replica's last lines (the 200,000 it holds, shared), not 6.4 million from the first; Enter searches the whole
+    log on the server, which finds a line of every replica that the view does not hold, and a hit opens its
+    replica's log at its line, after the lines before it."""
+    root = tmp_path / "distrain-home"
+    root.mkdir()
+    name, replicas = logs_in(root, 64, 100_000)
+    server = JupyterServer(tmp_path, app="lab")
+    try:
+        with lab_page(server) as page:
+            open_panel(page)
+            page.locator(f'[data-job="{name}"]').get_by_title(f"Open {name}").click()
+            view = page.locator(".jp-distrain-job-view", has=page.locator("h2", has_text=name))
+            logs = view.locator(".jp-distrain-logs")
+            status = logs.locator(".jp-distrain-logs-status")
+            held = 64 * (200_000 // 65)  # each replica's share of the lines held (the job's set-up log counts)
+            expect(status).to_contain_text(f"Job Succeeded · {held} lines (from its last lines", timeout=60_000)
+
+            logs.get_by_label("Search the log").fill("step 77777 ")
+            expect(status).to_contain_text("· 0 matching")  # not among the lines held
+            logs.get_by_label("Search the log").press("Enter")
+            hits = logs.get_by_role("region", name="Hits in the whole log")
+            expect(hits.get_by_role("status")).to_have_text("64 lines of the whole log hold “step 77777 ”")
+            hits.get_by_role("button", name=f"[worker-17] ").filter(has_text="step 77777 ").click()
+            expect(logs.get_by_label("Replica")).to_have_value("worker-17")
+            hit = logs.locator(".jp-distrain-logline-hit")
+            expect(hit).to_contain_text("worker-17 step 77777 loss")
+            expect(hit).to_be_in_viewport()
+            expect(logs.locator(".jp-distrain-logline", has_text="worker-17 step 77776 ")).to_be_visible()
+            assert_accessible(page, ".jp-distrain-job-view-widget")
+    finally:
+        server.stop()

@@ -78,6 +78,13 @@ async def test_job_lifecycle_through_rest(api, jp_ws_fetch, root):
 
     code, logs = await api("GET", "jobs/fit/logs", tail="1")
     assert code == 200 and logs.startswith("[worker-0] done epoch 20 loss") and logs.count("\n") == 1
+    code, found = await api("GET", "jobs/fit/logs/search", q="DONE epoch 20 ")  # searched on the server
+    [hit] = found["hits"]
+    assert found["complete"] and hit["replica"] == "worker-0" and hit["text"].startswith("done epoch 20 loss")
+    assert hit["before"] == 20 and hit["from"] < hit["offset"]
+    for bad in ({"q": ""}, {"q": "a\nb"}, {"q": "x" * 1001}, {"q": "loss", "limit": "0"}, {"q": "loss", "limit": "1001"}):
+        code, error = await api("GET", "jobs/fit/logs/search", **bad)
+        assert code == 400 and ("'q'" in error["message"] or "'limit'" in error["message"]), (bad, error)
     code, logs = await api("GET", "jobs/fit/logs", replica="worker-0", timestamps="true")
     assert code == 200 and re.fullmatch(r"20\d\d-\d\d-\d\dT[\d:.]+Z done epoch 20 loss [\d.]+", logs.splitlines()[-1])
 

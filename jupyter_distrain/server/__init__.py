@@ -82,6 +82,7 @@ def routes() -> list[tuple]:
         (f"{job}/clone", handlers.CloneHandler),
         (f"{job}/code", handlers.CodeHandler),
         (f"{job}/logs", handlers.LogsHandler),
+        (f"{job}/logs/search", handlers.LogSearchHandler),
         (f"{job}/logs/stream", logstream.LogStreamHandler),
         (f"{job}/metrics", handlers.MetricsHandler),
         (f"{job}/stacks", handlers.StacksHandler),

@@ -27,6 +27,7 @@ except ImportError:  # a source tree that was never built
     __version__ = "0.0.0"
 
 LOG_BATCH_LINES = 2000
+MAX_QUERY, SEARCH_HITS, MAX_HITS = 1000, 200, 1000  # a log search's query length, hits by default, at most
 JSON_KINDS = {list: "an array", str: "a string", bool: "true or false"}
 
 
@@ -228,6 +229,23 @@ class LogsHandler(DistrainHandler):
                 for line in batch))
             await self.flush()
         self.finish()
+
+
+class LogSearchHandler(DistrainHandler):
+    query_params = ("q", "replica", "run", "limit")
+
+    async def get(self, name: str) -> None:
+        query = self.get_query_argument("q", "")
+        if not 1 <= len(query) <= MAX_QUERY or "\n" in query:
+            raise ApiError(400, {"message": f"query parameter 'q': what to look for, 1 to {MAX_QUERY} characters on "
+                                            "one line"})
+        limit = self.query_int("limit")
+        if limit is not None and not 1 <= limit <= MAX_HITS:
+            raise ApiError(400, {"message": f"query parameter 'limit': from 1 to {MAX_HITS}, not {limit}"})
+        files = await call(self.manager.log_files, name, self.get_query_argument("replica", None) or None,
+                           self.query_int("run"))
+        hits, complete = await in_thread(logs.search, files, query, limit or SEARCH_HITS)
+        self.reply({"hits": hits, "complete": complete})
 
 
 class MetricsHandler(DistrainHandler):

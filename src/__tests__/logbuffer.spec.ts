@@ -21,6 +21,25 @@ describe('LogBuffer', () => {
     expect(buffer.cursor).toBe('chief-0:86,worker-0:27');
   });
 
+  it('says whether earlier lines of the log are not held', () => {
+    const line = (n: number) => `2026-01-01T00:00:0${n}Z line ${n}\n`;
+    const whole = new LogBuffer(10, { tail: 2 });
+    whole.append('worker-0', line(1), 30);
+    expect(whole.cut).toBe(false); // fewer lines than the tail asked: the log began there
+    whole.append('worker-0', line(2), 60);
+    expect(whole.cut).toBe(true); // as many: earlier ones may not have come
+    const kept = new LogBuffer(2);
+    kept.append('worker-0', line(1) + line(2), 60);
+    expect(kept.cut).toBe(false);
+    kept.append('worker-0', line(3), 90);
+    expect(kept.cut).toBe(true); // the first was dropped
+    const hit = { replica: 'worker-0', offset: 30, time: '', text: 'line 1' };
+    const at = new LogBuffer(10, {
+      at: { ...hit, stderr: false, from: 0, before: 1 }
+    });
+    expect(at.cut).toBe(true);
+  });
+
   it('marks the lines written to stderr', () => {
     const buffer = new LogBuffer();
     buffer.append(
