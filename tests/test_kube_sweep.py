@@ -82,6 +82,10 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     receiver.close()
     launched = [e["message"] for e in job["events"] if e["reason"] == "Launched"]
     assert launched == ["hp-1: lr=0.1", "hp-2: lr=0.2", "hp-3: lr=0.3"]  # none twice
+    # nor did a launch list the namespace's events (each trial's listed more than the one before: quadratic)
+    listed = [e["requestURI"] for e in control_plane.audited(f"system:serviceaccount:{NAMESPACE}:hp-sweeper")
+              if e["verb"] == "list" and e["objectRef"]["resource"] == "events"]
+    assert not listed, listed
     # the table asks each trial's TensorBoard, which no pod here serves: the trials without a value
     table = JobManager({"kubernetes": backend}, backend.settings).trials("hp")["trials"]
     assert [(row["name"], row["phase"], row["value"]) for row in table] == [

@@ -143,6 +143,11 @@ class KubeBackend:
     def list(self) -> builtins.list[JobSummary]:
         return self.observer.list()
 
+    def answer(self, name: str) -> JobRecord:
+        """The job as a verb (submit, stop, restart) answers it: with its events where they cost no list of the
+        namespace's (watched, or a CLI's one call); a sweep's controller listed them at each trial's launch."""
+        return self.get(name, events=20 if self.objects.watching("events") or not self.objects.cache else 0)
+
     def log_dir(self, name: str, run: int | None = None) -> Path:
         return self.objects.log_dir(name, run)
 
@@ -238,7 +243,7 @@ class KubeBackend:
         self.record(spec["name"], Event(reasons.SUBMITTED, f"job accepted; engine {engine}: {why}"))
         self.companions.warn_untold(spec, hooks)
         self.companions.make_janitor(spec)
-        return self.get(spec["name"])
+        return self.answer(spec["name"])
 
     def _start(self, spec: dict, root_dict: dict, engine: str, run: int = 1, told: bool = False) -> None:
         self.objects.make_programs()  # what the run's pods (and its TensorBoard's) run
@@ -260,12 +265,12 @@ class KubeBackend:
         for _ in range(10):
             status = json.loads(root.data["status.json"])
             if status["phase"] in FINISHED:
-                return self.get(name)
+                return self.answer(name)
             if engine_of(root) not in ("pods", SWEEP):
                 observed = self.observer.observed(root, self.objects.job_pods(name))
                 if observed["phase"] in FINISHED:
                     self._end_workload(root)
-                    return self.get(name)
+                    return self.answer(name)
                 status = stopped_status(observed, decision, time.time())
             elif decision != STOP_REQUESTED:
                 status["stopped_as"] = [str(decision.phase), decision.reason, decision.message]
@@ -282,7 +287,7 @@ class KubeBackend:
             self._end_workload(root)
         else:
             self.supervisor.reconcile(self.objects.job_root_fresh(name), newest(self.objects.job_pods_fresh(name)))
-        return self.get(name)
+        return self.answer(name)
 
     def _wait_ended(self, name: str, timeout: float = 15) -> None:
         """Until the job's status records its end (a sweep's controller polls every second)."""
@@ -382,7 +387,7 @@ class KubeBackend:
             self._replace_tensorboard(spec, root_dict)
         self.record(name, Event(reasons.RESTARTED, "job restarted"))
         self.companions.warn_untold(spec, hooks)
-        return self.get(name)
+        return self.answer(name)
 
     def _next_run(self, name: str, spec: dict, engine: str) -> client.V1ConfigMap:
         """Record the job's next run of `spec` in its ConfigMap, keeping the end of the run before (`ended_run`); a
