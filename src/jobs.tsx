@@ -55,9 +55,16 @@ export class JobsModel {
   /**
    * Show the jobs (and tell of what changed in them) at once; their scalars are
    * read afterwards, so a slow TensorBoard delays neither the list nor the next
-   * refresh.
+   * refresh. One refresh at a time (a refresh asked during one follows it):
+   * each asks for the changes since the version the one before brought.
    */
-  async refresh(): Promise<void> {
+  refresh(): Promise<void> {
+    const after = () => this._refresh();
+    this._refreshing = this._refreshing.then(after, after);
+    return this._refreshing;
+  }
+
+  private async _refresh(): Promise<void> {
     const changes = await jobsAPI.changes(this._version);
     this._version = changes.version;
     if (changes.complete || changes.jobs.length || changes.removed.length) {
@@ -144,6 +151,7 @@ export class JobsModel {
   private _jobs: JobSummary[] = [];
   /** The version of the list held (the server's last answer's). */
   private _version = '';
+  private _refreshing: Promise<void> = Promise.resolve();
   private _scalars = new Map<string, Scalars>();
   /** When a job's scalars were last read: its finish time then, undefined while it ran. */
   private _scalarsRead = new Map<string, string | null | undefined>();
