@@ -243,19 +243,24 @@ def _found_in(path: Path, needle: bytes, context: int) -> Iterator[dict]:
                 if at < start + STAMP_LEN + 1:  # in the line's stamp: its text is searched
                     at = lowered.find(needle, start + STAMP_LEN + 1)
                     continue
-                first, before = start, 0
-                while before < context and first > 0:
-                    first, before = data.rfind(b"\n", 0, first - 1) + 1, before + 1
+                first, before = _lines_back(data, start, context)
                 line = parse(data[start:stop], "")
                 yield {"offset": base + start, "time": line.time, "text": line.text, "stderr": line.stderr,
                        "from": base + first, "before": before}
                 at = lowered.find(needle, max(stop, at + 1))
             if not more:
                 return
-            keep = end  # the last `context` lines stay, for the next block's first hits
-            for _ in range(context):
-                keep = data.rfind(b"\n", 0, keep - 1) + 1 if keep > 0 else 0
+            keep, _ = _lines_back(data, end, context)  # the last `context` lines stay, for the next block's hits
             base, data, searched = base + keep, data[keep:], end - keep
+
+
+def _lines_back(data: bytes, start: int, lines: int) -> tuple[int, int]:
+    """Where the line `lines` lines before the one at `start` begins in `data` (its first line, if fewer), and
+    how many lines back that is."""
+    back = 0
+    while back < lines and start > 0:
+        start, back = data.rfind(b"\n", 0, start - 1) + 1, back + 1
+    return start, back
 
 
 def read_from(path: Path, offset: int, replica: str) -> Iterator[tuple[int, LogLine]]:
