@@ -115,15 +115,15 @@ def table(rows: list[tuple]) -> str:
 
 @contextmanager
 def control_plane(*namespaces: str, engines: bool = False, output_claim: bool = False,
-                  audit_everyone: bool = False) -> Iterator:
-    """The tests' control plane (tests/controlplane: a real API server, kwok's nodes; with `engines`, JobSet, the
-    Training Operator and Kueue) with the jobs' namespace and `namespaces`, and with `output_claim` the claim the jobs
-    write their output to by default, in a temporary directory (plane.dir) it leaves with. `audit_everyone`: its
-    audit log (plane.audit_log) holds every request."""
+                  audit_everyone: bool = False, real_node: bool = False) -> Iterator:
+    """The tests' control plane (tests/controlplane: a real API server, kwok's nodes or with `real_node` a real node
+    whose pods are containers; with `engines`, JobSet, the Training Operator and Kueue) with the jobs' namespace and
+    `namespaces`, and with `output_claim` the claim the jobs write their output to by default, in a temporary
+    directory (plane.dir) it leaves with. `audit_everyone`: its audit log (plane.audit_log) holds every request."""
     from controlplane.cluster import NAMESPACE, ControlPlane
 
     with tempfile.TemporaryDirectory(prefix="distrain-bench-") as tmp:
-        plane = ControlPlane(Path(tmp), engines=engines, audit_everyone=audit_everyone)
+        plane = ControlPlane(Path(tmp), engines=engines, audit_everyone=audit_everyone, real_node=real_node)
         plane.start()
         try:
             plane.create(*({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}

@@ -20,6 +20,7 @@ import log_search
 import log_throughput
 import stacks
 import submit
+import sweep
 import tensorboard_memory
 import tensorboard_proxy
 import waiting
@@ -37,5 +38,5 @@ if __name__ == "__main__":
             *tensorboard_proxy.measure(3), *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_team(),
             *job_list_browser.measure(), *job_list.measure_kubernetes(), *cli.measure(),
             *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure(),
-            *controllers.measure()]
+            *submit.measure_real(), *sweep.measure(), *controllers.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

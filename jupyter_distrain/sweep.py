@@ -10,6 +10,7 @@ import json
 import math
 import os
 import random
+import socket
 import statistics
 import time
 from collections import Counter
@@ -182,16 +183,21 @@ def swept(sweep: dict, trial: dict) -> dict:
 
 def write_session(logdir: Path, trial: str, values: dict) -> None:
     """Record the trial's swept values in `logdir` as TensorBoard's HParams dashboard reads them: a session
-    whose metrics are the scalars of the runs below it (the trial's replicas)."""
+    whose metrics are the scalars of the runs below it (the trial's replicas). Written record by record, as
+    TensorBoard's EventFileWriter would, without the TensorFlow it loads where it is installed (500 MB)."""
     from tensorboard.compat.proto import event_pb2
     from tensorboard.plugins.hparams import summary_v2
-    from tensorboard.summary.writer.event_file_writer import EventFileWriter
+    from tensorboard.summary.writer.record_writer import RecordWriter
 
     shown = {key: value if isinstance(value, (bool, int, float, str)) else json.dumps(value)
              for key, value in values.items()}
-    writer = EventFileWriter(str(logdir), filename_suffix=".hparams")
-    writer.add_event(event_pb2.Event(wall_time=time.time(), summary=summary_v2.hparams_pb(shown, trial_id=trial)))
-    writer.close()
+    now = time.time()
+    path = logdir / f"events.out.tfevents.{int(now)}.{socket.gethostname()}.{os.getpid()}.hparams"
+    with path.open("wb") as file:
+        writer = RecordWriter(file)
+        writer.write(event_pb2.Event(wall_time=now, file_version="brain.Event:2").SerializeToString())
+        writer.write(event_pb2.Event(wall_time=now, summary=summary_v2.hparams_pb(shown, trial_id=trial))
+                     .SerializeToString())
 
 
 class Controller:
@@ -227,12 +233,16 @@ class Controller:
                 if stop.is_set():
                     return STOP_REQUESTED
                 await self.stop_clearly_worse()
-                while len(self.running()) < self.sweep["parallelism"] and (trial := next(waiting, None)):
+                launching = time.monotonic() + POLL_SECONDS  # then the progress shown and a stop seen, between them
+                while len(self.running()) < self.sweep["parallelism"] and time.monotonic() < launching and \
+                        (trial := next(waiting, None)):
                     await asyncio.to_thread(self.launch, trial)
                 if len(self.phases) == len(self.trials) and not self.running():
                     return self.ending()
                 if (progress := self.progress()) != shown:
                     self.show(shown := progress)
+                if time.monotonic() >= launching:  # more to launch at once
+                    continue
                 try:
                     await asyncio.wait_for(stop.wait(), POLL_SECONDS)
                 except asyncio.TimeoutError:

@@ -53,6 +53,7 @@ def test_manifests_are_accepted_by_the_api_server(control_plane, admin):
     assert [o["kind"] for o in objects] == ["ConfigMap", "ConfigMap"] + ["Service", "Pod"] * 4 + [
         "ServiceAccount", "Role", "RoleBinding", "Job"]  # the run's monitor (hangs, stragglers), as it has replicas
     assert objects[1]["metadata"]["name"] == PROGRAMS
+    assert json.loads(objects[0]["data"]["status.json"])["phase"] == "Pending"  # applied by hand, a job to list
     dry_run(admin, objects)
     assert not admin.list_namespaced_pod(NAMESPACE).items
 

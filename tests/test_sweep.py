@@ -4,6 +4,8 @@ from its checkpoint. Real jobs of the PyTorch example through a real Jupyter ser
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -217,6 +219,24 @@ def test_stopping_a_sweep_stops_its_running_trials_and_launches_no_more(cli):
     assert_nothing_left(cli.root)
     cli("delete", "naps")
     assert cli.json("list") == []
+
+
+def test_a_trials_hparams_session_is_written_without_loading_tensorflow(tmp_path):
+    """A sweep's controller writes each trial's session; TensorBoard's own writer would load TensorFlow (500 MB of
+    the controller's memory, where it is installed). The HParams dashboard reads them (test_a_sweep_...)."""
+    found = subprocess.run([sys.executable, "-c", f"""
+import sys, types
+from pathlib import Path
+from jupyter_distrain import sweep
+sweep.write_session(Path({str(tmp_path)!r}), "lr-1", {{"lr": 0.1, "layers": [1, 2]}})
+print("tensorflow" in sys.modules)
+sys.modules["tensorboard.compat.notf"] = types.ModuleType("notf")  # read back with TensorBoard's stub
+from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+[path] = Path({str(tmp_path)!r}).glob("events.out.tfevents.*.hparams")
+first, session = EventFileLoader(str(path)).Load()
+print(first.file_version, session.summary.value[0].metadata.plugin_data.plugin_name)
+"""], capture_output=True, text=True, check=True).stdout
+    assert found == "False\nbrain.Event:2 hparams\n"
 
 
 EMIT = """

@@ -17,7 +17,7 @@ from .. import notify, sweep
 from ..config import Distrain
 from ..errors import JobNotFound
 from ..policy import FINISHED, Event, Phase
-from ..backends.kubernetes import KubeBackend
+from ..backends.kubernetes import KubeBackend, naming
 from . import kube_backend
 
 
@@ -32,8 +32,9 @@ def main(argv: list[str] | None = None) -> None:
     settings = Distrain(namespace=args.namespace, owner=args.owner, **reader.sweep_settings(args.sweep),
                         janitor_schedule="")  # the server that made the sweep made the janitor, if any
     backend = kube_backend(settings, reader.objects.api, supervises=args.sweep)  # its trials on "pods", which it made
-    # the jobs read from watches: looking at its trials every POLL_SECONDS asks nothing while none changes
-    backend.start(logging.getLogger(__name__), explained=False)
+    # its trials read from watches of theirs alone: looking at them every POLL_SECONDS asks nothing while none
+    # changes, and its memory is its trials', whatever else the namespace holds
+    backend.start(logging.getLogger(__name__), naming.of_sweep(args.sweep), explained=False)
     try:
         asyncio.run(run(backend, args.sweep, Path(args.output), notify.from_environment()))
     finally:

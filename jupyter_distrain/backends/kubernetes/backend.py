@@ -103,20 +103,19 @@ class KubeBackend:
     def from_config(cls, config: Distrain) -> KubeBackend:
         return cls(config)
 
-    def start(self, log: logging.Logger, job: str | None = None, watch_timeout: int = WATCH_TIMEOUT,
+    def start(self, log: logging.Logger, scope: str = "", watch_timeout: int = WATCH_TIMEOUT,
               explained: bool = True) -> None:
-        """Watch the namespace (or only `job`; without `explained`, neither the events nor Kueue's workloads: see
-        listers), apply the policy to supervised jobs and copy logs, if this process copies them (see
-        NamespaceController)."""
+        """Watch the namespace (or the jobs `scope` selects: see listers), apply the policy to supervised jobs and
+        copy logs, if this process copies them (see NamespaceController)."""
         self.controller = NamespaceController(self.objects, self.observer, self.supervisor, self.copier,
-                                              self.engines.served, log, watch_timeout, job, explained)
+                                              self.engines.served, log, watch_timeout, scope, explained)
 
     def observe(self, job: str | None = None, changed: Callable[[], None] = lambda: None) -> None:
         """Read `job` (or every job) from a cache of its own objects alone, kept by their watches, calling
         `changed()` as each changes: its phase costs no request while it does not change. No policy is applied, no
         log copied (a run's monitor's, the janitor's; `start` does both). Events and Kueue's reasons are not read."""
-        engines = self.engines.served()  # the job's engine is served: asked once
-        self.objects.cache = Cache(lambda: listers(self.objects.api, self.ns, engines, job, explained=False),
+        engines, scope = self.engines.served(), naming.of_job(job) if job else ""  # its engine is served: asked once
+        self.objects.cache = Cache(lambda: listers(self.objects.api, self.ns, engines, scope, explained=False),
                                    lambda _: changed(), logging.getLogger(__name__)).start()
 
     def close(self) -> None:
@@ -218,12 +217,13 @@ class KubeBackend:
             return self._submit(spec, snapshot, hooks)
 
     def _submit(self, spec: dict, snapshot: bytes | None, hooks: dict | None) -> JobRecord:
-        engine, why = self.engines.engine(spec, fresh=True)
-        self.check(spec, engine=engine)
+        trial = "trial_of" in spec  # a sweep's controller launches it
+        engine, why = self.engines.engine(spec, fresh=not trial)
+        if not trial:  # a sweep's submit checked its trials (they differ in names and hyperparameters alone)
+            self.check(spec, engine=engine)
         root_dict = render.root(spec, self.settings, engine, self.engines.resume_source(spec))
-        root_dict["data"]["status.json"] = json.dumps(new_status(spec))
-        if "trial_of" in spec:  # deleting the sweep deletes it, whatever its controller was doing then
-            parent = self.objects.api.sanitize_for_serialization(self.objects.job_root_fresh(spec["trial_of"]))
+        if trial:  # deleting the sweep deletes it (the garbage collector's, were the sweep gone already)
+            parent = self.objects.api.sanitize_for_serialization(self.objects.job_root(spec["trial_of"]))
             root_dict["metadata"]["ownerReferences"] = [naming.owned_by(parent)]
         self.engines.mark_holding_outputs(spec)
         root_dict = self.objects.create(root_dict)
@@ -486,7 +486,7 @@ class KubeBackend:
 
     def _follow_with_controller(self, name, files, finished, tail, since, directory) -> Iterator[LogLine]:
         """Follow the job's files while a controller of this job alone copies its lines (and supervises it)."""
-        self.start(logging.getLogger(__name__), job=name)
+        self.start(logging.getLogger(__name__), naming.of_job(name))
         try:
             yield from logs.follow(lambda: files, finished, tail=tail, since=since, directory=directory)
         finally:

@@ -13,7 +13,7 @@ from kubernetes import client
 from ...errors import JobNotFound
 from ...policy import FINISHED, Phase
 from .logcopy import LogCopier, run_of_pod
-from .naming import SWEEP, replica_of
+from .naming import JOB, SWEEP, replica_of
 from .objects import NamespaceObjects
 from .observe import JobObserver
 from .reconcile import PodSupervisor
@@ -24,17 +24,17 @@ FOLLOW_AGAIN = (0.5, 30.0)  # seconds between a followed log's streams: the firs
 
 
 class NamespaceController:
-    """Keeps the backend's cache current and applies the policy to every job a change touches (or to `job`
-    alone), a few jobs at a time and each job by one worker at a time (see WorkQueue); copies running pods'
-    logs into the log files as they are written."""
+    """Keeps the backend's cache current and applies the policy to every job a change touches (of those `scope`
+    selects: see listers), a few jobs at a time and each job by one worker at a time (see WorkQueue); copies running
+    pods' logs into the log files as they are written."""
 
     WORKERS = 4
 
     def __init__(self, objects: NamespaceObjects, observer: JobObserver, supervisor: PodSupervisor, copier: LogCopier,
-                 served: Callable[[], dict[str, str]], log, watch_timeout: int = WATCH_TIMEOUT, job: str | None = None,
+                 served: Callable[[], dict[str, str]], log, watch_timeout: int = WATCH_TIMEOUT, scope: str = "",
                  explained: bool = True):
-        """The jobs of `objects` (or `job` alone), on the engines whose resources `served()` names as the watches
-        (re)start (Engines.served: one installed meanwhile is watched too); `explained`: see listers."""
+        """The jobs of `objects` (those `scope` selects), on the engines whose resources `served()` names as the
+        watches (re)start (Engines.served: one installed meanwhile is watched too); `explained`: see listers."""
         self.objects, self.observer, self.supervisor, self.copier, self.log = objects, observer, supervisor, copier, log
         self.queue = WorkQueue()
         self.followers: dict[str, tuple[str, threading.Thread]] = {}  # pod uid -> its job, its log copier
@@ -47,10 +47,10 @@ class NamespaceController:
         self.runs: dict[str, dict[int, bool]] = {}
         self.stopping = threading.Event()
         self.workers = [threading.Thread(target=self._work, daemon=True, name=f"distrain-reconcile-{i}")
-                        for i in range(1 if job else self.WORKERS)]
+                        for i in range(1 if scope.startswith(f"{JOB}=") else self.WORKERS)]
         for worker in self.workers:
             worker.start()
-        self.cache = objects.cache = Cache(lambda: listers(objects.api, objects.ns, served(), job, explained),
+        self.cache = objects.cache = Cache(lambda: listers(objects.api, objects.ns, served(), scope, explained),
                                            self.queue.add, log, watch_timeout)
         self.cache.start()
 

@@ -17,6 +17,7 @@ MANAGED = {"app.kubernetes.io/managed-by": "jupyter-distrain"}
 JOB, ROLE, INDEX, REPLICA, RUN, RESTARTS, ENGINE, OWNER = (f"{GROUP}/{k}" for k in (
     "job", "role", "index", "replica", "run", "restarts", "engine", "owner"))
 SWEEP = "sweep"  # the engine label of a sweep's ConfigMap
+OF_SWEEP = f"{GROUP}/sweep"  # on each object of a sweep and of its trials: the sweep's name (its controller's scope)
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 KUBEFLOW_API = "kubeflow.org/v1"
 KUBEFLOW_INDEX = "training.kubeflow.org/replica-index"  # the label the Training Operator gives each pod
@@ -89,16 +90,26 @@ def label_value(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "-", text)[:63].strip("-_.")
 
 
-def owner_label(root: dict) -> dict[str, str]:
-    """The label naming who submitted the job, as its ConfigMap `root` carries it, for every object and pod
-    of the job (whoever renders them: an admin restarting it too)."""
-    value = (root["metadata"].get("labels") or {}).get(OWNER)
-    return {OWNER: value} if value else {}
+def root_labels(root: dict) -> dict[str, str]:
+    """The labels naming who submitted the job and the sweep it belongs to, as its ConfigMap `root` carries them,
+    for every object and pod of the job (whoever renders them: an admin restarting it too)."""
+    labels = root["metadata"].get("labels") or {}
+    return {key: labels[key] for key in (OWNER, OF_SWEEP) if labels.get(key)}
+
+
+def of_job(name: str) -> str:
+    """The label selector of the job's objects."""
+    return f"{JOB}={name}"
+
+
+def of_sweep(name: str) -> str:
+    """The label selector of the sweep's objects and its trials'."""
+    return f"{OF_SWEEP}={name}"
 
 
 def metadata(name: str, settings: Distrain, labels: dict, root: dict) -> dict:
     """Metadata of an object the job's ConfigMap owns, once it exists (has a uid): deleting it deletes them."""
-    meta = {"name": name, "namespace": settings.namespace, "labels": {**labels, **owner_label(root)}}
+    meta = {"name": name, "namespace": settings.namespace, "labels": {**labels, **root_labels(root)}}
     if root["metadata"].get("uid"):
         meta["ownerReferences"] = [owned_by(root)]
     return meta

@@ -19,7 +19,7 @@ from ...policy import success_replicas
 from ...spec import gpu_type, gpus, replica_name, replicas
 from .naming import (JOB, JOBSET_API, KUBEFLOW, KUBEFLOW_API, KUBEFLOW_INDEX, KUBEFLOW_RESTART, QUEUE_NAME, REPLICA,
                      RESTARTS, RESUME, ROLE, RUN, TFJOB, KubeflowKind, job_owner, labels, metadata, object_name,
-                     owner_label, snapshot_name)
+                     root_labels, snapshot_name)
 
 HOST_PATHS_BY_DEFAULT: tuple[str, ...] = ()  # a shared node's files are no job's to mount
 SIGNALS = list(range(128, 256))  # exit codes of a process killed by a signal: what restart "exit-code" retries
@@ -275,7 +275,7 @@ def jobset(spec: dict, settings: Distrain, root: dict, run: int = 1) -> dict:
     where = addresses(spec, settings.namespace, "jobset")
     replicated = []
     for role, index in replicas(spec):
-        pod_labels = {**labels(job, role, index), RUN: str(run), **owner_label(root)}
+        pod_labels = {**labels(job, role, index), RUN: str(run), **root_labels(root)}
         job_spec: dict = {
             "parallelism": 1, "completions": 1, "completionMode": "Indexed",
             "backoffLimit": 0 if policy["restart"] == "never" else policy["max_restarts"],
@@ -322,7 +322,7 @@ def kubeflow(spec: dict, settings: Distrain, root: dict, run: int = 1) -> dict:
             # The operator looks at the job's deadline only when some event reconciles the job; the kubelet
             # ends each pod at the same deadline (counted from the pod's start, so never before the job's),
             # which is one.
-            "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run), **owner_label(root)}},
+            "template": {"metadata": {"labels": {**labels(job), ROLE: role, RUN: str(run), **root_labels(root)}},
                          "spec": {**pod_spec(spec, role, numbers, settings, root, where, run, kind), **deadline}}}
         for role, numbers in indices.items()}
     run_policy: dict = {"cleanPodPolicy": "Running", **deadline}

@@ -90,12 +90,13 @@ from ...progress import Quiet, several
 from ...spec import replicas
 from ...sweep import is_sweep
 from . import roles
-from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, NOTIFY_KEY, OWNER, RESUME, ROLE, SWEEP,
-                     job_owner, label_value, labels, log_reader_name, metadata, monitor_name, notify_name, owner_label,
-                     purger_name, snapshot_name, sweeper_name, tensorboard_name)
+from .naming import (BOARD_KEY, COMPONENT, ENGINE, JANITOR, JOB, MANAGED, MONITOR, NOTIFY_KEY, OF_SWEEP, OWNER, RESUME,
+                     ROLE, SWEEP, job_owner, label_value, labels, log_reader_name, metadata, monitor_name, notify_name,
+                     purger_name, root_labels, snapshot_name, sweeper_name, tensorboard_name)
 from .podspec import (PROGRAM_FILES, PROGRAMS, SNAPSHOT_KEY, TENSORBOARD_PORT, addresses, image, jobset, kubeflow,
                       output_source, output_volume, pod, program_file, programs_volume, runnable, secured, service,
                       volume_and_mount, volume_logs)
+from .state import new_status
 
 SNAPSHOT_LIMIT = 1 << 20  # the most data a Secret holds
 LOG_READER_PORT = 8080
@@ -103,17 +104,21 @@ LOG_FILE = re.compile(r"[a-z]+-[0-9]+\.log")  # a replica's log file: <role>-<in
 
 
 def root(spec: dict, settings: Distrain, engine: str, resume: dict | None = None) -> dict:
-    """The job's ConfigMap: its spec, status and replicas' addresses; its owner as a label (sanitized, to
-    select by) and an annotation (exact, to decide by); what it `resume`s from (a claim's `volume` and
-    `path`), if anything."""
+    """The job's ConfigMap: its spec, status (as asked for now: a render applied by hand is a job like any other)
+    and replicas' addresses; its owner as a label (sanitized, to
+    select by) and an annotation (exact, to decide by); the sweep it is or is a trial of as a label; what it
+    `resume`s from (a claim's `volume` and `path`), if anything."""
     runnable(spec, engine)
+    sweep = spec.get("trial_of") or (spec["name"] if is_sweep(spec) else None)
     return {
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": spec["name"], "namespace": settings.namespace,
-                     "labels": {**labels(spec["name"]), ENGINE: engine, OWNER: label_value(settings.owner)},
+                     "labels": {**labels(spec["name"]), ENGINE: engine, OWNER: label_value(settings.owner),
+                                **({OF_SWEEP: sweep} if sweep else {})},
                      "annotations": {OWNER: settings.owner}},
         "data": {
             "spec.json": json.dumps(spec, sort_keys=True),
+            "status.json": json.dumps(new_status(spec)),
             "cluster.json": json.dumps(addresses(spec, settings.namespace, engine), sort_keys=True),
             # a sweep's controller makes its trials as this server would
             **({"settings.json": json.dumps(settings.for_cluster(), sort_keys=True)} if engine == SWEEP else {}),
@@ -172,7 +177,7 @@ def tensorboard(spec: dict, settings: Distrain, root: dict) -> list[dict]:
     if not spec["tensorboard"]["enabled"]:
         return []
     name, tb_labels = tensorboard_name(spec["name"]), {**labels(spec["name"]), COMPONENT: "tensorboard",
-                                                       **owner_label(root)}
+                                                       **root_labels(root)}
     sweep = is_sweep(spec)  # a sweep's reads its owner's directory, where its links to its trials' event files lead
     volume, mount = output_volume(spec, settings, root, read_only=True, owners_directory=sweep)
     programs_source, programs_mount = programs_volume()
@@ -238,7 +243,7 @@ def sweeper(spec: dict, settings: Distrain, root: dict, trials: str) -> list[dic
     pod = {"serviceAccountName": name, "restartPolicy": "Never", "containers": [container], "volumes": [volume]}
     return [*identity(metadata(name, settings, own, root), roles.sweeper(spec, settings, trials)),
             {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(name, settings, own, root),
-             "spec": {"backoffLimit": 10, "template": {"metadata": {"labels": {**own, **owner_label(root)}},
+             "spec": {"backoffLimit": 10, "template": {"metadata": {"labels": {**own, **root_labels(root)}},
                                                        "spec": secured(pod, settings)}}}]
 
 
@@ -266,7 +271,7 @@ def monitor(spec: dict, settings: Distrain, root: dict, run: int, told: bool = F
                       roles.monitor()),
             {"apiVersion": "batch/v1", "kind": "Job", "metadata": metadata(monitor_name(spec["name"], run), settings,
                                                                            own, root),
-             "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": {**own, **owner_label(root)}},
+             "spec": {"backoffLimit": 3, "template": {"metadata": {"labels": {**own, **root_labels(root)}},
                                                       "spec": secured(pod, settings)}}}]
 
 
