@@ -34,6 +34,7 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
         backend.submit(spec)
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
     backend.settings.controller_image = "registry.example.com/notebook:1"
+    submitted = time.time()
     receiver = Receiver()  # the sweep's controller, a process of its own, posts its end; its trials none
     job = backend.submit(spec, hooks={"urls": [receiver.url()], "link": None, "allow_private": True})
     assert (job["engine"], job["replicas"]) == ("sweep", [])
@@ -85,8 +86,9 @@ def test_a_sweep_runs_in_the_cluster_and_a_replaced_controller_takes_its_trials_
     launched = [e["message"] for e in job["events"] if e["reason"] == "Launched"]
     assert launched == ["hp-1: lr=0.1", "hp-2: lr=0.2", "hp-3: lr=0.3"]  # none twice
     # nor did a launch list the namespace's events (each trial's listed more than the one before: quadratic); it
-    # watched its sweep's objects alone (another sweep's, a namespace of 10,000 jobs, take none of its memory)
-    asked = control_plane.audited(f"system:serviceaccount:{NAMESPACE}:hp-sweeper")
+    # watched its sweep's objects alone (another sweep's, a namespace of 10,000 jobs, take none of its memory); since
+    # this test began (test_kube_roles acts as an hp-sweeper too)
+    asked = control_plane.audited(f"system:serviceaccount:{NAMESPACE}:hp-sweeper", submitted)
     listed = [urllib.parse.urlsplit(e["requestURI"]) for e in asked if e["verb"] in ("list", "watch")
               and e["objectRef"]["resource"] in ("configmaps", "pods", "jobs", "jobsets")]
     assert listed and all(e["objectRef"]["resource"] != "events" for e in asked if e["verb"] == "list")
