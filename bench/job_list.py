@@ -2,7 +2,8 @@
 job's rows from SQLite directly, and what a panel asking again with nothing changed moves (its
 If-None-Match); with a team's 10,000 jobs, `GET jobs` beside Jupyter's own listing of 10,000 files; on the
 Kubernetes backend (a real control plane, tests/controlplane), `GET jobs` beside listing the jobs' ConfigMaps
-from the API server. Run: python bench/job_list.py [requests]
+from the API server; a sweep's table of 1,000 trials, read again and followed by its view.
+Run: python bench/job_list.py [requests]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 from harness import HEADERS, Server, control_plane, table
-from stored import jobs_in  # tests/stored.py (harness puts tests/ on the path)
+from stored import jobs_in, sweep_in  # tests/stored.py (harness puts tests/ on the path)
 
 from jupyter_distrain.backends.local.store import Store
 
@@ -89,6 +90,28 @@ def measure_team(requests: int = 10, jobs: int = 10_000) -> list[tuple]:
              size / ours_size, "almost none")]
 
 
+def measure_sweep_view(requests: int = 10, trials: int = 1000, points: int = 200) -> list[tuple]:
+    """A finished sweep's table of `trials` trials, each with `points` steps of its metric: `GET trials` read
+    again (finished trials' metrics kept) beside its first read (every trial's event files); the view's refresh
+    (`trials?since=`) with nothing changed beside the table read whole."""
+    with Server() as server:
+        sweep_in(server.root, trials, "sweep", points)
+        url = f"{server.api}/jobs/sweep/trials"
+        first = get(url, {})[0]
+        whole = [get(url, {}) for _ in range(requests)]
+        version = server.request("GET", "jobs/sweep/trials?since=")["version"]
+        refreshes = [get(f"{url}?since={version}", {}) for _ in range(requests)]
+    again, size = statistics.median(ms for ms, _, _ in whole), whole[-1][1]
+    refresh, sent = statistics.median(ms for ms, _, _ in refreshes), refreshes[-1][1]
+    view = f"a sweep's table, {trials:,} trials of {points} points"
+    return [(f"{view}: `GET trials` again, ms", again, first, "its first read (every trial's event files)",
+             again / first, "< 1"),
+            (f"{view}: the view's refresh, nothing changed, p50 ms", refresh, again, "`GET trials` whole",
+             refresh / again, "< 1"),
+            (f"{view}: the view's refresh, nothing changed, bytes", sent, size, "`GET trials` whole", sent / size,
+             "almost none")]
+
+
 def measure_kubernetes(requests: int = 30) -> list[tuple]:
     from controlplane.cluster import ADMIN, NAMESPACE
     from kubernetes import client
@@ -134,4 +157,4 @@ def finished_roots(namespace: str):
 
 if __name__ == "__main__":
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 30
-    print(table(measure(count) + measure_team() + measure_kubernetes(count)))
+    print(table(measure(count) + measure_team() + measure_sweep_view() + measure_kubernetes(count)))

@@ -36,6 +36,7 @@ def machine() -> str:
 if __name__ == "__main__":
     rows = [*asyncio.run(log_latency.measure()), *asyncio.run(log_throughput.measure()), *log_search.measure(),
             *tensorboard_proxy.measure(3), *tensorboard_memory.measure(), *job_list.measure(), *job_list.measure_team(),
+            *job_list.measure_sweep_view(),
             *job_list_browser.measure(), *job_list.measure_kubernetes(), *cli.measure(),
             *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure(),
             *submit.measure_real(), *sweep.measure(), *controllers.measure()]

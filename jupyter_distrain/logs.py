@@ -224,37 +224,43 @@ def search(files: dict[str, Path], query: str, limit: int, context: int = SEARCH
 
 
 def _found_in(path: Path, needle: bytes, context: int) -> Iterator[dict]:
-    """The hits of one log file, read a block at a time (bounded memory however long the file)."""
+    """The hits of one log file, read a block at a time into one buffer (bounded memory however long the file:
+    a block, and the lines it keeps for the next)."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
         return
     with f:
-        base, data, searched = 0, b"", 0  # data starts at file offset `base`; data[:searched] was searched
+        data = bytearray(SEARCH_BLOCK)
+        base, held, searched = 0, 0, 0  # data[:held] is the file from offset `base`; data[:searched] was searched
         while True:
-            more = f.read(SEARCH_BLOCK)
-            data += more
-            end = data.rfind(b"\n") + 1 if more else len(data)  # whole lines only, but for the last
-            lowered = data[:end].lower()
-            at = lowered.find(needle, searched)
+            if len(data) < held + SEARCH_BLOCK:  # kept lines longer than what the last block left room for
+                data.extend(bytes(held + SEARCH_BLOCK - len(data)))
+            with memoryview(data) as view:
+                read = f.readinto(view[held:held + SEARCH_BLOCK])
+            held += read
+            end = data.rfind(b"\n", 0, held) + 1 if read else held  # whole lines only, but for the last
+            lowered = data.lower()
+            at = lowered.find(needle, searched, end)
             while at >= 0:
                 start = data.rfind(b"\n", 0, at) + 1
                 stop = end if (newline := data.find(b"\n", at, end)) < 0 else newline
                 if at < start + STAMP_LEN + 1:  # in the line's stamp: its text is searched
-                    at = lowered.find(needle, start + STAMP_LEN + 1)
+                    at = lowered.find(needle, start + STAMP_LEN + 1, end)
                     continue
                 first, before = _lines_back(data, start, context)
-                line = parse(data[start:stop], "")
+                line = parse(bytes(data[start:stop]), "")
                 yield {"offset": base + start, "time": line.time, "text": line.text, "stderr": line.stderr,
                        "from": base + first, "before": before}
-                at = lowered.find(needle, max(stop, at + 1))
-            if not more:
+                at = lowered.find(needle, max(stop, at + 1), end)
+            if not read:
                 return
             keep, _ = _lines_back(data, end, context)  # the last `context` lines stay, for the next block's hits
-            base, data, searched = base + keep, data[keep:], end - keep
+            data[:held - keep] = data[keep:held]
+            base, held, searched = base + keep, held - keep, end - keep
 
 
-def _lines_back(data: bytes, start: int, lines: int) -> tuple[int, int]:
+def _lines_back(data: bytes | bytearray, start: int, lines: int) -> tuple[int, int]:
     """Where the line `lines` lines before the one at `start` begins in `data` (its first line, if fewer), and
     how many lines back that is."""
     back = 0

@@ -8,6 +8,7 @@ import hashlib
 import itertools
 import logging
 import re
+from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
@@ -19,6 +20,7 @@ from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFou
                      Unavailable)
 from .jobjson import pinned_image
 from .logs import LogLine
+from .policy import FINISHED
 from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, printable
 from .rules import AdminRules
 
@@ -28,7 +30,7 @@ if TYPE_CHECKING:
 
 HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-NOTHING_LOGGED: dict = {"tag": None, "runs": {}, "rates": {}}  # what scalars answers of a job whose event files cannot be read
+KEPT_METRICS = 10_000  # finished trials' metrics kept (JobManager.metric_of): ten sweeps of the most trials
 
 
 class JobManager:
@@ -42,6 +44,7 @@ class JobManager:
         self.config = config
         self.default = default or next(iter(self.backends))
         self.checkouts_under = checkouts_under.resolve() if checkouts_under else None
+        self.finished_metrics: OrderedDict[tuple, tuple[str | None, sweep.Points]] = OrderedDict()
 
     @classmethod
     def from_config(cls, config: Distrain, names: list[str] | None = None,
@@ -111,8 +114,7 @@ class JobManager:
 
     @staticmethod
     def credentials_for(spec: dict, backend: Backend) -> dict | None:
-        """The stored secret the spec's code.credentials names, if any, once it is known to be for the host
-        of code.git."""
+        """The stored secret the spec's code.credentials names, if any, once known to be for code.git's host."""
         source = spec.get("code", {})
         if not source.get("credentials"):
             return None
@@ -264,22 +266,13 @@ class JobManager:
         spec = backend.get(name, events=0)["spec"]
         if sweep.is_sweep(spec):
             backend.stop(name)
-            for trial in self.trials_of(spec):
+            for trial in self.trials_of(name):
                 backend.delete(trial["name"], purge_output=purge_output)
         backend.delete(name, purge_output=purge_output)
 
-    def trials_of(self, spec: dict) -> builtins.list[JobRecord]:
-        """The sweep's trials that were launched (and not deleted since)."""
-        backend = self.backend_of(spec["name"])
-        found = []
-        for trial, _ in sweep.trial_specs(spec):
-            try:
-                job = backend.get(trial["name"], events=0)
-            except JobNotFound:
-                continue
-            if job["spec"].get("trial_of") == spec["name"]:
-                found.append(job)
-        return found
+    def trials_of(self, name: str) -> builtins.list[JobSummary]:
+        """The sweep's trials that were launched (and not deleted since), as the list shows them."""
+        return [job for job in self.backend_of(name).list() if job["trial_of"] == name]
 
     def trials(self, name: str) -> dict:
         """A sweep's trials as its table shows them, best first: each one's swept hyperparameters, phase, and
@@ -287,31 +280,42 @@ class JobManager:
         spec = self.get(name, events=0)["spec"]
         if not sweep.is_sweep(spec):
             raise DistrainError(f"job {name!r} is not a sweep (it has no sweep section)")
-        metric, launched = spec["sweep"]["metric"], {job["name"]: job for job in self.trials_of(spec)}
+        metric, launched = spec["sweep"]["metric"], {job["name"]: job for job in self.trials_of(name)}
         backend = self.backend_of(name)
         rows, tags = [], set()
         for number, (trial, values) in enumerate(sweep.trial_specs(spec), 1):
             job = launched.get(trial["name"])
-            found = self.logged(backend, job, metric.get("tag")) if job else NOTHING_LOGGED
-            points = sweep.metric_points(trial, found)
-            tags.add(found["tag"])
+            tag, points = self.metric_of(backend, job, metric.get("tag")) if job else (None, [])
+            tags.add(tag)
             rows.append({"name": trial["name"], "number": number, "phase": job["phase"] if job else None,
                          "hyperparameters": values,
                          "step": points[-1][0] if points else None, "value": points[-1][1] if points else None,
-                         "points": sweep.thinned(points), "started": iso(job["started"]) if job else None,
+                         "points": points, "started": iso(job["started"]) if job else None,
                          "finished": iso(job["finished"]) if job else None})
         rows = sweep.ranked(rows, metric["goal"])
         best = next((row["name"] for row in rows if row["phase"] == "Succeeded" and row["value"] is not None), None)
-        tag = metric.get("tag") or next((t for t in sorted(tags - {None})), None)
+        tag = metric.get("tag") or min((t for t in tags if t), default=None)
         return {"name": name, "metric": {"tag": tag, "goal": metric["goal"]}, "best": best, "trials": rows}
 
-    def logged(self, backend: Backend, trial: JobRecord, tag: str | None) -> dict:
-        """What a trial logged (scalars_of); nothing where that cannot be read now: on Kubernetes, a trial
-        without a TensorBoard, or whose TensorBoard does not answer yet."""
+    def metric_of(self, backend: Backend, job: JobSummary, tag: str | None) -> tuple[str | None, sweep.Points]:
+        """The tag a trial logged and its points of the sweep's metric, thinned; none where they cannot be read now
+        (Kubernetes: no TensorBoard, or not answering yet). A finished run's are kept (they change no more): a
+        sweep's view, asked every few seconds, reads again its running trials' alone."""
+        key = (job["backend"], job["name"], job["run"], job["started"], tag)
+        if (kept := self.finished_metrics.pop(key, None)) is not None:  # each step one of the GIL's: threads share it
+            self.finished_metrics[key] = kept  # the most recently asked last
+            return kept
         try:
-            return self.scalars_of(backend.tensorboard(trial["spec"]), tag, trial["started"])
+            spec = backend.get(job["name"], 0)["spec"]
+            found = self.scalars_of(backend.tensorboard(spec), tag, job["started"])
         except DistrainError:
-            return NOTHING_LOGGED
+            return None, []
+        logged = found["tag"], sweep.thinned(sweep.metric_points(spec, found))
+        if job["phase"] in FINISHED:
+            self.finished_metrics[key] = logged
+            while len(self.finished_metrics) > KEPT_METRICS:
+                self.finished_metrics.popitem(last=False)
+        return logged
 
     def finetune(self, name: str, changes: Any = None, base_dir: Path | None = None,
                  dry_run: bool = False) -> JobRecord | dict:

@@ -243,9 +243,15 @@ export const serverAPI = {
   /** Why the job waits, if it does: a sentence and the numbers behind it. */
   waiting: (name: string): Promise<Waiting> =>
     requestAPI<Waiting>(jobPath(name, 'waiting')),
-  /** A sweep's trials with their hyperparameters and metric, best first. */
-  trials: (sweep: string): Promise<Trials> =>
-    requestAPI<Trials>(jobPath(sweep, 'trials'))
+  /**
+   * A sweep's trials with their hyperparameters and metric, best first: those
+   * changed since the table's `version` the caller holds ('' for all), and
+   * every trial's name in the table's `order` (see followTrials).
+   */
+  trials: (sweep: string, since: string): Promise<Trials> =>
+    requestAPI<Trials>(
+      jobPath(sweep, 'trials') + `?since=${encodeURIComponent(since)}`
+    )
 };
 
 /**

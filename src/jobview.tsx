@@ -22,6 +22,7 @@ import { usePoll } from './polling';
 import { Provenance } from './provenance';
 import { StacksView } from './stacks';
 import { SweepTrials } from './sweep';
+import { followTrials } from './trials';
 
 export interface IJobViewActions {
   openLogs: (name: string, replica?: string) => void;
@@ -46,6 +47,18 @@ interface IJobDetails {
   error: string;
 }
 
+/** A sweep's table, asked for what changed since `held` (the whole at first). */
+async function followedTrials(
+  sweep: string,
+  held: Trials | null
+): Promise<Trials> {
+  const since = held?.name === sweep ? (held.version ?? '') : '';
+  const table = followTrials(held, await serverAPI.trials(sweep, since));
+  return (
+    table ?? (followTrials(null, await serverAPI.trials(sweep, '')) as Trials)
+  );
+}
+
 /**
  * A job's details, polled every `interval` milliseconds (a finished job's ten
  * times less often) until it no longer exists; `chooseTag` picks the scalars'
@@ -66,6 +79,7 @@ function useJobDetails(
     error: ''
   });
   const tag = React.useRef<string>();
+  const trials = React.useRef<Trials | null>(null); // a sweep's, as last shown
   const refresh = usePoll(
     `jupyter-distrain:job:${name}`,
     interval,
@@ -75,13 +89,14 @@ function useJobDetails(
         // shown at once: what it uses and logged follows
         setDetails(current => ({ ...current, job, error: '' }));
         const sweep = Boolean(job.spec.sweep);
-        const [metrics, scalars, trials] = await Promise.all([
+        const [metrics, scalars, table] = await Promise.all([
           serverAPI.metrics(name),
           // none while its TensorBoard (Kubernetes) cannot answer
           sweep ? null : serverAPI.scalars(name, tag.current).catch(() => null),
-          sweep ? serverAPI.trials(name) : null
+          sweep ? followedTrials(name, trials.current) : null
         ]);
-        setDetails({ job, metrics, scalars, trials, error: '' });
+        trials.current = table;
+        setDetails({ job, metrics, scalars, trials: table, error: '' });
         // A finished job changes no more until a restart: check now and then.
         poll.frequency = {
           ...poll.frequency,

@@ -307,7 +307,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description A sweep's trials, best first by the last value of its metric (those without one last): each trial's swept hyperparameters, phase (null until launched) and its metric's points from its event files (at most 200, evenly spread). `best` names the best trial that succeeded. */
+    /** @description A sweep's trials, best first by the last value of its metric (those without one last): each trial's swept hyperparameters, phase (null until launched) and its metric's points from its event files (at most 200, evenly spread). `best` names the best trial that succeeded. With `since`, the table as a view follows it: only the trials changed since that version (all with an empty one, or one this server cannot answer from: `complete`), `order` naming every trial in the table's order, and the `version` to ask from next. */
     get: operations['getTrials'];
     put?: never;
     post?: never;
@@ -643,6 +643,12 @@ export interface components {
       };
       /** @description The best trial that succeeded, if any */
       best: string | null;
+      /** @description With since: the version this answer brings the caller to */
+      version?: string;
+      /** @description With since: whether `trials` holds every trial */
+      complete?: boolean;
+      /** @description With since: every trial's name, best first */
+      order?: string[];
       trials: {
         name: string;
         /** @description Its place in launch order */
@@ -1852,7 +1858,10 @@ export interface operations {
   };
   getTrials: {
     parameters: {
-      query?: never;
+      query?: {
+        /** @description The version of the table the caller holds (from an earlier answer), or empty */
+        since?: string;
+      };
       header?: never;
       path: {
         name: components['parameters']['name'];

@@ -32,9 +32,10 @@ def jobs_in(root: Path, count: int, workers: int = 4, trial_of: str | None = Non
     return names
 
 
-def sweep_in(root: Path, trials: int, name: str = "sweep") -> list[str]:
+def sweep_in(root: Path, trials: int, name: str = "sweep", points: int = 0) -> list[str]:
     """A Succeeded sweep named `name` of `trials` Succeeded trials (of one replica, its grid over `lr`) in the
-    store of the server whose root is `root`; its trials' names, in launch order."""
+    store of the server whose root is `root`, each with `points` steps of `loss` in its event files; its trials'
+    names, in launch order."""
     spec = validate({"name": name, "command": "python train.py --lr {{ lr }}",
                      "sweep": {"parameters": {"lr": {"values": [round(0.001 * (i + 1), 3) for i in range(trials)]}}}})
     store = Store(root / "jobs.sqlite")
@@ -43,14 +44,32 @@ def sweep_in(root: Path, trials: int, name: str = "sweep") -> list[str]:
     store.insert_job(name, "local", spec, str(root / "outputs" / name), [], "")
     store.update_job(name, phase="Succeeded", started=now, finished=now, exit_code=0)
     names = []
-    for trial, _ in trial_specs(spec):
+    for number, (trial, _) in enumerate(trial_specs(spec), 1):
         names.append(trial["name"])
-        store.insert_job(trial["name"], "local", validate(trial), str(root / "outputs" / trial["name"]),
-                         [("worker", 0)], "")
+        output = root / "outputs" / trial["name"]
+        store.insert_job(trial["name"], "local", validate(trial), str(output), [("worker", 0)], "")
         store.update_job(trial["name"], phase="Succeeded", started=now, finished=now, exit_code=0)
         store.update_replica(trial["name"], "worker-0", phase="Succeeded", exit_code=0, started=now, finished=now)
+        if points:
+            losses = [1 / (number + step) for step in range(points)]  # the last trial the best
+            losses_in(output / trial["tensorboard"]["logdir"] / "worker-0", now, losses)
     store.close()
     return names
+
+
+def losses_in(logdir: Path, began: float, losses: list[float]) -> None:
+    """An event file in `logdir` of `loss` at steps 0, 1, ... as a training's writer records it."""
+    from tensorboard.compat.proto import event_pb2, summary_pb2
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    logdir.mkdir(parents=True)
+    with (logdir / f"events.out.tfevents.{int(began)}.stored").open("wb") as file:
+        writer = RecordWriter(file)
+        writer.write(event_pb2.Event(wall_time=began, file_version="brain.Event:2").SerializeToString())
+        for step, loss in enumerate(losses):
+            value = summary_pb2.Summary.Value(tag="loss", simple_value=loss)
+            writer.write(event_pb2.Event(wall_time=began + step, step=step, summary=summary_pb2.Summary(value=[value]))
+                         .SerializeToString())
 
 
 def logs_in(root: Path, replicas: int, lines: int, name: str = "big") -> tuple[str, list[str]]:

@@ -1,10 +1,11 @@
-"""The job list as readers follow it (joblist.ListChanges) and its filter rule, without a server: the REST
-routes over them are tested in test_server.py, the panel's use of them in test_panel.py."""
+"""The job list and sweeps' tables as readers follow them (joblist.ListChanges, TrialChanges) and the list's filter
+rule, without a server: the REST routes over them are tested in test_server.py and test_sweep.py, the panel's use
+of them in test_panel.py."""
 
 from __future__ import annotations
 
 from jupyter_distrain import joblist
-from jupyter_distrain.joblist import ListChanges, matches
+from jupyter_distrain.joblist import ListChanges, TrialChanges, matches
 
 
 def job(name: str, phase: str = "Running", owner: str = "alice") -> dict:
@@ -48,6 +49,23 @@ def test_a_version_not_answerable_from_gets_the_whole_list(monkeypatch):
     behind = changes.since(first)
     assert behind["complete"] and behind["jobs"] == [job("d")] and behind["removed"] == []
     assert changes.since(kept["version"])["removed"] == ["b", "c"]
+
+
+def test_a_sweeps_table_is_followed_by_its_changed_trials_and_every_trials_place():
+    def trial(name: str, value: float | None = None) -> dict:
+        return {"name": name, "phase": "Running" if value is None else "Succeeded", "value": value}
+
+    tables = {"a": [trial("a-1"), trial("a-2")], "b": [trial("b-1")]}
+    changes = TrialChanges(lambda sweep: {"name": sweep, "best": None, "trials": list(tables[sweep])})
+    first = changes.since("a", "")
+    assert first == {"name": "a", "best": None, "trials": tables["a"], "order": ["a-1", "a-2"], "complete": True,
+                     "version": first["version"]}
+    assert changes.since("b", "")["trials"] == tables["b"]  # each sweep its own
+    tables["a"] = [trial("a-2", 0.5), trial("a-1")]  # a-2 ended, and ranks first
+    then = changes.since("a", first["version"])
+    assert not then["complete"] and then["trials"] == [trial("a-2", 0.5)] and then["order"] == ["a-2", "a-1"]
+    assert changes.since("a", then["version"])["trials"] == []
+    assert changes.since("b", then["version"])["complete"]  # a's version is not b's
 
 
 def test_the_filter_needs_every_word_in_the_name_phase_backend_or_owner():

@@ -82,6 +82,11 @@ def test_a_search_finds_each_line_holding_the_words_with_where_to_show_it(tmp_pa
     first, complete = logs.search(files, "loss", limit=3)
     assert not complete and [hit["text"] for hit in first] == ["loss 3 on stderr", "step 0 Loss 0", "step 1 Loss 1"]
     assert logs.search({"gone": tmp_path / "none.log"}, "loss", 5) == ([], True)
+    long = tmp_path / "long.log"  # lines longer than a block, and the last without its newline
+    write(long, b"first\n" + b"x" * 2500 + b" loss 3 far\nloss 3 near\n" + b"y" * 1500 + b" LOSS 3 last")
+    hits = logs.search({"long": long}, "loss 3", 5)[0]
+    assert [(hit["text"].lstrip("xy "), hit["before"]) for hit in hits] == [("loss 3 far", 1), ("loss 3 near", 2),
+                                                                           ("LOSS 3 last", 3)]
 
 
 def test_replicas_are_merged_in_time_order(tmp_path):

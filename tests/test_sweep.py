@@ -14,8 +14,12 @@ import pytest
 import test_server
 from conftest import CLI, EXAMPLES, assert_nothing_left, processes_of
 from webhooks import Receiver, allow_private
+from stored import sweep_in
 from jupyter_distrain import spec as spec_, sweep
+from jupyter_distrain.backends.local.store import Store
+from jupyter_distrain.config import Distrain
 from jupyter_distrain.errors import SpecError
+from jupyter_distrain.manager import JobManager
 from test_server import wait_phase
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
@@ -133,15 +137,45 @@ async def hparams(jp_fetch, sweep, query, **body):
     return json.loads(response.body)
 
 
+def follow(held: dict | None, answer: dict) -> dict:
+    """The table a view following a sweep's (`trials?since=`) holds after `answer`, as the panel's followTrials
+    makes it, and the trials it was `sent`."""
+    known = {} if answer["complete"] else {trial["name"]: trial for trial in held["trials"]}
+    known.update((trial["name"], trial) for trial in answer["trials"])
+    return {**answer, "trials": [known[name] for name in answer["order"]], "sent": answer["trials"]}
+
+
+def test_a_sweeps_table_reads_again_only_the_trials_not_finished_in_the_same_run(tmp_path, monkeypatch):
+    """A sweep's view asks for its table every few seconds: a finished trial's metric is read once, then again
+    only for a new run of it."""
+    trials = sweep_in(tmp_path, 30, "lr", points=5)
+    manager = JobManager.from_config(Distrain(root=str(tmp_path)))
+    table = manager.trials("lr")
+    assert [row["name"] for row in table["trials"]] == trials[::-1] and table["trials"][0]["points"][-1] == \
+        [4, pytest.approx(1 / 34)]  # ranked by their last loss: the last trial's lowest
+    backend, read = manager.backends["local"], []
+    get = backend.get
+    monkeypatch.setattr(backend, "get", lambda name, *args: read.append(name) or get(name, *args))
+    assert manager.trials("lr") == table and read == ["lr"]
+    store = Store(tmp_path / "jobs.sqlite")
+    store.update_job(trials[0], run=2, started=time.time(), finished=time.time())  # restarted, and done
+    store.close()
+    read.clear()
+    assert manager.trials("lr")["trials"][0]["name"] == trials[-1] and read == ["lr", trials[0]]
+
+
 async def test_a_sweep_runs_its_trials_two_at_a_time_ranks_them_and_fine_tunes_the_best(api, jp_fetch, root,
                                                                                        tmp_path):
     code, job = await api("POST", "jobs", pytorch_sweep("lr", parallelism=2))
     assert code == 201 and job["replicas"] == [] and job["logs"] == ["sweep"], job
-    most, deadline = 0, time.monotonic() + 300
+    most, deadline, followed, sent = 0, time.monotonic() + 300, None, []
     while (job := (await api("GET", "jobs/lr"))[1])["phase"] not in FINISHED:
         assert time.monotonic() < deadline, job
         jobs = (await api("GET", "jobs"))[1]
         most = max(most, sum(j["name"].startswith("lr-") and j["phase"] not in FINISHED for j in jobs))
+        since = followed["version"] if followed else ""
+        followed = follow(followed, (await api("GET", "jobs/lr/trials", since=since))[1])
+        sent.append(len(followed["sent"]))
         await asyncio.sleep(0.1)
     assert job["phase"] == "Succeeded" and job["message"] == "every trial has finished: 4 succeeded", job
     assert most == 2  # never more than the parallelism, and as many
@@ -151,6 +185,9 @@ async def test_a_sweep_runs_its_trials_two_at_a_time_ranks_them_and_fine_tunes_t
 
     code, table = await api("GET", "jobs/lr/trials")
     assert code == 200 and table["metric"] == {"tag": "loss", "goal": "minimize"}
+    # a view following the table as it changed holds what is read whole, having been sent mostly nothing
+    followed = follow(followed, (await api("GET", "jobs/lr/trials", since=followed["version"]))[1])
+    assert {key: followed[key] for key in table} == table and sent[0] == 4 and sent.count(0) > len(sent) / 2, sent
     trials = {name: (await api("GET", f"jobs/{name}"))[1] for name in ("lr-1", "lr-2", "lr-3", "lr-4")}
     assert all(t["phase"] == "Succeeded" and t["spec"]["trial_of"] == "lr" for t in trials.values())
     by_loss = sorted(trials, key=lambda name: final_loss(trials[name]))  # what training itself saved

@@ -15,7 +15,7 @@ from tornado.ioloop import PeriodicCallback
 from ..config import Distrain
 from ..errors import DistrainError
 from ..jobjson import summary_json
-from ..joblist import ListChanges
+from ..joblist import ListChanges, TrialChanges
 from ..manager import JobManager
 from . import handlers, logstream, tensorboard
 from .base import in_thread
@@ -40,8 +40,8 @@ class DistrainExtension(ExtensionApp):
             manager, idle_timeout=config.tensorboard_idle_timeout, start_timeout=config.tensorboard_start_timeout,
             log=self.log, runs_root=Path(config.root) / "tensorboards",
         )
-        listed = ListChanges(manager.list, summary_json)
-        self.settings.update(distrain_manager=manager, distrain_list=listed, distrain_config=config,
+        self.settings.update(distrain_manager=manager, distrain_list=ListChanges(manager.list, summary_json),
+                             distrain_trials=TrialChanges(manager.trials), distrain_config=config,
                              distrain_tensorboards=self.tensorboards, distrain_watcher=logstream.LogWatcher(self.log))
 
     def initialize_handlers(self) -> None:

@@ -15,7 +15,7 @@ from .. import logs, repo
 from .. import spec as spec_
 from ..errors import DistrainError
 from ..jobjson import job_json, summary_json
-from ..joblist import ListChanges, matches
+from ..joblist import ListChanges, TrialChanges, matches
 from ..manager import JobManager
 from .base import (AUTH_RESOURCE, ApiError, JsonErrors, authorize, call, check_query, in_thread, strict_json,
                    whole_number)
@@ -274,8 +274,15 @@ class ScalarsHandler(DistrainHandler):
 
 
 class TrialsHandler(DistrainHandler):
+    query_params = ("since",)
+
     async def get(self, name: str) -> None:
-        self.reply(await call(self.manager.trials, name))
+        since = self.get_query_argument("since", None)
+        if since is None:
+            self.reply(await call(self.manager.trials, name))
+        else:
+            changes: TrialChanges = self.settings["distrain_trials"]
+            self.reply(await call(changes.since, name, since))
 
 
 class RepoHandler(DistrainHandler):
