@@ -33,6 +33,7 @@ ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # t
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it wakes the run's followers
 SEARCH_BLOCK = 4 * 1024 * 1024  # read at a time by a search
+KEPT_ROOM = 64 * 1024  # in a search's buffer for the lines a block keeps for the next (more if they need it)
 SEARCH_CONTEXT = 20  # lines shown before a search's hit
 IDLE_CHECK_SECONDS = 1.0  # how often a watching follower with nothing new asks whether its run ended anyway
 
@@ -214,33 +215,35 @@ def search(files: dict[str, Path], query: str, limit: int, context: int = SEARCH
     `files`' order, each in its file's order; and whether every line was searched. A hit says its replica, the
     byte `offset` where its line starts, its time, text and stderr mark, and where a reader starts to show it
     after up to `context` lines before it (`from`; `before`: how many lines lie between)."""
-    needle, hits = query.lower().encode(), []
+    needle, hits, buffer = query.lower().encode(), [], bytearray(SEARCH_BLOCK + KEPT_ROOM)
     for replica, path in files.items():
-        for hit in _found_in(path, needle, context):
+        for hit in _found_in(path, needle, context, buffer):
             hits.append({"replica": replica, **hit})
             if len(hits) == limit:
                 return hits, False
     return hits, True
 
 
-def _found_in(path: Path, needle: bytes, context: int) -> Iterator[dict]:
-    """The hits of one log file, read a block at a time into one buffer (bounded memory however long the file:
-    a block, and the lines it keeps for the next)."""
+def _found_in(path: Path, needle: bytes, context: int, data: bytearray) -> Iterator[dict]:
+    """The hits of one log file, read a block at a time into `data` (bounded memory however long the file: a
+    block, and the lines it keeps for the next; one buffer for every file of a search)."""
     try:
         f = open(path, "rb")
     except FileNotFoundError:
         return
     with f:
-        data = bytearray(SEARCH_BLOCK)
         base, held, searched = 0, 0, 0  # data[:held] is the file from offset `base`; data[:searched] was searched
         while True:
-            if len(data) < held + SEARCH_BLOCK:  # kept lines longer than what the last block left room for
+            if len(data) < held + SEARCH_BLOCK:  # kept lines longer than KEPT_ROOM
                 data.extend(bytes(held + SEARCH_BLOCK - len(data)))
             with memoryview(data) as view:
                 read = f.readinto(view[held:held + SEARCH_BLOCK])
             held += read
             end = data.rfind(b"\n", 0, held) + 1 if read else held  # whole lines only, but for the last
-            lowered = data.lower()
+            if needle.upper() == needle:  # nothing to lower: no letter in it
+                lowered = data
+            else:
+                lowered = (data if held > len(data) // 2 else data[:held]).lower()  # a small log's alone
             at = lowered.find(needle, searched, end)
             while at >= 0:
                 start = data.rfind(b"\n", 0, at) + 1
