@@ -14,27 +14,13 @@ import logging
 import sys
 import threading
 import time
+from contextlib import ExitStack
 
 import psutil
 from harness import control_plane, table
 
 SMALL = 10
 QUOTA = 8  # CPUs of the ClusterQueue: that many 1-CPU trials run at once, the others wait in its queue
-KUEUE = "kueue.x-k8s.io/v1beta1"
-
-
-def queue(creating, *namespaces: str) -> None:
-    """A LocalQueue `team` in each namespace, each on a ClusterQueue of its own of QUOTA CPUs (`creating`: a dynamic
-    client's resources)."""
-    for obj in ({"kind": "ResourceFlavor", "metadata": {"name": "default"}},
-                *({"kind": "ClusterQueue", "metadata": {"name": ns},
-                   "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                       {"name": "default", "resources": [{"name": "cpu", "nominalQuota": QUOTA}]}]}]}}
-                  for ns in namespaces),
-                *({"kind": "LocalQueue", "metadata": {"name": "team", "namespace": ns},
-                   "spec": {"clusterQueue": ns}} for ns in namespaces)):
-        creating.get(api_version=KUEUE, kind=obj["kind"]).create(body={"apiVersion": KUEUE, **obj},
-                                                                  namespace=obj["metadata"].get("namespace"))
 
 
 class PeakMemory:
@@ -58,7 +44,7 @@ class PeakMemory:
 
 
 def measure(trials: int = 1000) -> list[tuple]:
-    from controlplane.cluster import ADMIN, NAMESPACE
+    from controlplane.cluster import ADMIN, NAMESPACE, local_queue
     from kubernetes import client, dynamic, watch
 
     from jupyter_distrain import spec as spec_
@@ -73,12 +59,14 @@ def measure(trials: int = 1000) -> list[tuple]:
                                "sweep": {"parameters": {"lr": {"values": [i / 10_000 for i in range(count)]}},
                                          "parallelism": count}})
 
-    with control_plane("by-hand", engines=True, output_claim=True) as plane, plane.client(ADMIN) as api:
+    with control_plane("by-hand", engines=True, output_claim=True) as plane, plane.client(ADMIN) as api, \
+            ExitStack() as stack:
         for node in range(4):
             plane.add_node(f"cpu-{node}", cpu="64", memory="256Gi")
         plane.wait_nodes_ready(4)
         creating = dynamic.DynamicClient(api).resources
-        queue(creating, NAMESPACE, "by-hand")
+        for namespace in (NAMESPACE, "by-hand"):  # each its own quota
+            stack.enter_context(local_queue(api, "team", QUOTA, namespace, cluster_queue=namespace))
         jobsets = client.CustomObjectsApi(api)
 
         def made(namespace: str, count: int, began: float) -> float:

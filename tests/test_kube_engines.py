@@ -20,7 +20,7 @@ import pytest
 import requests
 import yaml
 from conftest import CLI, distrain_command, wait, write_spec
-from controlplane.cluster import ADMIN, BIN, NAMESPACE, RESTRICTED, kubelet_expanded
+from controlplane.cluster import ADMIN, BIN, NAMESPACE, RESTRICTED, kubelet_expanded, local_queue
 from kube_support import COMMIT, SETTINGS, dry_run_create, pods_of, settings, tf_spec, wait_job
 from kubernetes import client
 
@@ -227,29 +227,8 @@ def test_a_snapshot_travels_in_a_secret_that_fetch_code_applies(control_plane, a
 def kueue_queue(control_plane):
     """Kueue's LocalQueue `team` in the namespace, on a ClusterQueue whose quota (3 CPUs) fits one job of two
     1-CPU replicas at a time."""
-    kueue = ("kueue.x-k8s.io", "v1beta1")
-    objects = [
-        ("resourceflavors", {"metadata": {"name": "default"}}),
-        ("clusterqueues", {"metadata": {"name": "one-job"}, "spec": {"namespaceSelector": {}, "resourceGroups": [
-            {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
-                {"name": "cpu", "nominalQuota": 3}]}]}]}}),
-        ("localqueues", {"metadata": {"name": "team", "namespace": NAMESPACE}, "spec": {"clusterQueue": "one-job"}}),
-    ]
-    with control_plane.client(ADMIN) as api:
-        custom = client.CustomObjectsApi(api)
-        for plural, body in objects:
-            body = {"apiVersion": "/".join(kueue), "kind": KUEUE_KINDS[plural], **body}
-            if plural == "localqueues":
-                custom.create_namespaced_custom_object(*kueue, NAMESPACE, plural, body)
-            else:
-                custom.create_cluster_custom_object(*kueue, plural, body)
-        yield "team"
-        custom.delete_namespaced_custom_object(*kueue, NAMESPACE, "localqueues", "team")
-        custom.delete_cluster_custom_object(*kueue, "clusterqueues", "one-job")
-        custom.delete_cluster_custom_object(*kueue, "resourceflavors", "default")
-
-
-KUEUE_KINDS = {"resourceflavors": "ResourceFlavor", "clusterqueues": "ClusterQueue", "localqueues": "LocalQueue"}
+    with control_plane.client(ADMIN) as api, local_queue(api, "team", 3) as name:
+        yield name
 
 
 @pytest.mark.parametrize("engine", ["jobset", "kubeflow"])

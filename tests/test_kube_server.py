@@ -18,13 +18,14 @@ import requests
 import yaml
 from conftest import CLI, JupyterServer, assert_nothing_left, wait, write_scalars
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
-from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, configmap, end, pod_name, settings, tf_spec,
-                          wait_job)
+from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, chief_spec, configmap, end, pod_name, settings,
+                          tf_spec, wait_job)
 from kubernetes import client
 
 from jupyter_distrain import storage
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec
 from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, listers
+from jupyter_distrain.errors import JobNotFound
 
 pytestmark = pytest.mark.usefixtures("fresh_logs")
 
@@ -339,6 +340,24 @@ def test_watches_resume_from_their_version_without_listing_again(control_plane, 
         if kube.exists("resumed"):
             kube.delete("resumed")
         kube.close()
+
+
+def test_a_cache_of_one_jobs_objects_finds_the_job_it_resumes_from_beyond_them(control_plane, backend, tmp_path):
+    """A run's monitor and a sweep's controller watch their own jobs' objects alone: the job one of theirs
+    resumes from is read from the API server (a trial made by its sweep's controller resumes from its output), but
+    a read of a job beyond them is not answered half from their cache."""
+    backend.submit(chief_spec("earlier", output={"volume": "distrain-outputs", "path": "kept"}))
+    watching = KubeBackend(settings(tmp_path / "watching"), control_plane.client(RESTRICTED))
+    watching.observe("later")
+    try:
+        resumed = {"name": "later", "resume_from": "job:earlier"}
+        assert watching.engines.resume_source(resumed) == backend.engines.resume_source(resumed)
+        assert watching.engines.resume_source(resumed)["path"].endswith("/kept")  # where that job wrote
+        assert watching.engines.resume_source({**resumed, "resume_from": "job:never"})["path"].endswith("/never")
+        with pytest.raises(JobNotFound):
+            watching.get("earlier")
+    finally:
+        watching.close()
 
 
 def compact_etcd(control_plane) -> None:

@@ -11,9 +11,9 @@ from contextlib import suppress
 import psutil
 import pytest
 from conftest import remove_janitor, wait, write_scalars
-from controlplane.cluster import ADMIN, NAMESPACE, RESTRICTED
+from controlplane.cluster import ADMIN, NAMESPACE, RESTRICTED, local_queue
 from kube_support import COMMIT, chief_spec, end, own_outputs, pods_of, settings, wait_job
-from kubernetes import client, dynamic, utils
+from kubernetes import client, utils
 from webhooks import Receiver
 
 from jupyter_distrain import spec as spec_
@@ -228,54 +228,43 @@ def test_a_sweep_of_1000_trials_queues_every_trial_in_order_with_a_controller_of
     trial, in order, each JobSet in the queue; it watches its sweep's objects alone, without their managedFields, and
     loads no TensorFlow: its memory with 1,000 trials stays under twice what it was at its first trial. Deleting
     the sweep deletes them all. (bench/sweep.py times it beside the same objects created by hand.)"""
-    kueue, trials = "kueue.x-k8s.io/v1beta1", 1000
-    creating = dynamic.DynamicClient(admin.api_client).resources
-    queue = [{"kind": "ResourceFlavor", "metadata": {"name": "thousand"}},
-             {"kind": "ClusterQueue", "metadata": {"name": "thousand"},
-              "spec": {"namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-                  {"name": "thousand", "resources": [{"name": "cpu", "nominalQuota": 2}]}]}]}},
-             {"kind": "LocalQueue", "metadata": {"name": "thousand", "namespace": NAMESPACE},
-              "spec": {"clusterQueue": "thousand"}}]
-    for obj in queue:
-        creating.get(api_version=kueue, kind=obj["kind"]).create(body={"apiVersion": kueue, **obj},
-                                                                  namespace=obj["metadata"].get("namespace"))
-    backend.settings.controller_image = "registry.example.com/notebook:1"
-    backend.submit(spec_.validate({"name": "many", "command": "python train.py --lr {{ lr }}", "queue": "thousand",
-                                   "code": {"git": "https://example.com/models.git", "commit": COMMIT},
-                                   "replicas": {"worker": {"resources": {"cpu": 1}}},
-                                   "sweep": {"parameters": {"lr": {"values": [i / 10_000 for i in range(trials)]}},
-                                             "parallelism": trials}}))
-    custom = client.CustomObjectsApi(admin.api_client)
+    trials = 1000
+    with local_queue(admin.api_client, "thousand", 2):
+        backend.settings.controller_image = "registry.example.com/notebook:1"
+        backend.submit(spec_.validate({"name": "many", "command": "python train.py --lr {{ lr }}", "queue": "thousand",
+                                       "code": {"git": "https://example.com/models.git", "commit": COMMIT},
+                                       "replicas": {"worker": {"resources": {"cpu": 1}}},
+                                       "sweep": {"parameters": {"lr": {"values": [i / 10_000 for i in range(trials)]}},
+                                                 "parallelism": trials}}))
+        custom = client.CustomObjectsApi(admin.api_client)
 
-    def jobsets(selector: str = naming.of_sweep("many")) -> list[dict]:  # as the API server's watch cache has them
-        group, version = naming.JOBSET_API.split("/")
-        return custom.list_namespaced_custom_object(group, version, NAMESPACE, "jobsets", label_selector=selector,
-                                                    resource_version="0")["items"]
+        def jobsets(selector: str = naming.of_sweep("many")) -> list[dict]:  # as the API server's watch cache has them
+            group, version = naming.JOBSET_API.split("/")
+            return custom.list_namespaced_custom_object(group, version, NAMESPACE, "jobsets", label_selector=selector,
+                                                        resource_version="0")["items"]
 
-    try:
-        def controller() -> psutil.Process | None:  # run here by the control plane
-            return next((p for p in psutil.process_iter(["cmdline"]) if {"jupyter_distrain.controllers.sweep", "many"}
-                         <= set(p.info["cmdline"] or [])), None)
+        try:
+            def controller() -> psutil.Process | None:  # run here by the control plane
+                words = {"jupyter_distrain.controllers.sweep", "many"}
+                return next((p for p in psutil.process_iter(["cmdline"]) if words <= set(p.info["cmdline"] or [])),
+                            None)
 
-        first = wait(lambda: jobsets() and controller(), "the first trial is made", 60).memory_info().rss
-        peak = 0
+            first = wait(lambda: jobsets() and controller(), "the first trial is made", 60).memory_info().rss
+            peak = 0
 
-        def made() -> int:
-            nonlocal peak
-            peak = max(peak, controller().memory_info().rss)
-            return len(jobsets())
+            def made() -> int:
+                nonlocal peak
+                peak = max(peak, controller().memory_info().rss)
+                return len(jobsets())
 
-        wait(lambda: made() == trials, "every trial is made", 600, shown=made, every=5)
-        roots = admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.of_sweep("many")).items
-        made_at = {cm.metadata.name: cm.metadata.creation_timestamp for cm in roots if cm.metadata.name != "many"}
-        order = [made_at[f"many-{number}"] for number in range(1, trials + 1)]
-        assert order == sorted(order)  # the list shows them in launch order
-        assert all(jobset["metadata"]["labels"][naming.QUEUE_NAME] == "thousand" for jobset in jobsets())
-        assert peak < 2 * first, (first, peak)
-    finally:
-        backend.delete("many")  # its trials go with it, by the garbage collector
-        wait(lambda: not jobsets(naming.JOB) and not admin.list_namespaced_config_map(
-            NAMESPACE, label_selector=naming.JOB).items, "the sweep and its trials are gone", 600, every=5)
-        for obj in reversed(queue):
-            creating.get(api_version=kueue, kind=obj["kind"]).delete(obj["metadata"]["name"],
-                                                                      namespace=obj["metadata"].get("namespace"))
+            wait(lambda: made() == trials, "every trial is made", 600, shown=made, every=5)
+            roots = admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.of_sweep("many")).items
+            made_at = {cm.metadata.name: cm.metadata.creation_timestamp for cm in roots if cm.metadata.name != "many"}
+            order = [made_at[f"many-{number}"] for number in range(1, trials + 1)]
+            assert order == sorted(order)  # the list shows them in launch order
+            assert all(jobset["metadata"]["labels"][naming.QUEUE_NAME] == "thousand" for jobset in jobsets())
+            assert peak < 2 * first, (first, peak)
+        finally:
+            backend.delete("many")  # its trials go with it, by the garbage collector
+            wait(lambda: not jobsets(naming.JOB) and not admin.list_namespaced_config_map(
+                NAMESPACE, label_selector=naming.JOB).items, "the sweep and its trials are gone", 600, every=5)

@@ -24,7 +24,7 @@ import requests
 import yaml
 from conftest import CLI, EXAMPLES, JupyterServer, git, make_checkout, remove_janitor, write_wheel
 from controlplane import realnode
-from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
+from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED, local_queue
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kubernetes import client
 from test_progress import PACED
@@ -689,23 +689,8 @@ def test_the_janitors_pod_deletes_a_job_past_its_time(cli, admin):
 def kueue_queue(real_cluster):
     """Kueue's LocalQueue `team` in the namespace, on a ClusterQueue whose quota (1 CPU) fits one job of two
     300m replicas at a time."""
-    kueue = ("kueue.x-k8s.io", "v1beta1")
-    flavor = {"kind": "ResourceFlavor", "metadata": {"name": "default"}}
-    cluster_queue = {"kind": "ClusterQueue", "metadata": {"name": "one-job"}, "spec": {
-        "namespaceSelector": {}, "resourceGroups": [{"coveredResources": ["cpu"], "flavors": [
-            {"name": "default", "resources": [{"name": "cpu", "nominalQuota": 1}]}]}]}}
-    local_queue = {"kind": "LocalQueue", "metadata": {"name": "team", "namespace": NAMESPACE},
-                   "spec": {"clusterQueue": "one-job"}}
-    with real_cluster.client(ADMIN) as api:
-        custom = client.CustomObjectsApi(api)
-        for plural, body in (("resourceflavors", flavor), ("clusterqueues", cluster_queue)):
-            custom.create_cluster_custom_object(*kueue, plural, {"apiVersion": "/".join(kueue), **body})
-        custom.create_namespaced_custom_object(*kueue, NAMESPACE, "localqueues",
-                                               {"apiVersion": "/".join(kueue), **local_queue})
-        yield "team"
-        custom.delete_namespaced_custom_object(*kueue, NAMESPACE, "localqueues", "team")
-        custom.delete_cluster_custom_object(*kueue, "clusterqueues", "one-job")
-        custom.delete_cluster_custom_object(*kueue, "resourceflavors", "default")
+    with real_cluster.client(ADMIN) as api, local_queue(api, "team", 1) as name:
+        yield name
 
 
 def test_kueue_holds_a_job_over_quota_and_runs_it_once_admitted(cli, admin, kueue_queue):

@@ -37,9 +37,10 @@ import sys
 import textwrap
 import threading
 import time
-from contextlib import closing, suppress
+from contextlib import closing, contextmanager, suppress
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Iterator
 
 import psutil
 import yaml
@@ -63,6 +64,42 @@ def kubelet_expanded(text: str, env: dict[str, str]) -> str:
     """`text` (a container's command, args or env value) as a kubelet hands it to the container: each $(VAR) of
     `env` replaced by its value, $$ by $; any other $(VAR) stays as it is."""
     return re.sub(r"\$(\$|\(([^)]*)\))", lambda m: "$" if m[1] == "$" else env.get(m[2], m[0]), text)
+
+
+@contextmanager
+def local_queue(api, name: str, cpus: int, namespace: str = NAMESPACE, cluster_queue: str = "") -> Iterator[str]:
+    """Kueue's LocalQueue `name` in `namespace` (a client's ApiClient), on a ClusterQueue of its own (`cluster_queue`,
+    else `name`) with `cpus` CPUs of quota in the ResourceFlavor `default` (made if missing); removed after."""
+    from kubernetes import client
+
+    group, version = "kueue.x-k8s.io", "v1beta1"
+    shared, custom = cluster_queue or name, client.CustomObjectsApi(api)
+
+    def made(plural: str, kind: str, name: str, spec: dict, namespace: str = "") -> bool:
+        body = {"apiVersion": f"{group}/{version}", "kind": kind, "metadata": {"name": name}, "spec": spec}
+        try:
+            if namespace:
+                custom.create_namespaced_custom_object(group, version, namespace, plural, body)
+            else:
+                custom.create_cluster_custom_object(group, version, plural, body)
+        except client.ApiException as e:
+            if e.status != 409 or plural != "resourceflavors":
+                raise
+            return False  # another queue's
+        return True
+
+    flavor = made("resourceflavors", "ResourceFlavor", "default", {})
+    made("clusterqueues", "ClusterQueue", shared, {"namespaceSelector": {}, "resourceGroups": [
+        {"coveredResources": ["cpu"], "flavors": [{"name": "default", "resources": [
+            {"name": "cpu", "nominalQuota": cpus}]}]}]})
+    made("localqueues", "LocalQueue", name, {"clusterQueue": shared}, namespace)
+    try:
+        yield name
+    finally:
+        custom.delete_namespaced_custom_object(group, version, namespace, "localqueues", name)
+        custom.delete_cluster_custom_object(group, version, "clusterqueues", shared)
+        if flavor:
+            custom.delete_cluster_custom_object(group, version, "resourceflavors", "default")
 
 
 def host_ip() -> str:

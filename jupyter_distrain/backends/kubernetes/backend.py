@@ -116,7 +116,7 @@ class KubeBackend:
         log copied (a run's monitor's, the janitor's; `start` does both). Events and Kueue's reasons are not read."""
         engines, scope = self.engines.served(), naming.of_job(job) if job else ""  # its engine is served: asked once
         self.objects.cache = Cache(lambda: listers(self.objects.api, self.ns, engines, scope, explained=False),
-                                   lambda _: changed(), logging.getLogger(__name__)).start()
+                                   lambda _: changed(), logging.getLogger(__name__), scope=scope).start()
 
     def close(self) -> None:
         """Stop watching; calls read the cluster again."""

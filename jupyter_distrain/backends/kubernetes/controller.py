@@ -51,7 +51,7 @@ class NamespaceController:
         for worker in self.workers:
             worker.start()
         self.cache = objects.cache = Cache(lambda: listers(objects.api, objects.ns, served(), scope, explained),
-                                           self.queue.add, log, watch_timeout)
+                                           self.queue.add, log, watch_timeout, scope)
         self.cache.start()
 
     def _work(self) -> None:

@@ -186,8 +186,8 @@ class Engines:
         if not resume.startswith("job:"):
             return None
         owner, name = self.objects.owner if owner is None else owner, resume[4:]
-        try:  # a trial's maker, its sweep's controller, watches none but the sweep's jobs
-            earlier = self.objects.job_root_fresh(name) if "trial_of" in spec else self.objects.job_root(name)
+        try:  # a trial's maker, its sweep's controller, holds its sweep's jobs alone
+            earlier = self.objects.job_root(name, beyond_scope=True)
         except JobNotFound:
             return {"volume": self.settings.output_claim, "path": "/".join((*storage.area(owner), name))}
         earlier_spec = json.loads(earlier.data["spec.json"])

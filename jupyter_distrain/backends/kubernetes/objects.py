@@ -122,9 +122,13 @@ class NamespaceObjects:
         return self.call(lambda: self.core.list_namespaced_config_map(self.ns, label_selector=SELECTOR).items,
                          "list jobs")
 
-    def job_root(self, name: str) -> client.V1ConfigMap:
-        root = self.cache.get("configmaps", name) if self.cache else \
-            next((cm for cm in self.roots() if cm.metadata.name == name), None)
+    def job_root(self, name: str, beyond_scope: bool = False) -> client.V1ConfigMap:
+        """The job's ConfigMap, from the cache if there is one; `beyond_scope`: a job the cache lacks because it
+        holds some jobs alone (a monitor's, a sweep's controller's: its scope) is read from the API server."""
+        if not self.cache:
+            root = next((cm for cm in self.roots() if cm.metadata.name == name), None)
+        elif (root := self.cache.get("configmaps", name)) is None and beyond_scope and self.cache.scope:
+            return self.job_root_fresh(name)
         if root is None or not self.visible(root):
             raise JobNotFound(name)
         return root

@@ -150,8 +150,10 @@ class Cache:
 
     RECHECK = 10  # seconds between asks for the kinds the cluster serves, while a kind asked for is missing
 
-    def __init__(self, discover: Callable[[], dict[str, Callable]], changed, log, watch_timeout: int = WATCH_TIMEOUT):
-        self.discover, self.changed, self.log = discover, changed, log
+    def __init__(self, discover: Callable[[], dict[str, Callable]], changed, log, watch_timeout: int = WATCH_TIMEOUT,
+                 scope: str = ""):
+        """`scope`: the selector of the jobs `discover`'s listers hold (see listers), "" for every job."""
+        self.discover, self.changed, self.log, self.scope = discover, changed, log, scope
         self.watch_timeout = watch_timeout
         self.listers: dict[str, Callable] = {}
         self.objects: dict[str, dict[str, Any]] = {}
