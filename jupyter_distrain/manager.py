@@ -266,22 +266,22 @@ class JobManager:
         spec = backend.get(name, events=0)["spec"]
         if sweep.is_sweep(spec):
             backend.stop(name)
-            for trial in self.trials_of(name):
+            for trial in self.trials_of(backend, name):
                 backend.delete(trial["name"], purge_output=purge_output)
         backend.delete(name, purge_output=purge_output)
 
-    def trials_of(self, name: str) -> builtins.list[JobSummary]:
+    @staticmethod
+    def trials_of(backend: Backend, name: str) -> builtins.list[JobSummary]:
         """The sweep's trials that were launched (and not deleted since), as the list shows them."""
-        return [job for job in self.backend_of(name).list() if job["trial_of"] == name]
+        return [job for job in backend.list() if job["trial_of"] == name]
 
     def trials(self, name: str) -> dict:
-        """A sweep's trials as its table shows them, best first: each one's swept hyperparameters, phase, and
-        its metric's last value and points (thinned); `best` names the best that succeeded."""
-        spec = self.get(name, events=0)["spec"]
+        """A sweep's table, best first (each trial's swept values, phase, metric's points), and its `best` succeeded."""
+        backend = self.backend_of(name)  # asked once: on Kubernetes, whether the job exists is a request
+        spec = backend.get(name, events=0)["spec"]
         if not sweep.is_sweep(spec):
             raise DistrainError(f"job {name!r} is not a sweep (it has no sweep section)")
-        metric, launched = spec["sweep"]["metric"], {job["name"]: job for job in self.trials_of(name)}
-        backend = self.backend_of(name)
+        metric, launched = spec["sweep"]["metric"], {job["name"]: job for job in self.trials_of(backend, name)}
         rows, tags = [], set()
         for number, (trial, values) in enumerate(sweep.trial_specs(spec), 1):
             job = launched.get(trial["name"])

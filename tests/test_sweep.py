@@ -155,7 +155,7 @@ def test_a_sweeps_table_reads_again_only_the_trials_not_finished_in_the_same_run
         [4, pytest.approx(1 / 34)]  # ranked by their last loss: the last trial's lowest
     backend, read = manager.backends["local"], []
     get = backend.get
-    monkeypatch.setattr(backend, "get", lambda name, *args: read.append(name) or get(name, *args))
+    monkeypatch.setattr(backend, "get", lambda name, *args, **kwargs: read.append(name) or get(name, *args, **kwargs))
     assert manager.trials("lr") == table and read == ["lr"]
     store = Store(tmp_path / "jobs.sqlite")
     store.update_job(trials[0], run=2, started=time.time(), finished=time.time())  # restarted, and done
