@@ -27,6 +27,7 @@ from . import logs as logs_
 from . import repo as repo_
 from . import spec as spec_
 from .errors import DistrainError, FieldError, SpecError
+from .eta import said
 from .policy import running, shown_reason
 
 API = "distrain/api"
@@ -122,16 +123,17 @@ class Job(dict):
         reason = ": ".join(filter(None, (shown_reason(self), self.get("message"))))
         why = f": {html.escape(reason)}" if reason else ""
         code = "" if self.get("exit_code") is None else f", exit code {self['exit_code']}"
+        progress = f" · {html.escape(said(self['progress']))}" if self.get("progress") else ""
         return (f"<b>{html.escape(self['name'])}</b> ({html.escape(self['backend'])}) "
-                f"<b>{html.escape(self['phase'])}</b>{why}{code}")
+                f"<b>{html.escape(self['phase'])}</b>{why}{code}{progress}")
 
     def replicas_html(self) -> str:
         rows = "".join(
             f"<tr><td>{html.escape(r['name'])}</td><td>{html.escape(r['phase'])}</td>"
             f"<td>{'' if r['exit_code'] is None else r['exit_code']}</td><td>{html.escape(r['reason'] or '')}</td>"
-            f"<td>{r['restarts']}</td></tr>" for r in self["replicas"])
+            f"<td>{r['restarts']}</td><td>{html.escape(said(r.get('progress')))}</td></tr>" for r in self["replicas"])
         return ("<table><thead><tr><th>replica</th><th>phase</th><th>exit code</th><th>reason</th>"
-                f"<th>restarts</th></tr></thead><tbody>{rows}</tbody></table>")
+                f"<th>restarts</th><th>progress</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
 def replica_summary(job: dict) -> str:

@@ -7,7 +7,8 @@ import re
 from typing import Any, Mapping, cast
 
 from . import spec as spec_
-from .records import JobRecord, JobSummary, iso, summary
+from .eta import furthest_behind
+from .records import JobRecord, JobSummary, Progress, iso, summary
 
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
 REPLICA_FIELDS = ("name", "role", "phase", "exit_code", "reason", "address", "node", "pid", "restarts")
@@ -18,17 +19,28 @@ def summary_json(job: JobSummary) -> dict:
     out = {key: iso(cast(float | None, value)) if key in TIMES else value for key, value in job.items()}
     if job["notice"]:
         out["notice"] = {**job["notice"], "time": iso(job["notice"]["time"])}
+    if "progress" in job:
+        out["progress"] = progress_json(job["progress"])
     return out
+
+
+def progress_json(progress: Progress | None) -> dict | None:
+    """Where a running job or replica stands (eta.Progress), its times in ISO 8601 to the millisecond."""
+    return progress and {**progress, "ends": iso(progress["ends"], "milliseconds"),
+                         "updated": iso(progress["updated"], "milliseconds")}
 
 
 def job_json(job: Mapping[str, Any]) -> dict:
     """A job shown by itself (Job): its summary, with its spec, replicas, logs and provenance, and its events
     when asked for."""
-    out = summary_json(summary(cast(JobRecord, job)))
+    progress = job.get("progress")  # while it runs: its replicas' (eta.py), each where its log says
+    out = summary_json(summary(cast(JobRecord, job)) if progress is None else
+                       {**summary(cast(JobRecord, job)), "progress": furthest_behind(progress)})
     out.update(output_dir=job["output_dir"], logs=job["logs"])
     out["replicas"] = [
         {**{key: r[key] for key in REPLICA_FIELDS}, "index": r["idx"],
-         "started": iso(r["started"]), "finished": iso(r["finished"])}
+         "started": iso(r["started"]), "finished": iso(r["finished"]),
+         **({"progress": progress_json(progress.get(r["name"]))} if progress is not None else {})}
         for r in job["replicas"]
     ]
     out["spec"] = job["spec"]

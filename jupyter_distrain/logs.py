@@ -35,6 +35,7 @@ ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it 
 SEARCH_BLOCK = 4 * 1024 * 1024  # read at a time by a search
 KEPT_ROOM = 64 * 1024  # in a search's buffer for the lines a block keeps for the next (more if they need it)
 SEARCH_CONTEXT = 20  # lines shown before a search's hit
+REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
 IDLE_CHECK_SECONDS = 1.0  # how often a watching follower with nothing new asks whether its run ended anyway
 
 
@@ -104,11 +105,20 @@ class LogWriter:
         self.file: BinaryIO = open(path, "ab", buffering=0)
         self.partial = b""
         self.separator = STDERR if stderr else STDOUT
+        self.drawn = 0.0  # when (time.monotonic) a line being redrawn was last written
 
     def feed(self, data: bytes) -> None:
-        """Take raw output; complete lines are written now, a trailing partial line waits."""
+        """Take raw output; complete lines are written now (as last drawn), a trailing partial line waits, but one
+        being redrawn in place (a progress bar) is written as it stands, at most every REDRAW_SECONDS."""
         data = self.partial + data
         *lines, self.partial = data.split(b"\n")
+        if b"\r" in data:
+            lines = [last_drawn(line) for line in lines if line != b"\r"]  # not what a drawing written left
+            if b"\r" in self.partial:
+                self.partial = b"\r" + last_drawn(self.partial)
+                if len(self.partial) > 1 and time.monotonic() - self.drawn >= REDRAW_SECONDS:
+                    lines.append(self.partial[1:])
+                    self.partial, self.drawn = b"\r", time.monotonic()
         while len(self.partial) > MAX_LINE:
             lines.append(self.partial[:MAX_LINE])
             self.partial = self.partial[MAX_LINE:]
@@ -118,15 +128,22 @@ class LogWriter:
         self._write([text.encode()])
 
     def close(self) -> None:
-        if self.partial:
-            self._write([self.partial])
+        if self.partial.strip(b"\r"):
+            self._write([last_drawn(self.partial)])
             self.partial = b""
         self.file.close()
 
     def _write(self, lines: list[bytes]) -> None:
         if lines:
             stamp = timestamp().encode() + self.separator
-            self.file.write(b"".join(stamp + line.rstrip(b"\r") + b"\n" for line in lines))
+            self.file.write(b"".join(stamp + line + b"\n" for line in lines))
+
+
+def last_drawn(line: bytes) -> bytes:
+    """What a terminal shows of a line its program redrew in place (carriage returns, backspaces: progress bars
+    do): its last drawing that is not empty."""
+    drawings = line.split(b"\r")
+    return next((d.rstrip(b"\x08") for d in reversed(drawings) if d.rstrip(b"\x08")), b"")
 
 
 async def pump(stream: asyncio.StreamReader, writer: LogWriter, failed: Callable[[OSError], None]) -> None:

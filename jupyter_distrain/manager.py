@@ -7,29 +7,27 @@ import functools
 import hashlib
 import itertools
 import logging
-import re
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
+from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, cast
 
 from . import code, notify, outbound, repo, snapshot, sweep
 from . import spec as spec_
 from .backends import open_backend
 from .contract import Backend
+from .eta import ProgressReader, furthest_behind
 from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
                      Unavailable)
 from .jobjson import pinned_image
 from .logs import LogLine
-from .policy import FINISHED
-from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, printable
+from .policy import FINISHED, Phase
+from .records import EventFiles, JobRecord, JobSummary, Progress, TensorBoardTarget, iso, printable
 from .rules import AdminRules
 
 if TYPE_CHECKING:
     from .config import Distrain
     from .scalars import Scalars
 
-HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
-CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 KEPT_METRICS = 10_000  # finished trials' metrics kept (JobManager.metric_of): ten sweeps of the most trials
 
 
@@ -45,6 +43,7 @@ class JobManager:
         self.default = default or next(iter(self.backends))
         self.checkouts_under = checkouts_under.resolve() if checkouts_under else None
         self.finished_metrics: OrderedDict[tuple, tuple[str | None, sweep.Points]] = OrderedDict()
+        self.progress = ProgressReader()
 
     @classmethod
     def from_config(cls, config: Distrain, names: list[str] | None = None,
@@ -219,14 +218,28 @@ class JobManager:
     def get(self, name: str, events: int = 20) -> JobRecord:
         """The job as its backend reports it, its events' messages `printable`: every event shown (API, CLI) comes
         through here, whoever recorded it, and none can print lines of its own."""
-        job = self.backend_of(name).get(name, events)
+        backend = self.backend_of(name)
+        job = backend.get(name, events)
         if "events" in job:
             job["events"] = [{**e, "message": printable(e["message"])} for e in job["events"]]
+        if job["phase"] == Phase.RUNNING:
+            job["progress"] = self.progress_of(backend, name, lambda: job["spec"])
         return job
 
     def list(self) -> list[JobSummary]:
-        """Every job, as the list shows it, oldest first."""
-        return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
+        """Every job, as the list shows it, oldest first; a running one with its progress (its replica furthest
+        behind)."""
+        jobs = sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
+        return [job if job["phase"] != Phase.RUNNING else cast(JobSummary, {**job, "progress": furthest_behind(
+            self.progress_of(self.backends[job["backend"]], job["name"], lambda: self.get(job["name"], 0)["spec"]))})
+                for job in jobs]
+
+    def progress_of(self, backend: Backend, name: str, spec: Callable[[], dict]) -> dict[str, Progress]:
+        """Each replica's progress in the job's current run, as its log says (eta.py); none for a job just gone."""
+        try:
+            return self.progress.of(backend.log_files(name), spec)
+        except DistrainError:
+            return {}
 
     def finished_before(self, moment: float, phases: Collection[str] = ()) -> builtins.list[JobSummary]:
         """The jobs that finished before `moment` (a time.time()), only those in `phases` if any are given."""
@@ -393,22 +406,11 @@ class JobManager:
                         backend: str | None = None) -> None:
         """Store a username and password as the secret `name`, for specs' code.credentials whose code.git is
         on `host` (a host name, with its port if the URL has one): it is never sent to another."""
-        errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
-                             "starting and ending with a letter or digit, at most 63")] \
-            if not secret_name(name) else []
         from .backends.kubernetes.naming import JOB_SECRET_SUFFIXES  # not with every command: the client's import
 
-        errors += [FieldError("name", f"names ending in {suffix} are those of {whose}; choose another")
-                   for suffix, whose in JOB_SECRET_SUFFIXES.items() if name.endswith(suffix)]
-        for field, value in (("username", username), ("password", password)):
-            if not (isinstance(value, str) and value):
-                errors.append(FieldError(field, "must be a non-empty string"))
-            elif CONTROL.search(value) or not spec_.valid_unicode(value):
-                errors.append(FieldError(field, "must be valid Unicode without newlines or other control "
-                                                "characters, which git's credential requests cannot carry"))
-        if not (isinstance(host, str) and HOST.fullmatch(host)):
-            errors.append(FieldError("host", "must be the git server's host name, with its port if its URLs have "
-                                             "one (e.g. github.com or git.example.com:8443)"))
+        errors = [*spec_.credential_errors(name, username, password, host),
+                  *(FieldError("name", f"names ending in {suffix} are those of {whose}; choose another")
+                    for suffix, whose in JOB_SECRET_SUFFIXES.items() if name.endswith(suffix))]
         if errors:
             raise SpecError(errors, subject="credentials")
         self.target(backend).set_credentials(name, username, password, host.lower())
@@ -417,7 +419,7 @@ class JobManager:
         return sorted(self.target(backend).credential_names())
 
     def delete_credentials(self, name: str, backend: str | None = None) -> None:
-        if not (secret_name(name) and name in self.credential_names(backend)):
+        if not (spec_.secret_name(name) and name in self.credential_names(backend)):
             raise NotFound(f"no secret named {name!r}")
         self.target(backend).delete_credentials(name)
 
@@ -493,8 +495,3 @@ class Unopened:
     def __getattr__(self, attribute: str) -> Any:
         raise Unavailable(f"the {self.name} backend cannot be used: {self.why}")
 
-
-def secret_name(name: str) -> bool:
-    """A name code.credentials may hold (the schema's pattern; also a Kubernetes Secret's name)."""
-    git = next(branch for branch in spec_.schema()["properties"]["code"]["oneOf"] if "git" in branch["properties"])
-    return len(name) <= 63 and re.fullmatch(git["properties"]["credentials"]["pattern"], name) is not None

@@ -48,9 +48,9 @@ class EventRecord(TypedDict):
 CONTROLS = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})  # control, format (bidi overrides), surrogate, line breaks
 
 
-def iso(t: float | None) -> str | None:
+def iso(t: float | None, timespec: str = "seconds") -> str | None:
     """A time of the records (seconds since the epoch) as the API shows it: ISO 8601, UTC, to the second."""
-    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec="seconds")
+    return None if t is None else datetime.fromtimestamp(t, timezone.utc).isoformat(timespec=timespec)
 
 
 def printable(text: str) -> str:
@@ -73,6 +73,19 @@ def running_notice(phase: str, started: float | None, newest: Notice | None) -> 
     if newest is None or phase in FINISHED or started is None or newest["time"] < started:
         return None
     return newest
+
+
+class Progress(TypedDict):
+    """Where a replica (or a job: its replica furthest behind) stands, as its log says (eta.py)."""
+
+    fraction: float | None  # done, 0-1; None: no line says the total
+    ends: float | None  # when it will be done at its pace so far (seconds since the epoch); None: not known yet
+    epoch: int | None  # the epoch under way (from 1) and how many there are, where the lines count them
+    epochs: int | None
+    step: int | None  # the step of the epoch (or of the run) and how many there are
+    steps: int | None
+    updated: float  # the time of the line it was last read from
+    replica: str  # the one it is of (a job's: the replica furthest behind)
 
 
 class JobState(TypedDict):
@@ -101,9 +114,10 @@ class JobSummary(JobState):
 
     replica_phases: dict[str, int]  # phase: how many of the current run's replicas are in it
     trial_of: str | None  # the sweep the job is a trial of (its spec's trial_of)
+    progress: NotRequired[Progress | None]  # while it runs (JobManager.list): its replica furthest behind
 
 
-SUMMARY_FIELDS = tuple(JobSummary.__annotations__)
+SUMMARY_FIELDS = tuple(key for key in JobSummary.__annotations__ if key != "progress")  # what backends list
 
 
 class JobFields(JobState):
@@ -124,6 +138,7 @@ class JobRecord(JobFields, total=False):
     # backends/local/venvs.describe, on Kubernetes incluster/install.py's report); on Kubernetes also the image and
     # its digests as the pods report them
     environment: dict
+    progress: dict[str, Progress]  # while it runs (JobManager.get): each replica's whose log says
 
 
 @dataclass(frozen=True)

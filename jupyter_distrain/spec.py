@@ -385,3 +385,29 @@ def _env_errors(spec: dict, placeholders: list[str]) -> Iterator[FieldError]:
             for unknown in sorted(set(PLACEHOLDER.findall(scalar_text(value))) - set(placeholders)):
                 yield FieldError(f"{path}.{name}", f"unknown placeholder {{{{ {unknown} }}}}; known: "
                                                    f"{', '.join(placeholders)}")
+
+
+SECRET_HOST = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9.]{0,251}[A-Za-z0-9])?(:[0-9]{1,5})?")
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def secret_name(name: str) -> bool:
+    """A name code.credentials may hold (the schema's pattern; also a Kubernetes Secret's name)."""
+    git = next(branch for branch in schema()["properties"]["code"]["oneOf"] if "git" in branch["properties"])
+    return len(name) <= 63 and re.fullmatch(git["properties"]["credentials"]["pattern"], name) is not None
+
+
+def credential_errors(name: str, username: Any, password: Any, host: Any) -> list[FieldError]:
+    """What is wrong with git credentials to be stored as the secret `name`, for code on `host`."""
+    errors = [FieldError("name", f"{name!r} is not a secret name: lowercase letters, digits and hyphens, "
+                         "starting and ending with a letter or digit, at most 63")] if not secret_name(name) else []
+    for field, value in (("username", username), ("password", password)):
+        if not (isinstance(value, str) and value):
+            errors.append(FieldError(field, "must be a non-empty string"))
+        elif CONTROL.search(value) or not valid_unicode(value):
+            errors.append(FieldError(field, "must be valid Unicode without newlines or other control "
+                                            "characters, which git's credential requests cannot carry"))
+    if not (isinstance(host, str) and SECRET_HOST.fullmatch(host)):
+        errors.append(FieldError("host", "must be the git server's host name, with its port if its URLs have "
+                                         "one (e.g. github.com or git.example.com:8443)"))
+    return errors

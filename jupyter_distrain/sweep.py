@@ -74,11 +74,12 @@ def problems(sweep: dict) -> Iterator[FieldError]:
 def points(sweep: dict) -> list[dict]:
     """Each trial's values of the swept hyperparameters, in launch order."""
     parameters = sweep["parameters"]
+    trials = int(sweep.get("trials", MAX_TRIALS))  # JSON's 2.0 is the schema's integer 2
     if sweep["method"] == "grid":
         grid = itertools.product(*(p["values"] for p in parameters.values()))
-        return [dict(zip(parameters, values)) for values in itertools.islice(grid, sweep.get("trials", MAX_TRIALS))]
+        return [dict(zip(parameters, values)) for values in itertools.islice(grid, trials)]
     rng = random.Random(sweep["seed"])
-    return [{name: draw(p, rng) for name, p in parameters.items()} for _ in range(sweep["trials"])]
+    return [{name: draw(p, rng) for name, p in parameters.items()} for _ in range(trials)]
 
 
 def draw(parameter: dict, rng: random.Random) -> Any:

@@ -7,6 +7,7 @@ from typing import Any, Iterator
 
 import click
 
+from .eta import said
 from .logs import LogLine
 from .policy import running, shown_reason
 
@@ -15,12 +16,13 @@ PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pendi
 
 def jobs_table(jobs: list[dict]) -> None:
     """Jobs as JSON (jobjson.summary_json), a row each, with an owner's column where they are not all one's."""
-    rows = [(j["name"], j["phase"], running(j), age(j["created"]), j["backend"], shown_reason(j)) for j in jobs]
+    rows = [(j["name"], j["phase"], running(j), dash(said(j.get("progress"))), age(j["created"]), j["backend"],
+             shown_reason(j)) for j in jobs]
     if len({j["owner"] for j in jobs}) > 1:  # everyone's jobs (c.Distrain.see_all_owners): whose each is
-        table(("NAME", "OWNER", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"),
+        table(("NAME", "OWNER", "PHASE", "RUNNING", "PROGRESS", "AGE", "BACKEND", "REASON"),
               [(row[0], job["owner"], *row[1:]) for row, job in zip(rows, jobs)])
         return
-    table(("NAME", "PHASE", "RUNNING", "AGE", "BACKEND", "REASON"), rows)
+    table(("NAME", "PHASE", "RUNNING", "PROGRESS", "AGE", "BACKEND", "REASON"), rows)
 
 
 def show_job(job: dict, waits: str, logged: dict) -> None:
@@ -32,6 +34,8 @@ def show_job(job: dict, waits: str, logged: dict) -> None:
                + (f"  ({detail})" if detail else ""))
     if waits:
         click.echo(f"Waits:     {waits}")
+    if job.get("progress"):
+        click.echo(f"Progress:  {said(job['progress'])}")
     if job["exit_code"] is not None:
         click.echo(f"Exit code: {job['exit_code']}")
     click.echo(f"Backend:   {job['backend']}" + (f"  (engine: {job['engine']})" if job.get("engine") else ""))
@@ -48,10 +52,11 @@ def show_job(job: dict, waits: str, logged: dict) -> None:
         trials_table(job["trials"])
     else:
         rates = logged.get("rates", {})
-        table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED", "STEPS/S"),
+        table(("REPLICA", "PHASE", "EXIT", "REASON", "ADDRESS", "RESTARTS", "STARTED", "FINISHED", "STEPS/S",
+               "PROGRESS"),
               [(r["name"], r["phase"], dash(r["exit_code"]), r["reason"], dash(r["address"]), r["restarts"],
-                dash(r["started"]), dash(r["finished"]), f"{rates[r['name']]:.3g}" if r["name"] in rates else "-")
-               for r in job["replicas"]])
+                dash(r["started"]), dash(r["finished"]), f"{rates[r['name']]:.3g}" if r["name"] in rates else "-",
+                dash(said(r.get("progress")))) for r in job["replicas"]])
     click.echo("\nEvents:")
     for e in job["events"]:
         click.echo(f"  {e['time']}  {e['type']:<7}  {e['replica'] or '-':<12} {e['reason']}: {e['message']}")

@@ -1,4 +1,4 @@
-import type { JobSummary, Phase } from './api';
+import type { JobSummary, Phase, Progress } from './api';
 
 /** Phases after which a job's run changes no more. */
 export const FINISHED: ReadonlySet<Phase> = new Set([
@@ -107,4 +107,51 @@ export function shorten(text: string, max = 28): string {
   }
   const head = Math.ceil((max - 1) / 2);
   return `${text.slice(0, head)}…${text.slice(text.length - (max - 1 - head))}`;
+}
+
+/**
+ * Where a running job or replica stands, in words: "31% (epoch 4/10, step
+ * 45/63), 14 min left"; "" where no line said anything (the command line's is
+ * jupyter_distrain/eta.py's said).
+ */
+export function progressText(
+  progress: Progress | null | undefined,
+  now: number = Date.now()
+): string {
+  if (!progress) {
+    return '';
+  }
+  const counted = (
+    [
+      ['epoch', progress.epoch, progress.epochs],
+      ['step', progress.step, progress.steps]
+    ] as [string, number | null, number | null][]
+  )
+    .filter(([, at]) => at !== null)
+    .map(([unit, at, of]) => `${unit} ${at}${of ? `/${of}` : ''}`)
+    .join(', ');
+  if (progress.fraction === null) {
+    return `${counted} (total unknown)`;
+  }
+  let words = `${Math.round(progress.fraction * 100)}%`;
+  if (counted) {
+    words += ` (${counted})`;
+  }
+  if (progress.fraction < 1 && progress.ends) {
+    words += `, ${timeLeft(Math.max(0, (Date.parse(progress.ends) - now) / 1000))} left`;
+  }
+  return words;
+}
+
+/**
+ * Seconds as a person reads a time left: "40 s", "14 min", "2 h 5 min".
+ */
+export function timeLeft(seconds: number): string {
+  if (seconds < 60) {
+    return `${Math.round(seconds)} s`;
+  }
+  const minutes = Math.round(seconds / 60);
+  return minutes < 60
+    ? `${minutes} min`
+    : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
 }

@@ -9,7 +9,7 @@ import * as React from 'react';
 import { JobChanges, JobSummary, jobsAPI, Scalars, serverAPI } from './api';
 import { Sparkline } from './charts';
 import { JobActions, PhaseBadge } from './components';
-import { age, FINISHED, matches, ready, why } from './format';
+import { age, FINISHED, matches, progressText, ready, why } from './format';
 import { browserAllows, newsOf, tell } from './notify';
 
 /**
@@ -378,6 +378,11 @@ const JobRow = React.memo(
         <span className="jp-distrain-ready" title="Replicas running / all">
           {ready(job)}
         </span>
+        {job.progress && (
+          <span className="jp-distrain-progress" title="Progress">
+            {progressText(job.progress)}
+          </span>
+        )}
         <span className="jp-distrain-backend">{job.backend}</span>
         {props.owners && (
           <span className="jp-distrain-owner" title="Owner">

@@ -16,7 +16,7 @@ import {
 } from './api';
 import { ScalarChart } from './charts';
 import { Action, JobActions, PhaseBadge, ScrollingTable } from './components';
-import { age, bytes, FINISHED, until, why } from './format';
+import { age, bytes, FINISHED, progressText, until, why } from './format';
 import { LogView } from './logs';
 import { usePoll } from './polling';
 import { Provenance } from './provenance';
@@ -337,6 +337,12 @@ function JobFacts(props: { job: Job }): JSX.Element {
           <dd>{job.spec.queue}</dd>
         </>
       )}
+      {job.progress && (
+        <>
+          <dt>Progress</dt>
+          <dd className="jp-distrain-progress">{progressText(job.progress)}</dd>
+        </>
+      )}
       <dt>Run</dt>
       <dd>{job.run}</dd>
       <dt>Created</dt>
@@ -401,6 +407,7 @@ function ReplicaTable(
               <th>Started</th>
               <th>Finished</th>
               <th>Steps/s</th>
+              <th>Progress</th>
               <th>CPU</th>
               <th>Memory</th>
               <th>GPU</th>
@@ -473,6 +480,7 @@ function ReplicaRow(
       <td className="jp-distrain-pace">
         {pace === undefined ? '' : pace.toPrecision(3)}
       </td>
+      <td className="jp-distrain-progress">{progressText(replica.progress)}</td>
       <td>
         {typeof used?.cpu_percent === 'number'
           ? `${used.cpu_percent.toFixed(0)}%`

@@ -584,6 +584,8 @@ export interface components {
         /** Format: date-time */
         time: string;
       } | null;
+      /** @description While it runs, its replica furthest behind (Progress); null where no log says; absent otherwise */
+      progress?: components['schemas']['Progress'] | null;
     };
     /** @description A job by itself, its summary and details */
     Job: components['schemas']['JobSummary'] & {
@@ -685,6 +687,31 @@ export interface components {
       started?: string | null;
       /** Format: date-time */
       finished?: string | null;
+      /** @description While the job runs, where this replica stands as its log says; null where it says nothing */
+      progress?: components['schemas']['Progress'] | null;
+    };
+    /** @description How far a replica is, read from the progress lines its code prints as it is (Keras, tqdm, PyTorch Lightning, Paddle), and when it will be done at its pace so far */
+    Progress: {
+      /** @description Done, 0-1; null: nothing says the total (unknown, not guessed) */
+      fraction: number | null;
+      /**
+       * Format: date-time
+       * @description When it will be done at its pace since its first progress line; null until a later line says more
+       */
+      ends: string | null;
+      /** @description The epoch under way, from 1 */
+      epoch: number | null;
+      epochs: number | null;
+      /** @description The step of the epoch (or of the run) */
+      step: number | null;
+      steps: number | null;
+      /**
+       * Format: date-time
+       * @description The time of the line it was read from
+       */
+      updated: string;
+      /** @description The replica it is of (a job's: its replica furthest behind) */
+      replica: string;
     };
     Event: {
       /** Format: date-time */

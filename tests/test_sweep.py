@@ -60,6 +60,8 @@ def test_grid_points_come_in_order_and_random_ones_again_with_their_seed():
     assert sum(d["learning_rate"] < 1e-2 for d in drawn) > 20  # log scale: two of three decades below 0.01
     assert drawn != [t["hyperparameters"] for t in checked({**pytorch_sweep("rand"), "sweep": {**ranges, "seed": 8}})]
     assert all(t["trial_of"] == "rand" and "sweep" not in t and t["hyperparameters"]["epochs"] == 3 for t in trials)
+    assert len(checked({**pytorch_sweep("rand"), "sweep": {**ranges, "trials": 3.0}})) == 3  # JSON's integer 3
+    assert len(checked({**pytorch_sweep("grid"), "sweep": {**grid, "trials": 2.0}})) == 2
     widest = {"method": "random", "trials": 20, "parameters": {"learning_rate": {"min": -1.7e308, "max": 1.7e308},
                                                              "batch_size": {"values": [32]}}}
     drawn = [t["hyperparameters"]["learning_rate"] for t in checked({**pytorch_sweep("wide"), "sweep": widest})]

@@ -19,6 +19,7 @@ import time
 from collections import deque
 
 MAX_LINE = 64 * 1024  # longer lines are split, as the server's log files split them
+REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
 MAX_MESSAGE = 4096  # bytes of a termination message the kubelet keeps
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
@@ -42,7 +43,7 @@ class Stamper:
 
     def write(self, lines, separator=b" "):
         """Write `lines` of the command's stdout (`separator` b" ") or stderr (b"!")."""
-        data = b"".join(self.stamp() + separator + line.rstrip(b"\r") + b"\n" for line in lines)
+        data = b"".join(self.stamp() + separator + line + b"\n" for line in lines)
         self.out.write(data)
         self.out.flush()
         if self.archive:
@@ -53,6 +54,13 @@ class Stamper:
                 self.write([f"distrain: the copy of this log on the output volume stops here: {e}".encode()])
 
 
+def last_drawn(line):
+    """What a terminal shows of a line its program redrew in place (carriage returns, backspaces): its last
+    drawing that is not empty (logs.last_drawn, which this program cannot import)."""
+    drawings = line.split(b"\r")
+    return next((d.rstrip(b"\x08") for d in reversed(drawings) if d.rstrip(b"\x08")), b"")
+
+
 class Output:
     """One of the command's outputs, read in chunks and written a line at a time; stderr's last lines are kept."""
 
@@ -60,6 +68,7 @@ class Output:
         self.pipe = pipe
         self.separator = separator
         self.partial = b""
+        self.drawn = 0.0  # when (time.monotonic) a line being redrawn was last written
         self.last = deque()  # stderr's last lines, at most MAX_MESSAGE bytes in all
         self.kept = 0
 
@@ -67,10 +76,18 @@ class Output:
         """Write the lines of what the pipe has now, or the last partial line at its end; False at its end."""
         chunk = os.read(self.pipe.fileno(), 64 * 1024)
         if not chunk:
-            if self.partial:
-                self.write(stamper, [self.partial])
+            if self.partial.strip(b"\r"):
+                self.write(stamper, [last_drawn(self.partial)])
             return False
-        *lines, self.partial = (self.partial + chunk).split(b"\n")
+        data = self.partial + chunk
+        *lines, self.partial = data.split(b"\n")
+        if b"\r" in data:  # a line redrawn in place (a progress bar): as last drawn, at most every REDRAW_SECONDS
+            lines = [last_drawn(line) for line in lines if line != b"\r"]
+            if b"\r" in self.partial:
+                self.partial = b"\r" + last_drawn(self.partial)
+                if len(self.partial) > 1 and time.monotonic() - self.drawn >= REDRAW_SECONDS:
+                    lines.append(self.partial[1:])
+                    self.partial, self.drawn = b"\r", time.monotonic()
         while len(self.partial) > MAX_LINE:
             lines.append(self.partial[:MAX_LINE])
             self.partial = self.partial[MAX_LINE:]

@@ -4,6 +4,7 @@ import {
   bytes,
   endedSince,
   matches,
+  progressText,
   ready,
   shorten,
   why
@@ -75,5 +76,32 @@ describe('format', () => {
     // restarted, then stopped, between two looks
     expect(endedSince(seen('Succeeded', 1), seen('Stopped', 2))).toBe(true);
     expect(endedSince(seen('Succeeded', 1), seen('Running', 2))).toBe(false);
+  });
+
+  it('says progress as the command line does, and never guesses a total', () => {
+    const now = Date.parse('2026-01-01T00:00:00Z');
+    const at = {
+      fraction: 0.3125,
+      ends: '2026-01-01T00:14:10Z',
+      epoch: 4,
+      epochs: 10,
+      step: 8,
+      steps: 64,
+      updated: '2026-01-01T00:00:00Z',
+      replica: 'worker-0'
+    };
+    expect(progressText(at, now)).toBe(
+      '31% (epoch 4/10, step 8/64), 14 min left'
+    );
+    expect(
+      progressText({ ...at, ends: '2026-01-01T02:05:00Z', epochs: null }, now)
+    ).toBe('31% (epoch 4, step 8/64), 2 h 5 min left');
+    expect(
+      progressText({ ...at, fraction: null, epochs: null, ends: null }, now)
+    ).toBe('epoch 4, step 8/64 (total unknown)');
+    expect(progressText({ ...at, fraction: 1 }, now)).toBe(
+      '100% (epoch 4/10, step 8/64)'
+    );
+    expect(progressText(null)).toBe('');
   });
 });

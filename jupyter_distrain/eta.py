@@ -1,0 +1,185 @@
+"""How far a running job is and when it will be done, read from what its code prints as it is (no change to it):
+the progress lines of Keras (`Epoch 3/10`, then its bar's `15/63`), tqdm (`45%|████ | 45/100 [...]`), PyTorch
+Lightning (tqdm's bar after `Epoch 2:`, counted from 0) and Paddle (`Epoch 1/10`, `step 10/938 - loss`) in each
+replica's log. A total the lines do not say (Lightning's epochs) is the job's hyperparameter of that name. Each log
+is read from where its last read stopped, so a long run costs only its new lines (a flood, only its end). The
+fraction done never goes back within a run (an evaluation's bar after training does not undo it). The time it ends
+is, once an epoch was seen whole, the epochs' pace carried on to the last (what each pays at its start is in it),
+else its pace since its first progress line: the time before that line (imports, data loading) is left out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from .records import Progress
+
+ESCAPE = rb"(?:\x1b\[[0-9;?]*[A-Za-z])*"  # colours and the like, around a line's numbers
+PROGRESS_LINE = re.compile(
+    rb"^(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})Z[ !][ \t\x08]*" + ESCAPE + rb"(?:"
+    rb"Epoch (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$"  # Keras, Paddle: an epoch begins
+    rb"|(?:step )?(?P<step>\d+)/(?P<steps>\d+)" + ESCAPE + rb" +" + ESCAPE + rb"(?:\xe2\x94\x81|\[|- )"  # a bar
+    rb"|(?:.*?Epoch (?P<epoch0>\d+):)?[^\n|]*?\d+%\|[^\n|]*\| *(?P<done>\d+)/(?P<total>\d+) "  # tqdm, Lightning
+    rb")", re.MULTILINE)
+EPOCHS = ("epochs", "max_epochs", "num_epochs", "n_epochs")  # hyperparameters that say a Lightning job's epochs
+MAX_UNREAD = 1024 * 1024  # bytes of a log read at most at once: past them, only the newest lines
+MAX_LOGS = 4096  # logs followed at once; the least recently read is forgotten (read again whole if asked)
+
+
+@dataclass
+class LogProgress:
+    """One replica log's progress, as far as it was read."""
+
+    offset: int = 0
+    hinted: int | None = None  # the epochs its job's hyperparameters name (epochs_of), once its lines need them
+    asked: bool = False
+    epoch: int | None = None
+    epochs: int | None = None
+    step: int | None = None
+    steps: int | None = None
+    fraction: float | None = None
+    updated: float = 0.0
+    first: tuple[float, float] | None = None  # (time, fraction done) of its first line that said a fraction
+    latest: tuple[float, float] | None = None  # ...and of its line that said the most
+    first_epoch: tuple[int, float] | None = None  # (epoch, when it began) of the first epoch seen begin
+    second_epoch: tuple[int, float] | None = None  # ...of the next
+    epoch_began: tuple[int, float] | None = None  # ...and of the epoch under way
+
+    def read(self, path: Path, spec: Callable[[], dict]) -> None:
+        """Take the whole lines written since the last read, or of a flood since then only its last MAX_UNREAD
+        bytes (a progress bar's line is drawn again and again)."""
+        try:
+            with open(path, "rb") as log:
+                size = os.fstat(log.fileno()).st_size
+                if size < self.offset:  # a new file of the same name
+                    self.__init__()  # type: ignore[misc]
+                if size - self.offset > MAX_UNREAD:
+                    log.seek(size - MAX_UNREAD)
+                    log.readline()  # the rest of a line begun before
+                    self.offset = log.tell()
+                log.seek(self.offset)
+                data = log.read(size - self.offset)
+        except OSError:  # gone meanwhile
+            return
+        end = data.rfind(b"\n") + 1
+        for line in PROGRESS_LINE.finditer(data, 0, end):
+            self.take(line, spec)
+        self.offset += end
+
+    def take(self, line: re.Match, spec: Callable[[], dict]) -> None:
+        number = lambda group: int(line[group]) if line[group] is not None else None  # noqa: E731
+        if line["epochs"]:
+            self.epoch, self.epochs, self.step, self.steps = number("epoch"), number("epochs"), None, None
+        elif line["steps"] or line["total"]:
+            self.step, self.steps = number("step") or number("done"), number("steps") or number("total")
+            if line["epoch0"] is not None:  # Lightning's epochs count from 0, and it does not say how many
+                if not self.asked:
+                    self.hinted, self.asked = epochs_of(spec()), True
+                self.epoch, self.epochs = int(line["epoch0"]) + 1, self.hinted
+        self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
+        if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
+            self.epoch_began = (self.epoch, when)
+            if self.first_epoch is not None and self.second_epoch is None:
+                self.second_epoch = self.epoch_began
+            self.first_epoch = self.first_epoch or self.epoch_began
+        if not self.epochs and self.epoch is not None:  # an epoch without a total: only its steps are known
+            return
+        done = self.fraction_done()
+        if done is None or (self.fraction is not None and done <= self.fraction):
+            return
+        self.fraction, self.latest = done, (when, done)
+        self.first = self.first or self.latest
+
+    def fraction_done(self) -> float | None:
+        in_epoch = self.step / self.steps if self.step is not None and self.steps else 0.0
+        if self.epochs:
+            return min(1.0, ((self.epoch or 1) - 1 + in_epoch) / self.epochs)
+        return min(1.0, in_epoch) if self.steps else None
+
+    def ends(self) -> float | None:
+        """When it will be done, at the pace of the epochs since the first seen whole (the first seen may have paid
+        for warming up; what each pays at its start is in the pace), or, before two epochs were seen whole, at the
+        pace since the epoch under way began (or since the first progress line); None before a line says more."""
+        if self.first is None or self.latest is None:
+            return None
+        (then, before), (now, done) = self.first, self.latest
+        if done >= 1.0:
+            return now
+        if self.epochs and self.first_epoch and self.epoch_began and self.epoch_began[0] > self.first_epoch[0]:
+            (epoch, begun), second = self.epoch_began, self.second_epoch or self.first_epoch
+            if epoch > second[0] + (second is self.first_epoch):
+                return begun + (begun - second[1]) / (epoch - second[0]) * (self.epochs - epoch + 1)
+            then, before = begun, (epoch - 1) / self.epochs
+        return now + (1.0 - done) * (now - then) / (done - before) if done > before and now > then else None
+
+    def shown(self, replica: str) -> Progress:
+        return Progress(fraction=self.fraction, ends=self.ends(), epoch=self.epoch, epochs=self.epochs,
+                        step=self.step, steps=self.steps, updated=self.updated, replica=replica)
+
+
+def epochs_of(spec: dict) -> int | None:
+    """The epochs the job's hyperparameters say it runs, if one is named so."""
+    values = spec.get("hyperparameters") or {}
+    for name in EPOCHS:
+        if isinstance(values.get(name), int) and not isinstance(values[name], bool) and values[name] > 0:
+            return values[name]
+    return None
+
+
+class ProgressReader:
+    """The progress of the replicas of running jobs, their logs followed as they grow (at most MAX_LOGS)."""
+
+    def __init__(self) -> None:
+        self.logs: OrderedDict[Path, LogProgress] = OrderedDict()
+
+    def of(self, files: dict[str, Path], spec: Callable[[], dict]) -> dict[str, Progress]:
+        """Each replica's progress, of those whose log (in `files`) has a progress line; `spec()`, the job's spec,
+        is asked only where a line needs a total its hyperparameters name."""
+        found = {}
+        for replica, path in files.items():
+            log = self.logs.pop(path, None) or LogProgress()
+            log.read(path, spec)
+            self.logs[path] = log
+            if len(self.logs) > MAX_LOGS:
+                self.logs.popitem(last=False)
+            if log.updated:
+                found[replica] = log.shown(replica)
+        return found
+
+
+def furthest_behind(replicas: dict[str, Progress]) -> Progress | None:
+    """A job's progress: its replica furthest behind (of those whose total is known, else any), None if none says."""
+    if not replicas:
+        return None
+    known = [p for p in replicas.values() if p["fraction"] is not None] or list(replicas.values())
+    return min(known, key=lambda p: (p["fraction"] or 0.0, -(p["ends"] or 0.0)))
+
+
+def said(progress: dict | None, now: datetime | None = None) -> str:
+    """A progress as the API shows it (jobjson.progress_json) in words: "31% (epoch 4/10, step 45/63), 14 min
+    left"; "" where no line said anything (src/format.ts's progressText is the panel's)."""
+    if not progress:
+        return ""
+    counted = ", ".join(f"{unit} {progress[unit]}" + (f"/{progress[total]}" if progress[total] else "")
+                        for unit, total in (("epoch", "epochs"), ("step", "steps")) if progress[unit] is not None)
+    if progress["fraction"] is None:
+        return f"{counted} (total unknown)"
+    words = f"{progress['fraction']:.0%}" + (f" ({counted})" if counted else "")
+    if progress["fraction"] < 1 and progress["ends"]:
+        left = (datetime.fromisoformat(progress["ends"]) - (now or datetime.now(timezone.utc))).total_seconds()
+        words += f", {duration(max(left, 0))} left"
+    return words
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a person reads a time left: 40 s, 14 min, 2 h 5 min."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    minutes = round(seconds / 60)
+    return f"{minutes} min" if minutes < 60 else f"{minutes // 60} h {minutes % 60} min"

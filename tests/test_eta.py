@@ -1,0 +1,117 @@
+"""Progress and when a job will be done, from what its code prints as it is: real Keras training and a tqdm loop on
+the local backend, their progress read by `distrain get` and `list` as they run, the ends foretold measured against
+the real ends."""
+
+import statistics
+import time
+
+from conftest import assert_nothing_left
+from jupyter_distrain.eta import ProgressReader
+from jupyter_distrain.logs import LogWriter
+
+KERAS = """import sys, time
+import numpy as np
+import keras
+import tensorflow as tf
+
+tf.config.threading.set_intra_op_parallelism_threads(1)  # a steady pace beside the test's own polls, on 2 CPUs
+
+x = np.random.default_rng(0).random((38400, 32)).astype("float32")
+y = x.sum(axis=1, keepdims=True)
+model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(1)])
+model.compile("adam", "mse")
+model.fit(x, y, epochs=int(sys.argv[1]), batch_size=64)
+print("trained", time.time())
+"""
+
+TQDM = """import time
+from tqdm import tqdm
+
+for step in tqdm(range(200)):
+    time.sleep(0.12)
+print("trained", time.time())
+"""
+
+LIGHTNING_LIKE = """import sys, time
+from tqdm import tqdm
+
+for epoch in range(3):
+    for step in tqdm(range(20), desc=f"Epoch {epoch}", file=sys.stdout):
+        time.sleep(0.05)
+"""
+
+
+def ends_foretold(cli, names: list[str]) -> dict[str, list[tuple[float, float, float]]]:
+    """Of each job, (when asked, the fraction done, the end foretold) from `distrain get` while it runs."""
+    seen: dict[str, list] = {name: [] for name in names}
+    running = set(names)
+    while running:
+        for name in sorted(running):
+            job = cli.json("get", name)
+            if job["phase"] not in ("Pending", "Running"):
+                assert job["phase"] == "Succeeded", cli("logs", name).stdout
+                running.discard(name)
+            elif (progress := job.get("progress")) and progress["ends"]:
+                assert job["replicas"][0]["progress"] == progress  # a single replica's is the job's
+                seen[name].append((time.time(), progress["fraction"], datetime_of(progress["ends"])))
+        time.sleep(1.0)
+    return seen
+
+
+def datetime_of(iso: str) -> float:
+    from datetime import datetime
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def trained_at(cli, name: str) -> float:
+    line = next(line for line in cli("logs", name).stdout.splitlines() if " trained " in line)
+    return float(line.split()[-1])
+
+
+def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, tmp_path):
+    """Keras `fit` (10 epochs) and a tqdm loop run side by side as they are: their progress shows in `get` and
+    `list` as they run, and once 10% done, each end foretold is within 15% of the job's time from the real end (the
+    training's: the line printed after it). Its error over the time left then is printed (the test's own polls
+    share the machine's 2 CPUs with the training: Keras's epochs are not all as long)."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "keras_fit.py").write_text(KERAS)
+    (code / "loop.py").write_text(TQDM)
+    cli("submit", "--name", "keras-fit", "--code", str(code), "-p", "epochs=10", "--", "python", "keras_fit.py",
+        "{{ epochs }}")
+    cli("submit", "--name", "loop", "--code", str(code), "--", "python", "loop.py")
+    listed = cli.wait("loop", until=lambda job: (job.get("progress") or {}).get("ends"), timeout=120)
+    assert listed["progress"]["steps"] == 200 and listed["progress"]["epoch"] is None
+    assert "% (step " in cli("list", "loop").stdout
+    started = {name: datetime_of(cli.json("get", name)["started"]) for name in ("keras-fit", "loop")}
+    errors, over_left = {}, {}
+    for name, seen in ends_foretold(cli, ["keras-fit", "loop"]).items():
+        end = trained_at(cli, name)
+        steady = [(asked, ends) for asked, done, ends in seen if 0.1 <= done <= 0.9]
+        assert len(steady) >= 5, seen
+        errors[name] = max(abs(ends - end) for _, ends in steady) / (end - started[name])
+        over_left[name] = sorted(abs(ends - end) / (end - asked) for asked, ends in steady)
+        print(name, "ends foretold (s before the end, fraction, error s):",
+              [(round(end - asked, 1), round(done, 2), round(ends - end, 2)) for asked, done, ends in seen])
+    print("the worst error of an end foretold over the job's time:", errors, "; over the time left then, median "
+          "and worst:", {name: (statistics.median(e), e[-1]) for name, e in over_left.items()})
+    assert all(error <= 0.15 for error in errors.values()), errors
+    assert_nothing_left(cli.root, timeout=0)
+
+
+def test_a_lightning_bar_counts_epochs_from_its_hyperparameter(tmp_path):
+    """Lightning's bar ("Epoch 2:  45%|...| 9/20") does not say how many epochs: the job's `epochs` does; without
+    it, the fraction is unknown, not guessed. A bar redrawn in place (carriage returns) is read as last drawn."""
+    import subprocess
+    import sys
+    (tmp_path / "bar.py").write_text(LIGHTNING_LIKE)
+    log = tmp_path / "worker-0.log"
+    writer = LogWriter(log)
+    run = subprocess.run([sys.executable, str(tmp_path / "bar.py")], capture_output=True, check=True)
+    writer.feed(run.stdout)
+    writer.close()
+    assert "\r" not in log.read_text()
+    [known] = ProgressReader().of({"worker-0": log}, lambda: {"hyperparameters": {"epochs": 3}}).values()
+    assert (known["epoch"], known["epochs"], known["step"], known["steps"], known["fraction"]) == (3, 3, 20, 20, 1.0)
+    [unknown] = ProgressReader().of({"worker-0": log}, lambda: {"hyperparameters": {"lr": 0.1}}).values()
+    assert (unknown["epoch"], unknown["epochs"], unknown["fraction"]) == (3, None, None)
