@@ -129,7 +129,7 @@ def finetune(manager: JobManager, name: str, new_name: str | None, params: tuple
 @click.pass_obj
 def list_jobs(manager: JobManager, words: tuple[str, ...], fmt: str) -> None:
     """List every job, or those whose name, phase, backend or owner holds each of WORDS."""
-    jobs = [summary_json(job) for job in manager.list() if matches(job, " ".join(words))]
+    jobs = [summary_json(job) for job in manager.listed() if matches(job, " ".join(words))]
     if fmt == "json":
         click.echo(json.dumps(jobs, indent=2))
         return
@@ -142,7 +142,7 @@ def list_jobs(manager: JobManager, words: tuple[str, ...], fmt: str) -> None:
 @click.pass_obj
 def get(manager: JobManager, name: str, fmt: str) -> None:
     """Show a job: its replicas, exit codes, reasons and recent events (a sweep: its trials)."""
-    job = job_json(manager.get(name))
+    job = job_json(manager.view(name))
     trials = manager.trials(name) if "sweep" in job["spec"] else None
     if trials:
         job["trials"] = trials

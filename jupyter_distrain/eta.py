@@ -16,9 +16,13 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+from .errors import DistrainError
 from .records import Progress
+
+if TYPE_CHECKING:
+    from .contract import Backend
 
 ESCAPE = rb"(?:\x1b\[[0-9;?]*[A-Za-z])*"  # colours and the like, around a line's numbers
 PROGRESS_LINE = re.compile(
@@ -43,12 +47,11 @@ class LogProgress:
     epochs: int | None = None
     step: int | None = None
     steps: int | None = None
-    fraction: float | None = None
     updated: float = 0.0
     first: tuple[float, float] | None = None  # (time, fraction done) of its first line that said a fraction
     latest: tuple[float, float] | None = None  # ...and of its line that said the most
-    first_epoch: tuple[int, float] | None = None  # (epoch, when it began) of the first epoch seen begin
-    second_epoch: tuple[int, float] | None = None  # ...of the next
+    first_epoch: int | None = None  # the first epoch seen begin
+    second_epoch: tuple[int, float] | None = None  # (epoch, when it began) of the next
     epoch_began: tuple[int, float] | None = None  # ...and of the epoch under way
 
     def read(self, path: Path, spec: Callable[[], dict]) -> None:
@@ -84,16 +87,17 @@ class LogProgress:
                 self.epoch, self.epochs = int(line["epoch0"]) + 1, self.hinted
         self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
         if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
+            if self.epoch_began is None:
+                self.first_epoch = self.epoch
+            elif self.second_epoch is None:
+                self.second_epoch = (self.epoch, when)
             self.epoch_began = (self.epoch, when)
-            if self.first_epoch is not None and self.second_epoch is None:
-                self.second_epoch = self.epoch_began
-            self.first_epoch = self.first_epoch or self.epoch_began
         if not self.epochs and self.epoch is not None:  # an epoch without a total: only its steps are known
             return
         done = self.fraction_done()
-        if done is None or (self.fraction is not None and done <= self.fraction):
+        if done is None or (self.latest is not None and done <= self.latest[1]):
             return
-        self.fraction, self.latest = done, (when, done)
+        self.latest = (when, done)
         self.first = self.first or self.latest
 
     def fraction_done(self) -> float | None:
@@ -111,16 +115,16 @@ class LogProgress:
         (then, before), (now, done) = self.first, self.latest
         if done >= 1.0:
             return now
-        if self.epochs and self.first_epoch and self.epoch_began and self.epoch_began[0] > self.first_epoch[0]:
-            (epoch, begun), second = self.epoch_began, self.second_epoch or self.first_epoch
-            if epoch > second[0] + (second is self.first_epoch):
-                return begun + (begun - second[1]) / (epoch - second[0]) * (self.epochs - epoch + 1)
-            then, before = begun, (epoch - 1) / self.epochs
+        if self.epochs and self.second_epoch and self.epoch_began and self.epoch_began[0] > (self.first_epoch or 0):
+            (second, began), (epoch, begun) = self.second_epoch, self.epoch_began
+            if epoch > second:  # epochs seen whole since the first: their pace
+                return begun + (begun - began) / (epoch - second) * (self.epochs - epoch + 1)
+            then, before = begun, (epoch - 1) / self.epochs  # the second under way: the pace since it began
         return now + (1.0 - done) * (now - then) / (done - before) if done > before and now > then else None
 
     def shown(self, replica: str) -> Progress:
-        return Progress(fraction=self.fraction, ends=self.ends(), epoch=self.epoch, epochs=self.epochs,
-                        step=self.step, steps=self.steps, updated=self.updated, replica=replica)
+        return Progress(fraction=self.latest[1] if self.latest else None, ends=self.ends(), epoch=self.epoch,
+                        epochs=self.epochs, step=self.step, steps=self.steps, updated=self.updated, replica=replica)
 
 
 def epochs_of(spec: dict) -> int | None:
@@ -151,6 +155,13 @@ class ProgressReader:
             if log.updated:
                 found[replica] = log.shown(replica)
         return found
+
+    def of_job(self, backend: Backend, name: str, spec: Callable[[], dict]) -> dict[str, Progress]:
+        """Each replica's progress in the job's current run (`of` its log files); none for a job just gone."""
+        try:
+            return self.of(backend.log_files(name), spec)
+        except DistrainError:
+            return {}
 
 
 def furthest_behind(replicas: dict[str, Progress]) -> Progress | None:

@@ -33,9 +33,8 @@ def progress_json(progress: Progress | None) -> dict | None:
 def job_json(job: Mapping[str, Any]) -> dict:
     """A job shown by itself (Job): its summary, with its spec, replicas, logs and provenance, and its events
     when asked for."""
-    progress = job.get("progress")  # while it runs: its replicas' (eta.py), each where its log says
-    out = summary_json(summary(cast(JobRecord, job)) if progress is None else
-                       {**summary(cast(JobRecord, job)), "progress": furthest_behind(progress)})
+    progress, shown = job.get("progress"), summary(cast(JobRecord, job))  # progress: while it runs (view)
+    out = summary_json(shown if progress is None else {**shown, "progress": furthest_behind(progress)})
     out.update(output_dir=job["output_dir"], logs=job["logs"])
     out["replicas"] = [
         {**{key: r[key] for key in REPLICA_FIELDS}, "index": r["idx"],

@@ -9,7 +9,7 @@ import itertools
 import logging
 from collections import OrderedDict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Collection, Iterator, cast
+from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
 from . import code, notify, outbound, repo, snapshot, sweep
 from . import spec as spec_
@@ -21,7 +21,7 @@ from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFou
 from .jobjson import pinned_image
 from .logs import LogLine
 from .policy import FINISHED, Phase
-from .records import EventFiles, JobRecord, JobSummary, Progress, TensorBoardTarget, iso, printable
+from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, printable
 from .rules import AdminRules
 
 if TYPE_CHECKING:
@@ -218,28 +218,31 @@ class JobManager:
     def get(self, name: str, events: int = 20) -> JobRecord:
         """The job as its backend reports it, its events' messages `printable`: every event shown (API, CLI) comes
         through here, whoever recorded it, and none can print lines of its own."""
-        backend = self.backend_of(name)
-        job = backend.get(name, events)
+        job = self.backend_of(name).get(name, events)
         if "events" in job:
             job["events"] = [{**e, "message": printable(e["message"])} for e in job["events"]]
+        return job
+
+    def view(self, name: str) -> JobRecord:
+        """The job as its page and `distrain get` show it: `get`'s, with its replicas' progress while it runs."""
+        job = self.get(name)
         if job["phase"] == Phase.RUNNING:
-            job["progress"] = self.progress_of(backend, name, lambda: job["spec"])
+            job["progress"] = self.progress.of_job(self.backends[job["backend"]], name, lambda: job["spec"])
         return job
 
     def list(self) -> list[JobSummary]:
-        """Every job, as the list shows it, oldest first; a running one with its progress (its replica furthest
-        behind)."""
-        jobs = sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
-        return [job if job["phase"] != Phase.RUNNING else cast(JobSummary, {**job, "progress": furthest_behind(
-            self.progress_of(self.backends[job["backend"]], job["name"], lambda: self.get(job["name"], 0)["spec"]))})
-                for job in jobs]
+        """Every job, as the list shows it, oldest first."""
+        return sorted((job for b in self.backends.values() for job in b.list()), key=lambda job: job["created"])
 
-    def progress_of(self, backend: Backend, name: str, spec: Callable[[], dict]) -> dict[str, Progress]:
-        """Each replica's progress in the job's current run, as its log says (eta.py); none for a job just gone."""
-        try:
-            return self.progress.of(backend.log_files(name), spec)
-        except DistrainError:
-            return {}
+    def listed(self) -> builtins.list[JobSummary]:
+        """`list`'s jobs as the REST list and `distrain list` show them: a running one with its progress."""
+        jobs = self.list()
+        for i, job in enumerate(jobs):
+            if job["phase"] == Phase.RUNNING:
+                backend, name = self.backends[job["backend"]], job["name"]
+                jobs[i] = cast(JobSummary, {**job, "progress": furthest_behind(
+                    self.progress.of_job(backend, name, lambda: backend.get(name, 0)["spec"]))})
+        return jobs
 
     def finished_before(self, moment: float, phases: Collection[str] = ()) -> builtins.list[JobSummary]:
         """The jobs that finished before `moment` (a time.time()), only those in `phases` if any are given."""

@@ -3,7 +3,10 @@ the local backend, their progress read by `distrain get` and `list` as they run,
 the real ends."""
 
 import statistics
+import subprocess
+import sys
 import time
+from datetime import datetime
 
 from conftest import assert_nothing_left
 from jupyter_distrain.eta import ProgressReader
@@ -59,7 +62,6 @@ def ends_foretold(cli, names: list[str]) -> dict[str, list[tuple[float, float, f
 
 
 def datetime_of(iso: str) -> float:
-    from datetime import datetime
     return datetime.fromisoformat(iso).timestamp()
 
 
@@ -102,8 +104,6 @@ def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, 
 def test_a_lightning_bar_counts_epochs_from_its_hyperparameter(tmp_path):
     """Lightning's bar ("Epoch 2:  45%|...| 9/20") does not say how many epochs: the job's `epochs` does; without
     it, the fraction is unknown, not guessed. A bar redrawn in place (carriage returns) is read as last drawn."""
-    import subprocess
-    import sys
     (tmp_path / "bar.py").write_text(LIGHTNING_LIKE)
     log = tmp_path / "worker-0.log"
     writer = LogWriter(log)

@@ -40,7 +40,7 @@ class DistrainExtension(ExtensionApp):
             manager, idle_timeout=config.tensorboard_idle_timeout, start_timeout=config.tensorboard_start_timeout,
             log=self.log, runs_root=Path(config.root) / "tensorboards",
         )
-        self.settings.update(distrain_manager=manager, distrain_list=ListChanges(manager.list, summary_json),
+        self.settings.update(distrain_manager=manager, distrain_list=ListChanges(manager.listed, summary_json),
                              distrain_trials=TrialChanges(manager.trials), distrain_config=config,
                              distrain_tensorboards=self.tensorboards, distrain_watcher=logstream.LogWatcher(self.log))
 

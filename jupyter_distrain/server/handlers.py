@@ -114,7 +114,7 @@ class JobsHandler(DistrainHandler):
 
     async def get(self) -> None:
         words = self.get_query_argument("q", "")
-        self.reply([summary_json(job) for job in await call(self.manager.list) if matches(job, words)])
+        self.reply([summary_json(job) for job in await call(self.manager.listed) if matches(job, words)])
 
     async def post(self) -> None:
         submit = functools.partial(self.manager.submit, self.body(), self.root_dir,
@@ -158,7 +158,7 @@ class JobHandler(DistrainHandler):
     query_params = ("purge_output",)
 
     async def get(self, name: str) -> None:
-        self.reply(job_json(await call(self.manager.get, name)))
+        self.reply(job_json(await call(self.manager.view, name)))
 
     async def delete(self, name: str) -> None:
         await call(self.manager.delete, name, purge_output=self.query_bool("purge_output"))
