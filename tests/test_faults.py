@@ -381,7 +381,11 @@ def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_no
     backend.store.insert_job("busy", "local", spec, str(backend.output_dir(spec, backend.owner)),
                              spec_.replicas(spec), backend.owner)
     unlaunched = backend.row("busy")  # read between recording a run and starting its supervisor
-    running = lambda: backend.get("busy")["replicas"][0]["phase"] == "Running"  # noqa: E731
+
+    def running() -> bool:  # the job's phase as well as its replica's: the row read next is the run's, settled
+        job = backend.get("busy")
+        return job["phase"] == job["replicas"][0]["phase"] == "Running"
+
     backend.restart("busy")
     wait(running, "the first run's replica started", 60)
     first = backend.row("busy")
