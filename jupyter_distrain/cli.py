@@ -203,6 +203,20 @@ def stacks(manager: JobManager, name: str, replica: str | None, kept: bool, fmt:
 
 
 @main.command()
+@click.argument("a")
+@click.argument("b")
+@output_option
+@click.pass_obj
+def diff(manager: JobManager, a: str, b: str, fmt: str) -> None:
+    """Two jobs side by side: how each ended, the fields of their specs that differ, the diff of their code (each
+    one's commit with its snapshot of changes), the packages and image that differ, each metric's last values."""
+    from .compare import compare, text
+
+    found = compare(manager, a, b)
+    click.echo(json.dumps(found, indent=2) if fmt == "json" else text(found))
+
+
+@main.command()
 @click.argument("name")
 @output_option
 @click.pass_obj

@@ -196,6 +196,11 @@ class Client:
         [step, value] points per run."""
         return self._call("GET", f"jobs/{quote(name)}/scalars", tag=tag)
 
+    def compare(self, a: str, b: str) -> dict:
+        """Jobs `a` and `b` side by side: how each ended, their specs field by field (`differs` marked), the diff of
+        their code, the packages and image that differ, each metric's last values (see `distrain diff`)."""
+        return self._call("GET", "jobs/compare", a=a, b=b)
+
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         """Where the running replicas (or only `replica`) are now: every Python thread's stack, taken at once;
         `shared` outermost frames of their training processes are the same everywhere, `differs` names the

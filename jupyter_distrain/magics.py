@@ -29,6 +29,7 @@ from IPython.display import IFrame, display
 
 from . import waits
 from .client import Client, Job
+from .compare import text as compare_text
 from .errors import DistrainError
 from .flags import apply_flags, apply_sweep_flags, command_given, finetune_changes, spec_options, sweep_options
 from .spec import SAFE_INTEGER, load, load_file
@@ -140,6 +141,15 @@ def logs(magics: DistrainMagics, name: str, **options: Any) -> None:
 def stacks(magics: DistrainMagics, name: str, replica: str | None, kept: bool) -> None:
     """Print where each running replica is now: its threads' stacks, the frames they share once."""
     print(stacks_text(magics.client.stacks(name, replica, kept)))
+
+
+@commands.command()
+@click.argument("a")
+@click.argument("b")
+@click.pass_obj
+def diff(magics: DistrainMagics, a: str, b: str) -> None:
+    """Print two jobs side by side: their ends, the spec fields, code, packages and image that differ, their metrics."""
+    print(compare_text(magics.client.compare(a, b)))
 
 
 @commands.command()

@@ -107,6 +107,7 @@ export type JobCode = components['schemas']['JobCode'];
 export type Backend = Cluster['default_backend'];
 export type Check = components['schemas']['Check'];
 export type Waiting = components['schemas']['Waiting'];
+export type Comparison = components['schemas']['Comparison'];
 export type FieldError = NonNullable<
   components['schemas']['Error']['errors']
 >[number];
@@ -241,6 +242,9 @@ export const serverAPI = {
     requestAPI<Stacks>(
       jobPath(name, 'stacks') + queryString({ kept: kept ? 'true' : undefined })
     ),
+  /** Two jobs side by side: ends, spec fields, code diff, packages, image, metrics. */
+  compare: (a: string, b: string): Promise<Comparison> =>
+    requestAPI<Comparison>('jobs/compare' + queryString({ a, b })),
   /** Why the job waits, if it does: a sentence and the numbers behind it. */
   waiting: (name: string): Promise<Waiting> =>
     requestAPI<Waiting>(jobPath(name, 'waiting')),

@@ -3,7 +3,11 @@ import {
   JupyterFrontEnd,
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
-import { ICommandPalette, WidgetTracker } from '@jupyterlab/apputils';
+import {
+  ICommandPalette,
+  InputDialog,
+  WidgetTracker
+} from '@jupyterlab/apputils';
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
@@ -15,6 +19,7 @@ import { JobsModel, JobsWidget, newJobButton } from './jobs';
 import { JobViewWidget } from './jobview';
 import { askBrowser } from './notify';
 import {
+  compareTab,
   distrainIcon,
   ITrackers,
   JobTab,
@@ -40,7 +45,8 @@ export const CommandIDs = {
   openJob: 'distrain:open-job',
   webhook: 'distrain:webhook',
   openLogs: 'distrain:open-logs',
-  openTensorBoard: 'distrain:open-tensorboard'
+  openTensorBoard: 'distrain:open-tensorboard',
+  compare: 'distrain:compare'
 } as const;
 
 /** What the commands share: the app, the jobs, the tabs, and the settings as they are now. */
@@ -76,7 +82,8 @@ function activate(
       forms: new WidgetTracker({ namespace: `${NAMESPACE}-new-job` }),
       views: new WidgetTracker({ namespace: `${NAMESPACE}-job` }),
       logs: new WidgetTracker({ namespace: `${NAMESPACE}-logs` }),
-      boards: new WidgetTracker({ namespace: `${NAMESPACE}-tensorboard` })
+      boards: new WidgetTracker({ namespace: `${NAMESPACE}-tensorboard` }),
+      compares: new WidgetTracker({ namespace: `${NAMESPACE}-compare` })
     },
     settings
   };
@@ -85,6 +92,7 @@ function activate(
   addOpenJobCommand(context);
   addOpenLogsCommand(context);
   addOpenTensorBoardCommand(context);
+  addCompareCommand(context);
   if (restorer) {
     restoreTabs(restorer, context.trackers);
   }
@@ -283,6 +291,7 @@ function jobViewTab(context: IContext, name: string): JobTab<JobViewWidget> {
     onFinetune: sweep =>
       void commands.execute(CommandIDs.newJob, { finetune: sweep }),
     openJob: job => void commands.execute(CommandIDs.openJob, { name: job }),
+    onCompare: job => void commands.execute(CommandIDs.compare, { a: job }),
     onDeleted: () => {
       tab.dispose();
       void model.poll.refresh();
@@ -347,6 +356,39 @@ function addOpenTensorBoardCommand(context: IContext): void {
   });
 }
 
+/**
+ * The command that shows two jobs side by side (one tab a pair); without `b`,
+ * it asks which job to compare `a` with.
+ */
+function addCompareCommand(context: IContext): void {
+  const { commands, shell } = context.app;
+  commands.addCommand(CommandIDs.compare, {
+    label: args => `Compare ${args.a ?? 'a training job'} with…`,
+    execute: async args => {
+      const a = args.a as string;
+      const b = (args.b as string | undefined) || (await otherJob(context, a));
+      if (b) {
+        showTab(
+          shell,
+          context.trackers.compares,
+          tab => tab.job === `${a}:${b}`,
+          () => compareTab(a, b)
+        );
+      }
+    }
+  });
+}
+
+/** The job the user picks among the others of the list to compare `a` with; null if none. */
+async function otherJob(context: IContext, a: string): Promise<string | null> {
+  const { value } = await InputDialog.getItem({
+    title: `Compare ${a} with`,
+    items: context.model.jobs.map(job => job.name).filter(name => name !== a),
+    label: 'The other job'
+  });
+  return value;
+}
+
 /** Reopen, after a reload, the tabs that were open, each by its command. */
 function restoreTabs(restorer: ILayoutRestorer, trackers: ITrackers): void {
   void restorer.restore(trackers.forms, {
@@ -366,6 +408,11 @@ function restoreTabs(restorer: ILayoutRestorer, trackers: ITrackers): void {
   void restorer.restore(trackers.logs, {
     command: CommandIDs.openLogs,
     args: tab => ({ name: tab.job, replica: tab.content.replica }),
+    name: tab => tab.job
+  });
+  void restorer.restore(trackers.compares, {
+    command: CommandIDs.compare,
+    args: tab => ({ a: tab.content.a, b: tab.content.b }),
     name: tab => tab.job
   });
   void restorer.restore(trackers.boards, {

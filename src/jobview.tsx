@@ -31,6 +31,8 @@ export interface IJobViewActions {
   /** Open the form that fine-tunes a sweep's best trial. */
   onFinetune: (sweep: string) => void;
   openJob: (name: string) => void;
+  /** Show the job beside another, asked for. */
+  onCompare: (name: string) => void;
   onDeleted: () => void;
 }
 
@@ -182,6 +184,13 @@ export function JobView(
             TensorBoard (all {job.spec.sweep ? 'trials' : 'replicas'})
           </button>
         )}
+        <button
+          className="jp-Button jp-mod-styled jp-mod-reject"
+          title="This job beside another: spec, code, packages, metrics"
+          onClick={() => props.onCompare(job.name)}
+        >
+          Compare…
+        </button>
         {job.phase === 'Running' && !job.spec.sweep && !showStacks && (
           <button
             className="jp-Button jp-mod-styled jp-mod-reject"

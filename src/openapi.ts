@@ -71,6 +71,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/jobs/compare': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** @description Two jobs side by side (two runs that should have gone alike; a sweep's best and another trial): how each ended, their specs field by field with the differences marked, their code as the diff of the two trees each ran (its commit and its snapshot of changes), the packages and the image each ran, and each metric's last values. No job is named compare. */
+    get: operations['compareJobs'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/jobs/{name}': {
     parameters: {
       query?: never;
@@ -862,6 +879,91 @@ export interface components {
         next_name: string;
       } | null;
     };
+    Comparison: {
+      a: components['schemas']['ComparedEnd'];
+      b: components['schemas']['ComparedEnd'];
+      /** @description Every field of either spec but the name (a dotted path; a list is one value), in the first's order */
+      spec: {
+        field: string;
+        /** @description Its value in the first spec; null where it has none */
+        a: unknown;
+        /** @description Its value in the second spec; null where it has none */
+        b: unknown;
+        differs: boolean;
+      }[];
+      code: {
+        a: components['schemas']['ComparedCode'];
+        b: components['schemas']['ComparedCode'];
+        /** @description The files that differ between the two trees */
+        files: {
+          /** @description git's letter: A added in b, D deleted in b, M modified */
+          status: string;
+          path: string;
+        }[];
+        /** @description The two trees' unified diff (git diff a b) */
+        diff: string;
+        /** @description The diff is cut at 256 KiB */
+        truncated: boolean;
+        /** @description Why the trees could not be compared (a job run from a directory; git could not read them) */
+        unknown: string | null;
+      };
+      /** @description The Python packages whose versions differ; null where either side's are not known */
+      packages:
+        | {
+            name: string;
+            /** @description Its version in the first; null: not installed there */
+            a: string | null;
+            b: string | null;
+          }[]
+        | null;
+      image: {
+        a: components['schemas']['ComparedImage'];
+        b: components['schemas']['ComparedImage'];
+      };
+      metrics: {
+        /** @description Each tag either job logged (at most 20), with each side's last point per run ({} where it logged none) */
+        tags: {
+          tag: string;
+          a: components['schemas']['LastPoints'];
+          b: components['schemas']['LastPoints'];
+        }[];
+        /** @description Why the metrics could not be read */
+        unknown: string | null;
+      };
+    };
+    ComparedEnd: {
+      name: string;
+      phase: components['schemas']['Phase'];
+      reason: string;
+      exit_code: number | null;
+      /** Format: date-time */
+      started: string | null;
+      /** Format: date-time */
+      finished: string | null;
+      /** @description How long its current run ran (so far, while it runs) */
+      seconds: number | null;
+    };
+    ComparedCode: {
+      git: string | null;
+      commit: string | null;
+      path: string | null;
+      snapshot: {
+        commit?: string;
+        sha256?: string;
+        files?: string[];
+      } | null;
+    };
+    ComparedImage: {
+      image: string | null;
+      digests: string[] | null;
+    };
+    /** @description A run's (replica's) last point of the tag: {run: {step, value}} */
+    LastPoints: {
+      [key: string]: {
+        step: number;
+        value: number;
+      };
+    };
     /** @description A job's code: `path` alone for a directory (null: no code); else the repository and what its ref names now */
     JobCode: {
       path?: string | null;
@@ -1007,7 +1109,7 @@ export interface components {
     JobSpec: {
       /**
        * Name
-       * @description 1-50 characters: lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit (it names Kubernetes objects such as <name>-worker-0)
+       * @description 1-50 characters: lowercase letters, digits and hyphens, starting with a letter and ending with a letter or digit (it names Kubernetes objects such as <name>-worker-0); not compare, the REST API's comparison of two jobs
        */
       name: string;
       /**
@@ -1442,6 +1544,35 @@ export interface operations {
         };
         content: {
           'application/json': components['schemas']['Check'];
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
+      404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  compareJobs: {
+    parameters: {
+      query: {
+        /** @description The first job */
+        a: string;
+        /** @description The second job */
+        b: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The two jobs side by side */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['Comparison'];
         };
       };
       400: components['responses']['Invalid'];

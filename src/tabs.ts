@@ -13,6 +13,7 @@ import {
 import { Widget } from '@lumino/widgets';
 
 import { tensorboardURL } from './api';
+import { CompareWidget } from './compare';
 import { NewJobWidget } from './form/index';
 import { shorten } from './format';
 import { JobViewWidget } from './jobview';
@@ -69,6 +70,8 @@ export interface ITrackers {
   views: WidgetTracker<JobTab<JobViewWidget>>;
   logs: WidgetTracker<JobTab<LogsWidget>>;
   boards: WidgetTracker<JobTab<IFrame>>;
+  /** Comparisons, each tab's job "a:b" (no job's name holds a colon). */
+  compares: WidgetTracker<JobTab<CompareWidget>>;
 }
 
 /** Show the tab `tracker` has for it, or add the one `create` makes. */
@@ -104,6 +107,14 @@ export function logsTab(
     void tracker.save(tab);
   });
   label();
+  return tab;
+}
+
+/** Two jobs side by side as a tab. */
+export function compareTab(a: string, b: string): JobTab<CompareWidget> {
+  const tab = new JobTab(new CompareWidget(a, b), `${a}:${b}`);
+  tab.id = `${NAMESPACE}-compare-${a}-${b}`;
+  tab.name(`${a} ↔ ${b}`, 'compare');
   return tab;
 }
 

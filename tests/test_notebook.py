@@ -130,6 +130,10 @@ def test_magics_launch_follow_and_stop_the_servers_jobs(jupyter_server, kernel):
     receiver.close()
     stopped = kernel.run("%distrain stop long")
     assert "<b>long</b> (local) <b>Stopped</b>" in stopped and "<b>Stopped</b>: Stopped" not in stopped, stopped
+    compared = kernel.run("%distrain diff fit long")
+    assert "Spec: 2 of" in compared and "hyperparameters.epochs: 3 -> (none)" in compared, compared
+    assert 'command: "python train.py --epochs {{ epochs }}" -> "python train.py --epochs 100000"' in compared
+    assert "Code: the code of a job run from a directory is not kept" in compared, compared
 
     frame = kernel.run("%distrain tensorboard fit --replica worker-0")
     assert 'src="/distrain/tensorboard/fit/worker-0/"' in frame, frame

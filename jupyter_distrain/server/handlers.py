@@ -11,7 +11,7 @@ from typing import Any
 
 from jupyter_server.base.handlers import APIHandler
 
-from .. import logs, repo
+from .. import compare, logs, repo
 from .. import spec as spec_
 from ..errors import DistrainError
 from ..jobjson import job_json, summary_json
@@ -152,6 +152,17 @@ class CheckHandler(DistrainHandler):
             return
         warnings = await in_thread(self.manager.outlook, spec, backend)
         self.reply({"spec": spec, "errors": [], "warnings": [asdict(w) for w in warnings]})
+
+
+class CompareHandler(DistrainHandler):
+    query_params = ("a", "b")
+
+    async def get(self) -> None:
+        """Two jobs side by side (compare.compare), named by ?a= and ?b=."""
+        names = [self.get_query_argument(side, "") for side in compare.SIDES]
+        if not all(names):
+            raise ApiError(400, {"message": "query parameters 'a' and 'b' must name the two jobs to compare"})
+        self.reply(await call(compare.compare, self.manager, *names))
 
 
 class JobHandler(DistrainHandler):

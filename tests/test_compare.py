@@ -1,0 +1,84 @@
+"""Two jobs side by side (GET jobs/compare, `distrain diff`, the panel's Compare): a job and its clone with one
+hyperparameter and one uncommitted file changed differ in exactly those, over REST, on the command line and in the
+panel, from real PyTorch training."""
+
+import re
+import shutil
+import time
+
+from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, make_checkout
+from playwright.sync_api import expect
+from test_panel import assert_accessible, lab_page, open_panel, screenshot
+
+from jupyter_distrain import Client
+
+
+def test_a_job_and_its_clone_with_a_hyperparameter_and_a_file_changed_differ_in_exactly_those(tmp_path):
+    server = JupyterServer(tmp_path, app="lab")
+    try:
+        remote = tmp_path / "remote.git"
+        checkout = make_checkout(server.root_dir / "work", remote)
+        train = checkout / "train.py"
+        shutil.copy(EXAMPLES / "pytorch-ddp" / "train.py", train)  # uncommitted: in the first job's snapshot
+        code = {"git": str(remote), "ref": "main", "changes_from": "work"}
+        spec = {"name": "base", "framework": "pytorch", "code": code, "hyperparameters": {"lr": 0.05},
+                "command": "python train.py --epochs 4 --samples 256 --learning_rate {{ lr }}"}
+        assert server.rest("POST", "jobs", json=spec).status_code == 201
+        train.write_text(train.read_text().replace("FEATURES = 8\n", "FEATURES = 8  # of the synthetic data\n"))
+        clone = {"name": "tuned", "hyperparameters": {"lr": 0.1}, "code": code}  # with my changes as they are now
+        assert server.rest("POST", "jobs/base/clone", json=clone).status_code == 201
+        for name in ("base", "tuned"):
+            while (job := server.rest("GET", f"jobs/{name}").json())["finished"] is None:
+                time.sleep(0.3)
+            assert job["phase"] == "Succeeded", job
+
+        answer = server.rest("GET", "jobs/compare", params={"a": "base", "b": "tuned"})
+        assert answer.status_code == 200, answer.text
+        found = answer.json()
+        assert [(row["field"], row["a"], row["b"]) for row in found["spec"] if row["differs"]] == [
+            ("hyperparameters.lr", 0.05, 0.1)]
+        assert {row["field"] for row in found["spec"]} >= {"command", "code.commit", "replicas.worker.count"}
+        assert found["code"]["files"] == [{"status": "M", "path": "train.py"}] and not found["code"]["unknown"]
+        changed = [line for line in found["code"]["diff"].splitlines() if re.match(r"[-+][^-+]", line)]
+        assert changed == ["-FEATURES = 8", "+FEATURES = 8  # of the synthetic data"]
+        assert found["packages"] == [] and found["image"]["a"] == found["image"]["b"]
+        assert [(side["name"], side["phase"]) for side in (found["a"], found["b"])] == [("base", "Succeeded"),
+                                                                                       ("tuned", "Succeeded")]
+        assert all(side["seconds"] > 0 for side in (found["a"], found["b"]))
+        [loss] = [row for row in found["metrics"]["tags"] if row["tag"] == "loss"]
+        assert [point["step"] for point in [*loss["a"].values(), *loss["b"].values()]] == [4, 4]  # epochs from 1
+
+        assert Client(server.url, server.TOKEN).compare("base", "tuned") == found
+        for query, status, said in [({"a": "base"}, 400, "'a' and 'b'"), ({"a": "base", "b": "gone"}, 404, "gone"),
+                                    ({"a": "base", "b": "tuned", "c": "x"}, 400, "'c'")]:
+            refused = server.rest("GET", "jobs/compare", params=query)
+            assert refused.status_code == status and said in refused.json()["message"], refused.text
+        refused = server.rest("POST", "jobs", json={"name": "compare", "command": "true"})
+        assert refused.status_code == 400 and [e["path"] for e in refused.json()["errors"]] == ["name"], refused.text
+
+        printed = CLI(server.root, tmp_path)("diff", "base", "tuned").stdout
+        assert "Spec: 1 of" in printed and "hyperparameters.lr: 0.05 -> 0.1" in printed, printed
+        assert "  M train.py" in printed and "+FEATURES = 8  # of the synthetic data" in printed, printed
+
+        with lab_page(server) as page:
+            open_panel(page)
+            page.locator('[data-job="base"]').get_by_title("Open base").click()
+            page.locator(".jp-distrain-job-view").get_by_role("button", name="Compare…").click()
+            dialog = page.locator(".jp-Dialog")
+            dialog.locator("select").select_option("tuned")
+            dialog.get_by_role("button", name="Ok").click()
+            view = page.locator(".jp-distrain-compare")
+            expect(view.locator("h2")).to_have_text("base and tuned", timeout=30_000)
+            expect(view.locator(".jp-distrain-compare-spec h3")).to_contain_text("1 of")
+            expect(view.locator("tr.jp-distrain-differs th")).to_have_text(["hyperparameters.lr"])
+            expect(view.locator(".jp-distrain-compare-code h3")).to_have_text("Code: 1 file differs")
+            expect(view.locator(".jp-distrain-compare-code li")).to_have_text(["M train.py"])
+            expect(view.locator(".jp-distrain-diff-added")).to_have_text(["+FEATURES = 8  # of the synthetic data\n"])
+            expect(view.locator(".jp-distrain-chart-legend li")).to_have_count(2, timeout=30_000)  # a line each
+            screenshot(page, "panel-compare")
+            assert_accessible(page, ".jp-distrain-compare-widget")
+        for name in ("base", "tuned"):
+            assert server.rest("DELETE", f"jobs/{name}").status_code == 204
+    finally:
+        server.stop()
+    assert_nothing_left(server.root)
