@@ -37,7 +37,7 @@ test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
 	@# two pytest processes: the real node's tests and its hub's (mostly waiting on pods) and those marked beside
-	@# (the 1,000 trials' sweep), run beside the rest;
+	@# (long, on the local backend), run beside the rest;
 	@# their report, kept in test-artifacts/real-node.log, follows the rest's
 	mkdir -p test-artifacts; $(BIN)/pytest -m "real_pods or beside" > test-artifacts/real-node.log 2>&1 & \
 	beside=$$!; $(BIN)/pytest -m "not (real_pods or beside)"; rest=$$?; wait $$beside; other=$$?; \

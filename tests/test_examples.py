@@ -131,6 +131,7 @@ else:
 """
 
 
+@pytest.mark.beside  # its 1.5 minutes in the second lane
 def test_a_paddle_program_written_for_paddles_launcher_trains_five_runs_in_a_row(cli, tmp_path):
     """Started as Paddle's launcher starts parameter servers (gloo off), the trainers after the servers listen:
     5 runs of 2 pservers and 2 trainers, each Succeeded, every trainer through its steps (started with the

@@ -221,7 +221,6 @@ def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod
             shutil.rmtree(outputs / directory, ignore_errors=True)
 
 
-@pytest.mark.beside  # its 10 minutes in the second lane, where the real node's tests mostly wait
 @pytest.mark.timeout(900)
 def test_a_sweep_of_1000_trials_queues_every_trial_in_order_with_a_controller_of_bounded_memory(control_plane,
                                                                                                  backend, admin):
