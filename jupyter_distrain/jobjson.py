@@ -7,6 +7,7 @@ import re
 from typing import Any, Mapping, cast
 
 from . import spec as spec_
+from . import usage
 from .eta import furthest_behind
 from .records import JobRecord, JobSummary, Progress, iso, summary
 
@@ -36,12 +37,14 @@ def job_json(job: Mapping[str, Any]) -> dict:
     progress, shown = job.get("progress"), summary(cast(JobRecord, job))  # progress: while it runs (view)
     out = summary_json(shown if progress is None else {**shown, "progress": furthest_behind(progress)})
     out.update(output_dir=job["output_dir"], logs=job["logs"])
+    used = [usage.of_replica(r, job["spec"], job["finished"]) for r in job["replicas"]]
     out["replicas"] = [
         {**{key: r[key] for key in REPLICA_FIELDS}, "index": r["idx"],
-         "started": iso(r["started"]), "finished": iso(r["finished"]),
+         "started": iso(r["started"]), "finished": iso(r["finished"]), "usage": replica_used,
          **({"progress": progress_json(progress.get(r["name"]))} if progress is not None else {})}
-        for r in job["replicas"]
+        for r, replica_used in zip(job["replicas"], used)
     ]
+    out["usage"] = usage.of_job(job, used)
     out["spec"] = job["spec"]
     out.update({key: job[key] for key in ("engine", "supervision") if key in job})
     out["provenance"] = provenance(job)

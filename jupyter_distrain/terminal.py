@@ -44,6 +44,8 @@ def show_job(job: dict, waits: str, logged: dict) -> None:
         click.echo(f"Note:      {click.style('this job is ' + job['supervision'], fg='yellow')}")
     click.echo(f"Output:    {job['output_dir']}")
     click.echo(f"Created:   {job['created']}   Started: {job['started'] or '-'}   Finished: {job['finished'] or '-'}")
+    if job["usage"]["wall_seconds"] is not None:
+        click.echo(f"Used:      {used_said(job['usage'])}")
     for label, value in [*provenance_lines(job["provenance"]), ("Metric", last_values(logged))]:
         if value:
             click.echo(f"{label + ':':<11}{value}")
@@ -98,6 +100,18 @@ def provenance_lines(provenance: dict) -> Iterator[tuple[str, str]]:
         yield "Installed", " ".join(provenance["requirements"]) or "nothing new (requirements.txt is satisfied)"
     if provenance["image"]:
         yield "Image", ", ".join(provenance["image_digests"]) or provenance["image"]
+
+
+def used_said(usage: dict) -> str:
+    """A run's usage (usage.of_job) in a line: what is not known is left out."""
+    said = [f"{usage['wall_seconds']:.1f} s"]
+    if usage["cpu_seconds"] is not None:
+        said.append(f"{usage['cpu_seconds']:.1f} CPU-s")
+    if usage["peak_memory"] is not None:
+        said.append(f"peak {human_bytes(usage['peak_memory'])}")
+    if usage["gpu_hours"]:
+        said.append(f"{usage['gpu_hours']:.3g} GPU-hours")
+    return ", ".join(said)
 
 
 def format_line(line: LogLine, prefix: bool, timestamps: bool) -> str:

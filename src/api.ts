@@ -85,6 +85,7 @@ export type LogHit = LogHits['hits'][number];
 export type Job = components['schemas']['Job'];
 export type Replica = components['schemas']['Replica'];
 export type Progress = components['schemas']['Progress'];
+export type Usage = components['schemas']['Usage'];
 export type JobSpec = components['schemas']['JobSpec'];
 export type Phase = components['schemas']['Phase'];
 export type JobEvent = components['schemas']['Event'];

@@ -1,4 +1,4 @@
-import type { JobSummary, Phase, Progress } from './api';
+import type { JobSummary, Phase, Progress, Usage } from './api';
 
 /** Phases after which a job's run changes no more. */
 export const FINISHED: ReadonlySet<Phase> = new Set([
@@ -154,4 +154,22 @@ export function timeLeft(seconds: number): string {
   return minutes < 60
     ? `${minutes} min`
     : `${Math.floor(minutes / 60)} h ${minutes % 60} min`;
+}
+
+/**
+ * A run's usage in words, what is not known left out: "6 s, 8.3 CPU-s, peak
+ * 114.1 MiB, 0.5 GPU-hours".
+ */
+export function usedText(usage: Usage): string {
+  const said = [`${timeLeft(usage.wall_seconds ?? 0)}`];
+  if (usage.cpu_seconds !== null) {
+    said.push(`${usage.cpu_seconds.toFixed(1)} CPU-s`);
+  }
+  if (usage.peak_memory !== null) {
+    said.push(`peak ${bytes(usage.peak_memory)}`);
+  }
+  if (usage.gpu_hours) {
+    said.push(`${Number(usage.gpu_hours.toPrecision(3))} GPU-hours`);
+  }
+  return said.join(', ');
 }

@@ -16,7 +16,15 @@ import {
 } from './api';
 import { ScalarChart } from './charts';
 import { Action, JobActions, PhaseBadge, ScrollingTable } from './components';
-import { age, bytes, FINISHED, progressText, until, why } from './format';
+import {
+  age,
+  bytes,
+  FINISHED,
+  progressText,
+  until,
+  usedText,
+  why
+} from './format';
 import { LogView } from './logs';
 import { usePoll } from './polling';
 import { Provenance } from './provenance';
@@ -358,6 +366,12 @@ function JobFacts(props: { job: Job }): JSX.Element {
       <dd title={job.created}>{age(job.created)} ago</dd>
       <dt>Exit code</dt>
       <dd>{job.exit_code ?? '–'}</dd>
+      {job.usage && job.usage.wall_seconds !== null && (
+        <>
+          <dt>Used</dt>
+          <dd className="jp-distrain-usage">{usedText(job.usage)}</dd>
+        </>
+      )}
       <dt>Output</dt>
       <dd className="jp-distrain-mono">{job.output_dir}</dd>
       {(job.expires || job.spec.policy?.ttl_after_finished) && (

@@ -620,6 +620,18 @@ export interface components {
       /** @description Kubernetes: what happens to the job while no Jupyter server runs; empty when the cluster enforces its lifecycle */
       supervision?: string;
       provenance?: components['schemas']['Provenance'];
+      usage?: components['schemas']['Usage'];
+    };
+    /** @description What a run used (a replica's, or the job's in all: the sums, the largest peak), so far while it runs; null where it is not known */
+    Usage: {
+      /** @description How long it ran */
+      wall_seconds: number | null;
+      /** @description Its processes' CPU time, once ended (local backend) */
+      cpu_seconds: number | null;
+      /** @description Bytes: the largest resident set of its processes (local backend) */
+      peak_memory: number | null;
+      /** @description Its GPUs, each held from its replica's start to its end */
+      gpu_hours: number | null;
     };
     /** @description What the job's current run ran; what its backend does not know is null */
     Provenance: {
@@ -704,6 +716,7 @@ export interface components {
       started?: string | null;
       /** Format: date-time */
       finished?: string | null;
+      usage?: components['schemas']['Usage'];
       /** @description While the job runs, where this replica stands as its log says; null where it says nothing */
       progress?: components['schemas']['Progress'] | null;
     };

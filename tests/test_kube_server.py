@@ -12,14 +12,15 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
+from datetime import datetime
 
 import pytest
 import requests
 import yaml
 from conftest import CLI, JupyterServer, assert_nothing_left, wait, write_scalars
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
-from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, chief_spec, configmap, end, pod_name, settings,
-                          tf_spec, wait_job)
+from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, chief_spec, configmap, end, pod_name, replica,
+                          settings, tf_spec, wait_job)
 from kubernetes import client
 
 from jupyter_distrain import storage
@@ -77,6 +78,12 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     wait(lambda: "hello from the chief" in requests.get(f"{api}/jobs/via-rest/logs", headers=headers).text,
          "the server copied the chief's log")
 
+    worker = wait(lambda: (r := replica(requests.get(f"{api}/jobs/via-rest", headers=headers).json(), "worker-0"))[
+        "started"] and r, "the worker of 2 GPUs runs")  # its GPUs held from its pod's start
+    assert worker["usage"]["gpu_hours"] == pytest.approx(2 * worker["usage"]["wall_seconds"] / 3600, abs=1e-6)
+    assert worker["usage"]["wall_seconds"] == pytest.approx(
+        time.time() - datetime.fromisoformat(worker["started"]).timestamp(), abs=5)
+    assert worker["usage"]["cpu_seconds"] is None  # the cluster serves no metrics API
     end(admin, "via-rest", "chief-0", 0)
     job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
     assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",

@@ -20,7 +20,7 @@ FLOORS = {
     "entry points": ["__init__", "server", "cli", "terminal", "magics", "widgets", "controllers"],
     "what they share": ["manager", "jobjson", "joblist", "rules", "client", "flags", "compare"],
     "backends": ["backends"],
-    "a job's services": ["notify", "sweep", "stacks", "scalars", "waits", "progress", "eta"],
+    "a job's services": ["notify", "sweep", "stacks", "scalars", "waits", "progress", "eta", "usage"],
     "the job and its settings": ["contract", "config", "records", "logs", "policy", "spec", "clusterenv", "repo",
                                  "code", "snapshot", "outbound"],
     "ground": ["errors", "reasons", "owners", "private", "git", "storage", "placeholders", "roles", "shard",

@@ -7,6 +7,7 @@ import {
   progressText,
   ready,
   shorten,
+  usedText,
   why
 } from '../format';
 
@@ -103,5 +104,20 @@ describe('format', () => {
       '100% (epoch 4/10, step 8/64)'
     );
     expect(progressText(null)).toBe('');
+  });
+
+  it('says what a run used, leaving out what is not known', () => {
+    const used = {
+      wall_seconds: 5.6,
+      cpu_seconds: 8.34,
+      peak_memory: 119656448,
+      gpu_hours: 0.5
+    };
+    expect(usedText(used)).toBe(
+      '6 s, 8.3 CPU-s, peak 114.1 MiB, 0.5 GPU-hours'
+    );
+    expect(
+      usedText({ ...used, cpu_seconds: null, peak_memory: null, gpu_hours: 0 })
+    ).toBe('6 s');
   });
 });

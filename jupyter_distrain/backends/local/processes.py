@@ -10,12 +10,10 @@ import signal
 import socket
 import subprocess
 from contextlib import ExitStack
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol, Sequence
 
 import psutil
 
-if TYPE_CHECKING:
-    import asyncio
 
 STARTED_TOLERANCE = 0.05  # seconds; psutil create_time is rounded
 TERMINATING = (signal.SIGTERM, signal.SIGINT)  # the signals that stop a supervisor and so its job
@@ -47,7 +45,15 @@ def signal_group(pgid: int, sig: int) -> None:
         pass
 
 
-async def stop_groups(processes: list[asyncio.subprocess.Process], grace: float) -> None:
+class GroupLeader(Protocol):
+    """A process leading a process group of its own (asyncio's, or accounted.AccountedProcess)."""
+
+    pid: int
+
+    async def wait(self) -> int: ...
+
+
+async def stop_groups(processes: Sequence[GroupLeader], grace: float) -> None:
     """SIGTERM each process's group; SIGKILL the groups of those still running after `grace` seconds."""
     import asyncio  # loaded already by whoever awaits this; the module itself stays light for the CLI
 

@@ -48,6 +48,8 @@ CREATE TABLE IF NOT EXISTS replicas (
     started REAL,
     finished REAL,
     restarts INTEGER NOT NULL DEFAULT 0,
+    cpu_seconds REAL,  -- its processes' in the run, once ended (accounted.py)
+    peak_memory INTEGER,
     PRIMARY KEY (job, name)
 );
 CREATE TABLE IF NOT EXISTS events (
@@ -63,7 +65,8 @@ CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
 CREATE INDEX IF NOT EXISTS events_by_reason ON events (reason, job);  -- each job's newest notice (`notices`)
 """
 
-ADDED_COLUMNS = {"owner": "TEXT NOT NULL DEFAULT ''", "environment": "TEXT"}
+ADDED_COLUMNS = {"jobs": {"owner": "TEXT NOT NULL DEFAULT ''", "environment": "TEXT"},
+                 "replicas": {"cpu_seconds": "REAL", "peak_memory": "INTEGER"}}
 
 
 class Store:
@@ -79,10 +82,11 @@ class Store:
         self.watching = threading.Lock()
         with self._errors():
             self.db.executescript(SCHEMA)
-            columns = {column["name"] for column in self.db.execute("PRAGMA table_info(jobs)")}
-            for column, definition in ADDED_COLUMNS.items():  # a database made before them
-                if column not in columns:
-                    self.db.execute(f"ALTER TABLE jobs ADD COLUMN {column} {definition}")
+            for table, added in ADDED_COLUMNS.items():  # a database made before them
+                columns = {column["name"] for column in self.db.execute(f"PRAGMA table_info({table})")}
+                for column, definition in added.items():
+                    if column not in columns:
+                        self.db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     @property
     def db(self) -> sqlite3.Connection:

@@ -13,7 +13,7 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,6 +28,7 @@ from ...policy import (FINISHED, STOP_REQUESTED, Decision, Event, Phase, Replica
 from ...progress import PACE_CHECK_SECONDS, Quiet, Stragglers, hung_message, last_written, several
 from ...spec import gpus, replica_name, replicas
 from . import processes, processstacks, venvs
+from .accounted import AccountedProcess, Used
 from .backend import STOP_GRACE_SECONDS, LocalBackend
 from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
 from .store import RunStore
@@ -36,13 +37,14 @@ if TYPE_CHECKING:
     from ...scalars import Scalars
 
 DRAIN_SECONDS = 5.0  # how long to wait for output of a finished replica's leftover children
+MEMORY_LOOK_SECONDS = 2.0  # how often the replicas' memory high-water marks are noted
 
 
 @dataclass
 class Running:
     """A replica's process, the pipes its stdout and stderr come through and the log pumps reading them."""
 
-    process: asyncio.subprocess.Process
+    process: AccountedProcess
     outputs: list[asyncio.ReadTransport]
     pump: asyncio.Future
 
@@ -58,6 +60,7 @@ class Supervisor:
         self.running: dict[str, Running] = {}
         self.stop_requested = asyncio.Event()
         self.fault: Decision | None = None  # what ends the job when a log cannot be written
+        self.used: dict[str, Used] = {}  # each replica's use of CPU and memory in this run (used_by)
         self.addresses: dict[str, list[str]] = {}
         self.devices: dict[str, str] = {}  # replica -> its CUDA_VISIBLE_DEVICES, kept across restarts
         self.deadline: float | None = None
@@ -105,10 +108,22 @@ class Supervisor:
             return Decision(Phase.STOPPED, reasons.STOPPED, "stopped by request before it started")
         await self.start_replicas()
         recording = asyncio.ensure_future(self.record_environment())  # it takes longer than starting them
+        looking = asyncio.ensure_future(self.look_at_memory())
         try:
             return await self.watch()
         finally:
+            looking.cancel()
             await recording
+
+    async def look_at_memory(self) -> None:
+        """Note the running replicas' memory high-water marks now and then (accounted.AccountedProcess.look)."""
+        def look() -> None:
+            for running in list(self.running.values()):
+                running.process.look()
+
+        while True:
+            await asyncio.to_thread(look)
+            await asyncio.sleep(MEMORY_LOOK_SECONDS)
 
     async def record_environment(self) -> None:
         self.store.update_job(self.name, environment=json.dumps(await asyncio.to_thread(venvs.describe, self.env_dir)))
@@ -185,10 +200,8 @@ class Supervisor:
         # wait for its pipes too, and a daemon the replica leaves behind may hold them open forever.
         pipes = [os.pipe(), os.pipe()]  # stdout, stderr: each line's log says which it came through
         try:
-            process = await asyncio.create_subprocess_exec(
-                "/bin/sh", "-c", replica_command(self.spec, role, own), cwd=self.workspace, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=pipes[0][1], stderr=pipes[1][1], start_new_session=True,
-            )
+            process = AccountedProcess(replica_command(self.spec, role, own), self.workspace, env, pipes[0][1],
+                                       pipes[1][1])
         finally:
             for _, writable in pipes:
                 os.close(writable)
@@ -304,9 +317,15 @@ class Supervisor:
         error = await asyncio.to_thread(last_error, self.log_dir / f"{name}.log") if code else ""
         self.states[name] = replace(self.states[name], phase=phase, exit_code=code, error=error)
         self.store.update_replica(self.name, name, phase=str(phase), exit_code=code, reason=reason,
-                                  finished=time.time())
+                                  finished=time.time(), **self.used_by(name, running))
         self.event(str(phase), f"exited with code {code} ({reason})" + (f": {error}" if error else ""), replica=name,
                    type="Normal" if code == 0 else "Warning")
+
+    def used_by(self, name: str, running: Running) -> dict:
+        """What the replica used in this run so far: its processes' CPU seconds, summed over its restarts, and
+        the largest resident set of any of them."""
+        self.used[name] = self.used.get(name, Used()) + running.process.used
+        return asdict(self.used[name])
 
     async def reap(self, running: Running) -> None:
         """After the replica's main process exited: kill what it left in its group, drain its output."""
@@ -329,7 +348,7 @@ class Supervisor:
             code = exit_code(await running.process.wait())
             self.states[name] = replace(self.states[name], phase=Phase.STOPPED, exit_code=code)
             self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), exit_code=code,
-                                      reason=why, finished=time.time())
+                                      reason=why, finished=time.time(), **self.used_by(name, running))
             self.event(reasons.STOPPED, why, replica=name)
 
     def finish(self, decision: Decision) -> None:
