@@ -162,8 +162,8 @@ def test_magics_help_and_unknown_commands_read_as_the_clis(kernel):
     assert helped.startswith("Usage: %distrain [OPTIONS] COMMAND [ARGS]...\n"), helped
     commands = helped.split("Commands:\n")[1]
     assert [line.split()[0] for line in commands.splitlines()] == \
-        ["delete", "finetune", "list", "logs", "stacks", "status", "stop", "submit", "sweep", "tensorboard", "webhook",
-         "why"], \
+        ["delete", "diff", "finetune", "list", "logs", "stacks", "status", "stop", "submit", "sweep", "tensorboard",
+         "webhook", "why"], \
         helped
     assert kernel.run("%distrain") == helped  # and nothing else is displayed
 
