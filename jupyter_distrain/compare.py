@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
@@ -17,6 +16,7 @@ from . import snapshot
 from .errors import DistrainError
 from .jobjson import provenance
 from .records import iso
+from .usage import rounded, seconds_between
 
 if TYPE_CHECKING:
     from .manager import JobManager
@@ -37,16 +37,15 @@ def compare(manager: JobManager, a: str, b: str) -> dict:
         "code": code(manager, jobs[0], jobs[1]),
         "packages": packages(ran[0]["packages"], ran[1]["packages"]),
         "image": {side: {"image": r["image"], "digests": r["image_digests"]} for side, r in zip(SIDES, ran)},
-        "metrics": metrics(manager, a, b),
+        "metrics": metrics(manager, jobs),
     }
 
 
 def ended(job: Mapping[str, Any]) -> dict:
     """How the job's current run went: its phase, why, and how long it ran (so far, while it runs)."""
-    started, finished = job["started"], job["finished"]
     return {"name": job["name"], "phase": job["phase"], "reason": job["reason"], "exit_code": job["exit_code"],
-            "started": iso(started), "finished": iso(finished),
-            "seconds": None if started is None else round((finished or time.time()) - started, 3)}
+            "started": iso(job["started"]), "finished": iso(job["finished"]),
+            "seconds": rounded(seconds_between(job["started"], job["finished"]))}
 
 
 def side_by_side(first: dict, second: dict) -> list[dict]:
@@ -158,23 +157,25 @@ def versions(listed: list[str]) -> dict[str, str]:
     return {name: version for name, _, version in (entry.partition("==") for entry in listed)}
 
 
-def metrics(manager: JobManager, a: str, b: str) -> dict:
+def metrics(manager: JobManager, jobs: list) -> dict:
     """Each tag either job logged, with each side's last step and value per run ({} where it has none)."""
     try:
-        logged = [manager.scalars(name) for name in (a, b)]
+        boards = [manager.backend_of(job["name"]).tensorboard(job["spec"]) for job in jobs]
+        logged = [manager.scalars_of(board, None, job["started"]) for board, job in zip(boards, jobs)]
         tags = sorted(set(logged[0]["tags"]) | set(logged[1]["tags"]))[:MAX_TAGS]
-        return {"tags": [{"tag": tag, **{side: last_points(manager, name, tag, found)
-                                         for side, name, found in zip(SIDES, (a, b), logged)}} for tag in tags],
-                "unknown": None}
+        return {"tags": [{"tag": tag, **{side: last_points(manager, board, job, found, tag)
+                                         for side, board, job, found in zip(SIDES, boards, jobs, logged)}}
+                         for tag in tags], "unknown": None}
     except DistrainError as e:
         return {"tags": [], "unknown": f"the metrics could not be read: {e}"}
 
 
-def last_points(manager: JobManager, name: str, tag: str, logged: dict) -> dict:
+def last_points(manager: JobManager, board: Any, job: Mapping[str, Any], logged: dict, tag: str) -> dict:
+    """The last point of each run of `tag` in the job's current run (`logged`: its default tag's answer)."""
     if tag not in logged["tags"]:
         return {}
-    runs = (logged if logged["tag"] == tag else manager.scalars(name, tag))["runs"]
-    return {run: {"step": points[-1][0], "value": points[-1][1]} for run, points in runs.items() if points}
+    found = logged if logged["tag"] == tag else manager.scalars_of(board, tag, job["started"])
+    return {run: {"step": points[-1][0], "value": points[-1][1]} for run, points in found["runs"].items() if points}
 
 
 def text(comparison: dict) -> str:

@@ -52,7 +52,8 @@ class AccountedProcess:
     def look(self) -> None:
         """Note its processes' high-water marks as they are now."""
         try:
-            tree = [psutil.Process(self.pid), *psutil.Process(self.pid).children(recursive=True)]
+            root = psutil.Process(self.pid)
+            tree = [root, *root.children(recursive=True)]
         except psutil.Error:
             return
         self.seen = max([self.seen, *(high_water(process.pid) or 0 for process in tree)])
