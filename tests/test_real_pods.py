@@ -663,6 +663,7 @@ def test_a_sweep_runs_its_controller_in_the_products_image_and_its_trials_as_pod
 def test_the_janitors_pod_deletes_a_job_past_its_time(cli, admin):
     """The namespace's janitor, made with the first job that has a time to be kept, runs controllers/janitor.py in a
     pod of the product's image with a service account of its own: it deletes the job whose time is over."""
+    configure(cli, janitor_schedule="0 0 1 1 *")  # its scheduled runs (every 10 min by default) never race this one
     submit(cli, {"name": "brief", "framework": "python", "command": "true", "policy": {"ttl_after_finished": "1s"}})
     batch = client.BatchV1Api(admin.api_client)
     try:
