@@ -217,6 +217,19 @@ def diff(manager: JobManager, a: str, b: str, fmt: str) -> None:
 
 
 @main.command()
+@click.option("--since", help="From when: a date or time (2026-11-01, 2026-11-01T09:00Z) or a duration before now "
+                              "(7d, 12h). Default: this month's start.")
+@click.option("--owner", help="That owner's runs alone (another owner's: an admin only).")
+@output_option
+@click.pass_obj
+def usage(manager: JobManager, since: str | None, owner: str | None, fmt: str) -> None:
+    """What runs used (GPU-hours, CPU-hours, cost at the admin's prices), deleted jobs' included: per owner with
+    their budget, per sweep, and each run."""
+    found = manager.accounts.report(since, owner)
+    click.echo(json.dumps(found, indent=2) if fmt == "json" else terminal.report_said(found))
+
+
+@main.command()
 @click.argument("name")
 @output_option
 @click.pass_obj
@@ -376,7 +389,7 @@ def webhook() -> None:
 @click.pass_obj
 def webhook_set(manager: JobManager, url: str) -> None:
     """Post the events of the jobs you submit or restart from now on to URL."""
-    manager.set_webhook(url)
+    manager.webhooks.set(url)
     click.echo("webhook set")
 
 
@@ -384,7 +397,7 @@ def webhook_set(manager: JobManager, url: str) -> None:
 @click.pass_obj
 def webhook_show(manager: JobManager) -> None:
     """Your webhook's host (not its path, which may hold a token), and whether the admin's is set."""
-    found = manager.webhook()
+    found = manager.webhooks.shown()
     click.echo(found["url"] or "none")
     if found["admin"]:
         click.echo("(every job's events also go to the admin's webhook)")
@@ -394,7 +407,7 @@ def webhook_show(manager: JobManager) -> None:
 @click.pass_obj
 def webhook_test(manager: JobManager) -> None:
     """Post a test event to your webhook, once: it says whether it was delivered, nothing more."""
-    problems = manager.test_webhook()
+    problems = manager.webhooks.test(manager.default)
     if problems:
         raise DistrainError("; ".join(problems))
     click.echo("delivered")
@@ -404,7 +417,7 @@ def webhook_test(manager: JobManager) -> None:
 @click.pass_obj
 def webhook_delete(manager: JobManager) -> None:
     """Post nothing more to your webhook (jobs submitted before keep it until they are restarted)."""
-    manager.delete_webhook()
+    manager.webhooks.delete()
     click.echo("webhook deleted")
 
 

@@ -201,6 +201,12 @@ class Client:
         their code, the packages and image that differ, each metric's last values (see `distrain diff`)."""
         return self._call("GET", "jobs/compare", a=a, b=b)
 
+    def usage(self, since: str | None = None, owner: str | None = None) -> dict:
+        """What runs used since `since` (a date or time, or a duration before now such as "7d"; default: this
+        month's start), `owner`'s alone if named: each run with its cost, the sums per owner (with their budget)
+        and per sweep (see `distrain usage`)."""
+        return self._call("GET", "usage", since=since, owner=owner)
+
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         """Where the running replicas (or only `replica`) are now: every Python thread's stack, taken at once;
         `shared` outermost frames of their training processes are the same everywhere, `differs` names the

@@ -134,6 +134,19 @@ class Distrain(Configurable):
                           "form offers next to the GPU count; on Kubernetes each becomes its replicas' node "
                           "selector and tolerations: {'a100': {'node_selector': {'gpu': 'a100'}, "
                           "'tolerations': [{'key': 'gpu', 'operator': 'Exists', 'effect': 'NoSchedule'}]}}.")
+    prices = Dict(config=True,
+                  help="What usage costs, for the usage report and each job's view: {'gpu_hour': {'a100': 2.9, "
+                       "'*': 1.1}, 'cpu_hour': 0.04, 'currency': 'USD'}; a GPU-hour by resources.gpu_type ('*' "
+                       "for any other), a CPU-hour as measured (local) or as requested (Kubernetes). Empty: no "
+                       "cost shown.")
+    budgets = Dict(config=True,
+                   help="GPU-hours each owner may use per calendar month (UTC): {'alice': 200, '*': 40} ('*' for "
+                        "every other owner). A submit or restart whose worst case (its GPUs for its whole "
+                        "policy.deadline_seconds) is more than is left is refused with the numbers, or warned of "
+                        "(budget_action). Empty: no budgets.")
+    budget_action = Enum(["refuse", "warn"], "refuse", config=True,
+                         help="What a job beyond its owner's budget meets: refused, or a warning in the form's and "
+                              "the dry run's check.")
     priority_class = Unicode(config=True, help="The PriorityClass of every replica pod of a Kubernetes job; "
                                                "empty: the cluster's default.")
     git_image = Unicode("alpine/git:2.47.2", config=True, help="Image of the init container that fetches the code.")
@@ -204,6 +217,23 @@ class Distrain(Configurable):
         except Refused as e:
             raise TraitError(f"Distrain.{name}: {e}") from None
 
+    @validate("prices")
+    def _well_formed_prices(self, proposal: Any) -> dict:
+        prices = proposal["value"]
+        per_gpu = prices.get("gpu_hour", {})
+        if set(prices) - {"gpu_hour", "cpu_hour", "currency"} or not isinstance(per_gpu, dict) or not all(
+                isinstance(price, (int, float)) and price >= 0 for price in [*per_gpu.values(),
+                                                                              prices.get("cpu_hour", 0)]):
+            raise TraitError("Distrain.prices: {'gpu_hour': {GPU type or '*': price}, 'cpu_hour': price, "
+                             "'currency': name}, prices numbers of at least 0")
+        return prices
+
+    @validate("budgets")
+    def _well_formed_budgets(self, proposal: Any) -> dict:
+        if not all(isinstance(hours, (int, float)) and hours >= 0 for hours in proposal["value"].values()):
+            raise TraitError("Distrain.budgets: {owner or '*': GPU-hours a month}, each a number of at least 0")
+        return proposal["value"]
+
     @validate("gpu_types")
     def _well_formed_gpu_types(self, proposal: Any) -> dict:
         for name, placement in proposal["value"].items():
@@ -223,7 +253,8 @@ class Distrain(Configurable):
         server (a sweep's controller): not where this server keeps or reads things."""
         here = {"backend_classes", "backend", "backends", "root", "namespace", "kubeconfig", "see_all_owners",
                 "ttl_check_interval", "janitor_schedule", "tensorboard_idle_timeout", "tensorboard_start_timeout",
-                "notify_url", "public_url", "webhook_allow_private"}  # a sweep's own hooks are in its Secret
+                "notify_url", "public_url", "webhook_allow_private",  # a sweep's own hooks are in its Secret
+                "prices", "budgets", "budget_action"}  # a sweep's budget was checked whole at its submit
         return {name: value for name, value in self.trait_values(config=True).items() if name not in here}
 
     @property

@@ -28,6 +28,10 @@ class Backend(Protocol):
     # host directories a spec may mount unless the admin names them (c.Distrain.allowed_host_paths); None: any
     default_host_paths: tuple[str, ...] | None
 
+    @property
+    def ledger(self) -> Ledger:
+        """The runs each job's life ended (usage.py), kept after the job is deleted."""
+
     @classmethod
     def from_config(cls: type[SomeBackend], config: Distrain) -> SomeBackend:
         """The backend, with its settings from `config`."""
@@ -116,3 +120,14 @@ class Backend(Protocol):
 
     def delete_credentials(self, secret: str) -> None:
         """Delete a secret."""
+
+
+class Ledger(Protocol):
+    """The usage of every run a restart or a delete ended (usage.ledger_row), every owner's, kept where the
+    backend keeps its jobs."""
+
+    def add(self, row: dict) -> None:
+        """Keep the run (once: its usage.row_key names it)."""
+
+    def since(self, moment: float) -> builtins.list[dict]:
+        """The runs kept that count since `moment` (usage.counted_since): every owner's."""

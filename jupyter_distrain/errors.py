@@ -69,6 +69,10 @@ class Unavailable(DistrainError):
     status = 503
 
 
+class Forbidden(DistrainError):
+    status = 403
+
+
 class JobConflict(DistrainError):
     status = 409
     field = "name"

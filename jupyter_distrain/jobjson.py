@@ -44,7 +44,7 @@ def job_json(job: Mapping[str, Any]) -> dict:
          **({"progress": progress_json(progress.get(r["name"]))} if progress is not None else {})}
         for r, replica_used in zip(job["replicas"], used)
     ]
-    out["usage"] = usage.of_job(job, used)
+    out["usage"] = {**usage.of_job(job, used), "cost": job.get("cost")}  # cost: in its view (JobManager.view)
     out["spec"] = job["spec"]
     out.update({key: job[key] for key in ("engine", "supervision") if key in job})
     out["provenance"] = provenance(job)

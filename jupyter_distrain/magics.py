@@ -35,6 +35,7 @@ from .flags import apply_flags, apply_sweep_flags, command_given, finetune_chang
 from .spec import SAFE_INTEGER, load, load_file
 from .stacks import text as stacks_text
 from .sweep import is_sweep
+from .terminal import report_said
 
 if TYPE_CHECKING:
     from .widgets import SweepMonitor
@@ -150,6 +151,15 @@ def stacks(magics: DistrainMagics, name: str, replica: str | None, kept: bool) -
 def diff(magics: DistrainMagics, a: str, b: str) -> None:
     """Print two jobs side by side: their ends, the spec fields, code, packages and image that differ, their metrics."""
     print(compare_text(magics.client.compare(a, b)))
+
+
+@commands.command()
+@click.option("--since", help="From when: a date or time, or a duration before now (7d). Default: this month's start.")
+@click.option("--owner", help="That owner's runs alone (another owner's: an admin only).")
+@click.pass_obj
+def usage(magics: DistrainMagics, since: str | None, owner: str | None) -> None:
+    """Print what runs used: per owner with their budget, per sweep, each run with its cost."""
+    print(report_said(magics.client.usage(since, owner)))
 
 
 @commands.command()

@@ -11,8 +11,9 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
-from . import code, notify, outbound, repo, snapshot, sweep
+from . import code, notify, repo, snapshot, sweep
 from . import spec as spec_
+from .accounting import Accounts
 from .backends import open_backend
 from .contract import Backend
 from .eta import ProgressReader, furthest_behind
@@ -44,6 +45,8 @@ class JobManager:
         self.checkouts_under = checkouts_under.resolve() if checkouts_under else None
         self.finished_metrics: OrderedDict[tuple, tuple[str | None, sweep.Points]] = OrderedDict()
         self.progress = ProgressReader()
+        self.webhooks = notify.Webhooks(config)
+        self.accounts = Accounts(self.backends, config)
 
     @classmethod
     def from_config(cls, config: Distrain, names: list[str] | None = None,
@@ -134,10 +137,11 @@ class JobManager:
                 raise SpecError([FieldError("name", f"its trials would be named {', '.join(taken[:3])}"
                                                     f"{', ...' if len(taken) > 3 else ''}, as jobs that exist are; "
                                                     "choose another name")])
+        self.accounts.refuse_over_budget(spec, self.config.owner)
         if dry_run:
             target.check(spec)
             return spec
-        return target.submit(spec, bundle, self.hooks(spec["name"], self.config.owner))
+        return target.submit(spec, bundle, self.webhooks.of_job(spec["name"], self.config.owner))
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False) -> JobRecord:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
@@ -148,14 +152,18 @@ class JobManager:
         spec = job["spec"]
         if sweep.is_sweep(spec):
             raise DistrainError(f"{name!r} is a sweep, which runs once; clone it to sweep again")
-        hooks = self.hooks(name, job["owner"])
+        hooks = self.webhooks.of_job(name, job["owner"])
         if repin:
             raw = code.unpinned(spec if raw is None else raw)
+        edited: dict | None
         if raw is not None:
-            return backend.restart(name, *self.prepare(raw, base_dir, backend.name, backend.snapshot(name)), hooks)
-        self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
-        ruled = self.rules(backend).apply(spec)
-        return backend.restart(name, ruled if ruled != spec else None, None, hooks)
+            edited, bundle = self.prepare(raw, base_dir, backend.name, backend.snapshot(name))
+        else:
+            self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
+            ruled = self.rules(backend).apply(spec)
+            edited, bundle = ruled if ruled != spec else None, None
+        self.accounts.refuse_over_budget(edited or spec, job["owner"], but=name)
+        return backend.restart(name, edited, bundle, hooks)
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
               dry_run: bool = False, reproduce: bool = False) -> JobRecord | dict:
@@ -228,6 +236,7 @@ class JobManager:
         job = self.get(name)
         if job["phase"] == Phase.RUNNING:
             job["progress"] = self.progress.of_job(self.backends[job["backend"]], name, lambda: job["spec"])
+        job["cost"] = self.accounts.cost(job)
         return job
 
     def list(self) -> list[JobSummary]:
@@ -374,12 +383,13 @@ class JobManager:
         return self.backend_of(name).waiting(name)
 
     def outlook(self, spec: dict, backend: str | None = None) -> builtins.list[FieldError]:
-        """What would keep a checked spec's job waiting were it submitted now, as warnings; a sweep's trials
-        are launched as there is room, so none for a sweep. A cluster that cannot be read for it is a warning."""
+        """What would keep a checked spec's job waiting were it submitted now, as warnings (a sweep's trials
+        are launched as there is room, so none for a sweep), and its budget problem where budgets warn. A cluster
+        that cannot be read for it is a warning."""
         if sweep.is_sweep(spec):
-            return []
+            return self.accounts.warning(spec, self.config.owner)
         try:
-            return self.target(backend).outlook(spec)
+            return [*self.accounts.warning(spec, self.config.owner), *self.target(backend).outlook(spec)]
         except DistrainError as e:
             return [FieldError("", f"whether it would wait is not known: {e}")]
 
@@ -425,41 +435,6 @@ class JobManager:
         if not (spec_.secret_name(name) and name in self.credential_names(backend)):
             raise NotFound(f"no secret named {name!r}")
         self.target(backend).delete_credentials(name)
-
-    # webhooks (notify.py): the admin's URL and each owner's own
-    def hooks(self, name: str, owner: str) -> dict | None:
-        """Where the events of job `name` of `owner` are posted, the link they carry (from c.Distrain.public_url
-        only), and whether the admin lets them go to private addresses."""
-        own = notify.OwnerWebhook(Path(self.config.root), owner).url()
-        return notify.hooks([self.config.notify_url, own or ""], self.config.public_url, name,
-                            self.config.webhook_allow_private)
-
-    @property
-    def own_webhook(self) -> notify.OwnerWebhook:
-        return notify.OwnerWebhook(Path(self.config.root), self.config.owner)
-
-    def webhook(self) -> dict:
-        """This owner's webhook as it may be shown (its host, not its path), and whether the admin's is set."""
-        url = self.own_webhook.url()
-        return {"url": outbound.shown(url) if url else None, "admin": bool(self.config.notify_url)}
-
-    def set_webhook(self, url: Any) -> None:
-        """Post this owner's jobs' events to `url` from their next submit or restart on."""
-        self.own_webhook.set(url, self.config.webhook_allow_private)
-
-    def delete_webhook(self) -> None:
-        self.own_webhook.delete()
-
-    def test_webhook(self) -> builtins.list[str]:
-        """Post a test event to this owner's webhook, once: [] if it was delivered, else notify.NOT_DELIVERED
-        alone (no status or error, which would tell what answers at internal addresses)."""
-        url = self.own_webhook.url()
-        if url is None:
-            raise NotFound("no webhook is set: set one first ('distrain webhook set')")
-        body = notify.RunEvent("", 0, "test", self.config.owner, self.default, "", event="test",
-                               message="a test from jupyter-distrain").body(self.config.public_url or None)
-        hooks = {"urls": [url], "allow_private": self.config.webhook_allow_private}
-        return [notify.NOT_DELIVERED] if notify.post(hooks, body, tries=1) else []
 
     def cluster(self, backend: str | None = None) -> dict:
         """What the backend offers, and the admin's limits on it."""

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import quote
 
-from .errors import FieldError, SpecError
+from .errors import FieldError, NotFound, SpecError
 from .outbound import TRY_SECONDS, Refused, checked, send, shown
 from .policy import Event
 from .private import read_private, write_private
@@ -79,6 +79,45 @@ def hooks(urls: list[str], public_url: str | None, name: str, allow_private: boo
         return None
     link = f"{public_url.rstrip('/')}/lab?distrain-job={quote(name)}" if public_url else None
     return {"urls": urls, "link": link, **({"allow_private": True} if allow_private else {})}
+
+
+class Webhooks:
+    """The admin's webhook and each owner's own (set, shown, tested, deleted by its owner), as a manager acting for
+    `config.owner` uses them."""
+
+    def __init__(self, config: Any):
+        """`config`: the Distrain settings (root, owner, notify_url, public_url, webhook_allow_private)."""
+        self.config = config
+        self.own = OwnerWebhook(Path(config.root), config.owner)
+
+    def of_job(self, name: str, owner: str) -> dict | None:
+        """Where the events of job `name` of `owner` are posted (see hooks)."""
+        own = OwnerWebhook(Path(self.config.root), owner).url()
+        return hooks([self.config.notify_url, own or ""], self.config.public_url, name,
+                     self.config.webhook_allow_private)
+
+    def shown(self) -> dict:
+        """This owner's webhook as it may be shown (its host, not its path), and whether the admin's is set."""
+        url = self.own.url()
+        return {"url": shown(url) if url else None, "admin": bool(self.config.notify_url)}
+
+    def set(self, url: object) -> None:
+        """Post this owner's jobs' events to `url` from their next submit or restart on."""
+        self.own.set(url, self.config.webhook_allow_private)
+
+    def delete(self) -> None:
+        self.own.delete()
+
+    def test(self, backend: str) -> list[str]:
+        """Post a test event to this owner's webhook, once: [] if it was delivered, else NOT_DELIVERED alone (no
+        status or error, which would tell what answers at internal addresses)."""
+        url = self.own.url()
+        if url is None:
+            raise NotFound("no webhook is set: set one first ('distrain webhook set')")
+        body = RunEvent("", 0, "test", self.config.owner, backend, "", event="test",
+                        message="a test from jupyter-distrain").body(self.config.public_url or None)
+        return [NOT_DELIVERED] if post({"urls": [url], "allow_private": self.config.webhook_allow_private}, body,
+                                       tries=1) else []
 
 
 @dataclass(frozen=True)

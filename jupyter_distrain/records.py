@@ -141,6 +141,7 @@ class JobRecord(JobFields, total=False):
     # its digests as the pods report them
     environment: dict
     progress: dict[str, Progress]  # while it runs (JobManager.get): each replica's whose log says
+    cost: float | None  # what its current run cost so far at the admin's prices (JobManager.view)
 
 
 @dataclass(frozen=True)

@@ -37,3 +37,11 @@ def gpu_type(spec: dict, role: str) -> str | None:
 
 def replica_name(role: str, index: int) -> str:
     return f"{role}-{index}"
+
+
+def cores(spec: dict, role: str) -> float | None:
+    """CPU cores each replica of `role` asks for (resources.cpu: 2, 0.5 or 500m), None where it names none."""
+    cpu = spec["replicas"].get(role, {}).get("resources", {}).get("cpu")
+    if cpu is None:
+        return None
+    return float(cpu[:-1]) / 1000 if isinstance(cpu, str) and cpu.endswith("m") else float(cpu)

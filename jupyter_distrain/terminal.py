@@ -111,7 +111,30 @@ def used_said(usage: dict) -> str:
         said.append(f"peak {human_bytes(usage['peak_memory'])}")
     if usage["gpu_hours"]:
         said.append(f"{usage['gpu_hours']:.3g} GPU-hours")
+    if usage.get("cost") is not None:
+        said.append(f"cost {usage['cost']:.2f}")
     return ", ".join(said)
+
+
+def report_said(report: dict) -> str:
+    """A usage report (accounting.Accounts.report) as `distrain usage` prints it: each owner's sums and budget,
+    each sweep's, then each run."""
+    currency = f" {report['currency']}" if report["currency"] else ""
+    lines = [f"Since {report['since']}:"]
+    for owner in report["owners"]:
+        budget = owner.get("budget")
+        lines.append(f"  {owner['owner'] or '(no owner)'}: {owner['runs']} runs, {owner['gpu_hours']:.3g} GPU-hours, "
+                     f"{owner['cpu_hours']:.3g} CPU-hours"
+                     + (f", cost {owner['cost']:.2f}{currency}" if owner["cost"] is not None else "")
+                     + (f"; budget {budget['gpu_hours']:g} GPU-hours this month, {budget['used']:.3g} used, "
+                        f"{budget['left']:.3g} left" if budget else ""))
+    for sweep in report["sweeps"]:
+        lines.append(f"  sweep {sweep['sweep']}: {sweep['runs']} trials' runs, {sweep['gpu_hours']:.3g} GPU-hours"
+                     + (f", cost {sweep['cost']:.2f}{currency}" if sweep["cost"] is not None else ""))
+    rows = [(run["job"], str(run["run"]), run["owner"], run["phase"], run["started"] or "", used_said(run))
+            for run in report["runs"]]
+    return "\n".join([*lines, "", *table_lines(("JOB", "RUN", "OWNER", "PHASE", "STARTED", "USED"), rows)] if rows
+                     else [*lines, "  no runs"])
 
 
 def format_line(line: LogLine, prefix: bool, timestamps: bool) -> str:
@@ -122,10 +145,14 @@ def format_line(line: LogLine, prefix: bool, timestamps: bool) -> str:
 
 
 def table(headers: tuple[str, ...], rows: list[tuple]) -> None:
+    for line in table_lines(headers, rows):
+        click.echo(line)
+
+
+def table_lines(headers: tuple[str, ...], rows: list[tuple]) -> list[str]:
     cells = [tuple(map(str, headers))] + [tuple(map(str, row)) for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
-    for row in cells:
-        click.echo("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip())
+    return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
 
 
 def age(created: str) -> str:

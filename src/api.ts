@@ -109,6 +109,9 @@ export type Backend = Cluster['default_backend'];
 export type Check = components['schemas']['Check'];
 export type Waiting = components['schemas']['Waiting'];
 export type Comparison = components['schemas']['Comparison'];
+export type UsageReport = components['schemas']['UsageReport'];
+export type UsedRun = UsageReport['runs'][number];
+export type UsageTotal = UsageReport['owners'][number];
 export type FieldError = NonNullable<
   components['schemas']['Error']['errors']
 >[number];
@@ -246,6 +249,13 @@ export const serverAPI = {
   /** Two jobs side by side: ends, spec fields, code diff, packages, image, metrics. */
   compare: (a: string, b: string): Promise<Comparison> =>
     requestAPI<Comparison>('jobs/compare' + queryString({ a, b })),
+  /**
+   * What runs used since `since` (a date or time, or a duration before now
+   * such as "7d"; default: this month's start): per owner with their budget,
+   * per sweep, and each run with its cost.
+   */
+  usage: (since?: string): Promise<UsageReport> =>
+    requestAPI<UsageReport>('usage' + queryString({ since })),
   /** Why the job waits, if it does: a sentence and the numbers behind it. */
   waiting: (name: string): Promise<Waiting> =>
     requestAPI<Waiting>(jobPath(name, 'waiting')),

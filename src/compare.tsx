@@ -3,7 +3,7 @@ import * as React from 'react';
 
 import { Comparison, Scalars, serverAPI } from './api';
 import { ScalarChart } from './charts';
-import { PhaseBadge } from './components';
+import { Head, PhaseBadge } from './components';
 import { timeLeft } from './format';
 
 type Side = Comparison['a'];
@@ -84,20 +84,6 @@ export function CompareView(props: { a: string; b: string }): JSX.Element {
         />
       )}
     </div>
-  );
-}
-
-function Head(props: { columns: string[] }): JSX.Element {
-  return (
-    <thead>
-      <tr>
-        {props.columns.map(column => (
-          <th key={column} scope="col">
-            {column}
-          </th>
-        ))}
-      </tr>
-    </thead>
   );
 }
 

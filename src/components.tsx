@@ -2,13 +2,20 @@
  * What the job list and the job view both show of a job: its phase as a badge,
  * and the buttons for what can be done to it.
  */
-import { Dialog, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import {
+  Dialog,
+  ReactWidget,
+  showDialog,
+  showErrorMessage
+} from '@jupyterlab/apputils';
 import {
   copyIcon,
   deleteIcon,
+  LabIcon,
   refreshIcon,
   stopIcon
 } from '@jupyterlab/ui-components';
+import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
 import { JobSummary, jobsAPI, Phase } from './api';
@@ -179,3 +186,40 @@ export const ScrollingTable = React.forwardRef<
     </div>
   );
 });
+
+/** A table's head row: a column header each. */
+export function Head(props: { columns: string[] }): JSX.Element {
+  return (
+    <thead>
+      <tr>
+        {props.columns.map(column => (
+          <th key={column} scope="col">
+            {column}
+          </th>
+        ))}
+      </tr>
+    </thead>
+  );
+}
+
+/**
+ * An icon button of the sidebar's toolbar: a plain button (JupyterLab's toolbar
+ * button says whether it is pressed, which a button that toggles nothing must not).
+ */
+export function sidebarButton(
+  name: string,
+  title: string,
+  icon: LabIcon,
+  onClick: () => void
+): Widget {
+  return ReactWidget.create(
+    <button
+      className={`jp-Button jp-mod-styled jp-mod-minimal jp-distrain-${name.toLowerCase()}-button`}
+      title={title}
+      aria-label={name}
+      onClick={onClick}
+    >
+      <icon.react tag="span" elementSize="small" />
+    </button>
+  );
+}

@@ -171,5 +171,8 @@ export function usedText(usage: Usage): string {
   if (usage.gpu_hours) {
     said.push(`${Number(usage.gpu_hours.toPrecision(3))} GPU-hours`);
   }
+  if (usage.cost !== null && usage.cost !== undefined) {
+    said.push(`cost ${usage.cost.toFixed(2)}`);
+  }
   return said.join(', ');
 }

@@ -11,8 +11,13 @@ import {
 import { IDefaultFileBrowser } from '@jupyterlab/filebrowser';
 import { ILauncher } from '@jupyterlab/launcher';
 import { ISettingRegistry } from '@jupyterlab/settingregistry';
-import { SidePanel } from '@jupyterlab/ui-components';
+import {
+  bellIcon,
+  SidePanel,
+  spreadsheetIcon
+} from '@jupyterlab/ui-components';
 
+import { sidebarButton } from './components';
 // Not './form': a lib/form.js left by a build before the split would win.
 import { NewJobWidget } from './form/index';
 import { JobsModel, JobsWidget, newJobButton } from './jobs';
@@ -27,9 +32,10 @@ import {
   NAMESPACE,
   showBoard,
   showTab,
-  tensorBoardTab
+  tensorBoardTab,
+  usageTab
 } from './tabs';
-import { showWebhookDialog, webhookButton } from './webhook';
+import { showWebhookDialog } from './webhook';
 
 /**
  * Plugin identifier; also the settings schema id (`schema/plugin.json`).
@@ -46,7 +52,8 @@ export const CommandIDs = {
   webhook: 'distrain:webhook',
   openLogs: 'distrain:open-logs',
   openTensorBoard: 'distrain:open-tensorboard',
-  compare: 'distrain:compare'
+  compare: 'distrain:compare',
+  usage: 'distrain:usage'
 } as const;
 
 /** What the commands share: the app, the jobs, the tabs, and the settings as they are now. */
@@ -83,7 +90,8 @@ function activate(
       views: new WidgetTracker({ namespace: `${NAMESPACE}-job` }),
       logs: new WidgetTracker({ namespace: `${NAMESPACE}-logs` }),
       boards: new WidgetTracker({ namespace: `${NAMESPACE}-tensorboard` }),
-      compares: new WidgetTracker({ namespace: `${NAMESPACE}-compare` })
+      compares: new WidgetTracker({ namespace: `${NAMESPACE}-compare` }),
+      usage: new WidgetTracker({ namespace: `${NAMESPACE}-usage` })
     },
     settings
   };
@@ -93,6 +101,7 @@ function activate(
   addOpenLogsCommand(context);
   addOpenTensorBoardCommand(context);
   addCompareCommand(context);
+  addUsageCommand(context);
   if (restorer) {
     restoreTabs(restorer, context.trackers);
   }
@@ -122,8 +131,22 @@ function addSidebar(context: IContext, restorer: ILayoutRestorer | null): void {
     newJobButton(() => void commands.execute(CommandIDs.newJob))
   );
   panel.toolbar.addItem(
+    'usage',
+    sidebarButton(
+      'Usage',
+      'What your runs used, and what is left of your budget',
+      spreadsheetIcon,
+      () => void commands.execute(CommandIDs.usage)
+    )
+  );
+  panel.toolbar.addItem(
     'webhook',
-    webhookButton(() => void commands.execute(CommandIDs.webhook))
+    sidebarButton(
+      'Webhook',
+      'Notify a webhook when your jobs end, hang or straggle',
+      bellIcon,
+      () => void commands.execute(CommandIDs.webhook)
+    )
   );
   shell.add(panel, 'left', { rank: 650 });
   restorer?.add(panel, PANEL_ID);
@@ -379,6 +402,17 @@ function addCompareCommand(context: IContext): void {
   });
 }
 
+/** The command that shows what runs used (one tab). */
+function addUsageCommand(context: IContext): void {
+  const { commands, shell } = context.app;
+  commands.addCommand(CommandIDs.usage, {
+    label: 'Show Training Usage',
+    execute: () => {
+      showTab(shell, context.trackers.usage, () => true, usageTab);
+    }
+  });
+}
+
 /** The job the user picks among the others of the list to compare `a` with; null if none. */
 async function otherJob(context: IContext, a: string): Promise<string | null> {
   const { value } = await InputDialog.getItem({
@@ -415,6 +449,10 @@ function restoreTabs(restorer: ILayoutRestorer, trackers: ITrackers): void {
     args: tab => ({ a: tab.content.a, b: tab.content.b }),
     name: tab => tab.job
   });
+  void restorer.restore(trackers.usage, {
+    command: CommandIDs.usage,
+    name: () => 'usage'
+  });
   void restorer.restore(trackers.boards, {
     command: CommandIDs.openTensorBoard,
     args: tab => ({ name: tab.job, replica: tab.replica }),
@@ -431,6 +469,7 @@ function addLaunchItems(
   for (const command of [
     CommandIDs.open,
     CommandIDs.newJob,
+    CommandIDs.usage,
     CommandIDs.webhook
   ]) {
     palette?.addItem({ command, category: 'Distributed Training' });

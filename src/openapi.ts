@@ -71,6 +71,23 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/usage': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** @description What runs used from a moment on (by default this month's start): every run counted whole in the period it ended in, those of deleted jobs and earlier runs of restarted ones included (kept in the backend's ledger as each job's life ends), each with its cost at the admin's prices; the sums per owner (with each owner's budget for this month, where the admin sets budgets) and per sweep. An owner sees their own runs; an admin (see_all_owners) every owner's. */
+    get: operations['getUsage'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/jobs/compare': {
     parameters: {
       query?: never;
@@ -632,6 +649,70 @@ export interface components {
       peak_memory: number | null;
       /** @description Its GPUs, each held from its replica's start to its end */
       gpu_hours: number | null;
+      /** @description The job's alone, in its view: what its run cost so far at the admin's prices (null without them) */
+      cost?: number | null;
+    };
+    /** @description A run's usage as the ledger keeps it, with its cost */
+    UsedRun: {
+      job: string;
+      owner: string;
+      backend: string;
+      run: number;
+      /**
+       * Format: date-time
+       * @description When its job was made
+       */
+      created: string;
+      /** @description The sweep it is a trial of */
+      trial_of: string | null;
+      phase: components['schemas']['Phase'];
+      /** Format: date-time */
+      started: string | null;
+      /** Format: date-time */
+      finished: string | null;
+      wall_seconds: number | null;
+      /** @description Measured (local backend) */
+      cpu_seconds: number | null;
+      /** @description Bytes (local backend) */
+      peak_memory: number | null;
+      gpu_hours: number | null;
+      /** @description Measured where cpu_measured, else its replicas' requested cores for as long as each ran */
+      cpu_hours: number | null;
+      cpu_measured: boolean;
+      /** @description By resources.gpu_type ("" where none is named) */
+      gpu_hours_by_type: {
+        [key: string]: number;
+      };
+      /** @description At the admin's prices; null without them */
+      cost: number | null;
+    };
+    /** @description The runs of one owner (or one sweep) summed */
+    UsageTotal: {
+      owner?: string;
+      sweep?: string;
+      runs: number;
+      gpu_hours: number;
+      cpu_hours: number;
+      cost: number | null;
+      /** @description The owner's budget this month (calendar month, UTC), where the admin sets one */
+      budget?: {
+        /** @description GPU-hours a month */
+        gpu_hours: number;
+        /** @description Used this month */
+        used: number;
+        left: number;
+      };
+    };
+    UsageReport: {
+      /** Format: date-time */
+      since: string;
+      /** Format: date-time */
+      until: string;
+      /** @description The prices' (c.Distrain.prices), if they name one */
+      currency: string | null;
+      owners: components['schemas']['UsageTotal'][];
+      sweeps: components['schemas']['UsageTotal'][];
+      runs: components['schemas']['UsedRun'][];
     };
     /** @description What the job's current run ran; what its backend does not know is null */
     Provenance: {
@@ -1562,6 +1643,34 @@ export interface operations {
       400: components['responses']['Invalid'];
       403: components['responses']['Forbidden'];
       404: components['responses']['NotFound'];
+      '5XX': components['responses']['Unavailable'];
+    };
+  };
+  getUsage: {
+    parameters: {
+      query?: {
+        /** @description A date or time in ISO 8601 (UTC unless it says), or a duration before now: 7d, 12h */
+        since?: string;
+        /** @description That owner's runs alone (another's: an admin only) */
+        owner?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description The runs and their sums */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': components['schemas']['UsageReport'];
+        };
+      };
+      400: components['responses']['Invalid'];
+      403: components['responses']['Forbidden'];
       '5XX': components['responses']['Unavailable'];
     };
   };

@@ -18,6 +18,7 @@ import { NewJobWidget } from './form/index';
 import { shorten } from './format';
 import { JobViewWidget } from './jobview';
 import { LogsWidget } from './logs';
+import { UsageWidget } from './usage';
 
 export const NAMESPACE = 'jupyter-distrain';
 
@@ -72,6 +73,8 @@ export interface ITrackers {
   boards: WidgetTracker<JobTab<IFrame>>;
   /** Comparisons, each tab's job "a:b" (no job's name holds a colon). */
   compares: WidgetTracker<JobTab<CompareWidget>>;
+  /** The usage report: one tab, its job "usage". */
+  usage: WidgetTracker<JobTab<UsageWidget>>;
 }
 
 /** Show the tab `tracker` has for it, or add the one `create` makes. */
@@ -115,6 +118,14 @@ export function compareTab(a: string, b: string): JobTab<CompareWidget> {
   const tab = new JobTab(new CompareWidget(a, b), `${a}:${b}`);
   tab.id = `${NAMESPACE}-compare-${a}-${b}`;
   tab.name(`${a} ↔ ${b}`, 'compare');
+  return tab;
+}
+
+/** The usage report as a tab. */
+export function usageTab(): JobTab<UsageWidget> {
+  const tab = new JobTab(new UsageWidget(), 'usage');
+  tab.id = `${NAMESPACE}-usage`;
+  tab.name('Usage');
   return tab;
 }
 

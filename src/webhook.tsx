@@ -1,6 +1,4 @@
 import { Dialog, ReactWidget, showDialog } from '@jupyterlab/apputils';
-import { bellIcon } from '@jupyterlab/ui-components';
-import { Widget } from '@lumino/widgets';
 import * as React from 'react';
 
 import { fieldErrors, Webhook, webhookAPI } from './api';
@@ -110,18 +108,4 @@ export function showWebhookDialog(): Promise<unknown> {
     body: ReactWidget.create(<WebhookForm />),
     buttons: [Dialog.cancelButton({ label: 'Close' })]
   });
-}
-
-/** The sidebar's button that opens it. */
-export function webhookButton(onClick: () => void): Widget {
-  return ReactWidget.create(
-    <button
-      className="jp-Button jp-mod-styled jp-mod-minimal jp-distrain-webhook-button"
-      title="Notify a webhook when your jobs end, hang or straggle"
-      aria-label="Webhook"
-      onClick={onClick}
-    >
-      <bellIcon.react tag="span" elementSize="small" />
-    </button>
-  );
 }

@@ -1,11 +1,14 @@
 """Two jobs side by side (GET jobs/compare, `distrain diff`, the panel's Compare): a job and its clone with one
 hyperparameter and one uncommitted file changed differ in exactly those, over REST, on the command line and in the
-panel, from real PyTorch training."""
+panel, from real PyTorch training. Their cost at the admin's prices in the job view, and the panel's usage report."""
 
+import json
+import os
 import re
 import shutil
 import time
 
+import pytest
 from conftest import CLI, EXAMPLES, JupyterServer, assert_nothing_left, make_checkout
 from playwright.sync_api import expect
 from test_panel import assert_accessible, lab_page, open_panel, screenshot
@@ -14,7 +17,11 @@ from jupyter_distrain import Client
 
 
 def test_a_job_and_its_clone_with_a_hyperparameter_and_a_file_changed_differ_in_exactly_those(tmp_path):
-    server = JupyterServer(tmp_path, app="lab")
+    config = tmp_path / "jupyter-config"  # the admin's prices: a CPU-hour as measured
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
+        "prices": {"cpu_hour": 3.6, "currency": "EUR"}}}))
+    server = JupyterServer(tmp_path, app="lab", env={**os.environ, "JUPYTER_CONFIG_DIR": str(config)})
     try:
         remote = tmp_path / "remote.git"
         checkout = make_checkout(server.root_dir / "work", remote)
@@ -63,6 +70,9 @@ def test_a_job_and_its_clone_with_a_hyperparameter_and_a_file_changed_differ_in_
         with lab_page(server) as page:
             open_panel(page)
             page.locator('[data-job="base"]').get_by_title("Open base").click()
+            cost = server.rest("GET", "jobs/base").json()["usage"]["cost"]
+            assert cost > 0  # its CPU seconds at 3.6 an hour
+            expect(page.locator(".jp-distrain-job-view dd.jp-distrain-usage")).to_contain_text(f"cost {cost:.2f}")
             page.locator(".jp-distrain-job-view").get_by_role("button", name="Compare…").click()
             dialog = page.locator(".jp-Dialog")
             dialog.locator("select").select_option("tuned")
@@ -77,8 +87,19 @@ def test_a_job_and_its_clone_with_a_hyperparameter_and_a_file_changed_differ_in_
             expect(view.locator(".jp-distrain-chart-legend li")).to_have_count(2, timeout=30_000)  # a line each
             screenshot(page, "panel-compare")
             assert_accessible(page, ".jp-distrain-compare-widget")
+
+            page.get_by_role("button", name="Usage").click()  # the sidebar's: both jobs' runs, their cost in all
+            report = page.locator(".jp-distrain-usage-report")
+            expect(report.locator(".jp-distrain-usage-runs tbody th")).to_have_text(["base", "tuned"], timeout=30_000)
+            expect(report.locator(".jp-distrain-usage-totals caption")).to_have_text(["By owner"])
+            expect(report.locator(".jp-distrain-usage-totals thead")).to_contain_text("Cost (EUR)")
+            screenshot(page, "panel-usage")
+            assert_accessible(page, ".jp-distrain-usage-report-widget")
         for name in ("base", "tuned"):
             assert server.rest("DELETE", f"jobs/{name}").status_code == 204
+        kept = server.rest("GET", "usage").json()  # deleted, their runs stay in the ledger
+        assert [(run["job"], run["run"]) for run in kept["runs"]] == [("base", 1), ("tuned", 1)]
+        assert kept["owners"][0]["cost"] == pytest.approx(sum(run["cost"] for run in kept["runs"]))
     finally:
         server.stop()
     assert_nothing_left(server.root)

@@ -4,7 +4,9 @@ proxy, watches that resume and a watch version that expired."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import re
 import socket
 import subprocess
@@ -17,7 +19,7 @@ from datetime import datetime
 import pytest
 import requests
 import yaml
-from conftest import CLI, JupyterServer, assert_nothing_left, wait, write_scalars
+from conftest import CLI, JupyterServer, assert_nothing_left, wait, write_scalars, write_spec
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED
 from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, chief_spec, configmap, end, pod_name, replica,
                           settings, tf_spec, wait_job)
@@ -27,6 +29,7 @@ from jupyter_distrain import storage
 from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec
 from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, listers
 from jupyter_distrain.errors import JobNotFound
+from jupyter_distrain.owners import current_owner
 
 pytestmark = pytest.mark.usefixtures("fresh_logs")
 
@@ -111,6 +114,72 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     cli("delete", "via-rest-2")
     assert requests.delete(f"{api}/jobs/via-rest", headers=headers).status_code == 204
     assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
+    assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
+
+
+def test_budgets_warn_or_refuse_with_their_numbers_and_the_ledger_keeps_a_deleted_jobs_gpu_hours(control_plane,
+                                                                                                   admin, tmp_path):
+    """The admin's prices and budgets (3 GPU-hours a month, warned of): a running job of 2 GPUs for an hour at most
+    costs its GPU-hours at their price in its view; the form's check of a second such job warns with the numbers
+    (1 GPU-hour left of 3, once the first's hour is held); a CLI whose budgets refuse refuses it, and a job of GPUs
+    with no deadline, making nothing; the first job deleted, its run is kept in the namespace's ledger, which the
+    usage report reads with its GPU-hours, cost and what is left of the budget."""
+    config = tmp_path / "jupyter-config"
+    config.mkdir()
+    distrain = {"backend": "kubernetes", "namespace": NAMESPACE, "kubeconfig": str(control_plane.kubeconfig(RESTRICTED)),
+                "default_images": {"python": CONFIGURED_IMAGE}, "prices": {"gpu_hour": {"*": 3.0}, "currency": "EUR"},
+                "budgets": {"*": 3}, "budget_action": "warn"}
+    (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": distrain}))
+    refusing = tmp_path / "refusing-config"
+    refusing.mkdir()
+    (refusing / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {**distrain, "budget_action": "refuse"}}))
+    server = JupyterServer(tmp_path, env={**os.environ, "JUPYTER_CONFIG_DIR": str(config)})
+    api, headers = f"{server.url}/distrain/api", server.headers
+    cli = CLI(server.root, tmp_path)
+    cli.env.update(JUPYTER_CONFIG_DIR=str(refusing), DISTRAIN_BACKEND="kubernetes")
+    spec = {"name": "priced", "framework": "python", "command": "python train.py",
+            "replicas": {"worker": {"resources": {"gpus": 2}}}, "policy": {"deadline_seconds": 3600}}
+    ledger = "app.kubernetes.io/component=usage-ledger"
+    admin.delete_collection_namespaced_config_map(NAMESPACE, label_selector=ledger)  # other tests' deleted jobs'
+    try:
+        assert requests.post(f"{api}/jobs", json=spec, headers=headers).status_code == 201
+        wait(lambda: replica(requests.get(f"{api}/jobs/priced", headers=headers).json(), "worker-0")["started"],
+             "the worker of 2 GPUs runs")
+        used = requests.get(f"{api}/jobs/priced", headers=headers).json()["usage"]
+        assert used["cost"] == pytest.approx(3.0 * used["gpu_hours"], abs=1e-4) and used["gpu_hours"] > 0
+
+        second = {**spec, "name": "second"}
+        verdict = requests.post(f"{api}/check", json=second, headers=headers).json()
+        assert verdict["errors"] == [] and verdict["spec"]["name"] == "second", verdict
+        [warned] = [w for w in verdict["warnings"] if w["path"] == "policy.deadline_seconds"]
+        assert re.fullmatch(
+            r"the job may use 2\.00 GPU-hours \(2 GPUs for its deadline of 1 h\), more than is left; "
+            rf"{current_owner()} may use 3 GPU-hours a month: 0\.0\d used this month, [12]\.\d\d held by unfinished "
+            r"jobs \(their GPUs to their deadlines\), 1\.0\d left", warned["message"]), warned
+        refused = cli("submit", "-f", str(write_spec(tmp_path / "second", second)), check=False)
+        assert refused.returncode != 0 and warned["message"].split(";")[0] in refused.stderr, refused.stderr
+        endless = {**spec, "name": "endless", "policy": {}}
+        refused = cli("submit", "-f", str(write_spec(tmp_path / "endless", endless)), check=False)
+        assert refused.returncode != 0 and "a job of 2 GPUs needs a deadline under a budget" in refused.stderr
+        assert {j["name"] for j in cli.json("list")} == {"priced"}
+
+        assert requests.delete(f"{api}/jobs/priced", headers=headers).status_code == 204
+        report = requests.get(f"{api}/usage", headers=headers).json()
+        [run] = report["runs"]
+        assert (run["job"], run["run"], run["phase"], run["cpu_measured"]) == ("priced", 1, "Stopped", False)
+        assert run["gpu_hours"] == pytest.approx(2 * run["wall_seconds"] / 3600, abs=1e-6) and run["gpu_hours"] > 0
+        assert run["cost"] == pytest.approx(3.0 * run["gpu_hours"], abs=1e-4) and report["currency"] == "EUR"
+        [owner] = report["owners"]
+        assert owner["budget"] == {"gpu_hours": 3, "used": run["gpu_hours"],
+                                   "left": pytest.approx(3 - run["gpu_hours"], abs=1e-6)}
+        [kept] = admin.list_namespaced_config_map(NAMESPACE, label_selector=ledger).items
+        [(key, row)] = kept.data.items()  # the run's key: its job, when the job was made (ms), its run
+        assert re.fullmatch(r"priced\.\d{13}\.1", key) and json.loads(row)["gpu_hours"] == run["gpu_hours"], key
+        assert requests.get(f"{api}/usage?since=nonsense", headers=headers).status_code == 400
+    finally:
+        cli("delete", "priced", check=False)
+        server.stop()
+        admin.delete_collection_namespaced_config_map(NAMESPACE, label_selector=ledger)
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
 
 

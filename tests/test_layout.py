@@ -18,7 +18,7 @@ MAX_FUNCTION_LINES = 60
 # the ones below. A name stands for its package's modules too, unless one of them is named on another floor.
 FLOORS = {
     "entry points": ["__init__", "server", "cli", "terminal", "magics", "widgets", "controllers"],
-    "what they share": ["manager", "jobjson", "joblist", "rules", "client", "flags", "compare"],
+    "what they share": ["manager", "jobjson", "joblist", "rules", "client", "flags", "compare", "accounting"],
     "backends": ["backends"],
     "a job's services": ["notify", "sweep", "stacks", "scalars", "waits", "progress", "eta", "usage"],
     "the job and its settings": ["contract", "config", "records", "logs", "policy", "spec", "clusterenv", "repo",

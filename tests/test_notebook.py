@@ -163,7 +163,7 @@ def test_magics_help_and_unknown_commands_read_as_the_clis(kernel):
     commands = helped.split("Commands:\n")[1]
     assert [line.split()[0] for line in commands.splitlines()] == \
         ["delete", "diff", "finetune", "list", "logs", "stacks", "status", "stop", "submit", "sweep", "tensorboard",
-         "webhook", "why"], \
+         "usage", "webhook", "why"], \
         helped
     assert kernel.run("%distrain") == helped  # and nothing else is displayed
 

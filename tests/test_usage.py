@@ -1,10 +1,15 @@
 """What a job used, against what its processes say they used themselves (getrusage): each replica's CPU seconds,
-its own and its child process's, and its largest resident set, within 2%."""
+its own and its child process's, and its largest resident set, within 2%; each run kept in the ledger as a restart
+and a delete end it, and the report of them with their cost at the admin's prices."""
 
 import json
 import re
 
+import pytest
 from conftest import assert_nothing_left, write_spec
+from traitlets import TraitError
+
+from jupyter_distrain.config import Distrain
 
 BURN = """
 import json, resource, subprocess, sys, time
@@ -47,5 +52,42 @@ def test_each_replicas_cpu_seconds_and_peak_memory_are_its_processes_own(cli, tm
     assert total["peak_memory"] == max(r["usage"]["peak_memory"] for r in job["replicas"])
     assert "Used:" in cli("get", "burn").stdout
     print({name: (own, next(r["usage"] for r in job["replicas"] if r["name"] == name)) for name, own in said.items()})
+
+    config = tmp_path / "jupyter-config"  # the admin's prices: a CPU-hour measured, 3.6 a second's thousandth
+    config.mkdir()
+    (config / "jupyter_server_config.json").write_text(json.dumps({"Distrain": {
+        "prices": {"cpu_hour": 3.6, "currency": "EUR"}}}))
+    cli.env["JUPYTER_CONFIG_DIR"] = str(config)
+    assert cli.json("get", "burn")["usage"]["cost"] == pytest.approx(total["cpu_seconds"] / 1000, abs=1e-3)
+    assert "cost " in cli("get", "burn").stdout
+    assert cli("restart", "burn", "--follow").returncode == 0
+    again = cli.json("get", "burn")["usage"]
     cli("delete", "burn")
+
+    report = cli.json("usage")  # both runs, kept as the restart and the delete ended them
+    assert [(run["job"], run["run"], run["phase"]) for run in report["runs"]] == [("burn", 1, "Succeeded"),
+                                                                                  ("burn", 2, "Succeeded")]
+    for run, used in zip(report["runs"], (total, again)):
+        assert (run["cpu_seconds"], run["peak_memory"], run["gpu_hours"]) == (
+            used["cpu_seconds"], used["peak_memory"], used["gpu_hours"])
+        assert run["cpu_measured"] and run["cost"] == pytest.approx(run["cpu_seconds"] / 1000, abs=1e-3)
+    [owner] = report["owners"]
+    assert owner["runs"] == 2 and owner["cost"] == pytest.approx(sum(run["cost"] for run in report["runs"]))
+    assert report["currency"] == "EUR" and report["sweeps"] == [] and "budget" not in owner
+    said = cli("usage").stdout
+    assert re.search(r"2 runs, 0 GPU-hours, [0-9.]+ CPU-hours, cost [0-9.]+ EUR", said), said
+    assert [line.split()[:2] for line in said.splitlines() if line.startswith("burn")] == [["burn", "1"],
+                                                                                          ["burn", "2"]]
+    assert cli.json("usage", "--since", "2999-01-01")["runs"] == []  # runs that ended before: none
+    for args, why in ((("--since", "yesterday"), "'yesterday' is neither a date"),
+                      (("--owner", "someone-else"), "only an admin")):
+        refused = cli("usage", *args, check=False)
+        assert refused.returncode != 0 and why in refused.stderr, refused.stderr
     assert_nothing_left(cli.root, timeout=0)
+
+
+@pytest.mark.parametrize("settings", [{"prices": {"gpu_hour": 2.9}}, {"prices": {"cpu_hour": -1}},
+                                      {"prices": {"gpu": {"*": 1}}}, {"budgets": {"alice": "lots"}}])
+def test_prices_and_budgets_of_another_shape_are_refused_naming_the_setting(settings):
+    with pytest.raises(TraitError, match=rf"Distrain\.{next(iter(settings))}: "):
+        Distrain(**settings)

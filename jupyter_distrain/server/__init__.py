@@ -76,6 +76,7 @@ def routes() -> list[tuple]:
         (f"{api}/jobs", handlers.JobsHandler),
         (f"{api}/job-changes", handlers.JobChangesHandler),
         (f"{api}/check", handlers.CheckHandler),
+        (f"{api}/usage", handlers.UsageHandler),
         (f"{api}/jobs/compare", handlers.CompareHandler),  # before a job's: no job is named compare (the schema)
         (f"{job}", handlers.JobHandler),
         (f"{job}/stop", handlers.StopHandler),

@@ -165,6 +165,15 @@ class CompareHandler(DistrainHandler):
         self.reply(await call(compare.compare, self.manager, *names))
 
 
+class UsageHandler(DistrainHandler):
+    query_params = ("since", "owner")
+
+    async def get(self) -> None:
+        """What runs used since ?since= (default: this month's start), ?owner='s alone if named (accounting.py)."""
+        self.reply(await call(self.manager.accounts.report, self.get_query_argument("since", None),
+                              self.get_query_argument("owner", None)))
+
+
 class JobHandler(DistrainHandler):
     query_params = ("purge_output",)
 
@@ -348,22 +357,22 @@ class WebhookHandler(DistrainHandler):
     """This owner's webhook: set, shown by its host only, tested, deleted."""
 
     async def get(self) -> None:
-        self.reply(await call(self.manager.webhook))
+        self.reply(await call(self.manager.webhooks.shown))
 
     async def put(self) -> None:
         body = self.body()
         if body is None:
             raise ApiError(400, {"message": "the body must be an object with the webhook's url"})
-        await call(self.manager.set_webhook, body.get("url"))
+        await call(self.manager.webhooks.set, body.get("url"))
         self.set_status(204)
         self.finish()
 
     async def post(self) -> None:
         """Post a test event to it: ["not delivered"] if it was not, [] if it was; nothing more."""
-        self.reply({"problems": await call(self.manager.test_webhook)})
+        self.reply({"problems": await call(self.manager.webhooks.test, self.manager.default)})
 
     async def delete(self) -> None:
-        await call(self.manager.delete_webhook)
+        await call(self.manager.webhooks.delete)
         self.set_status(204)
         self.finish()
 

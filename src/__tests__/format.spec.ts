@@ -119,5 +119,8 @@ describe('format', () => {
     expect(
       usedText({ ...used, cpu_seconds: null, peak_memory: null, gpu_hours: 0 })
     ).toBe('6 s');
+    expect(usedText({ ...used, cost: 1.5 })).toBe(
+      '6 s, 8.3 CPU-s, peak 114.1 MiB, 0.5 GPU-hours, cost 1.50'
+    );
   });
 });

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Callable, Iterator
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
-from ... import logs, notify, reasons
+from ... import logs, notify, reasons, usage
 from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
@@ -61,6 +61,7 @@ from .companions import Companions
 from .controller import NamespaceController
 from .credentials import CredentialStore
 from .engines import Engines
+from .ledger import ConfigMapLedger
 from .logcopy import READER_TIMEOUT, LogCopier
 from .naming import SWEEP
 from .objects import NamespaceObjects, owner_of
@@ -96,6 +97,7 @@ class KubeBackend:
         self.replica_stacks = ReplicaStacks(self.objects, self.observer)
         self.why = WhyItWaits(self.objects, self.engines, self.observer)
         self.companions = Companions(self.objects)
+        self.ledger = ConfigMapLedger(self.objects)
         self.notifier = notify.Notifier(self._post_failed)  # the posts of its jobs' events (`tell`)
         self.controller: NamespaceController | None = None  # while started
 
@@ -369,7 +371,7 @@ class KubeBackend:
         spec = spec or old
         if spec["name"] != name:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
-        self._stop(name)
+        usage.keep(self.ledger, self._stop(name))
         self._wait_gone(name)
         engine = engine_of(self.objects.job_root_fresh(name))
         self.check(spec, new_job=False, engine=engine)
@@ -430,7 +432,7 @@ class KubeBackend:
         """Stop the job until its pods are gone, with `purge_output` delete its output, then delete its
         ConfigMap: the garbage collector deletes every object it owns."""
         with self.objects.changing(name):
-            self._stop(name)
+            usage.keep(self.ledger, self._stop(name))
             self._wait_gone(name)
             if purge_output:
                 self._purge_output(name)

@@ -107,8 +107,9 @@ def janitor() -> list[dict]:
     time to be kept as `distrain delete` would: stopped first (a job whose end the engine reports but no one recorded;
     a sweep, then its trials), then its ConfigMap deleted, the garbage collector deleting what it owned."""
     return merged([
-        # every owner's jobs: their ConfigMaps listed (their status says which are past their time), read, deleted
-        rule("", ["configmaps"], ["get", "list", "delete"]),
+        # every owner's jobs: their ConfigMaps listed (their status says which are past their time), read, deleted;
+        # each one's last run kept in the usage ledger (ledger.py: its ConfigMap made, or a run added to it)
+        rule("", ["configmaps"], ["get", "list", "delete", "create", "patch"]),
         # their state, read from watches, and a delete waits until their pods and the engine's object are gone
         *observing(), *watching(),
         *stopping(),

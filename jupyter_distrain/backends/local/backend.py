@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, NamedTuple, cast
 
 import psutil
 
-from ... import logs, notify, reasons, snapshot, stacks, storage, waits
+from ... import logs, notify, reasons, snapshot, stacks, storage, usage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Phase, run_ended
 from ...private import read_private, write_private
@@ -289,8 +289,7 @@ class LocalBackend(CredentialStore):
             job = self.get(name, events=0)
             spec = spec or job["spec"]
             self.check(spec, job["owner"])
-            if job["phase"] not in FINISHED:
-                self._stop(name)
+            usage.keep(self.ledger, self._stop(name))  # its run ended: stopped if it runs
             self._keep_snapshot(spec, snapshot)
             self._keep_hooks(name, hooks)
             self.store.reset_job(name, spec, str(self.output_dir(spec, job["owner"])), replicas(spec))
@@ -335,6 +334,7 @@ class LocalBackend(CredentialStore):
         its files go before its records, which then have room to go too."""
         with self.changing(name):
             job = self._stop(name)
+            usage.keep(self.ledger, job)
             output = Path(job["output_dir"]).resolve()
             if purge_output and self.purgeable(output, job["owner"]):
                 shutil.rmtree(output, ignore_errors=True)

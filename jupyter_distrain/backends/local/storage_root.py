@@ -26,7 +26,7 @@ from pathlib import Path
 from ... import storage
 from ...errors import FieldError, JobNotFound
 from ...owners import current_owner, sees
-from .store import Store
+from .store import Store, StoreLedger
 
 
 class StorageRoot:
@@ -36,6 +36,7 @@ class StorageRoot:
         with `others_outputs`."""
         self.root = Path(root).resolve()
         self.store = Store(self.root / "jobs.sqlite")
+        self.ledger = StoreLedger(self.store)
         self.owner = owner or current_owner()
         self.see_all = see_all
         self.others_outputs = others_outputs

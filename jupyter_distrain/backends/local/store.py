@@ -13,6 +13,7 @@ from typing import Any, Iterator, cast
 from ...errors import StorageError, StorageFull
 from ...reasons import NOTICES
 from ...records import Notice, running_notice
+from ...usage import row_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -61,6 +62,12 @@ CREATE TABLE IF NOT EXISTS events (
     reason TEXT NOT NULL,
     message TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS ledger (  -- the runs a restart or a delete ended (StoreLedger), kept after their job
+    key TEXT PRIMARY KEY,
+    finished REAL,
+    row TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS ledger_by_end ON ledger (finished);
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
 CREATE INDEX IF NOT EXISTS events_by_reason ON events (reason, job);  -- each job's newest notice (`notices`)
 """
@@ -275,3 +282,17 @@ class RunStore:
         self.store._run(f"INSERT INTO events (job, time, type, replica, reason, message) SELECT ?, ?, ?, ?, ?, ? "
                         f"WHERE {self.ON_RUN}", (job, time.time(), type, replica, reason, message, job, self.run))
 
+
+class StoreLedger:
+    """contract.Ledger in the job database: every owner's runs, as usage.ledger_row made them."""
+
+    def __init__(self, store: Store):
+        self.store = store
+
+    def add(self, row: dict) -> None:
+        self.store._run("INSERT OR REPLACE INTO ledger VALUES (?, ?, ?)",
+                        (row_key(row), row["finished"], json.dumps(row)))
+
+    def since(self, moment: float) -> list[dict]:
+        return [json.loads(found["row"]) for found in
+                self.store._run("SELECT row FROM ledger WHERE finished IS NULL OR finished >= ?", (moment,))]

@@ -1,0 +1,80 @@
+"""What runs used, across every backend a manager holds: the runs their ledgers kept (each backend keeps a run as a
+restart or a delete ends it: usage.keep) with the current runs of the jobs that exist, reported from a moment on; a
+job's cost; the budget a new run must fit. The sums and rules are usage.py's."""
+
+from __future__ import annotations
+
+import builtins  # `list` is also a method name below
+import time
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from . import usage
+from .errors import FieldError, Forbidden, SpecError
+from .owners import sees
+from .policy import FINISHED
+from .records import JobRecord
+from .sweep import is_sweep
+
+if TYPE_CHECKING:
+    from .config import Distrain
+    from .contract import Backend
+
+
+class Accounts:
+    """The usage of the jobs of `backends`, as the owner of `config` (an admin: every owner) sees it."""
+
+    def __init__(self, backends: dict[str, Backend], config: Distrain):
+        self.backends, self.config = backends, config
+
+    def runs_since(self, moment: float, owner: str | None = None) -> builtins.list[dict]:
+        """Every run counted since `moment` (usage.counted_since) that this manager's owner sees, or `owner`'s
+        alone: those kept in the ledgers, and the current runs of the jobs that exist (sweeps' own left out)."""
+        if owner not in (None, self.config.owner) and not self.config.see_all_owners:
+            raise Forbidden("only an admin (c.Distrain.see_all_owners) sees another owner's usage")
+        runs: dict[str, dict] = {}
+        for backend in self.backends.values():
+            current = (backend.get(job["name"], events=0) for job in backend.list()
+                       if usage.counted_since(job, moment) and (owner is None or job["owner"] == owner))
+            for row in [*backend.ledger.since(moment),
+                        *(usage.ledger_row(job) for job in current if not is_sweep(job["spec"]))]:
+                if sees(self.config.owner, row["owner"], self.config.see_all_owners) and owner in (None, row["owner"]):
+                    runs[usage.row_key(row)] = row
+        return list(runs.values())
+
+    def report(self, since: str | None = None, owner: str | None = None) -> dict:
+        """usage.report of the runs since `since` (usage.moment_of; default: this month's start), `owner`'s alone
+        if named."""
+        now = time.time()
+        month = usage.month_start(now)
+        moment = month if since is None else usage.moment_of(since, now)
+        return usage.report(self.runs_since(min(moment, month), owner), moment, now, self.config.prices,
+                            self.config.budgets)
+
+    def cost(self, job: JobRecord) -> float | None:
+        """What the job's current run cost so far, at the admin's prices (None without them)."""
+        return usage.cost(usage.ledger_row(job), self.config.prices) if self.config.prices else None
+
+    def budget_problem(self, spec: dict, owner: str, but: str | None = None) -> FieldError | None:
+        """Why a job of `spec` does not fit `owner`'s budget (usage.budget_problem): this month's runs counted, and
+        what the owner's unfinished jobs may still use (but job `but`'s, which a restart ends)."""
+        if usage.budget_of(self.config.budgets, owner) is None or not usage.gpu_count(spec):
+            return None
+        now = time.time()
+        used = sum(row["gpu_hours"] or 0 for row in self.runs_since(usage.month_start(now), owner))
+        jobs = [job for backend in self.backends.values() for job in backend.list() if job["owner"] == owner]
+        launched = Counter(job["trial_of"] for job in jobs)
+        held = sum(usage.held(self.backends[job["backend"]].get(job["name"], events=0), now, launched[job["name"]])
+                   for job in jobs if job["phase"] not in FINISHED and job["name"] != but)
+        return usage.budget_problem(spec, owner, self.config.budgets, used, held)
+
+    def refuse_over_budget(self, spec: dict, owner: str, but: str | None = None) -> None:
+        """Refuse a job beyond its owner's budget (SpecError, with the numbers), unless the admin's budgets only
+        warn (see `warning`)."""
+        if self.config.budget_action == "refuse" and (problem := self.budget_problem(spec, owner, but)):
+            raise SpecError([problem])
+
+    def warning(self, spec: dict, owner: str) -> builtins.list[FieldError]:
+        """Where the admin's budgets warn, the job's budget problem as a warning."""
+        problem = self.budget_problem(spec, owner) if self.config.budget_action == "warn" else None
+        return [problem] if problem else []
