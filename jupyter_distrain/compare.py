@@ -15,7 +15,7 @@ from . import git as git_
 from . import snapshot
 from .errors import DistrainError
 from .jobjson import provenance
-from .records import iso
+from .records import iso, value_said
 from .usage import rounded, seconds_between
 
 if TYPE_CHECKING:
@@ -221,4 +221,5 @@ def shown(value: Any) -> str:
 
 
 def points_said(points: dict) -> str:
-    return ", ".join(f"{run} {point['value']:.4g} (step {point['step']:g})" for run, point in points.items()) or "-"
+    return ", ".join(f"{run} {value_said(point['value'])} (step {point['step']:g})"
+                     for run, point in points.items()) or "-"

@@ -182,3 +182,9 @@ def summary(job: JobRecord) -> JobSummary:
     return cast(JobSummary, {**{key: job[key] for key in STATE_FIELDS},  # type: ignore[literal-required]
                              "replica_phases": dict(Counter(r["phase"] for r in job["replicas"])),
                              "trial_of": job["spec"].get("trial_of")})
+
+
+def value_said(value: float | None) -> str:
+    """A scalar's value in four significant digits; "not a number" where it had none (a NaN or an infinity, which
+    the scalars endpoint answers as null)."""
+    return "not a number" if value is None else f"{value:.4g}"

@@ -14,6 +14,7 @@ without its loaders, which would import TensorFlow into the Jupyter server.
 from __future__ import annotations
 
 import json
+import math
 import os
 import struct
 import threading
@@ -230,15 +231,15 @@ def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], sin
     current run started (`since`, None: all of them), in `earlier` those written before, a list per earlier
     run of the job (a new one wherever the step does not advance: a replica that started again); in `rates`,
     each run's steps per second (step_rate) in the current run."""
-    runs: dict[str, list[list[float]]] = {}
-    earlier: dict[str, list[list[list[float]]]] = {}
+    runs: dict[str, list[list[float | None]]] = {}
+    earlier: dict[str, list[list[list[float | None]]]] = {}
     rates: dict[str, float] = {}
     for run, found in points.items():
         found = sorted(found, key=lambda point: point[0])  # several files of a directory: in the order written
-        before = [(step, value) for wall, step, value in found if since is not None and wall < since]
+        before = [(step, finite(value)) for wall, step, value in found if since is not None and wall < since]
         current = [point for point in found if since is None or point[0] >= since]
         if current:
-            runs[run] = [[step, value] for _, step, value in current]
+            runs[run] = [[step, finite(value)] for _, step, value in current]
         if (rate := step_rate(current)) is not None:
             rates[run] = rate
         for i, (step, value) in enumerate(before):
@@ -246,6 +247,11 @@ def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], sin
                 earlier.setdefault(run, []).append([])
             earlier[run][-1].append([step, value])
     return {"tags": tags, "tag": tag, "runs": runs, "earlier": earlier, "rates": rates}
+
+
+def finite(value: float) -> float | None:
+    """A value as JSON can carry it: a NaN or an infinity (a diverging loss) as None."""
+    return value if math.isfinite(value) else None
 
 
 def step_rate(points: list[Point]) -> float | None:

@@ -10,6 +10,7 @@ import click
 from .eta import said
 from .logs import LogLine
 from .policy import running, shown_reason
+from .records import value_said
 
 PHASE_COLORS = {"Succeeded": "green", "Failed": "red", "Running": "blue", "Pending": "yellow", "Stopped": "magenta"}
 
@@ -81,7 +82,7 @@ def last_values(found: dict) -> str:
     last = [(run, *points[-1]) for run, points in found.get("runs", {}).items()]
     if not last:
         return ""
-    return f"{found['tag']}: " + ", ".join(f"{run} {value:.4g} (step {step:g})" for run, step, value in last)
+    return f"{found['tag']}: " + ", ".join(f"{run} {value_said(value)} (step {step:g})" for run, step, value in last)
 
 
 def provenance_lines(provenance: dict) -> Iterator[tuple[str, str]]:

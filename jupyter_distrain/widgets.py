@@ -26,6 +26,7 @@ from .client import Client, Job
 from .errors import DistrainError, SpecError
 from .flags import volume_source
 from .policy import FINISHED
+from .records import value_said
 
 LOG_TAIL_LINES = 200
 STATUS_SECONDS = 1.0
@@ -187,19 +188,20 @@ def chart_html(scalars: dict) -> str:
         return ""
     tag = html.escape(scalars["tag"])
     steps = [step for points in runs.values() for step, _ in points]
-    values = [value for points in runs.values() for _, value in points]
+    values = [value for points in runs.values() for _, value in points if value is not None] or [0.0]
     x0, x1, y0, y1 = min(steps), max(steps), min(values), max(values)
     lines, legend = [], []
     for (run, points), color in zip(runs.items(), itertools.cycle(CHART_COLORS)):
+        finite = [(step, value) for step, value in points if value is not None]  # not a number: not drawn
         drawn = " ".join(f"{scaled(step, x0, x1, CHART_WIDTH):.1f},"
-                         f"{CHART_HEIGHT - scaled(value, y0, y1, CHART_HEIGHT):.1f}" for step, value in points)
-        dot = len(points) == 1
+                         f"{CHART_HEIGHT - scaled(value, y0, y1, CHART_HEIGHT):.1f}" for step, value in finite)
+        dot = len(finite) == 1
         lines.append(f"<polyline data-run='{html.escape(run)}' fill='none' stroke='{color}' "
                      f"stroke-width='{6 if dot else 1.5}' stroke-linecap='round' vector-effect='non-scaling-stroke' "
                      f"points='{f'{drawn} {drawn}' if dot else drawn}'/>")
         step, value = points[-1]
         legend.append(f"<li data-run='{html.escape(run)}'><span class='jp-distrain-chart-swatch' "
-                      f"style='background: {color}'></span>{html.escape(run)}: {value:.4g} at step {step:g}</li>")
+                      f"style='background: {color}'></span>{html.escape(run)}: {value_said(value)} at step {step:g}</li>")
     return (f"<div class='jp-distrain-scalars'><div class='jp-distrain-chart-frame'>"
             f"<div class='jp-distrain-chart-y'><span>{short(y1)}</span><span>{tag}</span><span>{short(y0)}</span></div>"
             f"<svg class='jp-distrain-chart' viewBox='0 0 {CHART_WIDTH} {CHART_HEIGHT}' preserveAspectRatio='none' "

@@ -13,7 +13,8 @@ const COLORS = [
   'var(--jp-ui-font-color2)'
 ];
 
-type Points = number[][];
+/** [step, value] points; a value that was not a finite number (a diverging loss) is null, and not drawn. */
+type Points = (number | null)[][];
 
 /**
  * One tag of a job's scalars, a line per run (replica) over the steps, with
@@ -111,7 +112,7 @@ export function ScalarChart(props: {
                 className="jp-distrain-chart-swatch"
                 style={{ background: color(run) }}
               />
-              {run}: {value.toPrecision(4)} at step {step}
+              {run}: {valueText(value, 4)} at step {step}
             </li>
           );
         })}
@@ -160,7 +161,7 @@ export function Sparkline(props: { scalars?: Scalars }): JSX.Element | null {
   return (
     <span
       className="jp-distrain-sparkline"
-      title={`${props.scalars?.tag} of ${run}: ${value} at step ${step}`}
+      title={`${props.scalars?.tag} of ${run}: ${valueText(value, 6)} at step ${step}`}
     >
       {props.scalars?.tag}
       <svg viewBox="0 0 64 14" preserveAspectRatio="none" aria-hidden="true">
@@ -170,9 +171,14 @@ export function Sparkline(props: { scalars?: Scalars }): JSX.Element | null {
           points={scaled(points, 64, 14).line(points)}
         />
       </svg>
-      {value.toPrecision(3)}
+      {valueText(value, 3)}
     </span>
   );
+}
+
+/** A value in `digits` significant digits; "not a number" where it had none. */
+function valueText(value: number | null, digits: number): string {
+  return value === null ? 'not a number' : value.toPrecision(digits);
 }
 
 /** A value in three significant digits, without trailing zeros. */
@@ -186,8 +192,9 @@ function short(value: number): string {
  * ranges.
  */
 function scaled(points: Points, width: number, height: number) {
-  const steps = points.map(([step]) => step);
-  const values = points.map(([, value]) => value);
+  const drawn = points.filter(([, value]) => value !== null) as number[][];
+  const steps = points.map(([step]) => step as number);
+  const values = drawn.length ? drawn.map(([, value]) => value) : [0];
   const [x0, x1] = [Math.min(...steps), Math.max(...steps)];
   const [y0, y1] = [Math.min(...values), Math.max(...values)];
   const x = (step: number) =>
@@ -195,6 +202,9 @@ function scaled(points: Points, width: number, height: number) {
   const y = (value: number) =>
     y1 > y0 ? height - ((value - y0) / (y1 - y0)) * height : height / 2;
   const line = (run: Points) =>
-    run.map(([s, v]) => `${x(s)},${y(v)}`).join(' ');
+    run
+      .filter(([, v]) => v !== null)
+      .map(([s, v]) => `${x(s as number)},${y(v as number)}`)
+      .join(' ');
   return { line, x0, x1, y0, y1 };
 }

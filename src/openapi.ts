@@ -780,7 +780,7 @@ export interface components {
       }[];
     };
     /** @description [step, value] points of a scalar, oldest first */
-    Points: number[][];
+    Points: (number | null)[][];
     Replica: {
       name: string;
       role: string;
@@ -1055,7 +1055,8 @@ export interface components {
     LastPoints: {
       [key: string]: {
         step: number;
-        value: number;
+        /** @description null: not a finite number */
+        value: number | null;
       };
     };
     /** @description A job's code: `path` alone for a directory (null: no code); else the repository and what its ref names now */

@@ -57,6 +57,21 @@ def test_runs_tags_and_both_kinds_of_scalar(tmp_path):
                                                           "rates": {}}
 
 
+def test_a_diverging_loss_is_answered_as_null_where_it_is_not_a_number(tmp_path):
+    """A NaN or an infinity (a loss that diverged) is null in the answer, which strict JSON then carries (it refuses
+    NaN: a job whose loss diverged answered 500), and the CLI and the widgets say so; the chart draws the rest."""
+    from jupyter_distrain.server.base import strict_json
+    from jupyter_distrain.terminal import last_values
+    from jupyter_distrain.widgets import chart_html
+
+    write_scalars(tmp_path / "worker-0", "loss", [0.5, float("nan"), float("inf")])
+    found = scalars.Scalars().of(tmp_path)
+    assert found["runs"] == {"worker-0": [[0, 0.5], [1, None], [2, None]]}
+    assert '"worker-0": [[0, 0.5], [1, null], [2, null]]' in strict_json(found)
+    assert last_values(found) == "loss: worker-0 not a number (step 2)"
+    assert "worker-0: not a number at step 2" in chart_html(found) and "points='0.0,70.0 0.0,70.0'" in chart_html(found)
+
+
 def test_each_runs_pace_is_its_steps_per_second_over_its_last_minute(tmp_path):
     """A run that slowed down is judged by its last minute; one point, or points of one moment, make no pace;
     an earlier run's points count for nothing."""
