@@ -29,6 +29,9 @@ STAMPED = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z[ !]")  # a log fi
 MAX_ERROR = 200  # characters of a failed replica's error line (error_line)
 ERROR_TAIL = 64 * 1024  # bytes at the end of a failed replica's log searched for it
 TRACEBACK = "Traceback (most recent call last):"
+# the exceptions launchers raise when a process they started failed: that process's own is the cause
+LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",  # torchrun's
+                   "subprocess.CalledProcessError")  # accelerate launch's, and other wrappers in Python
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # terminal colours, control characters
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it wakes the run's followers
@@ -184,9 +187,10 @@ def last_error(path: Path) -> str:
 
 def error_line(output: bytes) -> str:
     """The line of a failed program's last output that says why it failed: the exception line of its last Python
-    traceback, else its last line that is not blank. Of log file lines, only those written to stderr count;
-    lines without a stamp (a container's termination message) all do. One line, at most MAX_ERROR characters,
-    without terminal escapes or the credentials of a URL in it."""
+    traceback (through a launcher, torchrun's or another wrapper's, the last of the processes it ran: the cause),
+    else its last line that is not blank. Of log file lines, only those written to stderr count; lines without a
+    stamp (a container's termination message) all do. One line, at most MAX_ERROR characters, without terminal
+    escapes or the credentials of a URL in it."""
     said = []
     for raw in output.splitlines():
         if STAMPED.match(raw):
@@ -197,10 +201,17 @@ def error_line(output: bytes) -> str:
         if line:
             said.append(line)
     if TRACEBACK in said:
-        frames = said[len(said) - said[::-1].index(TRACEBACK):]
-        said = [next((line for line in frames if not line[0].isspace()), said[-1])]
+        raised = exception_lines(said)
+        said = [next((line for line in reversed(raised) if not line.startswith(LAUNCHER_ERRORS)), raised[-1])]
     line = URL.sub(lambda url: strip_credentials(url.group()), said[-1]).strip() if said else ""
     return line if len(line) <= MAX_ERROR else line[:MAX_ERROR - 1] + "…"
+
+
+def exception_lines(said: list[str]) -> list[str]:
+    """The exception line of each Python traceback in the lines: its first after the frames (not indented)."""
+    heads = [i for i, line in enumerate(said) if line == TRACEBACK]
+    return [next((line for line in said[start + 1:end] if not line[0].isspace()), said[end - 1])
+            for start, end in zip(heads, [*heads[1:], len(said)])]
 
 
 def tail_offset(path: Path, lines: int) -> int:

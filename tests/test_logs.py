@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import websocket
-from conftest import CLI
+from conftest import CLI, write_spec
 
 from jupyter_distrain import logs
 from jupyter_distrain.backends.kubernetes import podspec
@@ -342,3 +342,26 @@ def test_a_failed_replicas_exception_is_the_jobs_message_and_its_stderr_lines_ar
     assert lines[:4] == [("epoch 1", False), ("learning rate 10 is high", True), ("epoch 2", False),
                          ("Traceback (most recent call last):", True)]
     assert lines[-1] == ("ValueError: bad learning rate", True) and all(stderr for _, stderr in lines[3:])
+
+
+LAUNCHED = """import os, time
+if os.environ["LOCAL_RANK"] == "1":
+    raise ValueError("the learning rate 10 diverged")
+time.sleep(60)
+"""
+
+
+def test_through_a_launcher_the_failed_jobs_message_is_its_failing_processs_exception(cli, tmp_path):
+    """torchrun raises ChildFailedError once a worker it started failed, after the worker's own traceback: the job's
+    message is the worker's exception (the cause), not the launcher's."""
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "train.py").write_text(LAUNCHED)
+    spec = write_spec(code, {"name": "launched", "code": {"path": str(code)},
+                             "command": "python -m torch.distributed.run --standalone --nproc_per_node 2 train.py"})
+    assert cli("submit", "-f", str(spec), "--follow", check=False).returncode != 0
+    job = cli.json("get", "launched")
+    assert (job["phase"], job["message"]) == (
+        "Failed", "replica worker-0 exited with code 1: ValueError: the learning rate 10 diverged"), job
+    assert "ChildFailedError" in cli("logs", "launched").stdout  # the launcher's own, in the log
+    cli("delete", "launched")
