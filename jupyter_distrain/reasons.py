@@ -34,6 +34,7 @@ SUPERVISOR_VANISHED = "SupervisorVanished"  # the local supervisor died without 
 PROCESS_VANISHED = "ProcessVanished"  # a local replica's process gone, its exit unknown (its supervisor gone too)
 LAUNCH_INTERRUPTED = "LaunchInterrupted"  # a local launch interrupted before its supervisor ran
 WORKSPACE_DISCARDED = "WorkspaceDiscarded"  # what a run wrote beside its code, gone with its workspace (an event)
+EVENT_FILES_OUTSIDE = "EventFilesOutside"  # event files a run wrote where its TensorBoard does not look (an event)
 LOG_WRITE_FAILED = "LogWriteFailed"  # a log the disk cannot take
 LOGS_NOT_READ = "LogsNotRead"  # the output volume's lines could not be read back (an event)
 NO_JANITOR = "NoJanitor"  # the namespace's janitor could not be made (an event)

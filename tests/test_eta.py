@@ -23,7 +23,8 @@ x = np.random.default_rng(0).random((19200, 32)).astype("float32")
 data = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).batch(64).repeat().prefetch(2)
 model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(1)])
 model.compile("adam", "mse")
-model.fit(data, epochs=int(sys.argv[1]), steps_per_epoch=600)  # one dataset for every epoch: a steady pace
+board = keras.callbacks.TensorBoard(sys.argv[2])  # outside the job's output: its TensorBoard does not see it
+model.fit(data, epochs=int(sys.argv[1]), steps_per_epoch=600, callbacks=[board])  # one dataset: a steady pace
 print("trained", time.time())
 """
 
@@ -76,13 +77,15 @@ def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, 
     from the real end (the training's: the line printed after it) for the loop, whose pace its sleep sets. Keras's
     pace on this machine's 2 CPUs, shared with the test's looks (and in `make test` with the real node's lane),
     drifts by a fifth from run to run (its worst error, 6-37% of the job's time over 12 runs, is printed, not
-    bounded); for both, an end is foretold at 5 looks at least between 10% and 90% done."""
+    bounded); for both, an end is foretold at 5 looks at least between 10% and 90% done. Keras's TensorBoard callback
+    writes outside the job's output directory: a warning names where."""
     code = tmp_path / "code"
     code.mkdir()
     (code / "keras_fit.py").write_text(KERAS)
     (code / "loop.py").write_text(TQDM)
+    boards = tmp_path / "boards"
     cli("submit", "--name", "keras-fit", "--code", str(code), "-p", "epochs=10", "--", "python", "keras_fit.py",
-        "{{ epochs }}")
+        "{{ epochs }}", str(boards))
     cli("submit", "--name", "loop", "--code", str(code), "--", "python", "loop.py")
     listed = cli.wait("loop", until=lambda job: (job.get("progress") or {}).get("ends"), timeout=120)
     assert listed["progress"]["steps"] == 200 and listed["progress"]["epoch"] is None
@@ -101,6 +104,11 @@ def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, 
     print("the worst error of an end foretold over the job's time:", errors, "; over the time left then, median "
           "and worst:", {name: (statistics.median(e), e[-1]) for name, e in over_left.items()})
     assert errors["loop"] <= 0.15, errors
+    warned = [e["message"] for e in cli.json("get", "keras-fit")["events"] if e["reason"] == "EventFilesOutside"]
+    assert warned == [f"TensorBoard event files written outside the job's output directory, where its TensorBoard "
+                      f"and metrics do not look: in {boards / 'train'}; write them under $DISTRAIN_LOG_DIR, or keep "
+                      "the output there (--output-to, the spec's output)"], warned
+    assert not [e for e in cli.json("get", "loop")["events"] if e["reason"] == "EventFilesOutside"]
     assert_nothing_left(cli.root, timeout=0)
 
 

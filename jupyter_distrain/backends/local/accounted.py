@@ -4,19 +4,22 @@ the kernel when the process ends, nothing sampled or missed. Its largest residen
 processes' high-water marks), but for one case: a process started from this large one counts this one's size as
 its own at first (the kernel keeps the high-water mark across the exec), so a peak below that size is the one seen
 in the processes' own marks (VmHWM), looked at while they run (`look`). A descendant left running when its
-replica's group is killed (a daemon outside the group) is not counted."""
+replica's group is killed (a daemon outside the group) is not counted. Looking at them also notes the TensorBoard
+event files they hold open, wherever they are (`event_files`)."""
 
 from __future__ import annotations
 
 import asyncio
 import os
 import threading
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
 
 KIB = 1024 if os.uname().sysname == "Linux" else 1  # ru_maxrss: kibibytes on Linux, bytes on macOS
+EVENT_FILE = "events.out.tfevents."  # how TensorBoard's writers (TensorFlow's, Keras's, PyTorch's) name their files
 
 
 @dataclass(frozen=True)
@@ -44,19 +47,23 @@ class AccountedProcess:
         ])
         self.inherited = high_water(os.getpid()) or 0  # at least what the kernel counted for it at its start
         self.seen = 0  # the largest of its processes' high-water marks when looked at
+        self.event_files: set[str] = set()  # the event files its processes held open when looked at
         self.used = Used()
         loop = asyncio.get_running_loop()
         self._ended: asyncio.Future[int] = loop.create_future()
         threading.Thread(target=self._reap, args=(loop,), name=f"reap-{self.pid}", daemon=True).start()
 
     def look(self) -> None:
-        """Note its processes' high-water marks as they are now."""
+        """Note its processes' high-water marks as they are now, and the event files they hold open."""
         try:
             root = psutil.Process(self.pid)
             tree = [root, *root.children(recursive=True)]
         except psutil.Error:
             return
         self.seen = max([self.seen, *(high_water(process.pid) or 0 for process in tree)])
+        for process in tree:
+            with suppress(psutil.Error):
+                self.event_files.update(f.path for f in process.open_files() if EVENT_FILE in os.path.basename(f.path))
 
     def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
         _, status, usage = os.wait4(self.pid, 0)

@@ -50,6 +50,21 @@ def discarded_message(written: list[tuple[str, int]]) -> str:
             f"copy: {shown}{more}; write what you keep under $DISTRAIN_OUTPUT_DIR")
 
 
+def outside_output(paths: set[str], kept: list[Path]) -> list[str]:
+    """Of `paths`, those in none of the `kept` directories (once resolved), in order."""
+    roots = [directory.resolve() for directory in kept]
+    return sorted(p for p in paths if not any(Path(p).resolve().is_relative_to(root) for root in roots))
+
+
+def outside_message(paths: list[str]) -> str:
+    """What the job's event says of the event files its replicas wrote outside its output directory."""
+    directories = sorted({str(Path(path).parent) for path in paths})
+    more = f" and {len(directories) - 3} more" if len(directories) > 3 else ""
+    return (f"TensorBoard event files written outside the job's output directory, where its TensorBoard and metrics "
+            f"do not look: in {', '.join(directories[:3])}{more}; write them under $DISTRAIN_LOG_DIR, or keep the "
+            "output there (--output-to, the spec's output)")
+
+
 class RunSetup:
     """Prepares a run's workspace: `log` takes each step's output, `event(reason, message)` records each stage
     as an event of the job; a step that fails raises SetupFailed."""

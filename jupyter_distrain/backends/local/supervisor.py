@@ -30,7 +30,7 @@ from ...spec import gpus, replica_name, replicas
 from . import processes, processstacks, venvs
 from .accounted import AccountedProcess, Used
 from .backend import STOP_GRACE_SECONDS, LocalBackend
-from .run_setup import RunSetup, SetupFailed, discarded_message, written_since
+from .run_setup import RunSetup, SetupFailed, discarded_message, outside_message, outside_output, written_since
 from .store import RunStore
 
 if TYPE_CHECKING:
@@ -61,6 +61,7 @@ class Supervisor:
         self.stop_requested = asyncio.Event()
         self.fault: Decision | None = None  # what ends the job when a log cannot be written
         self.used: dict[str, Used] = {}  # each replica's use of CPU and memory in this run (used_by)
+        self.held_event_files: set[str] = set()  # those the replicas' processes held open (used_by)
         self.addresses: dict[str, list[str]] = {}
         self.devices: dict[str, str] = {}  # replica -> its CUDA_VISIBLE_DEVICES, kept across restarts
         self.deadline: float | None = None
@@ -97,6 +98,8 @@ class Supervisor:
             written = await asyncio.to_thread(written_since, self.workspace, self.replicas_started)
             if written:
                 self.event(reasons.WORKSPACE_DISCARDED, discarded_message(written), type="Warning")
+        if outside := outside_output(self.held_event_files, [Path(self.job["output_dir"]), self.workspace]):
+            self.event(reasons.EVENT_FILES_OUTSIDE, outside_message(outside), type="Warning")
         shutil.rmtree(self.workspace, ignore_errors=True)
         for link in self.links:  # beside the workspace
             link.unlink(missing_ok=True)
@@ -323,8 +326,9 @@ class Supervisor:
 
     def used_by(self, name: str, running: Running) -> dict:
         """What the replica used in this run so far: its processes' CPU seconds, summed over its restarts, and
-        the largest resident set of any of them."""
+        the largest resident set of any of them. The event files they held open are noted for the run's end."""
         self.used[name] = self.used.get(name, Used()) + running.process.used
+        self.held_event_files |= running.process.event_files
         return asdict(self.used[name])
 
     async def reap(self, running: Running) -> None:
