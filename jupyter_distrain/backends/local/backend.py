@@ -334,11 +334,11 @@ class LocalBackend(CredentialStore):
         its files go before its records, which then have room to go too."""
         with self.changing(name):
             job = self._stop(name)
-            usage.keep(self.ledger, job)
             output = Path(job["output_dir"]).resolve()
             if purge_output and self.purgeable(output, job["owner"]):
                 shutil.rmtree(output, ignore_errors=True)
             shutil.rmtree(self.job_dir(name), ignore_errors=True)
+            usage.keep(self.ledger, job)  # its run, kept once its files are gone: a full disk has room again
             self.store.delete_job(name)
 
     # observation
