@@ -176,6 +176,18 @@ def test_env_flags_reach_the_job_and_the_roles_replicas(cli, tmp_path):
     assert cli.json("get", "envs")["spec"]["replicas"]["worker"]["env"] == {"NOTE": "worker {{ index }}"}
 
 
+def test_a_replica_exiting_0_as_its_succeeded_job_stops_it_succeeded(cli):
+    """The master succeeds; the workers are stopped: one ends so on SIGTERM (exit 0) and shows Succeeded, the
+    other is killed by it (143) and shows Stopped."""
+    script = ('if [ "$DISTRAIN_ROLE" = master ]; then sleep 1; exit 0; fi; '
+              'if [ "$DISTRAIN_INDEX" = 0 ]; then trap "exit 0" TERM; fi; sleep 60 & wait')
+    cli("submit", "--name", "ending", "--framework", "pytorch", "--master", "--workers", "2", "--follow", "--",
+        script)
+    job = cli.json("get", "ending")
+    assert job["phase"] == "Succeeded" and {r["name"]: (r["phase"], r["exit_code"]) for r in job["replicas"]} == {
+        "master-0": ("Succeeded", 0), "worker-0": ("Succeeded", 0), "worker-1": ("Stopped", 143)}, job["replicas"]
+
+
 def test_code_whose_directory_holds_the_jobs_storage_is_copied_without_it(cli, tmp_path):
     """The code's directory may hold the storage root (DISTRAIN_HOME inside a project, here tmp_path/distrain-home):
     the copy leaves out the directory holding the job's own working copy, which it would copy into itself."""

@@ -93,7 +93,7 @@ class Supervisor:
             traceback.print_exc()
             decision = Decision(Phase.FAILED, reasons.SUPERVISOR_ERROR, f"{type(e).__name__}: {e}")
         why = "stopped by request" if decision.phase == Phase.STOPPED else f"job {decision.phase.value.lower()}"
-        await self.stop_all(why)
+        await self.stop_all(why, succeeded=decision.phase == Phase.SUCCEEDED)
         if self.replicas_started is not None:  # said before the working copy goes
             written = await asyncio.to_thread(written_since, self.workspace, self.replicas_started)
             if written:
@@ -341,8 +341,9 @@ class Supervisor:
             for output in running.outputs:
                 output.close()
 
-    async def stop_all(self, why: str) -> None:
-        """SIGTERM every remaining replica's process group, SIGKILL after the grace period."""
+    async def stop_all(self, why: str, succeeded: bool = False) -> None:
+        """SIGTERM every remaining replica's process group, SIGKILL after the grace period. Once the job
+        `succeeded`, a replica that exits 0 meanwhile (ending by itself, or so on SIGTERM) succeeded too."""
         if not self.running:
             return
         await processes.stop_groups([r.process for r in self.running.values()], STOP_GRACE_SECONDS)
@@ -350,10 +351,12 @@ class Supervisor:
             self.running.pop(name)
             await self.reap(running)
             code = exit_code(await running.process.wait())
-            self.states[name] = replace(self.states[name], phase=Phase.STOPPED, exit_code=code)
-            self.store.update_replica(self.name, name, phase=str(Phase.STOPPED), exit_code=code,
-                                      reason=why, finished=time.time(), **self.used_by(name, running))
-            self.event(reasons.STOPPED, why, replica=name)
+            phase, reason = (Phase.SUCCEEDED, exit_reason(code)) if succeeded and code == 0 else (Phase.STOPPED, why)
+            self.states[name] = replace(self.states[name], phase=phase, exit_code=code)
+            self.store.update_replica(self.name, name, phase=str(phase), exit_code=code,
+                                      reason=reason, finished=time.time(), **self.used_by(name, running))
+            self.event(str(phase) if phase == Phase.SUCCEEDED else reasons.STOPPED,
+                       f"exited with code 0 ({reason})" if phase == Phase.SUCCEEDED else why, replica=name)
 
     def finish(self, decision: Decision) -> None:
         """Record the job's end (replicas never started are marked stopped), then wake the run's followers."""
