@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, cast
 
+from . import hints, usage
 from . import spec as spec_
-from . import usage
 from .eta import furthest_behind
+from .policy import Phase
 from .records import JobRecord, JobSummary, Progress, iso, summary
 
 TIMES = ("created", "started", "finished", "expires")  # a job's, in seconds since the epoch; ISO 8601 in JSON
@@ -36,7 +37,8 @@ def job_json(job: Mapping[str, Any]) -> dict:
     when asked for."""
     progress, shown = job.get("progress"), summary(cast(JobRecord, job))  # progress: while it runs (view)
     out = summary_json(shown if progress is None else {**shown, "progress": furthest_behind(progress)})
-    out.update(output_dir=job["output_dir"], logs=job["logs"])
+    out.update(output_dir=job["output_dir"], logs=job["logs"],
+               hint=hints.hint(job["message"]) if job["phase"] == Phase.FAILED else None)
     used = [usage.of_replica(r, job["spec"], job["finished"]) for r in job["replicas"]]
     out["replicas"] = [
         {**{key: r[key] for key in REPLICA_FIELDS}, "index": r["idx"],

@@ -33,6 +33,8 @@ def show_job(job: dict, waits: str, logged: dict) -> None:
     detail = ": ".join(filter(None, (shown_reason(job), job["message"])))
     click.echo(f"Phase:     {click.style(job['phase'], fg=PHASE_COLORS.get(job['phase']))}"
                + (f"  ({detail})" if detail else ""))
+    if job["hint"]:
+        click.echo(f"Hint:      {job['hint']}")
     if waits:
         click.echo(f"Waits:     {waits}")
     if job.get("progress"):

@@ -167,6 +167,11 @@ export function JobView(
         <JobActions job={job} after={after} onClone={props.onClone} />
       </div>
       {error && <div className="jp-distrain-error">{error}</div>}
+      {job.hint && (
+        <div className="jp-distrain-warning jp-distrain-hint">
+          Hint: {job.hint}
+        </div>
+      )}
       {job.supervision && (
         <div className="jp-distrain-warning jp-distrain-supervision">
           This job is {job.supervision}.

@@ -637,6 +637,8 @@ export interface components {
       /** @description Kubernetes: what happens to the job while no Jupyter server runs; empty when the cluster enforces its lifecycle */
       supervision?: string;
       provenance?: components['schemas']['Provenance'];
+      /** @description A failed job whose message is a known failure's (a framework's own error): what to do next */
+      hint?: string | null;
       usage?: components['schemas']['Usage'];
     };
     /** @description What a run used (a replica's, or the job's in all: the sums, the largest peak), so far while it runs; null where it is not known */

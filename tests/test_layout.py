@@ -23,7 +23,7 @@ FLOORS = {
     "a job's services": ["notify", "sweep", "stacks", "scalars", "waits", "progress", "eta", "usage"],
     "the job and its settings": ["contract", "config", "records", "logs", "policy", "spec", "clusterenv", "repo",
                                  "code", "snapshot", "outbound"],
-    "ground": ["errors", "reasons", "owners", "private", "git", "storage", "placeholders", "roles", "shard",
+    "ground": ["errors", "reasons", "hints", "owners", "private", "git", "storage", "placeholders", "roles", "shard",
                "_version", "replica_site", "incluster"],  # incluster: programs a pod runs alone, the stdlib only
 }
 

@@ -18,7 +18,7 @@ import pytest
 import websocket
 from conftest import CLI, write_spec
 
-from jupyter_distrain import logs
+from jupyter_distrain import hints, logs
 from jupyter_distrain.backends.kubernetes import podspec
 from jupyter_distrain.backends.kubernetes.loglines import from_pods_log, from_volume
 
@@ -365,3 +365,20 @@ def test_through_a_launcher_the_failed_jobs_message_is_its_failing_processs_exce
         "Failed", "replica worker-0 exited with code 1: ValueError: the learning rate 10 diverged"), job
     assert "ChildFailedError" in cli("logs", "launched").stdout  # the launcher's own, in the log
     cli("delete", "launched")
+
+
+def test_a_known_failure_says_what_to_do_next(cli):
+    """PyTorch moving a tensor to CUDA where there is no GPU ends "Found no NVIDIA driver": the failed job's hint
+    says what to do, in its JSON and under its phase in `distrain get`; each known message has its hint, and an
+    unknown failure none."""
+    cli("submit", "--name", "cuda", "--follow", "--", "python", "-c", "import torch; torch.zeros(1).cuda()",
+        check=False)
+    job = cli.json("get", "cuda")
+    if job["phase"] == "Succeeded":
+        pytest.skip("this machine has a GPU")
+    assert job["phase"] == "Failed" and "RuntimeError: Found no NVIDIA driver" in job["message"], job["message"]
+    assert job["hint"] == hints.KNOWN_FAILURES[0][1]
+    assert f"Hint:      {job['hint']}" in cli("get", "cuda").stdout
+    for known, said in hints.KNOWN_FAILURES:
+        assert hints.hint(f"replica worker-0 exited with code 1: Error: {known} (more)") == said
+    assert hints.hint("replica worker-0 exited with code 1: ValueError: bad learning rate") is None
