@@ -100,11 +100,10 @@ def moment_of(text: str, now: float) -> float:
     """The moment `text` names, for a report's `since`: a date or time in ISO 8601 (UTC unless it says), or a
     duration before `now` (7d, 12h, 1d12h); SpecError naming `since` otherwise."""
     seconds = duration_seconds(text)
-    if seconds is not None:
-        return now - seconds
     try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
+        moment = (datetime.fromisoformat(text) if seconds is None
+                  else datetime.fromtimestamp(now - seconds, timezone.utc))
+    except (ValueError, OverflowError, OSError):
         raise SpecError([FieldError("since", f"{text!r} is neither a date or time in ISO 8601 (2026-11-01, "
                                              "2026-11-01T09:00Z) nor a duration before now (7d, 12h)")],
                         subject="request") from None
