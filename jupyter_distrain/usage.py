@@ -101,13 +101,14 @@ def moment_of(text: str, now: float) -> float:
     duration before `now` (7d, 12h, 1d12h); SpecError naming `since` otherwise."""
     seconds = duration_seconds(text)
     try:
-        moment = (datetime.fromisoformat(text) if seconds is None
-                  else datetime.fromtimestamp(now - seconds, timezone.utc))
+        named = datetime.fromisoformat(text) if seconds is None else datetime.fromtimestamp(now - seconds, timezone.utc)
+        moment = (named if named.tzinfo else named.replace(tzinfo=timezone.utc)).timestamp()
+        month_start(moment)  # within the calendar, its month too
     except (ValueError, OverflowError, OSError):
         raise SpecError([FieldError("since", f"{text!r} is neither a date or time in ISO 8601 (2026-11-01, "
                                              "2026-11-01T09:00Z) nor a duration before now (7d, 12h)")],
                         subject="request") from None
-    return (moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)).timestamp()
+    return moment
 
 
 def month_start(moment: float) -> float:
