@@ -1,6 +1,7 @@
 /**
- * What the job list and the job view both show of a job: its phase as a badge,
- * and the buttons for what can be done to it.
+ * What the views share: a job's phase as a badge and the buttons for what can be
+ * done to it (the job list and the job view), a table's head, the sidebar's icon
+ * buttons.
  */
 import {
   Dialog,
