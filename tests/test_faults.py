@@ -382,9 +382,9 @@ def test_a_job_read_before_its_launch_or_its_restart_never_ends_the_run_going_no
                              spec_.replicas(spec), backend.owner)
     unlaunched = backend.row("busy")  # read between recording a run and starting its supervisor
 
-    def running() -> bool:  # the job's phase as well as its replica's: the row read next is the run's, settled
+    def running() -> bool:  # the job's phase, its replica's, what it runs on: the row read next is the run's, settled
         job = backend.get("busy")
-        return job["phase"] == job["replicas"][0]["phase"] == "Running"
+        return job["phase"] == job["replicas"][0]["phase"] == "Running" and bool(job["environment"])
 
     backend.restart("busy")
     wait(running, "the first run's replica started", 60)
