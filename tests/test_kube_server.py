@@ -116,7 +116,6 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
     kept = {(run["job"], run["run"]): run for run in requests.get(f"{api}/usage", headers=headers).json()["runs"]}
     assert kept.keys() >= {("via-rest", 1), ("via-rest-2", 1), ("via-rest-2", 2)}, kept.keys()  # each run, deleted
-    assert kept["via-rest", 1]["gpu_hours"] >= worker["usage"]["gpu_hours"] > 0  # its 2 GPUs, past its end
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
 
 
