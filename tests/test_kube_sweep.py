@@ -221,7 +221,8 @@ def test_delete_with_purge_output_deletes_only_the_jobs_own_output_through_a_pod
             shutil.rmtree(outputs / directory, ignore_errors=True)
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.last
+@pytest.mark.timeout(1200)
 def test_a_sweep_of_1000_trials_queues_every_trial_in_order_with_a_controller_of_bounded_memory(control_plane,
                                                                                                  backend, admin):
     """A sweep of 1,000 trials at once, each queued in Kueue (quota for two at a time): its controller makes every
@@ -257,7 +258,7 @@ def test_a_sweep_of_1000_trials_queues_every_trial_in_order_with_a_controller_of
                 peak = max(peak, controller().memory_info().rss)
                 return len(jobsets())
 
-            wait(lambda: made() == trials, "every trial is made", 600, shown=made, every=5)
+            wait(lambda: made() == trials, "every trial is made", 800, shown=made, every=5)
             roots = admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.of_sweep("many")).items
             made_at = {cm.metadata.name: cm.metadata.creation_timestamp for cm in roots if cm.metadata.name != "many"}
             order = [made_at[f"many-{number}"] for number in range(1, trials + 1)]
