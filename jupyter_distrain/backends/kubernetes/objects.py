@@ -196,7 +196,7 @@ class NamespaceObjects:
     def admission(self, name: str) -> dict | None:
         """Kueue's Workload for the job (owned by the job's JobSet or TFJob..., named as the job)."""
         if self.cache:
-            workloads = self.cache.items("workloads") if self.cache.holds("workloads") else []
+            workloads = self.cache.of_job("workloads", name)
         else:
             group, version = naming.KUEUE_API.split("/")
             workloads = self.call(lambda: self.custom.list_namespaced_custom_object(

@@ -114,8 +114,13 @@ def job_label(obj) -> str | None:
 
 def index_key(kind: str, obj) -> str | None:
     """What the cache finds an object by besides its name: an event by the object it involves (not every event of a
-    job carries its label: the scheduler's, the engines'), any other object by its job's label."""
-    return obj.involved_object.name if kind == "events" else job_label(obj)
+    job carries its label: the scheduler's, the engines'), Kueue's Workload by its owner (the job's JobSet or
+    TFJob..., named as the job: it carries none of the job's labels), any other object by its job's label."""
+    if kind == "events":
+        return obj.involved_object.name
+    if kind == "workloads":
+        return next((owner["name"] for owner in obj["metadata"].get("ownerReferences") or []), None)
+    return job_label(obj)
 
 
 class Cache:
