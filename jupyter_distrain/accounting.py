@@ -7,13 +7,13 @@ from __future__ import annotations
 import builtins  # `list` is also a method name below
 import time
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from . import usage
 from .errors import FieldError, Forbidden, SpecError
 from .owners import sees
 from .policy import FINISHED
-from .records import JobRecord
+from .records import JobRecord, JobSummary
 from .sweep import is_sweep
 
 if TYPE_CHECKING:
@@ -32,14 +32,22 @@ class Accounts:
         alone: those kept in the ledgers, and the current runs of the jobs that exist (sweeps' own left out)."""
         if owner not in (None, self.config.owner) and not self.config.see_all_owners:
             raise Forbidden("only an admin (c.Distrain.see_all_owners) sees another owner's usage")
-        runs: dict[str, dict] = {}
-        for backend in self.backends.values():
-            current = (backend.get(job["name"], events=0) for job in backend.list()
-                       if usage.counted_since(job, moment) and (owner is None or job["owner"] == owner))
-            for row in [*backend.ledger.since(moment),
-                        *(usage.ledger_row(job) for job in current if not is_sweep(job["spec"]))]:
-                if sees(self.config.owner, row["owner"], self.config.see_all_owners) and owner in (None, row["owner"]):
-                    runs[usage.row_key(row)] = row
+        jobs = self._listed(owner)
+        return self._runs(moment, owner, self._got(job for job in jobs if usage.counted_since(job, moment)))
+
+    def _listed(self, owner: str | None) -> builtins.list[JobSummary]:
+        """The summaries of the jobs that exist, `owner`'s alone if named."""
+        return [job for backend in self.backends.values() for job in backend.list() if owner in (None, job["owner"])]
+
+    def _got(self, jobs: Iterable[JobSummary]) -> builtins.list[JobRecord]:
+        return [self.backends[job["backend"]].get(job["name"], events=0) for job in jobs]
+
+    def _runs(self, moment: float, owner: str | None, current: builtins.list[JobRecord]) -> builtins.list[dict]:
+        """The ledgers' runs since `moment` with the `current` jobs' runs, as this manager's owner sees them."""
+        kept = [row for backend in self.backends.values() for row in backend.ledger.since(moment)]
+        runs = {usage.row_key(row): row for row in [*kept, *(usage.ledger_row(job) for job in current
+                                                                if not is_sweep(job["spec"]))]
+                if sees(self.config.owner, row["owner"], self.config.see_all_owners) and owner in (None, row["owner"])}
         return list(runs.values())
 
     def report(self, since: str | None = None, owner: str | None = None) -> dict:
@@ -61,11 +69,14 @@ class Accounts:
         if usage.budget_of(self.config.budgets, owner) is None or not usage.gpu_count(spec):
             return None
         now = time.time()
-        used = sum(row["gpu_hours"] or 0 for row in self.runs_since(usage.month_start(now), owner))
-        jobs = [job for backend in self.backends.values() for job in backend.list() if job["owner"] == owner]
+        month = usage.month_start(now)
+        jobs = self._listed(owner)
+        got = self._got(job for job in jobs if usage.counted_since(job, month) or job["phase"] not in FINISHED)
+        used = sum(row["gpu_hours"] or 0
+                   for row in self._runs(month, owner, [job for job in got if usage.counted_since(job, month)]))
         launched = Counter(job["trial_of"] for job in jobs)
-        held = sum(usage.held(self.backends[job["backend"]].get(job["name"], events=0), now, launched[job["name"]])
-                   for job in jobs if job["phase"] not in FINISHED and job["name"] != but)
+        held = sum(usage.held(job, now, launched[job["name"]])
+                   for job in got if job["phase"] not in FINISHED and job["name"] != but)
         return usage.budget_problem(spec, owner, self.config.budgets, used, held)
 
     def refuse_over_budget(self, spec: dict, owner: str, but: str | None = None) -> None:
