@@ -91,6 +91,8 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
     assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",
                                                               "worker-0": "Stopped"}
+    # the engine deleted the worker's pod as the job ended: its start, recorded as it ran, still counts its GPUs
+    assert replica(job, "worker-0")["usage"]["gpu_hours"] >= worker["usage"]["gpu_hours"]
     listed = requests.get(f"{api}/jobs", headers=headers).json()  # the list: replicas counted, no spec
     assert [(j["name"], j["phase"], j["replica_phases"]) for j in listed] == \
         [("via-rest", "Succeeded", {"Succeeded": 1, "Stopped": 2})] and "spec" not in listed[0]
@@ -116,6 +118,7 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     assert requests.get(f"{api}/jobs/via-rest", headers=headers).status_code == 404
     kept = {(run["job"], run["run"]): run for run in requests.get(f"{api}/usage", headers=headers).json()["runs"]}
     assert kept.keys() >= {("via-rest", 1), ("via-rest-2", 1), ("via-rest-2", 2)}, kept.keys()  # each run, deleted
+    assert kept["via-rest", 1]["gpu_hours"] >= worker["usage"]["gpu_hours"] > 0  # its 2 GPUs, to its end
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items
 
 

@@ -86,6 +86,8 @@ def follow(backend: KubeBackend, name: str, run: int, logs: Path, output: Path, 
         now, started = time.monotonic(), job["started"]
         wake = now + WAKE_SECONDS
         if job["phase"] == str(Phase.RUNNING) and started:
+            # each replica's start, which its pod, deleted by the engine as the job ends, would not keep
+            backend.supervisor.record_pods(backend.objects.job_root(name), backend.objects.job_pods(name))
             if quiet and now >= hang_check:
                 hang_check = now + check_progress(backend, job, started, quiet, (logs, output), hooks)
             if paces and now >= pace_check:

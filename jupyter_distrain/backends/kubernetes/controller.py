@@ -82,8 +82,7 @@ class NamespaceController:
                 self.supervisor.reconcile(root, newest(pods))
                 self._remind(name)
         else:  # the engine applies the policy; copy what ended pods logged
-            if engine_of(root) == "kubeflow":
-                self.supervisor.record_restarts(root, pods)
+            self.supervisor.record_pods(root, pods)
             if logs:
                 for pod in self.copier.copy_logs(name, pods, ended=True):
                     self.unread.add((name, run_of_pod(pod)))

@@ -225,6 +225,18 @@ def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
     return changed
 
 
+def record_starts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
+    """Record in `status` when each replica's pod began, once it has run: an engine deletes the pods still running
+    once its job has ended, and their starts (the GPU-hours they held from then) would go with them. Whether any
+    start was new."""
+    changed = False
+    for name, pod in pods.items():
+        recorded = status["replicas"].get(name)
+        if recorded and not recorded["started"] and pod.status.phase != "Pending" and pod.status.start_time:
+            recorded["started"], changed = seconds(pod.status.start_time), True
+    return changed
+
+
 def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict], with_pods: set[str],
                  end: tuple[Phase, str, str, float] | None, now: float, began: float | None = None,
                  waiting: tuple[str, str] | None = None) -> dict:
