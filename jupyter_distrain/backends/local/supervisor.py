@@ -318,11 +318,21 @@ class Supervisor:
         phase = Phase.SUCCEEDED if code == 0 else Phase.FAILED
         reason = exit_reason(code)
         error = await asyncio.to_thread(last_error, self.log_dir / f"{name}.log") if code else ""
-        self.states[name] = replace(self.states[name], phase=phase, exit_code=code, error=error)
+        self.ended(name, running, phase, code, reason, error)
+
+    def ended(self, name: str, running: Running, phase: Phase, code: int, reason: str, error: str | None = None
+              ) -> None:
+        """Record the replica's end: its state (its `error`, if given), its row with what it used, and an event (a
+        stopped replica's says why: its `reason`)."""
+        self.states[name] = replace(self.states[name], phase=phase, exit_code=code,
+                                    **({} if error is None else {"error": error}))
         self.store.update_replica(self.name, name, phase=str(phase), exit_code=code, reason=reason,
                                   finished=time.time(), **self.used_by(name, running))
-        self.event(str(phase), f"exited with code {code} ({reason})" + (f": {error}" if error else ""), replica=name,
-                   type="Normal" if code == 0 else "Warning")
+        if phase == Phase.STOPPED:
+            self.event(reasons.STOPPED, reason, replica=name)
+        else:
+            self.event(str(phase), f"exited with code {code} ({reason})" + (f": {error}" if error else ""),
+                       replica=name, type="Normal" if code == 0 else "Warning")
 
     def used_by(self, name: str, running: Running) -> dict:
         """What the replica used in this run so far: its processes' CPU seconds, summed over its restarts, and
@@ -351,12 +361,10 @@ class Supervisor:
             self.running.pop(name)
             await self.reap(running)
             code = exit_code(await running.process.wait())
-            phase, reason = (Phase.SUCCEEDED, exit_reason(code)) if succeeded and code == 0 else (Phase.STOPPED, why)
-            self.states[name] = replace(self.states[name], phase=phase, exit_code=code)
-            self.store.update_replica(self.name, name, phase=str(phase), exit_code=code,
-                                      reason=reason, finished=time.time(), **self.used_by(name, running))
-            self.event(str(phase) if phase == Phase.SUCCEEDED else reasons.STOPPED,
-                       f"exited with code 0 ({reason})" if phase == Phase.SUCCEEDED else why, replica=name)
+            if succeeded and code == 0:
+                self.ended(name, running, Phase.SUCCEEDED, code, exit_reason(code))
+            else:
+                self.ended(name, running, Phase.STOPPED, code, why)
 
     def finish(self, decision: Decision) -> None:
         """Record the job's end (replicas never started are marked stopped), then wake the run's followers."""
