@@ -281,6 +281,31 @@ def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path
     assert lines[0].startswith("distrain: no copy of this log on the output volume: ") and lines[1:] == ["still runs"]
 
 
+def test_the_pods_log_tee_names_where_the_command_wrote_event_files_in_the_temporary_directory(tmp_path):
+    """Event files the command wrote in the pod's temporary directory go with the pod, unread by its TensorBoard: a
+    last line names their directories (not the output's, nor files older than the command)."""
+    scratch, output, workspace = tmp_path / "scratch", tmp_path / "scratch" / "output", tmp_path / "workspace"
+    (scratch / "old").mkdir(parents=True)
+    workspace.mkdir()
+    (scratch / "old" / "events.out.tfevents.1.host").touch()
+    os.utime(scratch / "old" / "events.out.tfevents.1.host", (0, 0))  # another run's, before this command
+    event_file = "events.out.tfevents.1796064236.host.7.0"
+    process = tee(tmp_path / "log", "sh", "-c", f"mkdir -p $TMPDIR/boards/train $TMPDIR/boards/validation "
+                  f"$DISTRAIN_LOG_DIR && for d in $TMPDIR/boards/train $TMPDIR/boards/validation $DISTRAIN_LOG_DIR; "
+                  f"do touch $d/{event_file}; done; touch $TMPDIR/boards/notes.txt",
+                  env={**os.environ, "TMPDIR": str(scratch), "DISTRAIN_OUTPUT_DIR": str(output),
+                       "DISTRAIN_LOG_DIR": str(output / "tensorboard")}, cwd=workspace)
+    out, _ = process.communicate(timeout=30)
+    assert process.returncode == 0
+    [line] = [logs.parse(raw, "w") for raw in out.splitlines()]
+    assert line.stderr and line.text == (
+        f"distrain: TensorBoard event files written outside the job's output directory, where its TensorBoard and "
+        f"metrics do not look, discarded with the pod: in {scratch}/boards/train, {scratch}/boards/validation; "
+        "write them under $DISTRAIN_LOG_DIR")
+    quiet = tee(tmp_path / "log", "true", env={**os.environ, "TMPDIR": str(scratch)}, cwd=workspace)
+    assert not quiet.communicate(timeout=30)[0]
+
+
 @pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "watchfiles"])
 def test_a_watch_wakes_its_streams_on_each_write_and_times_out_when_nothing_changes(tmp_path, inotify):
     """The file watch the websocket streams wait on, with the kernel's inotify (Linux) and with watchfiles

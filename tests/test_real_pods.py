@@ -281,6 +281,8 @@ import os, signal, sys, time, traceback
 me = os.environ["DISTRAIN_REPLICA"]
 print(me, "has", os.environ["TEAM"], "and", os.environ.get("SHARD", "no shard"), flush=True)
 open("scratch.txt", "w").write(me)  # next to the code: named as the pod ends
+os.makedirs("/tmp/boards", exist_ok=True)  # an event file where its TensorBoard does not look: named too
+open(f"/tmp/boards/events.out.tfevents.0.{me}", "w").close()
 signal.signal(signal.SIGTERM, lambda *_: (print(me, "told to stop", flush=True), sys.exit(0)))
 failed = os.path.join(os.environ["DISTRAIN_OUTPUT_DIR"], "failed-once")
 if me == "chief-0" and not os.path.exists(failed):
@@ -325,7 +327,10 @@ def test_a_failing_chief_stops_every_container_and_stop_restart_delete_leave_non
         assert {f"[chief-0] chief-0 has {name}'s team and no shard",  # the job's env, and its role's
                 f"[worker-1] worker-1 has {name}'s team and shard 1",
                 "[worker-1] distrain: 1 file written next to the code, discarded with the pod: scratch.txt (8 bytes); "
-                "write what you keep under $DISTRAIN_OUTPUT_DIR"} <= said
+                "write what you keep under $DISTRAIN_OUTPUT_DIR",
+                "[worker-1] distrain: TensorBoard event files written outside the job's output directory, where its "
+                "TensorBoard and metrics do not look, discarded with the pod: in /tmp/boards; write them under "
+                "$DISTRAIN_LOG_DIR"} <= said
     finally:
         cli("delete", name)
     wait(lambda: none_left(admin), "nothing of the job left")

@@ -7,7 +7,8 @@ outlive the pod. Both copies carry the same stamp, so a reader merges them with 
 are passed on to every process of the command; its exit code is this program's (128 + N when signal N ended it), as a
 shell would report it. When the command fails, its last lines of stderr become the container's termination message
 (TERMINATION_LOG, unless the command wrote one itself), which says why in the pod's status. The files the command
-wrote next to its code, which go with the pod, are named in a last line.
+wrote next to its code, and the directories where it wrote TensorBoard event files in the temporary directory, which
+go with the pod, are named in last lines.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
 import os
@@ -15,12 +16,14 @@ import selectors
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import deque
 
 MAX_LINE = 64 * 1024  # longer lines are split, as the server's log files split them
 REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
 MAX_MESSAGE = 4096  # bytes of a termination message the kubelet keeps
+MAX_LOOKED_AT = 100_000  # files of the temporary directory looked at for event files, at most
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -141,6 +144,37 @@ def discarded(written):
             f"the pod: {shown}{more}; write what you keep under $DISTRAIN_OUTPUT_DIR").encode()
 
 
+def event_files_outside(since):
+    """The directories of the temporary directory ($TMPDIR, else /tmp) where the command wrote TensorBoard event files
+    since `since`, but for the job's output's: the job's TensorBoard and metrics read its output alone."""
+    kept = [os.path.realpath(os.environ[name]) for name in ("DISTRAIN_OUTPUT_DIR", "DISTRAIN_LOG_DIR")
+            if os.environ.get(name)]
+    found, looked = [], 0
+    for directory, _, names in os.walk(tempfile.gettempdir()):
+        looked += len(names)
+        if looked > MAX_LOOKED_AT:
+            break
+        real = os.path.realpath(directory)
+        if any(real == root or real.startswith(root + os.sep) for root in kept):
+            continue
+        for name in names:
+            try:
+                if ".tfevents." in name and os.lstat(os.path.join(directory, name)).st_mtime >= since:
+                    found.append(directory)
+                    break
+            except OSError:  # gone meanwhile
+                continue
+    return sorted(found)
+
+
+def outside(directories):
+    """The line the log ends with when the command wrote event files where its job's TensorBoard does not look."""
+    more = f" and {len(directories) - 3} more" if len(directories) > 3 else ""
+    return (f"distrain: TensorBoard event files written outside the job's output directory, where its TensorBoard "
+            f"and metrics do not look, discarded with the pod: in {', '.join(directories[:3])}{more}; write them "
+            "under $DISTRAIN_LOG_DIR").encode()
+
+
 def forward(child, signum):
     try:
         os.killpg(child.pid, signum)
@@ -170,6 +204,9 @@ def main():
     written = written_since(started)
     if written:
         stamper.write([discarded(written)], b"!")
+    boards = event_files_outside(started)
+    if boards:
+        stamper.write([outside(boards)], b"!")
     sys.exit(128 - code if code < 0 else code)
 
 
