@@ -324,8 +324,8 @@ class Supervisor:
               ) -> None:
         """Record the replica's end: its state (its `error`, if given), its row with what it used, and an event (a
         stopped replica's says why: its `reason`)."""
-        self.states[name] = replace(self.states[name], phase=phase, exit_code=code,
-                                    **({} if error is None else {"error": error}))
+        state = self.states[name]
+        self.states[name] = replace(state, phase=phase, exit_code=code, error=state.error if error is None else error)
         self.store.update_replica(self.name, name, phase=str(phase), exit_code=code, reason=reason,
                                   finished=time.time(), **self.used_by(name, running))
         if phase == Phase.STOPPED:
