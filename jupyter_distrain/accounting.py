@@ -79,11 +79,13 @@ class Accounts:
                    for job in got if job["phase"] not in FINISHED and job["name"] != but)
         return usage.budget_problem(spec, owner, self.config.budgets, used, held)
 
-    def refuse_over_budget(self, spec: dict, owner: str, but: str | None = None) -> None:
-        """Refuse a job beyond its owner's budget (SpecError, with the numbers), unless the admin's budgets only
-        warn (see `warning`)."""
-        if self.config.budget_action == "refuse" and (problem := self.budget_problem(spec, owner, but)):
+    def over_budget(self, spec: dict, owner: str, but: str | None = None) -> FieldError | None:
+        """The job's budget problem: refused (SpecError, with the numbers) where the admin's budgets refuse, answered
+        to be warned of where they warn."""
+        problem = self.budget_problem(spec, owner, but)
+        if problem and self.config.budget_action == "refuse":
             raise SpecError([problem])
+        return problem
 
     def warning(self, spec: dict, owner: str) -> builtins.list[FieldError]:
         """Where the admin's budgets warn, the job's budget problem as a warning."""

@@ -14,6 +14,7 @@ from .records import JobRecord, JobSummary, TensorBoardTarget
 if TYPE_CHECKING:
     from .config import Distrain
     from .logs import LogLine
+    from .policy import Event
 
 
 SomeBackend = TypeVar("SomeBackend", bound="Backend")
@@ -60,6 +61,9 @@ class Backend(Protocol):
 
     def list(self) -> list[JobSummary]:
         """Every job of this backend, as the list shows it (see `summary`)."""
+
+    def record(self, name: str, event: Event) -> None:
+        """Record an event of the job's (one that no run decides: a budget's warning)."""
 
     def stop(self, name: str) -> JobRecord:
         """Stop every replica (a grace period, then kill) and return the job once it is finished."""

@@ -11,7 +11,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Collection, Iterator, cast
 
-from . import code, notify, repo, snapshot, sweep
+from . import code, notify, reasons, repo, snapshot, sweep
 from . import spec as spec_
 from .accounting import Accounts
 from .backends import open_backend
@@ -21,7 +21,7 @@ from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFou
                      Unavailable)
 from .jobjson import pinned_image
 from .logs import LogLine
-from .policy import FINISHED, Phase
+from .policy import FINISHED, Event, Phase
 from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, printable
 from .rules import AdminRules
 
@@ -137,11 +137,12 @@ class JobManager:
                 raise SpecError([FieldError("name", f"its trials would be named {', '.join(taken[:3])}"
                                                     f"{', ...' if len(taken) > 3 else ''}, as jobs that exist are; "
                                                     "choose another name")])
-        self.accounts.refuse_over_budget(spec, self.config.owner)
+        over = self.accounts.over_budget(spec, self.config.owner)
         if dry_run:
             target.check(spec)
             return spec
-        return target.submit(spec, bundle, self.webhooks.of_job(spec["name"], self.config.owner))
+        return self.warned(target, target.submit(spec, bundle, self.webhooks.of_job(spec["name"], self.config.owner)),
+                           over)
 
     def restart(self, name: str, raw: Any = None, base_dir: Path | None = None, repin: bool = False) -> JobRecord:
         """Begin the job's next run, from its spec (under the admin's rules of now) or an edited one; its
@@ -162,8 +163,16 @@ class JobManager:
             self.credentials_for(spec, backend)  # the secret may have been stored again since, for another host
             ruled = self.rules(backend).apply(spec)
             edited, bundle = ruled if ruled != spec else None, None
-        self.accounts.refuse_over_budget(edited or spec, job["owner"], but=name)
-        return backend.restart(name, edited, bundle, hooks)
+        over = self.accounts.over_budget(edited or spec, job["owner"], but=name)
+        return self.warned(backend, backend.restart(name, edited, bundle, hooks), over)
+
+    @staticmethod
+    def warned(backend: Backend, job: JobRecord, over_budget: FieldError | None) -> JobRecord:
+        """The job just submitted or restarted, its budget's warning (where the admin's budgets warn) recorded on it."""
+        if over_budget is None:
+            return job
+        backend.record(job["name"], Event(reasons.OVER_BUDGET, over_budget.message, type="Warning"))
+        return backend.get(job["name"])
 
     def clone(self, name: str, changes: Any = None, base_dir: Path | None = None,
               dry_run: bool = False, reproduce: bool = False) -> JobRecord | dict:

@@ -23,6 +23,7 @@ NEVER_STARTED = "NeverStarted"  # a replica stopped before it ever ran
 DEADLINE_EXCEEDED = "DeadlineExceeded"  # the job ran past policy.deadline_seconds
 NO_PROGRESS = "NoProgress"  # no log line and no TensorBoard step for policy.hang_after (an event, the job's reason)
 STRAGGLER = "Straggler"  # a replica far slower than the others for a while (an event)
+OVER_BUDGET = "OverBudget"  # a job submitted or restarted beyond its owner's budget, where budgets warn (an event)
 HUNG = "Hung"  # a job without progress for policy.hang_after, stopped by policy.on_hang: fail
 POD_MISSING = "PodMissing"  # a supervised replica's pod never came
 POD_DELETED = "PodDeleted"  # a supervised replica's pod deleted by someone else

@@ -128,7 +128,8 @@ def test_budgets_warn_or_refuse_with_their_numbers_and_the_ledger_keeps_a_delete
     costs its GPU-hours at their price in its view; the form's check of a second such job warns with the numbers
     (1 GPU-hour left of 3, once the first's hour is held); a CLI whose budgets refuse refuses it, and a job of GPUs
     with no deadline, making nothing; the first job deleted, its run is kept in the namespace's ledger, which the
-    usage report reads with its GPU-hours, cost and what is left of the budget."""
+    usage report reads with its GPU-hours, cost and what is left of the budget. A job beyond the budget submitted
+    where budgets warn runs, an OverBudget warning on it."""
     config = tmp_path / "jupyter-config"
     config.mkdir()
     distrain = {"backend": "kubernetes", "namespace": NAMESPACE, "kubeconfig": str(control_plane.kubeconfig(RESTRICTED)),
@@ -181,8 +182,16 @@ def test_budgets_warn_or_refuse_with_their_numbers_and_the_ledger_keeps_a_delete
         [(key, row)] = kept.data.items()  # the run's key: its job, when the job was made (ms), its run
         assert re.fullmatch(r"priced\.\d{13}\.1", key) and json.loads(row)["gpu_hours"] == run["gpu_hours"], key
         assert requests.get(f"{api}/usage?since=nonsense", headers=headers).status_code == 400
+
+        greedy = {**spec, "name": "greedy", "policy": {"deadline_seconds": 7200}}  # where budgets warn, it goes on
+        created = requests.post(f"{api}/jobs", json=greedy, headers=headers)
+        assert created.status_code == 201, created.text
+        [warning] = [e for e in created.json()["events"] if e["reason"] == "OverBudget"]
+        assert warning["type"] == "Warning" and warning["message"].startswith(
+            "the job may use 4.00 GPU-hours (2 GPUs for its deadline of 2 h), more than is left;"), warning
     finally:
-        cli("delete", "priced", check=False)
+        for name in ("priced", "greedy"):
+            cli("delete", name, check=False)
         server.stop()
         admin.delete_collection_namespaced_config_map(NAMESPACE, label_selector=ledger)
     assert not admin.list_namespaced_config_map(NAMESPACE, label_selector=naming.JOB).items

@@ -21,7 +21,7 @@ import psutil
 
 from ... import logs, notify, reasons, snapshot, stacks, storage, usage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
-from ...policy import FINISHED, Phase, run_ended
+from ...policy import FINISHED, Event, Phase, run_ended
 from ...private import read_private, write_private
 from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
 from ...spec import expires, gpus, replicas
@@ -261,6 +261,10 @@ class LocalBackend(CredentialStore):
             else:  # one that may exit once this read is answered (the CLI's)
                 self.launcher.tell(hooks, event, self.job_dir(name) / "supervisor.log")
         return ended
+
+    def record(self, name: str, event: Event) -> None:
+        self.row(name)  # JobNotFound for none, or another owner's
+        self.store.add_event(name, event.reason, event.message, event.replica, event.type)
 
     def stop(self, name: str) -> JobRecord:
         with self.changing(name):
