@@ -15,6 +15,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
+from jupyter_distrain import hints
+
 from conftest import CLI, EXAMPLES, REPO, JupyterServer, assert_nothing_left, wait
 from stored import jobs_in, sweep_in
 from webhooks import Receiver
@@ -264,7 +266,8 @@ def test_a_job_ending_while_the_page_is_hidden_is_told_by_the_browser(lab):
 
 def test_a_webhook_set_in_the_panel_hears_of_a_job_and_its_link_opens_the_jobs_view(lab, page):
     """The sidebar's webhook dialog sets the URL (shown back by its host only) and sends a test event; a job's end is
-    posted with the link to it in this JupyterLab, which opens the job's view."""
+    posted with the link to it in this JupyterLab, which opens the job's view. A job that failed as the product knows
+    (a known message) has its hint under its reason there."""
     receiver = Receiver()
     try:
         open_panel(page)
@@ -293,6 +296,13 @@ def test_a_webhook_set_in_the_panel_hears_of_a_job_and_its_link_opens_the_jobs_v
     view = page.locator(".jp-distrain-job-view")
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Succeeded", timeout=60_000)
     assert "distrain-job" not in page.url  # once opened, a reload opens it no more
+
+    # a failure the product knows says what to do next under its reason
+    raised = "raise RuntimeError('Found no NVIDIA driver on your system')"
+    submit(lab, {"name": "no-driver", "command": f'python -c "{raised}"'})
+    page.goto(f"{lab.url}/lab?distrain-job=no-driver&token={lab.TOKEN}")
+    expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Failed", timeout=60_000)
+    expect(view.locator(".jp-distrain-hint")).to_have_text(f"Hint: {hints.hint('Found no NVIDIA driver')}")
 
 
 def test_a_slow_scalars_endpoint_delays_neither_the_job_list_nor_its_notices(lab, page):
