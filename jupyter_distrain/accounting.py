@@ -79,9 +79,11 @@ class Accounts:
                    for job in got if job["phase"] not in FINISHED and job["name"] != but)
         return usage.budget_problem(spec, owner, self.config.budgets, used, held)
 
-    def over_budget(self, spec: dict, owner: str, but: str | None = None) -> FieldError | None:
-        """The job's budget problem: refused (SpecError, with the numbers) where the admin's budgets refuse, answered
-        to be warned of where they warn."""
+    def over_budget(self, spec: dict, owner: str, but: str | None = None, warn: bool = True) -> FieldError | None:
+        """The job's budget problem: refused (SpecError, with the numbers) where the admin's budgets refuse; where they
+        warn, answered to be warned of (not looked for without `warn`: a dry run's warnings are `warning`'s)."""
+        if self.config.budget_action == "warn" and not warn:
+            return None
         problem = self.budget_problem(spec, owner, but)
         if problem and self.config.budget_action == "refuse":
             raise SpecError([problem])

@@ -137,7 +137,7 @@ class JobManager:
                 raise SpecError([FieldError("name", f"its trials would be named {', '.join(taken[:3])}"
                                                     f"{', ...' if len(taken) > 3 else ''}, as jobs that exist are; "
                                                     "choose another name")])
-        over = self.accounts.over_budget(spec, self.config.owner)
+        over = self.accounts.over_budget(spec, self.config.owner, warn=not dry_run)
         if dry_run:
             target.check(spec)
             return spec
