@@ -3,6 +3,7 @@ a full disk, a corrupt database, processes killed with SIGKILL. Each ends in a t
 nothing left behind."""
 
 import logging
+import os
 import random
 import subprocess
 import sys
@@ -142,22 +143,25 @@ def test_deleting_the_job_that_filled_the_disk_frees_it(tmp_path):
     disk, home = tmp_path / "disk", tmp_path / "disk" / "home"
     disk.mkdir()
     distrain = " ".join(distrain_command())
+    settled = 'import json, sys; job = json.load(sys.stdin); assert job["provenance"]["packages"]; print(job["output_dir"])'
     script = f"""
         mount -t tmpfs -o size=16m tmpfs {disk}
         export DISTRAIN_HOME={home}
-        {distrain} submit --name filler -- 'cat /dev/zero > "$DISTRAIN_OUTPUT_DIR/zeros"; sleep 600'
+        {distrain} submit --name filler -- 'cd "$DISTRAIN_OUTPUT_DIR"; until [ -e fill ]; do sleep 0.1; done; cat /dev/zero > zeros; sleep 600'
+        # the run settled first (what it runs on recorded), so nothing of the job's frees space once the disk is full
+        until output=$({distrain} get filler -o json | {sys.executable} -c "$SETTLED" 2>/dev/null); do sleep 0.2; done
+        touch "$output/fill"
         while [ "$(df --output=avail {disk} | tail -1)" -gt 0 ]; do sleep 0.2; done
         echo "full: $(df --output=pcent {disk} | tail -1)"
-        cat /dev/zero > {disk}/pad 2>/dev/null  # what the job's end (its log unwritable) frees meanwhile
         {distrain} secret set login --username u --password p --host git.example.com; echo "secret: $?"
         {distrain} get filler >/dev/null; echo "get: $?"
-        rm {disk}/pad
         {distrain} delete filler --purge-output; echo "delete: $?"
         echo "used: $(df --output=used {disk} | tail -1)"
         {distrain} list
         umount {disk}
     """
-    done = subprocess.run(["unshare", "--mount", "bash", "-c", script], capture_output=True, text=True, timeout=180)
+    done = subprocess.run(["unshare", "--mount", "bash", "-c", script], capture_output=True, text=True, timeout=180,
+                          env={**os.environ, "SETTLED": settled})
     lines = done.stdout.splitlines()
     assert "full: 100%" in [line.strip() for line in lines], done.stdout + done.stderr
     assert f"Error: secret 'login' was not stored: the disk holding {home / 'secrets'} is full" in done.stderr

@@ -108,7 +108,8 @@ def test_sidebar_lists_jobs_live_and_acts_on_them(lab, page):
     broken = "broken-learning-rate-experiment-number-one"
     submit(lab, {"name": broken, "code": code, "command": "python train.py --learning-rate -1"})
 
-    expect(page.locator(".jp-LauncherCard", has_text="Training Job")).to_be_visible()
+    # the launcher opens once JupyterLab has restored its layout, after the splash screen is gone
+    expect(page.locator(".jp-LauncherCard", has_text="Training Job")).to_be_visible(timeout=60_000)
     open_panel(page)
     jobs = page.locator(".jp-distrain-jobs")
     row = lambda name: jobs.locator(f'[data-job="{name}"]')  # noqa: E731
