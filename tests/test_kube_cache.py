@@ -186,3 +186,49 @@ def test_a_jobs_change_lock_serializes_its_changes_and_is_forgotten_once_free():
     for name in map(str, range(1000)):
         change(name)
     assert locks.locks == {}
+
+
+def test_a_replica_a_signal_ended_as_the_engine_ended_the_job_was_stopped_by_that_end():
+    """The Training Operator marks a job Succeeded as its chief exits 0, then deletes the worker's pod: the worker,
+    ended by SIGTERM (143) in the same second, was stopped by the job's end, which the job shows at once, not a
+    failure that makes its end wait for the watches to settle (the job showed Running meanwhile on the real node);
+    a worker that exited 0 by itself then shows Succeeded. One whose kill is the end's cause stays Failed."""
+    import json
+    from datetime import datetime, timezone
+
+    from jupyter_distrain import spec as spec_
+    from jupyter_distrain.backends.kubernetes.naming import RUN, labels
+    from jupyter_distrain.backends.kubernetes.state import kubeflow_state, new_status
+
+    spec = spec_.validate({"name": "tf", "framework": "tensorflow", "command": "python train.py",
+                           "replicas": {"chief": {}, "worker": {}}})
+    end = 1_800_000_000
+    at = lambda seconds: datetime.fromtimestamp(seconds, timezone.utc)  # noqa: E731
+    root = client.V1ConfigMap(metadata=client.V1ObjectMeta(name="tf", labels={}, creation_timestamp=at(end - 60)),
+                              data={"spec.json": json.dumps(spec), "status.json": json.dumps(new_status(spec))})
+    def ended(condition: str) -> dict:
+        return {"metadata": {"labels": {}}, "spec": {}, "status": {"conditions": [
+            {"type": condition, "status": "True", "reason": f"TFJob{condition}", "message": "",
+             "lastTransitionTime": at(end).strftime("%Y-%m-%dT%H:%M:%SZ")}]}}
+
+    def pod(role: str, code: int, finished: int) -> client.V1Pod:
+        ended = client.V1ContainerStateTerminated(exit_code=code, finished_at=at(finished), started_at=at(end - 30),
+                                                  reason="Completed" if code == 0 else "Error")
+        return client.V1Pod(
+            metadata=client.V1ObjectMeta(name=f"tf-{role}-0", uid=role, labels={**labels("tf", role, 0), RUN: "1"},
+                                         creation_timestamp=at(end - 40)),
+            spec=client.V1PodSpec(containers=[client.V1Container(name="main")], restart_policy="Never"),
+            status=client.V1PodStatus(phase="Succeeded" if code == 0 else "Failed", start_time=at(end - 35),
+                                      container_statuses=[client.V1ContainerStatus(
+                                          name="main", image="python", image_id="", ready=False, restart_count=0,
+                                          state=client.V1ContainerState(terminated=ended))]))
+
+    chief = pod("chief", 0, end - 1)
+    stopped = kubeflow_state(root, ended("Succeeded"), [chief, pod("worker", 143, end)], None, end + 1)
+    assert (stopped["phase"], stopped["reason"]) == ("Succeeded", "Completed")
+    assert {k: stopped["replicas"]["worker-0"][k] for k in ("phase", "reason", "exit_code")} == {
+        "phase": "Stopped", "reason": "job succeeded", "exit_code": 143}
+    exited = kubeflow_state(root, ended("Succeeded"), [chief, pod("worker", 0, end)], None, end + 1)
+    assert (exited["phase"], exited["replicas"]["worker-0"]["phase"]) == ("Succeeded", "Succeeded")
+    killed = kubeflow_state(root, ended("Failed"), [pod("chief", 137, end), pod("worker", 143, end)], None, end + 1)
+    assert killed["phase"] == killed["replicas"]["chief-0"]["phase"] == "Failed" and killed["exit_code"] == 137

@@ -20,7 +20,7 @@ from conftest import CLI, write_spec
 
 from jupyter_distrain import hints, logs
 from jupyter_distrain.backends.kubernetes import podspec
-from jupyter_distrain.backends.kubernetes.loglines import from_pods_log, from_volume
+from jupyter_distrain.backends.kubernetes.loglines import ends_log, from_pods_log, from_volume
 
 
 def write(path, *chunks):
@@ -185,6 +185,14 @@ def tee(log, *command, termination="no-termination-log", **options):
                             stdout=subprocess.PIPE, **options)
 
 
+def whole(out: bytes) -> bytes:
+    """The tee's container output but for its last line, which says, to a reader of pods/log alone, that the log
+    ends there (and is no line of the volume's copy)."""
+    *lines, last = out.splitlines(keepends=True)
+    assert ends_log(b"2030-01-01T00:00:00.123456789Z " + last.rstrip(b"\n")), last
+    return b"".join(lines)
+
+
 def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_exit_code(tmp_path):
     log = tmp_path / "volume" / "logs" / "1" / "worker-0.log"
     termination = tmp_path / "termination-log"  # made by the kubelet
@@ -197,6 +205,8 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
                   env={**os.environ, "DISTRAIN_INDEX": "0"})
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 3
+    # the container's output ends with a line of its own, which says it is whole: the volume's copy has the rest
+    out = whole(out)
     assert out == log.read_bytes()
     lines = [logs.parse(raw, "worker-0") for raw in out.splitlines(keepends=True)]
     assert [(line.text, line.stderr) for line in lines] == [  # a line without its newline is written at the end
@@ -217,7 +227,8 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
 def test_a_pods_log_the_kubelet_no_longer_has_is_no_copy_of_it(tmp_path):
     """Once a finished pod's container is removed, pods/log answers 200 with the kubelet's word that it has no log:
     the copy says the pod's lines are not all copied (False, as for a pod gone), so that its run's lines are read
-    from the volume before the run is marked complete (a worker's last lines were lost so on the real node)."""
+    from the volume before the run is marked complete (a worker's last lines were lost so on the real node). A log
+    that ends with the tee's last line was read whole, and that line is no line of the job's."""
     from kubernetes import client
 
     from jupyter_distrain.backends.kubernetes.logcopy import LogCopier
@@ -241,15 +252,20 @@ def test_a_pods_log_the_kubelet_no_longer_has_is_no_copy_of_it(tmp_path):
     objects = NamespaceObjects(Distrain(root=str(tmp_path), namespace="training"), client.ApiClient())
     objects.run_log_dir = lambda job, run: tmp_path
     answers = iter([PodsLog(b"2030-01-01T00:00:00.1Z 2030-01-01T00:00:00.000001Z rank 1/3 joined"),
-                    PodsLog(b"unable to retrieve container logs for containerd://3f9a")])
+                    PodsLog(b"unable to retrieve container logs for containerd://3f9a"),
+                    PodsLog(b"2030-01-01T00:00:00.2Z 2030-01-01T00:00:00.000002Z done",
+                            b"2030-01-01T00:00:00.3Z 2030-01-01T00:00:00.000003Z. the log ends here")])
     objects.core.read_namespaced_pod_log = lambda *args, **kwargs: next(answers)
-    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="job-worker-0-0-0-x", labels={RUN: "1"}),
-                       spec=client.V1PodSpec(containers=[client.V1Container(name="replica")]),
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="job-worker-0-0-0-x", labels={RUN: "1"}, uid="7c1e"),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="replica")], restart_policy="Never"),
                        status=client.V1PodStatus(phase="Succeeded", container_statuses=[]))
     copier = LogCopier(objects)
-    assert copier.archive("job", "worker-0", pod) is True
+    assert copier.archive("job", "worker-0", pod) is True and not copier.whole("job", pod)
     assert copier.archive("job", "worker-0", pod) is False  # its container gone: what it logged is on the volume
-    assert (tmp_path / "worker-0.log").read_bytes() == b"2030-01-01T00:00:00.000001Z rank 1/3 joined\n"
+    assert copier.archive("job", "worker-0", pod) is True and copier.whole("job", pod)
+    assert (tmp_path / "worker-0.log").read_bytes() == (b"2030-01-01T00:00:00.000001Z rank 1/3 joined\n"
+                                                        b"2030-01-01T00:00:00.000002Z done\n")
+
 
 def test_a_follower_waits_past_its_grace_for_a_volume_read_under_way(tmp_path, monkeypatch):
     """A run over whose lines are not all copied ends a follower LOGS_GRACE seconds later, unless this process is
@@ -268,6 +284,7 @@ def test_a_follower_waits_past_its_grace_for_a_volume_read_under_way(tmp_path, m
         assert not finished()
     assert finished()
 
+
 def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path):
     process = tee(tmp_path / "log", sys.executable, "-c", "import time; print('ready', flush=True); time.sleep(60)")
     assert process.stdout.readline().endswith(b" ready\n")
@@ -277,7 +294,7 @@ def test_the_pods_log_tee_passes_signals_on_and_runs_without_its_volume(tmp_path
     unwritable = tee(tmp_path / "file" / "worker-0.log", "echo", "still runs")
     out, _ = unwritable.communicate(timeout=30)
     assert unwritable.returncode == 0
-    lines = [logs.parse(raw, "w").text for raw in out.splitlines()]
+    lines = [logs.parse(raw, "w").text for raw in whole(out).splitlines()]
     assert lines[0].startswith("distrain: no copy of this log on the output volume: ") and lines[1:] == ["still runs"]
 
 
@@ -297,13 +314,13 @@ def test_the_pods_log_tee_names_where_the_command_wrote_event_files_in_the_tempo
                        "DISTRAIN_LOG_DIR": str(output / "tensorboard")}, cwd=workspace)
     out, _ = process.communicate(timeout=30)
     assert process.returncode == 0
-    [line] = [logs.parse(raw, "w") for raw in out.splitlines()]
+    [line] = [logs.parse(raw, "w") for raw in whole(out).splitlines()]
     assert line.stderr and line.text == (
         f"distrain: TensorBoard event files written outside the job's output directory, where its TensorBoard and "
         f"metrics do not look, discarded with the pod: in {scratch}/boards/train, {scratch}/boards/validation; "
         "write them under $DISTRAIN_LOG_DIR")
     quiet = tee(tmp_path / "log", "true", env={**os.environ, "TMPDIR": str(scratch)}, cwd=workspace)
-    assert not quiet.communicate(timeout=30)[0]
+    assert not whole(quiet.communicate(timeout=30)[0])
 
 
 @pytest.mark.parametrize("inotify", [True, False], ids=["inotify", "watchfiles"])

@@ -8,6 +8,7 @@ import hmac
 import json
 import os
 import re
+import signal
 import sys
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -53,6 +54,7 @@ class Handler(BaseHTTPRequestHandler):
 
 def main():
     Handler.root, Handler.secret = sys.argv[1], os.environ[SECRET_VARIABLE].encode()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # as the pod's first process, it has no default action
     ThreadingHTTPServer(("", int(sys.argv[2])), Handler).serve_forever()
 
 

@@ -8,7 +8,7 @@ are passed on to every process of the command; its exit code is this program's (
 shell would report it. When the command fails, its last lines of stderr become the container's termination message
 (TERMINATION_LOG, unless the command wrote one itself), which says why in the pod's status. The files the command
 wrote next to its code, and the directories where it wrote TensorBoard event files in the temporary directory, which
-go with the pod, are named in last lines.
+go with the pod, are named in last lines; a line of the container's output alone says that its log ends.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
 import os
@@ -24,6 +24,7 @@ MAX_LINE = 64 * 1024  # longer lines are split, as the server's log files split 
 REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
 MAX_MESSAGE = 4096  # bytes of a termination message the kubelet keeps
 MAX_LOOKED_AT = 100_000  # files of the temporary directory looked at for event files, at most
+END = b". the log ends here"  # after a stamp, the container output's last line (loglines.ends_log)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
 
 
@@ -43,6 +44,12 @@ class Stamper:
         self.last = micros
         seconds, fraction = divmod(micros, 10**6)
         return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)).encode() + b".%06dZ" % fraction
+
+    def end(self):
+        """Say, in the container's output alone, that its log ends here: a reader of pods/log that reached this line
+        has every line, and need not read the volume's copy."""
+        self.out.write(self.stamp() + END + b"\n")
+        self.out.flush()
 
     def write(self, lines, separator=b" "):
         """Write `lines` of the command's stdout (`separator` b" ") or stderr (b"!")."""
@@ -207,7 +214,9 @@ def main():
     boards = event_files_outside(started)
     if boards:
         stamper.write([outside(boards)], b"!")
+    stamper.end()
     sys.exit(128 - code if code < 0 else code)
 
 
-main()
+if __name__ == "__main__":
+    main()

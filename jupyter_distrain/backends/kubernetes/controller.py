@@ -165,7 +165,8 @@ class NamespaceController:
     def _follow(self, job: str, pods: list[client.V1Pod]) -> None:
         for pod in pods:
             replica, uid = replica_of(pod.metadata.labels), pod.metadata.uid
-            if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers:
+            if pod.status.phase == "Running" and not pod.metadata.deletion_timestamp and uid not in self.followers \
+                    and not self.copier.whole(job, pod):
                 thread = threading.Thread(target=self._copy, args=(job, replica, pod), daemon=True,
                                           name=f"distrain-logs-{pod.metadata.name}")
                 self.followers[uid] = job, thread
@@ -182,6 +183,9 @@ class NamespaceController:
             while not self.stopping.is_set():
                 began = time.monotonic()
                 self.copier.archive(job, replica, pod, follow=True, held=self.merged.get(job))
+                if self.copier.whole(job, pod):
+                    read = True
+                    return
                 current = next((p for p in self.cache.items("pods") if p.metadata.uid == pod.metadata.uid), None)
                 if current is None or current.status.phase != "Running" or current.metadata.deletion_timestamp:
                     read = self.copier.archive(job, replica, current or pod)

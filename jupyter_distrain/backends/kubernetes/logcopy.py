@@ -20,7 +20,7 @@ from ...errors import DistrainError
 from ...incluster import logreader
 from ...policy import Event
 from . import render
-from .loglines import append, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
+from .loglines import append, ends_log, from_pods_log, from_volume, last_stamp, line_batches, seconds_since
 from .naming import RUN, replica_of
 from .objects import NamespaceObjects
 from .state import created, current_run, ended_pod, why_not_running
@@ -47,7 +47,7 @@ class LogCopier:
         output volume."""
         self.objects, self.copies_logs = objects, copies_logs
         self.settings, self.ns, self.core = objects.settings, objects.ns, objects.core
-        self.ended_copied: dict[str, set[str]] = {}  # job -> uids of its ended pods whose logs are copied
+        self.copied_whole: dict[str, set[str]] = {}  # job -> uids of its pods whose logs are copied to their end
 
     def log_files(self, name: str, replica: str | None = None, run: int | None = None) -> dict[str, Path]:
         """Each replica's log file of a run (default: the current one), or only `replica`'s."""
@@ -90,26 +90,31 @@ class LogCopier:
         """Copy what `pods` (with `ended`, those that ended or are being deleted) logged since their files'
         last lines, oldest pods first: a replica's restarts in order; a pod that has ended only once (a job
         changes many times as it ends). The pods that were gone before they were read."""
-        copied, gone = self.ended_copied.setdefault(job, set()), []
+        gone = []
         for pod in sorted(pods, key=created):
-            if (ended and not ended_pod(pod)) or pod.metadata.uid in copied:
+            if (ended and not ended_pod(pod)) or self.whole(job, pod):
                 continue
             if not self.archive(job, replica_of(pod.metadata.labels), pod):
                 gone.append(pod)
             if pod.status.phase in ("Succeeded", "Failed"):
-                copied.add(pod.metadata.uid)
+                self.copied_whole.setdefault(job, set()).add(pod.metadata.uid)
         return gone
+
+    def whole(self, job: str, pod: client.V1Pod) -> bool:
+        """Whether every line of the pod's log is copied: it ended, or its one container's log came to its end."""
+        return pod.metadata.uid in self.copied_whole.get(job, ())
 
     def forget(self, job: str) -> None:
         """The job is gone: what was copied of it need not be remembered."""
-        self.ended_copied.pop(job, None)
+        self.copied_whole.pop(job, None)
 
     def archive(self, job: str, replica: str, pod: client.V1Pod, follow: bool = False,
                 held: threading.Event | None = None) -> bool:
         """Append the pod's log lines not yet in its file, in the directory of the pod's run; with `follow`,
         until the container ends; with `held`, the log is opened at once and read once `held` is set (older lines
         are being merged into the file). False if the pod, or its container's log, is gone: what it logged since
-        is only on the volume."""
+        is only on the volume. A log read to its end line (incluster/logtee.py's) of a container never restarted
+        in place is copied whole (see `whole`)."""
         if not self.copies_logs:
             return True  # nothing this process keeps
         if not pod.status.container_statuses and pod.status.phase == "Pending":
@@ -132,6 +137,9 @@ class LogCopier:
         try:
             with response:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
+                    if lines and ends_log(lines[-1]) and pod.spec.restart_policy == "Never":
+                        lines.pop()
+                        self.copied_whole.setdefault(job, set()).add(pod.metadata.uid)
                     copies = [from_pods_log(line) for line in lines]
                     gone = gone or None in copies
                     append(path, [line for line in copies if line is not None])

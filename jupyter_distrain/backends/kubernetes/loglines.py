@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ... import logs
+from ...incluster import logtee
 
 
 RUNTIME_TIME = re.compile(rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")  # pods/log's, RFC 3339 in UTC
+LOG_END = re.compile(RUNTIME_TIME.pattern + rb" " + logs.STAMP + re.escape(logtee.END))
 
 
 def stamp(k8s_time: bytes) -> str:
@@ -38,6 +40,11 @@ def from_pods_log(raw: bytes) -> bytes | None:
     if logs.STAMPED.match(text):
         return bounded(text)
     return bounded(stamp(when).encode() + b" " + text)
+
+
+def ends_log(raw: bytes) -> bool:
+    """Whether a pods/log line is incluster/logtee.py's last: the container's log ends there, whole."""
+    return LOG_END.fullmatch(raw) is not None
 
 
 def from_volume(raw: bytes) -> bytes | None:

@@ -265,16 +265,18 @@ class NamespaceObjects:
 
     def delete(self, kind: str, name: str, grace: int | None = None, uid: str | None = None) -> None:
         """Delete the object (with `uid`, only if the name still holds that object); gone already is done."""
-        options = {"body": client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))} if uid else {}
+        # in the body, beside the precondition: the API server reads a DELETE's query only when it has no body
+        body = client.V1DeleteOptions(grace_period_seconds=grace, preconditions=client.V1Preconditions(uid=uid) if uid else None)
         try:
-            self.api_for("delete", kind)(name, self.ns, grace_period_seconds=grace, **options)
+            self.api_for("delete", kind)(name, self.ns, body=body)
         except ApiException as e:
             if e.status != 404 and not (uid and e.status == 409):  # 409: the uid precondition failed
                 raise api_error(e, f"delete {kind} {name}") from None
 
-    def delete_pod(self, pod, wait: bool = False) -> None:
-        """Delete this pod (its uid: a successor of the same name is left alone); with `wait`, until it is gone."""
-        self.delete("Pod", pod.metadata.name, grace=0, uid=pod.metadata.uid)
+    def delete_pod(self, pod, wait: bool = False, grace: int | None = None) -> None:
+        """Delete this pod (its uid: a successor of the same name is left alone) after `grace` seconds (default:
+        its own) of SIGTERM; with `wait`, until it is gone."""
+        self.delete("Pod", pod.metadata.name, grace=grace, uid=pod.metadata.uid)
         if wait:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
@@ -287,9 +289,9 @@ class NamespaceObjects:
                 time.sleep(0.1)
 
     def delete_pod_named(self, pod: str) -> None:
-        """Delete the pod (a log reader, a purger), until it is gone (the next one takes its name)."""
+        """Delete the pod (a log reader, a purger) at once, until it is gone (the next one takes its name)."""
         try:
-            self.delete_pod(self.core.read_namespaced_pod(pod, self.ns), wait=True)
+            self.delete_pod(self.core.read_namespaced_pod(pod, self.ns), wait=True, grace=0)
         except ApiException as e:
             if e.status != 404:
                 raise api_error(e, f"read pod {pod}") from None

@@ -247,9 +247,18 @@ def engine_state(root: client.V1ConfigMap, status: dict, states: dict[str, dict]
     spec = json.loads(root.data["spec.json"])
     started = [s["started"] for s in states.values() if s["started"]] or ([began] if began and end else [])
     # a replica whose pods are gone (the engine deletes a running replica's pods when the job ends) ran if the job did
-    replicas_ = policy_replicas(states, ran=set(states) - with_pods if started else ())
+    ran = set(states) - with_pods if started else ()
+    replicas_ = policy_replicas(states, ran)
     status.update(replicas=states, started=min(started) if started else None)
     decision = decide(spec, replicas_)
+    if end and decision.phase != end[0]:
+        # replicas a signal ended once the engine had ended the job (in its second: both times are whole seconds),
+        # if the end is theirs without them, were stopped by it (their pods killed as the job ended): running until then
+        stopped = policy_replicas({name: {**s, "phase": str(Phase.RUNNING), "exit_code": None}
+                                   if (s["exit_code"] or 0) >= 128 and (s["finished"] or 0) >= end[3] else s
+                                   for name, s in states.items()}, ran)
+        if (without := decide(spec, stopped)).phase == end[0]:
+            replicas_, decision = stopped, without
     deadline = spec["policy"].get("deadline_seconds")
     if any(s["reason"] == "DeadlineExceeded" for s in states.values()) or (
             end and end[0] == Phase.FAILED and decision.phase != Phase.FAILED and deadline
