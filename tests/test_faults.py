@@ -143,11 +143,13 @@ def test_deleting_the_job_that_filled_the_disk_frees_it(tmp_path):
     disk, home = tmp_path / "disk", tmp_path / "disk" / "home"
     disk.mkdir()
     distrain = " ".join(distrain_command())
-    settled = 'import json, sys; job = json.load(sys.stdin); assert job["provenance"]["packages"]; print(job["output_dir"])'
+    settled = ('import json, sys; job = json.load(sys.stdin); assert job["provenance"]["packages"]; '
+               'print(job["output_dir"])')
     script = f"""
         mount -t tmpfs -o size=16m tmpfs {disk}
         export DISTRAIN_HOME={home}
-        {distrain} submit --name filler -- 'cd "$DISTRAIN_OUTPUT_DIR"; until [ -e fill ]; do sleep 0.1; done; cat /dev/zero > zeros; sleep 600'
+        {distrain} submit --name filler -- \
+            'cd "$DISTRAIN_OUTPUT_DIR"; until [ -e fill ]; do sleep 0.1; done; cat /dev/zero > zeros; sleep 600'
         # the run settled first (what it runs on recorded), so nothing of the job's frees space once the disk is full
         until output=$({distrain} get filler -o json | {sys.executable} -c "$SETTLED" 2>/dev/null); do sleep 0.2; done
         touch "$output/fill"

@@ -192,13 +192,14 @@ def test_a_replica_a_signal_ended_as_the_engine_ended_the_job_was_stopped_by_tha
     """The Training Operator marks a job Succeeded as its chief exits 0, then deletes the worker's pod: the worker,
     ended by SIGTERM (143) in the same second, was stopped by the job's end, which the job shows at once, not a
     failure that makes its end wait for the watches to settle (the job showed Running meanwhile on the real node);
-    a worker that exited 0 by itself then shows Succeeded. One whose kill is the end's cause stays Failed."""
+    a worker that exited 0 by itself then shows Succeeded, also once its pod is gone. One whose kill is the end's
+    cause stays Failed."""
     import json
     from datetime import datetime, timezone
 
     from jupyter_distrain import spec as spec_
     from jupyter_distrain.backends.kubernetes.naming import RUN, labels
-    from jupyter_distrain.backends.kubernetes.state import kubeflow_state, new_status
+    from jupyter_distrain.backends.kubernetes.state import kubeflow_state, new_status, record_seen
 
     spec = spec_.validate({"name": "tf", "framework": "tensorflow", "command": "python train.py",
                            "replicas": {"chief": {}, "worker": {}}})
@@ -228,7 +229,17 @@ def test_a_replica_a_signal_ended_as_the_engine_ended_the_job_was_stopped_by_tha
     assert (stopped["phase"], stopped["reason"]) == ("Succeeded", "Completed")
     assert {k: stopped["replicas"]["worker-0"][k] for k in ("phase", "reason", "exit_code")} == {
         "phase": "Stopped", "reason": "job succeeded", "exit_code": 143}
-    exited = kubeflow_state(root, ended("Succeeded"), [chief, pod("worker", 0, end)], None, end + 1)
+    worker = pod("worker", 0, end)
+    exited = kubeflow_state(root, ended("Succeeded"), [chief, worker], None, end + 1)
     assert (exited["phase"], exited["replicas"]["worker-0"]["phase"]) == ("Succeeded", "Succeeded")
+    # its end recorded as a watcher saw it (record_pods), it stays once the engine deleted its pod
+    status = new_status(spec)
+    assert record_seen(status, {"chief-0": chief, "worker-0": worker}, end + 1)
+    assert not record_seen(status, {"chief-0": chief, "worker-0": worker}, end + 2)  # nothing new: nothing written
+    root.data["status.json"] = json.dumps(status)
+    gone = kubeflow_state(root, ended("Succeeded"), [chief], None, end + 1)
+    assert {k: gone["replicas"]["worker-0"][k] for k in ("phase", "exit_code", "finished")} == {
+        "phase": "Succeeded", "exit_code": 0, "finished": end}
+    root.data["status.json"] = json.dumps(new_status(spec))
     killed = kubeflow_state(root, ended("Failed"), [pod("chief", 137, end), pod("worker", 143, end)], None, end + 1)
     assert killed["phase"] == killed["replicas"]["chief-0"]["phase"] == "Failed" and killed["exit_code"] == 137

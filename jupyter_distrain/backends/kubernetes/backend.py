@@ -6,7 +6,7 @@
   JobSet's conditions, its Jobs and pods give the job's state (`jobset_state`).
 - "kubeflow": the Training Operator's TFJob, PyTorchJob or PaddleJob, enforced in the cluster likewise;
   its conditions and pods give the job's state (`kubeflow_state`); the operator counts no restarts, so
-  this backend records those it sees, and on both engines each replica's start (`record_pods`).
+  this backend records those it sees, and on both engines each replica's start and end (`record_pods`).
 - "sweep": a sweep, whose controller runs in the cluster (controllers/sweep.py, in its Job's pod): it launches
   the trials, jobs of their own, and records the sweep's status, which this backend only reads.
 - "pods": bare pods and Services, for clusters with neither engine. This backend supervises them: it

@@ -266,7 +266,8 @@ class NamespaceObjects:
     def delete(self, kind: str, name: str, grace: int | None = None, uid: str | None = None) -> None:
         """Delete the object (with `uid`, only if the name still holds that object); gone already is done."""
         # in the body, beside the precondition: the API server reads a DELETE's query only when it has no body
-        body = client.V1DeleteOptions(grace_period_seconds=grace, preconditions=client.V1Preconditions(uid=uid) if uid else None)
+        body = client.V1DeleteOptions(grace_period_seconds=grace,
+                                      preconditions=client.V1Preconditions(uid=uid) if uid else None)
         try:
             self.api_for("delete", kind)(name, self.ns, body=body)
         except ApiException as e:

@@ -16,7 +16,7 @@ from .logcopy import LogCopier
 from .naming import RUN, object_name
 from .objects import NamespaceObjects
 from .state import (WORKLOAD_GRACE, count_restarts, current_run, deadline_left, engine_of, missing_pod, newest_of_run,
-                    policy_replicas, record_starts, replica_state, stop_decision, unfinished, unmade, with_ending)
+                    policy_replicas, record_seen, replica_state, stop_decision, unfinished, unmade, with_ending)
 
 
 EVERY_JOB = "*"
@@ -116,13 +116,13 @@ class PodSupervisor:
             self.objects.delete("Service", object_name(spec["name"], replica_name(role, index)))
 
     def record_pods(self, root: client.V1ConfigMap, pods: builtins.list[client.V1Pod]) -> None:
-        """Record what an engine's pods show and may not keep: each replica's start (state.record_starts) and, on
-        the kubeflow engine, its restarts (state.count_restarts: the operator replaces a failed pod under its name
-        and counts nothing)."""
+        """Record what an engine's pods show and may not keep: each replica's start and end (state.record_seen:
+        on "pods", its start alone, as `reconcile` records the rest) and, on the kubeflow engine, its restarts
+        (state.count_restarts: the operator replaces a failed pod under its name and counts nothing)."""
         status = json.loads(root.data["status.json"])
         if status["phase"] in FINISHED:
             return
         current = newest_of_run(root, pods)
         restarted = engine_of(root) == "kubeflow" and count_restarts(status, current)
-        if record_starts(status, current) or restarted:
+        if record_seen(status, current, time.time(), ends=engine_of(root) != "pods") or restarted:
             self.objects.write_status(root, status)

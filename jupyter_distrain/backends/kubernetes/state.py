@@ -17,6 +17,7 @@ from ...spec import replica_name, replicas
 from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, TOLD_END, replica_of
 
 GPU = "nvidia.com/gpu"
+ENDED = ("phase", "reason", "message", "exit_code")  # a replica's end as its pod showed it (and when: `finished`)
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
 # seconds a run's JobSet or TFJob may be missing after the run was asked for (made right after the ConfigMap, then
 # seen through a watch); past them the run failed: its submit was interrupted, or the object was deleted by hand
@@ -225,15 +226,21 @@ def count_restarts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
     return changed
 
 
-def record_starts(status: dict, pods: dict[str, client.V1Pod]) -> bool:
-    """Record in `status` when each replica's pod began, once it has run: an engine deletes the pods still running
-    once its job has ended, and their starts (the GPU-hours they held from then) would go with them. Whether any
-    start was new."""
+def record_seen(status: dict, pods: dict[str, client.V1Pod], now: float, ends: bool = True) -> bool:
+    """Record in `status` what each replica's newest pod showed that its engine may not keep: when it began, once it
+    has run, and (with `ends`) how it ended. An engine deletes the pods of a job it ended, with the GPU-hours they
+    held and the exit of a replica that was ending by itself. Whether anything was new."""
     changed = False
     for name, pod in pods.items():
         recorded = status["replicas"].get(name)
-        if recorded and not recorded["started"] and pod.status.phase != "Pending" and pod.status.start_time:
+        if not recorded:
+            continue
+        if not recorded["started"] and pod.status.phase != "Pending" and pod.status.start_time:
             recorded["started"], changed = seconds(pod.status.start_time), True
+        ended = replica_state(recorded, pod, now) if ends and pod.status.phase in ("Succeeded", "Failed") else None
+        if ended and any(recorded[key] != ended[key] for key in ENDED):
+            recorded.update({key: ended[key] for key in (*ENDED, "finished")})
+            changed = True
     return changed
 
 
