@@ -97,12 +97,15 @@ class LogCopier:
             if not self.archive(job, replica_of(pod.metadata.labels), pod):
                 gone.append(pod)
             if pod.status.phase in ("Succeeded", "Failed"):
-                self.copied_whole.setdefault(job, set()).add(pod.metadata.uid)
+                self._copied_whole(job, pod)
         return gone
 
     def whole(self, job: str, pod: client.V1Pod) -> bool:
         """Whether every line of the pod's log is copied: it ended, or its one container's log came to its end."""
         return pod.metadata.uid in self.copied_whole.get(job, ())
+
+    def _copied_whole(self, job: str, pod: client.V1Pod) -> None:
+        self.copied_whole.setdefault(job, set()).add(pod.metadata.uid)
 
     def forget(self, job: str) -> None:
         """The job is gone: what was copied of it need not be remembered."""
@@ -139,7 +142,7 @@ class LogCopier:
                 for lines in line_batches(response.stream(logs.READ_CHUNK, decode_content=True)):
                     if lines and ends_log(lines[-1]) and pod.spec.restart_policy == "Never":
                         lines.pop()
-                        self.copied_whole.setdefault(job, set()).add(pod.metadata.uid)
+                        self._copied_whole(job, pod)
                     copies = [from_pods_log(line) for line in lines]
                     gone = gone or None in copies
                     append(path, [line for line in copies if line is not None])
