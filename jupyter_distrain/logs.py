@@ -33,6 +33,8 @@ TRACEBACK = "Traceback (most recent call last):"
 # the exceptions launchers raise when a process they started failed: that process's own is the cause
 LAUNCHER_ERRORS = ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError",  # torchrun's
                    "subprocess.CalledProcessError")  # accelerate launch's, and other wrappers in Python
+# a launcher's mark on each line of one process it ran, copying its output (torchrun --tee: "[default1]:", "[rank1]:")
+PROCESS_MARK = re.compile(r"\[[A-Za-z_]*\d+\]:")
 ESCAPES = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|[\x00-\x08\x0b-\x1f\x7f]")  # terminal colours, control characters
 URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it wakes the run's followers
@@ -188,8 +190,8 @@ def last_error(path: Path) -> str:
 
 def error_line(output: bytes) -> str:
     """The line of a failed program's last output that says why it failed: the exception line of its last Python
-    traceback (through a launcher, torchrun's or another wrapper's, the last of the processes it ran: the cause),
-    else its last line that is not blank. Of log file lines, only those written to stderr count; lines without a
+    traceback (through a launcher, torchrun's or another wrapper's, the last of the processes it ran: the cause,
+    read without the mark a launcher puts on each of that process's lines), else its last line that is not blank. Of log file lines, only those written to stderr count; lines without a
     stamp (a container's termination message) all do. One line, at most MAX_ERROR characters, without terminal
     escapes or the credentials of a URL in it."""
     said = []
@@ -199,6 +201,8 @@ def error_line(output: bytes) -> str:
                 continue
             raw = raw[STAMP_LEN + 1:]
         line = ESCAPES.sub("", raw.decode(errors="replace")).rstrip()
+        if mark := PROCESS_MARK.match(line):  # that process's own line, as it wrote it
+            line = line[mark.end():]
         if line:
             said.append(line)
     if TRACEBACK in said:

@@ -35,8 +35,8 @@ class ReplicaRecord(TypedDict):
     started: float | None
     finished: float | None
     message: NotRequired[str]  # why it is in its phase, where the backend says (Kubernetes: its pod's)
-    cpu_seconds: NotRequired[float | None]  # what its processes used in the run, once ended (local only)
-    peak_memory: NotRequired[int | None]  # bytes: the largest resident set of its processes (local only)
+    cpu_seconds: NotRequired[float | None]  # what its processes used in the run, once ended
+    peak_memory: NotRequired[int | None]  # bytes: the largest resident set of its processes, once ended
 
 
 class EventRecord(TypedDict):

@@ -37,13 +37,16 @@ def of_replica(replica: ReplicaRecord, spec: dict, run_ended: float | None) -> d
 
 def of_job(job: Mapping[str, Any], each: list[dict]) -> dict:
     """The run's usage from its replicas' (`each`, as of_replica answers them): the run's time, the sums of their
-    CPU seconds and GPU-hours, the largest of their peaks; a measure none of them has is None."""
-    known = {key: [used[key] for used in each if used[key] is not None] for key in ("cpu_seconds", "peak_memory",
-                                                                                   "gpu_hours")}
+    CPU seconds and GPU-hours, the largest of their peaks; CPU seconds and the peak are None unless each replica that
+    ran has them (a sum of some would pass for the run's), GPU-hours unless one has them."""
+    ran = [used for used in each if used["wall_seconds"] is not None]
+    measured = {key: [used[key] for used in ran] for key in ("cpu_seconds", "peak_memory")}
+    whole = {key: ran and None not in values for key, values in measured.items()}
+    gpu_hours = [used["gpu_hours"] for used in each if used["gpu_hours"] is not None]
     return {"wall_seconds": rounded(seconds_between(job["started"], job["finished"])),
-            "cpu_seconds": rounded(sum(known["cpu_seconds"])) if known["cpu_seconds"] else None,
-            "peak_memory": max(known["peak_memory"], default=None),
-            "gpu_hours": rounded(sum(known["gpu_hours"]), 6) if known["gpu_hours"] else None}
+            "cpu_seconds": rounded(sum(measured["cpu_seconds"])) if whole["cpu_seconds"] else None,
+            "peak_memory": max(measured["peak_memory"]) if whole["peak_memory"] else None,
+            "gpu_hours": rounded(sum(gpu_hours), 6) if gpu_hours else None}
 
 
 def seconds_between(started: float | None, finished: float | None) -> float | None:

@@ -645,9 +645,9 @@ export interface components {
     Usage: {
       /** @description How long it ran */
       wall_seconds: number | null;
-      /** @description Its processes' CPU time, once ended (local backend) */
+      /** @description Its processes' CPU time, once ended (measured by the local backend, and on Kubernetes by each container's log tee) */
       cpu_seconds: number | null;
-      /** @description Bytes: the largest resident set of its processes (local backend) */
+      /** @description Bytes: the largest resident set of its processes, once ended */
       peak_memory: number | null;
       /** @description Its GPUs, each held from its replica's start to its end */
       gpu_hours: number | null;
@@ -673,9 +673,9 @@ export interface components {
       /** Format: date-time */
       finished: string | null;
       wall_seconds: number | null;
-      /** @description Measured (local backend) */
+      /** @description Measured */
       cpu_seconds: number | null;
-      /** @description Bytes (local backend) */
+      /** @description Bytes */
       peak_memory: number | null;
       gpu_hours: number | null;
       /** @description Measured where cpu_measured, else its replicas' requested cores for as long as each ran */

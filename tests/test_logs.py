@@ -11,6 +11,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from conftest import CLI, write_spec
 from jupyter_distrain import hints, logs
 from jupyter_distrain.backends.kubernetes import podspec
 from jupyter_distrain.backends.kubernetes.loglines import ends_log, from_pods_log, from_volume
+from jupyter_distrain.backends.kubernetes.state import replica_state, used_by
 
 
 def write(path, *chunks):
@@ -152,6 +154,12 @@ def test_a_failed_programs_error_line_is_its_exception_or_last_stderr_line():
                                    *traceback, "cleaning up")) == "ValueError: bad learning rate 10"
     assert logs.error_line(stamped("!warning: slow disk", "!fatal: out of data", "bye", "")) == "fatal: out of data"
     assert logs.error_line(stamped("only stdout", "Traceback (most recent call last):")) == ""
+    # through torchrun --tee, each line of a process it ran marked as that process's (its local rank)
+    launched = ["[default1]:Traceback (most recent call last):", '[default1]:  File "train.py", line 3, in <module>',
+                "[default1]:ValueError: the learning rate 10 diverged", "Traceback (most recent call last):",
+                '  File "/usr/bin/torchrun", line 33, in <module>',
+                "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ", "[0]:", "  rank : 1"]
+    assert logs.error_line("\n".join(launched).encode()) == "ValueError: the learning rate 10 diverged"
     # a termination message: its lines carry no stamp and all count
     assert logs.error_line("\n".join(line[1:] for line in traceback).encode()) == "ValueError: bad learning rate 10"
     said = logs.error_line(b"\x1b[31mfatal:\x1b[0m cannot fetch https://bob:s3cret@example.com/team/models.git " +
@@ -213,7 +221,8 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
         ("one", False), ("two", True), ("x" * logs.MAX_LINE, False), ("x" * 10, False), ("why", True),
         ("no newline", False)]
     assert [line.time for line in lines] == sorted({line.time for line in lines})  # strictly increasing
-    assert termination.read_bytes() == b"two\nwhy"  # the failed command's last lines of stderr
+    used, said = used_by(termination.read_text())
+    assert said == "two\nwhy" and used["cpu_seconds"] >= 0  # what it used, then the failed command's stderr's end
     # pods/log serves each line behind the runtime's own time: the tee's stamp is kept, so the copies match
     runtime = b"2030-01-01T00:00:00.123456789Z "
     assert [from_pods_log(runtime + raw.rstrip(b"\n")) for raw in out.splitlines(keepends=True)] == [
@@ -222,6 +231,47 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
     # the kubelet's answer once the container is gone is no line of it (seen on the real node)
     assert from_pods_log(b"unable to retrieve container logs for containerd://3f9a") is None
     assert from_volume(b"written by the job itself") is None
+
+
+BURNS = """import resource, time
+kept = bytearray(300 * 2**20)  # resident once written
+for i in range(0, len(kept), 4096):
+    kept[i] = 1
+start = time.process_time()
+while time.process_time() - start < 1.5:
+    pass
+own = resource.getrusage(resource.RUSAGE_SELF)
+print(own.ru_utime + own.ru_stime, own.ru_maxrss * 1024)
+"""
+
+
+def test_the_pods_log_tee_says_what_its_command_used_and_the_replicas_end_shows_it(tmp_path):
+    """As its command ends, the tee writes its CPU seconds and largest resident set (the kernel's account of it) as
+    the first line of the container's termination message; a pod ended with that message shows them in the
+    replica's state, within 2% of what the process measured of itself (but for its exit), and a failure's message without that line."""
+    from kubernetes import client
+
+    termination = tmp_path / "termination-log"
+    termination.touch()
+    out, _ = tee(tmp_path / "worker-0.log", sys.executable, "-c", BURNS, termination=termination).communicate(
+        timeout=60)
+    own_cpu, own_peak = map(float, logs.parse(out.splitlines()[0], "worker-0").text.split())
+    ended = client.V1ContainerStateTerminated(exit_code=0, message=termination.read_text(), reason="Completed",
+                                              finished_at=datetime.now(timezone.utc))
+    pod = client.V1Pod(metadata=client.V1ObjectMeta(name="job-worker-0-0-0-x"),
+                       spec=client.V1PodSpec(containers=[client.V1Container(name="replica")], node_name="node"),
+                       status=client.V1PodStatus(phase="Succeeded", container_statuses=[client.V1ContainerStatus(
+                           name="replica", image="python", image_id="", ready=False, restart_count=0,
+                           state=client.V1ContainerState(terminated=ended))]))
+    recorded = {"phase": "Running", "reason": "", "message": "", "exit_code": None, "restarts": 0,
+                "started": time.time() - 5, "finished": None, "node": "node"}
+    state = replica_state(recorded, pod, time.time())
+    assert (state["phase"], state["message"]) == ("Succeeded", "")
+    # the process's exit (its 300 MiB freed, the interpreter's end) follows its own account
+    assert own_cpu <= state["cpu_seconds"] <= 1.02 * own_cpu + 0.1, (state, own_cpu)
+    assert own_peak <= state["peak_memory"] <= 1.02 * own_peak, (state, own_peak)
+    assert used_by("distrain used {\"cpu_seconds\": ") == ({}, "")  # cut short: nothing known
+    assert used_by("Error: it failed") == ({}, "Error: it failed")  # not the tee's message
 
 
 def test_a_pods_log_the_kubelet_no_longer_has_is_no_copy_of_it(tmp_path):

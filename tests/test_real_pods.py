@@ -27,6 +27,7 @@ from controlplane import realnode
 from controlplane.cluster import ADMIN, HOST_IP, NAMESPACE, RESTRICTED, local_queue
 from controlplane.images import PADDLE_IMAGE, PRODUCT_IMAGE, PYTHON_IMAGE, PYTORCH_IMAGE, TENSORFLOW_IMAGE
 from kubernetes import client
+from test_logs import BURNS, LAUNCHED
 from test_progress import PACED
 from test_stacks import LATE_TO_ALL_REDUCE, innermost
 
@@ -249,7 +250,9 @@ time.sleep(5)  # while the other asks
 def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, admin, cli):
     """Submitted with the CLI as a user would, on the JobSet engine: two replicas reach each other by their
     cluster names, log to pods/log and to the output volume, and Succeed; their image shows as a local one.
-    Deleted with its output kept and made again under its name, the job starts with none of the old lines.
+    Deleted with its output kept, its run's CPU seconds and peak memory, as each pod's tee measured them, are in the
+    usage ledger. Made again under its name, the job starts with none of the old lines, and its replica's CPU seconds
+    and peak memory are those its process measured of itself (within 2%, with the product's own step before it).
     Deleted, it leaves no container running."""
     spec = {"name": "hello", "framework": "python", "replicas": {"worker": {"count": 2}},
             "policy": {"success": "all-workers"}, "command": python(GREET)}
@@ -265,10 +268,18 @@ def test_a_job_runs_its_replicas_as_containers_and_leaves_none(real_cluster, adm
         [image] = job["provenance"]["image_digests"]  # imported here: no registry's digest
         assert image.startswith(f"{PYTHON_IMAGE} (a local image, sha256:") and "@" not in image
 
-        cli("delete", "hello")  # its output kept
-        submit(cli, {**spec, "replicas": {"worker": {}}, "command": "python -c 'print(\"the second hello\")'"})
-        assert cli.wait("hello", timeout=240)["phase"] == "Succeeded"
-        assert cli("logs", "hello").stdout.splitlines() == ["[worker-0] the second hello"]
+        cli("delete", "hello")  # its output kept, its run's usage in the ledger: CPU measured by each pod's tee
+        [run] = [row for row in cli.json("usage")["runs"] if row["job"] == "hello"]
+        assert run["cpu_measured"] and run["cpu_seconds"] > 0 and run["peak_memory"] > 0, run
+        submit(cli, {**spec, "replicas": {"worker": {}}, "command": python(BURNS)})
+        second = cli.wait("hello", timeout=240)
+        assert second["phase"] == "Succeeded"
+        [line] = cli("logs", "hello").stdout.splitlines()  # none of the old lines: the process's own account
+        own_cpu, own_peak = map(float, line.removeprefix("[worker-0] ").split())
+        used = second["replicas"][0]["usage"]
+        # the container ran the product's check of its requirements (0.2 s) before the command: its CPU counts too
+        assert own_cpu <= used["cpu_seconds"] <= 1.02 * own_cpu + 0.5 and own_peak <= used["peak_memory"] <= \
+            1.02 * own_peak, (used, line)
     finally:
         cli("delete", "hello")
     wait(lambda: none_left(admin), "nothing of the job left")
@@ -461,6 +472,25 @@ def test_pytorch_trains_across_pods_under_torchrun(git_host, real_cluster, cli, 
         assert image.startswith(f"{PYTORCH_IMAGE} (a local image, sha256:")
         result = json.loads((outputs(real_cluster) / name / "result.json").read_text())
         assert result["epoch"] == 2
+    finally:
+        cli("delete", name)
+    wait(lambda: none_left(admin), "nothing of the job left")
+
+
+def test_through_torchrun_in_a_pod_the_failed_jobs_message_is_its_failing_workers_exception(cli, admin):
+    """torchrun (the image's) starts two processes in the master's pod; the second raises. torchrun stops the other
+    and raises ChildFailedError: the job's message is the worker's exception, found in the container's termination
+    message the log tee wrote."""
+    name = "launched"
+    script = "/tmp/launched.py"
+    written = python(f"open({script!r}, 'w').write({LAUNCHED!r})")
+    submit(cli, {"name": name, "framework": "pytorch", "replicas": {"master": {}},
+                 "command": f"{written} && torchrun --redirects=2 --tee=2 --standalone --nproc_per_node 2 {script}"})
+    try:
+        job = cli.wait(name, timeout=180)
+        assert (job["phase"], job["message"]) == (
+            "Failed", "replica master-0 exited with code 1: ValueError: the learning rate 10 diverged"), \
+            f"{job}\n{cli('logs', name).stdout}"
     finally:
         cli("delete", name)
     wait(lambda: none_left(admin), "nothing of the job left")

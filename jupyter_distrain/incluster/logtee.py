@@ -5,13 +5,17 @@ ${DISTRAIN_INDEX}): every line the command prints is stamped with the time
 written both to the container's output, which pods/log serves, and to LOG on the job's output volume, so the lines
 outlive the pod. Both copies carry the same stamp, so a reader merges them with neither loss nor duplicates. Signals
 are passed on to every process of the command; its exit code is this program's (128 + N when signal N ended it), as a
-shell would report it. When the command fails, its last lines of stderr become the container's termination message
-(TERMINATION_LOG, unless the command wrote one itself), which says why in the pod's status. The files the command
+shell would report it. As the command ends, what it used (its processes' CPU seconds and largest resident set, as
+the kernel counted them for the processes waited for) and, when it failed, its last lines of stderr become the
+container's termination message (TERMINATION_LOG, unless the command wrote one itself), which the pod's status
+keeps after the pod's end. The files the command
 wrote next to its code, and the directories where it wrote TensorBoard event files in the temporary directory, which
 go with the pod, are named in last lines; a line of the container's output alone says that its log ends.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
+import json
 import os
+import resource
 import selectors
 import signal
 import subprocess
@@ -23,6 +27,8 @@ from collections import deque
 MAX_LINE = 64 * 1024  # longer lines are split, as the server's log files split them
 REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
 MAX_MESSAGE = 4096  # bytes of a termination message the kubelet keeps
+USED = b"distrain used "  # a termination message's first line: what the command used, as JSON (state.used_by)
+USED_ROOM = 128  # bytes of a termination message kept for that line
 MAX_LOOKED_AT = 100_000  # files of the temporary directory looked at for event files, at most
 END = b". the log ends here"  # after a stamp, the container output's last line (loglines.ends_log)
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2)
@@ -79,7 +85,7 @@ class Output:
         self.separator = separator
         self.partial = b""
         self.drawn = 0.0  # when (time.monotonic) a line being redrawn was last written
-        self.last = deque()  # stderr's last lines, at most MAX_MESSAGE bytes in all
+        self.last = deque()  # stderr's last lines, at most MAX_MESSAGE - USED_ROOM bytes in all
         self.kept = 0
 
     def read(self, stamper):
@@ -110,19 +116,28 @@ class Output:
             for line in lines:
                 self.last.append(line)
                 self.kept += len(line) + 1
-                while self.kept > MAX_MESSAGE and len(self.last) > 1:
+                while self.kept > MAX_MESSAGE - USED_ROOM and len(self.last) > 1:
                     self.kept -= len(self.last.popleft()) + 1
 
 
-def terminated(path, lines):
-    """Make the command's last lines of stderr the container's termination message (the file the kubelet made),
-    unless it wrote one itself."""
+def terminated(path, used, lines):
+    """Make what the command used, then its last lines of stderr (`lines`, those of a failed command), the
+    container's termination message (the file the kubelet made), unless it wrote one itself."""
     try:
         with open(path, "r+b") as message:
             if not message.seek(0, os.SEEK_END):
-                message.write(b"\n".join(lines)[:MAX_MESSAGE])  # past it, only its one last line's beginning
+                message.write(b"\n".join([used, *lines])[:MAX_MESSAGE])  # past it, one last line's beginning
     except OSError:  # no termination log: the pod's status says less
         pass
+
+
+def used_line(usage, inherited):
+    """What the command used, from the kernel's account of its ended processes (`usage`, wait4's): CPU seconds, and
+    the largest resident set in bytes, unknown (null) when no larger than this program's at the command's start,
+    which its first process inherited as its own (the kernel keeps the mark across the exec)."""
+    largest = usage.ru_maxrss * 1024
+    return USED + json.dumps({"cpu_seconds": round(usage.ru_utime + usage.ru_stime, 3),
+                              "peak_memory": largest if largest > inherited else None}).encode()
 
 
 def file_clock():
@@ -201,6 +216,7 @@ def forward(child, signum):
 def main():
     stamper = Stamper(os.path.expandvars(sys.argv[1]))
     started = file_clock()
+    inherited = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     # the command's processes in a group of their own, each told of a signal (the shell running the command
     # may not pass it on): a stopped pod's training ends at once, not when the kubelet's grace runs out
     child = subprocess.Popen(sys.argv[3:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
@@ -214,9 +230,9 @@ def main():
         for key, _ in selector.select():
             if not key.data.read(stamper):
                 selector.unregister(key.fileobj)
-    code = child.wait()
-    if code:
-        terminated(sys.argv[2], stderr.last)
+    _, status, usage = os.wait4(child.pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    terminated(sys.argv[2], used_line(usage, inherited), stderr.last if code else [])
     written = written_since(started)
     if written:
         stamper.write([discarded(written)], b"!")

@@ -109,7 +109,8 @@ class JobObserver:
             live = recorded if settled else replica_state(recorded, pods.get(name), time.time())
             rows.append({"name": name, "role": role, "idx": index, "pid": None, "address": cluster[role][index],
                          **{k: live[k] for k in ("phase", "exit_code", "reason", "restarts", "started", "finished")},
-                         "message": live.get("message", ""), "node": live.get("node")})
+                         **{k: live.get(k) for k in ("node", "cpu_seconds", "peak_memory")},
+                         "message": live.get("message", "")})
             digests.update(filter(None, [live.get("image_id")]))
         run = current_run(root)
         state = self._state(root, spec, status, run)

@@ -12,12 +12,14 @@ from typing import Container, cast
 from kubernetes import client
 
 from ... import logs, reasons
+from ...incluster.logtee import USED
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ...spec import replica_name, replicas
 from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, TOLD_END, replica_of
 
 GPU = "nvidia.com/gpu"
-ENDED = ("phase", "reason", "message", "exit_code")  # a replica's end as its pod showed it (and when: `finished`)
+# a replica's end as its pod showed it (and when: `finished`), with what its command used (`used_by`)
+ENDED = ("phase", "reason", "message", "exit_code", "cpu_seconds", "peak_memory")
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
 # seconds a run's JobSet or TFJob may be missing after the run was asked for (made right after the ConfigMap, then
 # seen through a watch); past them the run failed: its submit was interrupted, or the object was deleted by hand
@@ -238,8 +240,8 @@ def record_seen(status: dict, pods: dict[str, client.V1Pod], now: float, ends: b
         if not recorded["started"] and pod.status.phase != "Pending" and pod.status.start_time:
             recorded["started"], changed = seconds(pod.status.start_time), True
         ended = replica_state(recorded, pod, now) if ends and pod.status.phase in ("Succeeded", "Failed") else None
-        if ended and any(recorded[key] != ended[key] for key in ENDED):
-            recorded.update({key: ended[key] for key in (*ENDED, "finished")})
+        if ended and any(recorded.get(key) != ended.get(key) for key in ENDED):
+            recorded.update({key: ended.get(key) for key in (*ENDED, "finished")})
             changed = True
     return changed
 
@@ -376,15 +378,33 @@ def replica_state(recorded: dict, pod: client.V1Pod | None, now: float) -> dict:
     elif status.phase in ("Succeeded", "Failed"):
         end = terminated(pod)
         code = end.exit_code if end else (0 if status.phase == "Succeeded" else 1)
+        used, said = used_by(end.message or "" if end else "")
         state.update(phase=str(Phase.SUCCEEDED if code == 0 else Phase.FAILED), exit_code=code,
                      # the kubelet's reason for ending the pod (DeadlineExceeded, Evicted) before its container's
                      reason=status.reason or (end.reason if end and end.reason else
                                              (reasons.COMPLETED if code == 0 else "Error")),
                      # its termination message (the log tee's, or the output's end) in a line
-                     message=logs.error_line((status.message or (end.message if end else "") or "").encode()),
+                     message=logs.error_line((status.message or said).encode()),
                      started=state["started"] or seconds(status.start_time),
-                     finished=seconds(end.finished_at) if end and end.finished_at else now)
+                     finished=seconds(end.finished_at) if end and end.finished_at else now, **used)
     return state
+
+
+def used_by(message: str) -> tuple[dict, str]:
+    """What a replica's command used (its CPU seconds and peak memory in bytes, each None where not known), as the
+    log tee's first line of its container's termination message says (incluster/logtee.py), and the rest of the
+    message: nothing known of a message without that line (a container the tee did not end)."""
+    first, _, rest = message.partition("\n")
+    if not first.startswith(USED.decode()):
+        return {}, message
+    try:
+        said = json.loads(first[len(USED):])
+        cpu, peak = said["cpu_seconds"], said["peak_memory"]
+        if isinstance(cpu, (int, float)) and (peak is None or isinstance(peak, int)):
+            return {"cpu_seconds": float(cpu), "peak_memory": peak}, rest
+    except (ValueError, TypeError, KeyError):  # a line the command wrote itself, or cut short
+        pass
+    return {}, rest
 
 
 def why_not_running(status: client.V1PodStatus) -> str:
