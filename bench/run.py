@@ -11,6 +11,8 @@ from pathlib import Path
 
 import cli
 import controllers
+import eta
+import follow_end
 import job_end
 import job_list
 import job_list_browser
@@ -39,5 +41,5 @@ if __name__ == "__main__":
             *job_list.measure_sweep_view(),
             *job_list_browser.measure(), *job_list.measure_kubernetes(), *cli.measure(),
             *launch.measure(), *job_end.measure(), *stacks.measure(), *waiting.measure(), *submit.measure(),
-            *submit.measure_real(), *sweep.measure(), *controllers.measure()]
+            *submit.measure_real(), *follow_end.measure(), *sweep.measure(), *controllers.measure(), *eta.measure()]
     print(f"{date.today()}, {machine()}\n\n{table(rows)}")

@@ -208,8 +208,9 @@ def stacks(manager: JobManager, name: str, replica: str | None, kept: bool, fmt:
 @output_option
 @click.pass_obj
 def diff(manager: JobManager, a: str, b: str, fmt: str) -> None:
-    """Two jobs side by side: how each ended, the fields of their specs that differ, the diff of their code (each
-    one's commit with its snapshot of changes), the packages and image that differ, each metric's last values."""
+    """Two jobs side by side, or two runs of one (NAME@RUN: train@1 train@2): how each ended, the fields of their
+    specs that differ, the diff of their code (each one's commit with its snapshot of changes), the packages and
+    image that differ, each metric's last values."""
     from .compare import compare, text
 
     found = compare(manager, a, b)

@@ -191,14 +191,15 @@ class Client:
     def restart(self, name: str) -> Job:
         return Job(self._call("POST", f"jobs/{quote(name)}/restart"))
 
-    def scalars(self, name: str, tag: str | None = None) -> dict:
+    def scalars(self, name: str, tag: str | None = None, run: int | None = None) -> dict:
         """What the job's replicas log to their event files: every tag, and `tag`'s (default: the loss's)
-        [step, value] points per run."""
-        return self._call("GET", f"jobs/{quote(name)}/scalars", tag=tag)
+        [step, value] points per run, in the job's current run or in `run`."""
+        return self._call("GET", f"jobs/{quote(name)}/scalars", tag=tag, run=run)
 
     def compare(self, a: str, b: str) -> dict:
-        """Jobs `a` and `b` side by side: how each ended, their specs field by field (`differs` marked), the diff of
-        their code, the packages and image that differ, each metric's last values (see `distrain diff`)."""
+        """Jobs `a` and `b` (or runs of them: NAME@RUN) side by side: how each ended, their specs field by field
+        (`differs` marked), the diff of their code, the packages and image that differ, each metric's last values
+        (see `distrain diff`)."""
         return self._call("GET", "jobs/compare", a=a, b=b)
 
     def usage(self, since: str | None = None, owner: str | None = None) -> dict:

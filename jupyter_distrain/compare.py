@@ -1,8 +1,9 @@
-"""Two jobs side by side (GET jobs/compare, `distrain diff`, the panel's Compare): how each ended, their specs
-field by field, their code as the diff of the two trees each ran (its commit, with its snapshot of changes on
-top), the packages and the image each ran, and each metric's last values. The trees are read in a scratch
-repository: objects from the snapshots' bundles and from the checkouts they were taken in, else fetched from
-the code's git URL; nothing is written where the user's repositories are."""
+"""Two jobs side by side, or two runs of one (GET jobs/compare, `distrain diff`, the panel's Compare): how each
+ended, their specs field by field, their code as the diff of the two trees each ran (its commit, with its snapshot
+of changes on top), the packages and the image each ran, and each metric's last values. A side is a job's current
+run (NAME) or any of its runs (NAME@RUN: an earlier one as the restart that ended it kept it). The trees are read in
+a scratch repository: objects from the snapshots' bundles and from the checkouts they were taken in, else fetched
+from the code's git URL; nothing is written where the user's repositories are."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from typing import TYPE_CHECKING, Any, Iterator, Mapping
 
 from . import git as git_
 from . import snapshot
-from .errors import DistrainError
+from .errors import DistrainError, FieldError, SpecError
 from .jobjson import provenance
-from .records import iso, value_said
+from .records import JobRecord, iso, value_said
 from .usage import rounded, seconds_between
 
 if TYPE_CHECKING:
@@ -28,8 +29,8 @@ SIDES = ("a", "b")
 
 
 def compare(manager: JobManager, a: str, b: str) -> dict:
-    """Jobs `a` and `b` side by side (openapi.yaml's Comparison)."""
-    jobs = [manager.get(name, events=0) for name in (a, b)]
+    """Jobs (or runs) `a` and `b` side by side (openapi.yaml's Comparison)."""
+    jobs = [run_of(manager, side, named) for side, named in zip(SIDES, (a, b))]
     ran = [provenance(job) for job in jobs]
     return {
         **{side: ended(job) for side, job in zip(SIDES, jobs)},
@@ -41,10 +42,25 @@ def compare(manager: JobManager, a: str, b: str) -> dict:
     }
 
 
+def run_of(manager: JobManager, side: str, named: str) -> JobRecord:
+    """The job `named` as its current run is, or as its run RUN is or was for NAME@RUN; what the request's `side`
+    names otherwise is an error naming it."""
+    name, at, number = named.partition("@")
+    if at and not number.isdigit():
+        raise SpecError([FieldError(side, f"{named!r} is neither a job's name nor a run of one: NAME@RUN, RUN a "
+                                          f"number (e.g. {name}@1)")], subject="request")
+    return manager.run(name, int(number) if at else None)
+
+
+def label(end: dict, other: dict) -> str:
+    """A side's name as `diff` heads it: a run of it where the other side is a run of the same job."""
+    return f"{end['name']}@{end['run']}" if end["name"] == other["name"] else end["name"]
+
+
 def ended(job: Mapping[str, Any]) -> dict:
-    """How the job's current run went: its phase, why, and how long it ran (so far, while it runs)."""
-    return {"name": job["name"], "phase": job["phase"], "reason": job["reason"], "exit_code": job["exit_code"],
-            "started": iso(job["started"]), "finished": iso(job["finished"]),
+    """How the job's run went: its phase, why, and how long it ran (so far, while it runs)."""
+    return {"name": job["name"], "run": job["run"], "phase": job["phase"], "reason": job["reason"],
+            "exit_code": job["exit_code"], "started": iso(job["started"]), "finished": iso(job["finished"]),
             "seconds": rounded(seconds_between(job["started"], job["finished"]))}
 
 
@@ -161,7 +177,7 @@ def metrics(manager: JobManager, jobs: list) -> dict:
     """Each tag either job logged, with each side's last step and value per run ({} where it has none)."""
     try:
         boards = [manager.backend_of(job["name"]).tensorboard(job["spec"]) for job in jobs]
-        logged = [manager.scalars_of(board, None, job["started"]) for board, job in zip(boards, jobs)]
+        logged = [manager.scalars_of(board, None, *window(job)) for board, job in zip(boards, jobs)]
         tags = sorted(set(logged[0]["tags"]) | set(logged[1]["tags"]))[:MAX_TAGS]
         return {"tags": [{"tag": tag, **{side: last_points(manager, board, job, found, tag)
                                          for side, board, job, found in zip(SIDES, boards, jobs, logged)}}
@@ -170,18 +186,23 @@ def metrics(manager: JobManager, jobs: list) -> dict:
         return {"tags": [], "unknown": f"the metrics could not be read: {e}"}
 
 
+def window(job: Mapping[str, Any]) -> tuple[float | None, float | None]:
+    """When the job's run wrote its metrics: from its start until its end (those of the runs after it are not its)."""
+    return job["started"], job["finished"]
+
+
 def last_points(manager: JobManager, board: Any, job: Mapping[str, Any], logged: dict, tag: str) -> dict:
-    """The last point of each run of `tag` in the job's current run (`logged`: its default tag's answer)."""
+    """The last point of each run of `tag` in the job's run (`logged`: its default tag's answer)."""
     if tag not in logged["tags"]:
         return {}
-    found = logged if logged["tag"] == tag else manager.scalars_of(board, tag, job["started"])
+    found = logged if logged["tag"] == tag else manager.scalars_of(board, tag, *window(job))
     return {run: {"step": points[-1][0], "value": points[-1][1]} for run, points in found["runs"].items() if points}
 
 
 def text(comparison: dict) -> str:
     """The comparison as `distrain diff` prints it: the differences alone (every field is in -o json)."""
     a, b = comparison["a"], comparison["b"]
-    lines = [f"{'':<12}{a['name']:<32}{b['name']}", f"{'Phase':<12}{end_said(a):<32}{end_said(b)}",
+    lines = [f"{'':<12}{label(a, b):<32}{label(b, a)}", f"{'Phase':<12}{end_said(a):<32}{end_said(b)}",
              f"{'Ran':<12}{seconds_said(a['seconds']):<32}{seconds_said(b['seconds'])}", ""]
     differing = [row for row in comparison["spec"] if row["differs"]]
     lines.append(f"Spec: {len(differing)} of {len(comparison['spec'])} fields differ")

@@ -73,6 +73,9 @@ class Backend(Protocol):
         """Begin the job's next run, from its spec or an edited one of the same name (with the bundle of its
         code.snapshot, if it has one: the stored one, or a new one), its events posted to `hooks`."""
 
+    def earlier_run(self, name: str, run: int) -> dict | None:
+        """The job's run `run` as the restart that ended it kept it (records.run_record); None if none was kept."""
+
     def snapshot(self, name: str) -> bytes | None:
         """The bundle of the job's code.snapshot, as stored with it; None if it has none."""
 

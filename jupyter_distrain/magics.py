@@ -149,7 +149,8 @@ def stacks(magics: DistrainMagics, name: str, replica: str | None, kept: bool) -
 @click.argument("b")
 @click.pass_obj
 def diff(magics: DistrainMagics, a: str, b: str) -> None:
-    """Print two jobs side by side: their ends, the spec fields, code, packages and image that differ, their metrics."""
+    """Print two jobs (or two runs of one: NAME@RUN) side by side: their ends, the spec fields, code, packages and
+    image that differ, their metrics."""
     print(compare_text(magics.client.compare(a, b)))
 
 

@@ -17,8 +17,8 @@ from .accounting import Accounts
 from .backends import open_backend
 from .contract import Backend
 from .eta import ProgressReader, furthest_behind
-from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, SpecError,
-                     Unavailable)
+from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFound, ReplicaNotFound, RunNotFound,
+                     SpecError, Unavailable)
 from .jobjson import pinned_image
 from .logs import LogLine
 from .policy import FINISHED, Event, Phase
@@ -240,6 +240,18 @@ class JobManager:
             job["events"] = [{**e, "message": printable(e["message"])} for e in job["events"]]
         return job
 
+    def run(self, name: str, run: int | None = None) -> JobRecord:
+        """The job as its run `run` is or was (default: the current one): an earlier run with its spec, what it ran
+        on and its end as the restart that ended it kept them."""
+        job = self.get(name, events=0)
+        if run is None or run == job["run"]:
+            return job
+        if not 1 <= run < job["run"]:
+            raise RunNotFound(name, run, job["run"])
+        if (kept := self.backend_of(name).earlier_run(name, run)) is None:
+            raise NotFound(f"run {run} of job {name!r} was not kept: it ended before this version kept a job's runs")
+        return cast(JobRecord, {**job, **kept})
+
     def view(self, name: str) -> JobRecord:
         """The job as its page and `distrain get` show it: `get`'s, with its replicas' progress while it runs."""
         job = self.get(name)
@@ -402,11 +414,13 @@ class JobManager:
         except DistrainError as e:
             return [FieldError("", f"whether it would wait is not known: {e}")]
 
-    def scalars(self, name: str, tag: str | None = None) -> dict:
+    def scalars(self, name: str, tag: str | None = None, run: int | None = None) -> dict:
         """What the job logged to event files under its output directory (scalars.Scalars.of): locally read here, on
-        Kubernetes asked of the job's TensorBoard; split into the current run's points and earlier runs'."""
-        job = self.get(name, events=0)
-        return self.scalars_of(self.backend_of(name).tensorboard(job["spec"]), tag, job["started"])
+        Kubernetes asked of the job's TensorBoard; split into the current run's points (or `run`'s) and earlier
+        runs'."""
+        job = self.run(name, run)
+        return self.scalars_of(self.backend_of(name).tensorboard(job["spec"]), tag, job["started"],
+                               None if run is None else job["finished"])
 
     @functools.cached_property
     def event_files(self) -> Scalars:
@@ -415,13 +429,15 @@ class JobManager:
 
         return Scalars()
 
-    def scalars_of(self, target: TensorBoardTarget, tag: str | None = None, since: float | None = None) -> dict:
-        """What scalars answers, from where a job's TensorBoard is, for the run of the job started at `since`."""
+    def scalars_of(self, target: TensorBoardTarget, tag: str | None = None, since: float | None = None,
+                   until: float | None = None) -> dict:
+        """What scalars answers, from where a job's TensorBoard is, for the run of the job started at `since` (and
+        ended at `until`, an earlier run)."""
         from .scalars import from_tensorboard
 
         if isinstance(target, EventFiles):
-            return self.event_files.of(target, tag, since)
-        return from_tensorboard(target, tag, since)
+            return self.event_files.of(target, tag, since, until)
+        return from_tensorboard(target, tag, since, until)
 
     # git credentials: written, listed by name, deleted; never read back
     def set_credentials(self, name: str, username: Any, password: Any, host: Any,

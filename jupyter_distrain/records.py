@@ -144,6 +144,16 @@ class JobRecord(JobFields, total=False):
     cost: float | None  # what its current run cost so far at the admin's prices (JobManager.view)
 
 
+# what is kept of each run a restart ends (backends' `earlier_run`): its spec, what it ran on, its end, its replicas
+RUN_FIELDS = ("run", "spec", "environment", "phase", "reason", "message", "exit_code", "started", "finished",
+              "replicas")
+
+
+def run_record(job: JobRecord) -> dict:
+    """The job's current run as it is kept once a restart ended it (RUN_FIELDS)."""
+    return {key: job.get(key) for key in RUN_FIELDS}
+
+
 @dataclass(frozen=True)
 class EventFiles:
     """A job's event files, that this server reads and shows with its own TensorBoard: every one under the job's

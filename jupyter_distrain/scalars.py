@@ -128,10 +128,11 @@ class Scalars:
         self.directories: OrderedDict[str, Listed] = OrderedDict()
         self.lock = threading.RLock()
 
-    def of(self, files: EventFiles | Path, tag: str | None = None, since: float | None = None) -> dict:
+    def of(self, files: EventFiles | Path, tag: str | None = None, since: float | None = None,
+           until: float | None = None) -> dict:
         """The scalars of a job's event files (a directory: every one under it, a run per directory holding
         some, named by its path there: worker-0, worker-0/train): every tag, and the points of `tag`
-        (chosen_tag) in each run, split at `since` (see answer)."""
+        (chosen_tag) in each run, split at `since` and `until` (see answer)."""
         view = (files if isinstance(files, EventFiles) else EventFiles(Path(files))).view()
         runs: dict[str, dict[str, list[Point]]] = {}
         with self.lock:
@@ -149,7 +150,7 @@ class Scalars:
                 self.files.popitem(last=False)
         tags = sorted({name for run in runs.values() for name in run})
         chosen = chosen_tag(tags, tag)
-        return answer(tags, chosen, {name: run[chosen] for name, run in runs.items() if chosen in run}, since)
+        return answer(tags, chosen, {name: run[chosen] for name, run in runs.items() if chosen in run}, since, until)
 
     def event_files(self, view: View) -> list[tuple[str, Path]]:
         """Every event file the view shows, with its run: the view's merged directories (its top, the way to
@@ -226,16 +227,19 @@ def child(run: str, name: str) -> str:
     return name if run == "." else f"{run}/{name}"
 
 
-def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], since: float | None) -> dict:
+def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], since: float | None,
+           until: float | None = None) -> dict:
     """The tags, the tag shown, and its [step, value] points per run: in `runs` those written since the job's
-    current run started (`since`, None: all of them), in `earlier` those written before, a list per earlier
-    run of the job (a new one wherever the step does not advance: a replica that started again); in `rates`,
-    each run's steps per second (step_rate) in the current run."""
+    run started (`since`, None: all of them), and before it ended (`until`: an earlier run's end; those of later
+    runs are left out), in `earlier` those written before, a list per earlier run of the job (a new one wherever
+    the step does not advance: a replica that started again); in `rates`, each run's steps per second (step_rate)
+    in the run."""
     runs: dict[str, list[list[float | None]]] = {}
     earlier: dict[str, list[list[list[float | None]]]] = {}
     rates: dict[str, float] = {}
     for run, found in points.items():
-        found = sorted(found, key=lambda point: point[0])  # several files of a directory: in the order written
+        found = sorted((point for point in found if until is None or point[0] < until),  # in the order written
+                       key=lambda point: point[0])  # (several files of a directory)
         before = [(step, finite(value)) for wall, step, value in found if since is not None and wall < since]
         current = [point for point in found if since is None or point[0] >= since]
         if current:
@@ -272,7 +276,8 @@ def chosen_tag(tags: list[str], tag: str | None) -> str | None:
     return next(iter(losses), tags[0] if tags else None)
 
 
-def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None, since: float | None = None) -> dict:
+def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None, since: float | None = None,
+                     until: float | None = None) -> dict:
     """What `Scalars.of` answers, from a TensorBoard already running in a cluster (its scalars plugin's API),
     which reads the event files there as they grow."""
     def get(path: str, **query: str) -> object:
@@ -289,4 +294,4 @@ def from_tensorboard(board: ClusterTensorBoard, tag: str | None = None, since: f
     chosen = chosen_tag(tags, tag)
     points = {run: get("scalars", run=run, tag=cast(str, chosen)) for run, named in by_run.items() if chosen in named}
     return answer(tags, chosen, {run: [cast(Point, tuple(point)) for point in cast(list, found)] for run, found in points.items()},
-                  since)
+                  since, until)

@@ -238,9 +238,9 @@ export const serverAPI = {
     requestAPI<Repo>(`repo?path=${encodeURIComponent(path)}`),
   metrics: (name: string): Promise<ReplicaMetrics[]> =>
     requestAPI<ReplicaMetrics[]>(jobPath(name, 'metrics')),
-  /** What the job logs to its event files: one tag (default: its loss) per run. */
-  scalars: (name: string, tag?: string): Promise<Scalars> =>
-    requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag })),
+  /** What the job logs to its event files: one tag (default: its loss) per run, in its current run or `run`. */
+  scalars: (name: string, tag?: string, run?: number): Promise<Scalars> =>
+    requestAPI<Scalars>(jobPath(name, 'scalars') + queryString({ tag, run })),
   /** Where the running replicas are now (`kept`: when the job hung): their stacks, taken at once, compared. */
   stacks: (name: string, kept = false): Promise<Stacks> =>
     requestAPI<Stacks>(

@@ -39,8 +39,8 @@ export function CompareView(props: { a: string; b: string }): JSX.Element {
         <caption>How each ended</caption>
         <Head columns={['Job', 'Phase', 'Reason', 'Exit code', 'Ran']} />
         <tbody>
-          {[comparison.a, comparison.b].map(side => (
-            <Ended key={side.name} side={side} />
+          {[comparison.a, comparison.b].map((side, i) => (
+            <Ended key={i} side={side} />
           ))}
         </tbody>
       </table>
@@ -91,7 +91,9 @@ function Ended(props: { side: Side }): JSX.Element {
   const { side } = props;
   return (
     <tr>
-      <th scope="row">{side.name}</th>
+      <th scope="row">
+        {side.name} (run {side.run})
+      </th>
       <td>
         <PhaseBadge phase={side.phase} />
       </td>
@@ -187,13 +189,25 @@ function shown(value: unknown): string {
   return value === null || value === undefined ? '–' : JSON.stringify(value);
 }
 
+/** A side of the comparison (NAME, or NAME@RUN) as its job and run. */
+function jobAndRun(side: string): [string, number | undefined] {
+  const [name, run] = side.split('@');
+  return [name, run === undefined ? undefined : Number(run)];
+}
+
 /**
- * One tag (default: the first job's loss) of both jobs on one chart: each run
- * named after its job, the tags either logged to choose from.
+ * One tag (default: the first job's loss) of both jobs (or runs) on one chart:
+ * each run named after its side, the tags either logged to choose from.
  */
 async function overlaid(a: string, b: string, tag?: string): Promise<Scalars> {
-  const first = await serverAPI.scalars(a, tag);
-  const second = await serverAPI.scalars(b, tag ?? first.tag ?? undefined);
+  const [aName, aRun] = jobAndRun(a);
+  const [bName, bRun] = jobAndRun(b);
+  const first = await serverAPI.scalars(aName, tag, aRun);
+  const second = await serverAPI.scalars(
+    bName,
+    tag ?? first.tag ?? undefined,
+    bRun
+  );
   const named = (job: string, runs: Scalars['runs']) =>
     Object.fromEntries(
       Object.entries(runs).map(([run, points]) => [`${job}/${run}`, points])

@@ -413,12 +413,20 @@ function addUsageCommand(context: IContext): void {
   });
 }
 
-/** The job the user picks among the others of the list to compare `a` with; null if none. */
+/**
+ * The job the user picks among the others of the list to compare `a` with,
+ * or an earlier run of `a` (NAME@RUN); null if none.
+ */
 async function otherJob(context: IContext, a: string): Promise<string | null> {
+  const runs = context.model.jobs.find(job => job.name === a)?.run ?? 1;
+  const earlier = Array.from({ length: runs - 1 }, (_, i) => `${a}@${i + 1}`);
   const { value } = await InputDialog.getItem({
     title: `Compare ${a} with`,
-    items: context.model.jobs.map(job => job.name).filter(name => name !== a),
-    label: 'The other job'
+    items: [
+      ...earlier,
+      ...context.model.jobs.map(job => job.name).filter(name => name !== a)
+    ],
+    label: 'The other job, or an earlier run of this one'
   });
   return value;
 }

@@ -95,7 +95,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** @description Two jobs side by side (two runs that should have gone alike; a sweep's best and another trial): how each ended, their specs field by field with the differences marked, their code as the diff of the two trees each ran (its commit and its snapshot of changes), the packages and the image each ran, and each metric's last values. No job is named compare. */
+    /** @description Two jobs side by side, or two runs of one job (two runs that should have gone alike; a sweep's best and another trial; a run before and after a restart that edited it): how each ended, their specs field by field with the differences marked, their code as the diff of the two trees each ran (its commit and its snapshot of changes), the packages and the image each ran, and each metric's last values in that run. A side is a job's name (its current run) or NAME@RUN, any run of it: an earlier one as the restart that ended it kept it (its spec, what it ran on, its end). No job is named compare. */
     get: operations['compareJobs'];
     put?: never;
     post?: never;
@@ -322,7 +322,7 @@ export interface paths {
       };
       cookie?: never;
     };
-    /** @description The scalars the job logs to TensorBoard event files anywhere under its output directory, read as they grow: every tag, and one tag's points in each run (a directory of event files, named by its path in the output directory, but the replicas' in the logdir by their own: worker-0, worker-0/train, my_working_dir/log), at most 1000 a run (every other one dropped beyond). A restarted job's points are split: those of its current run, and those of its earlier runs. Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
+    /** @description The scalars the job logs to TensorBoard event files anywhere under its output directory, read as they grow: every tag, and one tag's points in each run (a directory of event files, named by its path in the output directory, but the replicas' in the logdir by their own: worker-0, worker-0/train, my_working_dir/log), at most 1000 a run (every other one dropped beyond). A restarted job's points are split: those of its current run (or of the run asked for: written from its start to its end), and those of the runs before it. Locally read by this server; on Kubernetes asked of the job's TensorBoard. */
     get: operations['getScalars'];
     put?: never;
     post?: never;
@@ -1029,6 +1029,8 @@ export interface components {
     };
     ComparedEnd: {
       name: string;
+      /** @description The run compared: the job's current one, or the one named (NAME@RUN) */
+      run: number;
       phase: components['schemas']['Phase'];
       reason: string;
       exit_code: number | null;
@@ -1036,7 +1038,7 @@ export interface components {
       started: string | null;
       /** Format: date-time */
       finished: string | null;
-      /** @description How long its current run ran (so far, while it runs) */
+      /** @description How long the run ran (so far, while it runs) */
       seconds: number | null;
     };
     ComparedCode: {
@@ -1680,9 +1682,9 @@ export interface operations {
   compareJobs: {
     parameters: {
       query: {
-        /** @description The first job */
+        /** @description The first job (NAME), or one of its runs (NAME@RUN) */
         a: string;
-        /** @description The second job */
+        /** @description The second job, or run */
         b: string;
       };
       header?: never;
@@ -2100,6 +2102,8 @@ export interface operations {
       query?: {
         /** @description The tag whose points to answer; default, the first with "loss" in its name, else the first */
         tag?: string;
+        /** @description One run of the job (1, then one more per restart; each keeps its own logs); the current run when omitted. A run the job has not had is refused with a 400 naming its runs. */
+        run?: components['parameters']['run'];
       };
       header?: never;
       path: {

@@ -212,7 +212,7 @@ def test_an_old_runs_supervisor_writes_nothing_over_the_next_run(tmp_path):
     store.insert_job("again", "local", {"name": "again"}, str(tmp_path), [("worker", 0)], "ann")
     old = RunStore(store, 1)
     old.update_job("again", phase="Running")
-    store.reset_job("again", {"name": "again"}, str(tmp_path), [("worker", 0)])
+    store.reset_job("again", {"name": "again"}, str(tmp_path), [("worker", 0)], {"run": 1})
     new = RunStore(store, 2)
     with old.transaction():
         old.update_replica("again", "worker-0", phase="Failed", exit_code=1)

@@ -650,6 +650,10 @@ def test_restart_runs_the_job_again_with_the_edited_spec(control_plane, backend,
     assert sorted(p.name for p in backend.log_dir("again").parent.iterdir()) == ["1", "2"]
     with pytest.raises(RunNotFound, match="job 'again' has no run 3; runs: 1 to 2"):
         backend.logs("again", run=3)
+    first = backend.earlier_run("again", 1)  # kept in the job's ConfigMap, as the restart ended it
+    assert (first["run"], first["phase"], first["exit_code"], first["spec"]["tensorboard"]["enabled"]) == (
+        1, "Failed", 3, False)
+    assert replica(first, "chief-0")["exit_code"] == 3 and backend.earlier_run("again", 2) is None
     with client.ApiClient(admin.api_client.configuration) as api:
         assert names(client.AppsV1Api(api).list_namespaced_deployment(NAMESPACE).items) == {"again-tensorboard"}
     end(admin, "again", "chief-0", 0)

@@ -302,6 +302,7 @@ def test_a_webhook_set_in_the_panel_hears_of_a_job_and_its_link_opens_the_jobs_v
     raised = "raise RuntimeError('Found no NVIDIA driver on your system')"
     submit(lab, {"name": "no-driver", "command": f'python -c "{raised}"'})
     page.goto(f"{lab.url}/lab?distrain-job=no-driver&token={lab.TOKEN}")
+    view = page.get_by_role("tabpanel", name="no-driver")  # beside the first job's view, when restored open
     expect(view.locator(".jp-distrain-job-header .jp-distrain-phase")).to_have_text("Failed", timeout=60_000)
     expect(view.locator(".jp-distrain-hint")).to_have_text(f"Hint: {hints.hint('Found no NVIDIA driver')}")
 

@@ -287,10 +287,10 @@ class WaitingHandler(DistrainHandler):
 
 
 class ScalarsHandler(DistrainHandler):
-    query_params = ("tag",)
+    query_params = ("tag", "run")
 
     async def get(self, name: str) -> None:
-        self.reply(await call(self.manager.scalars, name, self.get_query_argument("tag", None)))
+        self.reply(await call(self.manager.scalars, name, self.get_query_argument("tag", None), self.query_int("run")))
 
 
 class TrialsHandler(DistrainHandler):

@@ -55,7 +55,7 @@ from ...errors import DistrainError, FieldError, SpecError
 from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Event, run_ended
-from ...records import ClusterTensorBoard, JobRecord, JobSummary
+from ...records import ClusterTensorBoard, JobRecord, JobSummary, run_record
 from . import naming, podspec, render
 from .companions import Companions
 from .controller import NamespaceController
@@ -68,7 +68,7 @@ from .objects import NamespaceObjects, owner_of
 from .observe import JobObserver
 from .podstacks import ReplicaStacks
 from .reconcile import EVERY_JOB, PodSupervisor
-from .state import current_run, ended_run, engine_of, new_status, newest, stopped_status, why_not_running
+from .state import current_run, engine_of, newest, next_run, stopped_status, why_not_running
 from .waiting import WhyItWaits
 from .watch import WATCH_TIMEOUT, Cache, KubeError, api_error, listers
 
@@ -213,7 +213,6 @@ class KubeBackend:
             context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
         return context
 
-
     def submit(self, spec: dict, snapshot: bytes | None = None, hooks: dict | None = None) -> JobRecord:
         with self.objects.changing(spec["name"]):
             return self._submit(spec, snapshot, hooks)
@@ -270,9 +269,10 @@ class KubeBackend:
                 return self.answer(name)
             if engine_of(root) not in ("pods", SWEEP):
                 observed = self.observer.observed(root, self.objects.job_pods(name))
-                if observed["phase"] in FINISHED:
+                if observed["phase"] in FINISHED:  # as the engine ended it, answered before its object goes
+                    ended = self.answer(name)
                     self._end_workload(root)
-                    return self.answer(name)
+                    return ended
                 status = stopped_status(observed, decision, time.time())
             elif decision != STOP_REQUESTED:
                 status["stopped_as"] = [str(decision.phase), decision.reason, decision.message]
@@ -355,6 +355,9 @@ class KubeBackend:
         with self.objects.changing(name):
             return self._restart(name, spec, snapshot, hooks)
 
+    def earlier_run(self, name: str, run: int) -> dict | None:
+        return json.loads(self.objects.job_root(name).data.get(naming.RUNS, "{}")).get(str(run))
+
     def snapshot(self, name: str) -> bytes | None:
         self.objects.job_root(name)  # JobNotFound for another owner's
         try:
@@ -371,11 +374,12 @@ class KubeBackend:
         spec = spec or old
         if spec["name"] != name:
             raise SpecError([FieldError("name", f"a restarted job keeps its name {name!r}; clone it for a new name")])
-        usage.keep(self.ledger, self._stop(name))
+        ended = self._stop(name)
+        usage.keep(self.ledger, ended)
         self._wait_gone(name)
         engine = engine_of(self.objects.job_root_fresh(name))
         self.check(spec, new_job=False, engine=engine)
-        root = self._next_run(name, spec, engine)
+        root = self._next_run(name, spec, engine, run_record(ended))
         root_dict = self.objects.api.sanitize_for_serialization(root)
         if snapshot is not None or "snapshot" not in spec.get("code", {}):  # edited: its own snapshot, or none
             self.objects.delete("Secret", naming.snapshot_name(name))
@@ -391,16 +395,12 @@ class KubeBackend:
         self.companions.warn_untold(spec, hooks)
         return self.answer(name)
 
-    def _next_run(self, name: str, spec: dict, engine: str) -> client.V1ConfigMap:
-        """Record the job's next run of `spec` in its ConfigMap, keeping the end of the run before (`ended_run`); a
+    def _next_run(self, name: str, spec: dict, engine: str, ended: dict) -> client.V1ConfigMap:
+        """Record the job's next run of `spec` in its ConfigMap, keeping the run before (`ended`: see next_run); a
         write that came first (that run's monitor marking its end told) is read and kept."""
         for _ in range(10):
             root = self.objects.job_root_fresh(name)
-            status = new_status(spec)
-            status["run"], status["previous"] = current_run(root) + 1, ended_run(json.loads(root.data["status.json"]))
-            root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
-                              "cluster.json": json.dumps(podspec.addresses(spec, self.ns, engine), sort_keys=True)})
-            root.data.pop(naming.RESUME, None)
+            next_run(root, spec, podspec.addresses(spec, self.ns, engine), ended)
             if resume := self.engines.resume_source(spec, owner_of(root)):
                 root.data[naming.RESUME] = json.dumps(resume, sort_keys=True)
             try:

@@ -34,6 +34,7 @@ HOLDS_OUTPUTS = f"{GROUP}/holds-outputs"  # a claim's label: owners' outputs are
 TOLD_END = "told_end"  # in a run's status: its end was posted to its webhooks (by one of its monitor's pods)
 TOLD_PREVIOUS = "told_previous"  # in a run's status: the end of the run before, which its restart kept, posted
 RESUME = "resume.json"  # in a job's ConfigMap: the volume and directory it resumes from (mounted at /resume)
+RUNS = "runs.json"  # in a job's ConfigMap: each run a restart ended, by its number (records.run_record)
 
 
 @dataclass(frozen=True)

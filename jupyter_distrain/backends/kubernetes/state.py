@@ -15,11 +15,12 @@ from ... import logs, reasons
 from ...incluster.logtee import USED
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Ending, Phase, Replica, deadline_exceeded, decide, ending
 from ...spec import replica_name, replicas
-from .naming import ENGINE, QUEUE_NAME, RESTARTS, RUN, TOLD_END, replica_of
+from .naming import ENGINE, QUEUE_NAME, RESTARTS, RESUME, RUN, RUNS, TOLD_END, replica_of
 
 GPU = "nvidia.com/gpu"
 # a replica's end as its pod showed it (and when: `finished`), with what its command used (`used_by`)
 ENDED = ("phase", "reason", "message", "exit_code", "cpu_seconds", "peak_memory")
+KEPT_RUNS = 20  # earlier runs a job's ConfigMap keeps (a ConfigMap holds 1 MiB; a run's packages may take 30 KiB)
 SETTLING = 5  # seconds the objects that explain an engine's end of a job may lag behind it in the cache
 # seconds a run's JobSet or TFJob may be missing after the run was asked for (made right after the ConfigMap, then
 # seen through a watch); past them the run failed: its submit was interrupted, or the object was deleted by hand
@@ -326,6 +327,18 @@ def new_status(spec: dict) -> dict:
                                           "restarts": 0, "started": None, "finished": None, "node": None}
                      for r, i in replicas(spec)},
     }
+
+
+def next_run(root: client.V1ConfigMap, spec: dict, addresses: dict, ended: dict) -> None:
+    """Make the job's ConfigMap `root` record its next run of `spec` (its replicas at `addresses`), keeping the run
+    before as the restart ended it (`ended`, records.run_record, in RUNS: the last KEPT_RUNS) and that run's end
+    (`ended_run`)."""
+    status = new_status(spec)
+    status["run"], status["previous"] = current_run(root) + 1, ended_run(json.loads(root.data["status.json"]))
+    runs = sorted({**json.loads(root.data.get(RUNS, "{}")), str(ended["run"]): ended}.items(), key=lambda r: int(r[0]))
+    root.data.update({"spec.json": json.dumps(spec, sort_keys=True), "status.json": json.dumps(status),
+                      RUNS: json.dumps(dict(runs[-KEPT_RUNS:])), "cluster.json": json.dumps(addresses, sort_keys=True)})
+    root.data.pop(RESUME, None)
 
 
 def ended_run(status: dict) -> dict:

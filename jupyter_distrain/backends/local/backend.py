@@ -23,7 +23,7 @@ from ... import logs, notify, reasons, snapshot, stacks, storage, usage, waits
 from ...errors import DistrainError, FieldError, JobConflict, SpecError, StorageFull
 from ...policy import FINISHED, Event, Phase, run_ended
 from ...private import read_private, write_private
-from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary
+from ...records import SUMMARY_FIELDS, EventFiles, EventRecord, JobRecord, JobSummary, run_record
 from ...spec import expires, gpus, replicas
 from ...sweep import is_sweep
 from . import processes, processstacks
@@ -293,13 +293,19 @@ class LocalBackend(CredentialStore):
             job = self.get(name, events=0)
             spec = spec or job["spec"]
             self.check(spec, job["owner"])
-            usage.keep(self.ledger, self._stop(name))  # its run ended: stopped if it runs
+            ended = self._stop(name)  # stopped if it runs
+            usage.keep(self.ledger, ended)
             self._keep_snapshot(spec, snapshot)
             self._keep_hooks(name, hooks)
-            self.store.reset_job(name, spec, str(self.output_dir(spec, job["owner"])), replicas(spec))
+            self.store.reset_job(name, spec, str(self.output_dir(spec, job["owner"])), replicas(spec),
+                                 run_record(ended))
             self.store.add_event(name, reasons.RESTARTED, "job restarted")
             self._launch(name)
             return self.get(name)
+
+    def earlier_run(self, name: str, run: int) -> dict | None:
+        self.get(name, events=0)  # JobNotFound for another owner's
+        return self.store.earlier_run(name, run)
 
     def snapshot(self, name: str) -> bytes | None:
         self.get(name, events=0)  # JobNotFound for another owner's

@@ -67,6 +67,12 @@ CREATE TABLE IF NOT EXISTS ledger (  -- the runs a restart or a delete ended (St
     finished REAL,
     row TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS runs (  -- each run of a job that a restart ended (records.run_record)
+    job TEXT NOT NULL REFERENCES jobs(name) ON DELETE CASCADE,
+    run INTEGER NOT NULL,
+    record TEXT NOT NULL,
+    PRIMARY KEY (job, run)
+);
 CREATE INDEX IF NOT EXISTS ledger_by_end ON ledger (finished);
 CREATE INDEX IF NOT EXISTS events_by_job ON events (job, id);
 CREATE INDEX IF NOT EXISTS events_by_reason ON events (reason, job);  -- each job's newest notice (`notices`)
@@ -165,9 +171,11 @@ class Store:
             )
             self._insert_replicas(name, replicas)
 
-    def reset_job(self, name: str, spec: dict, output_dir: str, replicas: list[tuple[str, int]]) -> None:
-        """Start a new run of an existing job (restart), with a possibly edited spec."""
+    def reset_job(self, name: str, spec: dict, output_dir: str, replicas: list[tuple[str, int]], ended: dict) -> None:
+        """Start a new run of an existing job (restart), with a possibly edited spec, keeping the run it ended
+        (`ended`, records.run_record)."""
         with self.transaction():
+            self._run("INSERT OR REPLACE INTO runs VALUES (?, ?, ?)", (name, ended["run"], json.dumps(ended)))
             self._run(
                 "UPDATE jobs SET spec=?, output_dir=?, phase='Pending', reason='', message='', exit_code=NULL,"
                 " started=NULL, finished=NULL, run=run+1, supervisor_pid=NULL, supervisor_started=NULL,"
@@ -192,6 +200,11 @@ class Store:
     def _update(self, table: str, where: str, key: tuple, fields: dict) -> None:
         assignments = ", ".join(f"{column}=?" for column in fields)
         self._run(f"UPDATE {table} SET {assignments} WHERE {where}", (*fields.values(), *key))
+
+    def earlier_run(self, name: str, run: int) -> dict | None:
+        """The job's run `run` as its restart kept it; None if it was not kept."""
+        rows = self._run("SELECT record FROM runs WHERE job=? AND run=?", (name, run))
+        return json.loads(rows[0]["record"]) if rows else None
 
     def delete_job(self, name: str) -> None:
         self._run("DELETE FROM jobs WHERE name=?", (name,))
