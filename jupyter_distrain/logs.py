@@ -193,8 +193,8 @@ def error_line(output: bytes) -> str:
     traceback (through a launcher, torchrun's or another wrapper's, the last of the processes it ran: the cause,
     read without the mark a launcher puts on each of that process's lines), else its last line that is not blank.
     Of log file lines, only those written to stderr count; lines without a stamp (a container's termination
-    message) all do. One line, at most MAX_ERROR characters, without terminal
-    escapes or the credentials of a URL in it."""
+    message) all do. One line, at most MAX_ERROR characters, without terminal escapes or the credentials of a URL
+    in it."""
     said = []
     for raw in output.splitlines():
         if STAMPED.match(raw):

@@ -8,9 +8,9 @@ are passed on to every process of the command; its exit code is this program's (
 shell would report it. As the command ends, what it used (its processes' CPU seconds and largest resident set, as
 the kernel counted them for the processes waited for) and, when it failed, its last lines of stderr become the
 container's termination message (TERMINATION_LOG, unless the command wrote one itself), which the pod's status
-keeps after the pod's end. The files the command
-wrote next to its code, and the directories where it wrote TensorBoard event files in the temporary directory, which
-go with the pod, are named in last lines; a line of the container's output alone says that its log ends.
+keeps after the pod's end. The files the command wrote next to its code, and the directories where it wrote
+TensorBoard event files in the temporary directory, which go with the pod, are named in last lines; a line of the
+container's output alone says that its log ends.
 Standard library only: it runs in the job's image, not where this package is installed."""
 
 import json
