@@ -16,7 +16,7 @@ from . import git as git_
 from . import snapshot
 from .errors import DistrainError, FieldError, SpecError
 from .jobjson import provenance
-from .records import JobRecord, iso, value_said
+from .records import JobRecord, iso, metrics_window, value_said
 from .usage import rounded, seconds_between
 
 if TYPE_CHECKING:
@@ -177,7 +177,7 @@ def metrics(manager: JobManager, jobs: list) -> dict:
     """Each tag either job logged, with each side's last step and value per run ({} where it has none)."""
     try:
         boards = [manager.backend_of(job["name"]).tensorboard(job["spec"]) for job in jobs]
-        logged = [manager.scalars_of(board, None, *window(job)) for board, job in zip(boards, jobs)]
+        logged = [manager.scalars_of(board, None, *metrics_window(job)) for board, job in zip(boards, jobs)]
         tags = sorted(set(logged[0]["tags"]) | set(logged[1]["tags"]))[:MAX_TAGS]
         return {"tags": [{"tag": tag, **{side: last_points(manager, board, job, found, tag)
                                          for side, board, job, found in zip(SIDES, boards, jobs, logged)}}
@@ -186,16 +186,11 @@ def metrics(manager: JobManager, jobs: list) -> dict:
         return {"tags": [], "unknown": f"the metrics could not be read: {e}"}
 
 
-def window(job: Mapping[str, Any]) -> tuple[float | None, float | None]:
-    """When the job's run wrote its metrics: from its start until its end (those of the runs after it are not its)."""
-    return job["started"], job["finished"]
-
-
 def last_points(manager: JobManager, board: Any, job: Mapping[str, Any], logged: dict, tag: str) -> dict:
     """The last point of each run of `tag` in the job's run (`logged`: its default tag's answer)."""
     if tag not in logged["tags"]:
         return {}
-    found = logged if logged["tag"] == tag else manager.scalars_of(board, tag, *window(job))
+    found = logged if logged["tag"] == tag else manager.scalars_of(board, tag, *metrics_window(job))
     return {run: {"step": points[-1][0], "value": points[-1][1]} for run, points in found["runs"].items() if points}
 
 

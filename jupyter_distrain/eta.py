@@ -4,8 +4,9 @@ Lightning (tqdm's bar after `Epoch 2:`, counted from 0) and Paddle (`Epoch 1/10`
 replica's log. A total the lines do not say (Lightning's epochs) is the job's hyperparameter of that name. Each log
 is read from where its last read stopped, so a long run costs only its new lines (a flood, only its end). The
 fraction done never goes back within a run (an evaluation's bar after training does not undo it). The time it ends
-is, once an epoch was seen whole, the epochs' pace carried on to the last (what each pays at its start is in it),
-else its pace since its first progress line: the time before that line (imports, data loading) is left out.
+is, once an epoch was seen whole after the first, the epochs' pace carried on to the last (what each pays at its
+start is in it), else its pace since its first line that said a step: the time before that line (imports, data
+loading, the first step's tracing) is left out.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ ESCAPE = rb"(?:\x1b\[[0-9;?]*[A-Za-z])*"  # colours and the like, around a line'
 PROGRESS_LINE = re.compile(
     rb"^(?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6})Z[ !][ \t\x08]*" + ESCAPE + rb"(?:"
     rb"Epoch (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$"  # Keras, Paddle: an epoch begins
-    rb"|(?:step )?(?P<step>\d+)/(?P<steps>\d+)" + ESCAPE + rb" +" + ESCAPE + rb"(?:\xe2\x94\x81|\[|- )"  # a bar
+    rb"| *(?:step )?(?P<step>\d+)/(?P<steps>\d+)" + ESCAPE + rb" +" + ESCAPE + rb"(?:\xe2\x94\x81|\[|- )"  # a bar
     rb"|(?:.*?Epoch (?P<epoch0>\d+):)?[^\n|]*?\d+%\|[^\n|]*\| *(?P<done>\d+)/(?P<total>\d+) "  # tqdm, Lightning
     rb")", re.MULTILINE)
 EPOCHS = ("epochs", "max_epochs", "num_epochs", "n_epochs")  # hyperparameters that say a Lightning job's epochs
@@ -48,10 +49,9 @@ class LogProgress:
     step: int | None = None
     steps: int | None = None
     updated: float = 0.0
-    first: tuple[float, float] | None = None  # (time, fraction done) of its first line that said a fraction
+    first: tuple[float, float] | None = None  # (time, fraction done) of its first line that said a step
     latest: tuple[float, float] | None = None  # ...and of its line that said the most
-    first_epoch: int | None = None  # the first epoch seen begin
-    second_epoch: tuple[int, float] | None = None  # (epoch, when it began) of the next
+    second_epoch: tuple[int, float] | None = None  # (epoch, when it began) of the second seen begin
     epoch_began: tuple[int, float] | None = None  # ...and of the epoch under way
 
     def read(self, path: Path, spec: Callable[[], dict]) -> None:
@@ -87,9 +87,7 @@ class LogProgress:
                 self.epoch, self.epochs = int(line["epoch0"]) + 1, self.hinted
         self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
         if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
-            if self.epoch_began is None:
-                self.first_epoch = self.epoch
-            elif self.second_epoch is None:
+            if self.epoch_began is not None and self.second_epoch is None:
                 self.second_epoch = (self.epoch, when)
             self.epoch_began = (self.epoch, when)
         if not self.epochs and self.epoch is not None:  # an epoch without a total: only its steps are known
@@ -98,7 +96,8 @@ class LogProgress:
         if done is None or (self.latest is not None and done <= self.latest[1]):
             return
         self.latest = (when, done)
-        self.first = self.first or self.latest
+        if self.first is None and self.step is not None:  # not an epoch's first line: warming up follows it
+            self.first = self.latest
 
     def fraction_done(self) -> float | None:
         in_epoch = self.step / self.steps if self.step is not None and self.steps else 0.0
@@ -108,18 +107,20 @@ class LogProgress:
 
     def ends(self) -> float | None:
         """When it will be done, at the pace of the epochs since the first seen whole (the first seen may have paid
-        for warming up; what each pays at its start is in the pace), or, before two epochs were seen whole, at the
-        pace since the epoch under way began (or since the first progress line); None before a line says more."""
-        if self.first is None or self.latest is None:
+        for warming up; what each pays at its start or end, an evaluation, is in the pace), or, before two epochs were
+        seen whole, at the pace since the first line that said a step (what ran before it is left out: the imports,
+        the data's loading, the first step's tracing); None before a line says more."""
+        if self.latest is None:
             return None
-        (then, before), (now, done) = self.first, self.latest
+        now, done = self.latest
         if done >= 1.0:
             return now
-        if self.epochs and self.second_epoch and self.epoch_began and self.epoch_began[0] > (self.first_epoch or 0):
+        if self.epochs and self.second_epoch and self.epoch_began and self.epoch_began[0] > self.second_epoch[0]:
             (second, began), (epoch, begun) = self.second_epoch, self.epoch_began
-            if epoch > second:  # epochs seen whole since the first: their pace
-                return begun + (begun - began) / (epoch - second) * (self.epochs - epoch + 1)
-            then, before = begun, (epoch - 1) / self.epochs  # the second under way: the pace since it began
+            return begun + (begun - began) / (epoch - second) * (self.epochs - epoch + 1)
+        if self.first is None:
+            return None
+        then, before = self.first
         return now + (1.0 - done) * (now - then) / (done - before) if done > before and now > then else None
 
     def shown(self, replica: str) -> Progress:

@@ -22,7 +22,7 @@ from .errors import (DistrainError, FieldError, JobConflict, JobNotFound, NotFou
 from .jobjson import pinned_image
 from .logs import LogLine
 from .policy import FINISHED, Event, Phase
-from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, printable
+from .records import EventFiles, JobRecord, JobSummary, TensorBoardTarget, iso, metrics_window, printable
 from .rules import AdminRules
 
 if TYPE_CHECKING:
@@ -419,8 +419,7 @@ class JobManager:
         Kubernetes asked of the job's TensorBoard; split into the current run's points (or `run`'s) and earlier
         runs'."""
         job = self.run(name, run)
-        return self.scalars_of(self.backend_of(name).tensorboard(job["spec"]), tag, job["started"],
-                               None if run is None else job["finished"])
+        return self.scalars_of(self.backend_of(name).tensorboard(job["spec"]), tag, *metrics_window(job))
 
     @functools.cached_property
     def event_files(self) -> Scalars:
@@ -432,7 +431,7 @@ class JobManager:
     def scalars_of(self, target: TensorBoardTarget, tag: str | None = None, since: float | None = None,
                    until: float | None = None) -> dict:
         """What scalars answers, from where a job's TensorBoard is, for the run of the job started at `since` (and
-        ended at `until`, an earlier run)."""
+        replaced at `until`, an earlier run: metrics_window)."""
         from .scalars import from_tensorboard
 
         if isinstance(target, EventFiles):

@@ -3,12 +3,13 @@ job's TensorBoard is to be found. jobjson turns them into the API's JSON."""
 
 from __future__ import annotations
 
+import time
 import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, TypedDict, Union, cast
+from typing import TYPE_CHECKING, Mapping, TypedDict, Union, cast
 
 from .incluster.tensorboard import View, logdir_parts
 from .policy import FINISHED
@@ -150,8 +151,15 @@ RUN_FIELDS = ("run", "spec", "environment", "phase", "reason", "message", "exit_
 
 
 def run_record(job: JobRecord) -> dict:
-    """The job's current run as it is kept once a restart ended it (RUN_FIELDS)."""
-    return {key: job.get(key) for key in RUN_FIELDS}
+    """The job's current run as it is kept once a restart ended it (RUN_FIELDS), and when (`replaced`: after its
+    replicas' last write and before the next run's first, the end of its metrics; `finished` may be to the second)."""
+    return {**{key: job.get(key) for key in RUN_FIELDS}, "replaced": time.time()}
+
+
+def metrics_window(run: Mapping) -> tuple[float | None, float | None]:
+    """When a run (JobManager.run's) wrote its metrics: from its start until the restart that replaced it (an
+    earlier run's `replaced`), for the current run to now."""
+    return run["started"], run.get("replaced")
 
 
 @dataclass(frozen=True)
