@@ -96,7 +96,7 @@ class Backend(Protocol):
         """A run's lines in time order; to follow, until `finished()` (default: the run ended)."""
 
     def metrics(self, name: str) -> builtins.list[dict]:
-        """CPU, memory and GPU use per replica (None where unknown)."""
+        """CPU, memory and GPU use per replica (None where unknown; for a running replica, `unknown` says why)."""
 
     def stacks(self, name: str, replica: str | None = None, kept: bool = False) -> dict:
         """Where the running replicas (or only `replica`) are now: stacks.take's answer; NotRunning if none

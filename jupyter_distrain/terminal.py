@@ -182,3 +182,5 @@ def metrics_table(metrics: list[dict]) -> None:
     table(("REPLICA", "PHASE", "CPU%", "MEMORY", "GPU%", "GPU-MEM(MiB)"),
           [(m["replica"], m["phase"], dash(m["cpu_percent"]), human_bytes(m["memory_bytes"]),
             dash(m["gpu_utilization"]), dash(m["gpu_memory_mib"])) for m in metrics])
+    for why in dict.fromkeys(m["unknown"] for m in metrics if m.get("unknown")):
+        print(f"Not known: {why}")

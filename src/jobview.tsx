@@ -509,13 +509,19 @@ function ReplicaRow(
         {pace === undefined ? '' : pace.toPrecision(3)}
       </td>
       <td className="jp-distrain-progress">{progressText(replica.progress)}</td>
-      <td>
+      <td title={used?.unknown ?? ''}>
         {typeof used?.cpu_percent === 'number'
           ? `${used.cpu_percent.toFixed(0)}%`
-          : ''}
+          : used?.unknown
+            ? 'unknown'
+            : ''}
       </td>
-      <td>
-        {typeof used?.memory_bytes === 'number' ? bytes(used.memory_bytes) : ''}
+      <td title={used?.unknown ?? ''}>
+        {typeof used?.memory_bytes === 'number'
+          ? bytes(used.memory_bytes)
+          : used?.unknown
+            ? 'unknown'
+            : ''}
       </td>
       <td>
         {typeof used?.gpu_utilization === 'number'

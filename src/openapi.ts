@@ -843,6 +843,8 @@ export interface components {
       memory_bytes?: number | null;
       gpu_memory_mib?: number | null;
       gpu_utilization?: number | null;
+      /** @description Why a running replica's CPU and memory are not known (on Kubernetes: the cluster serves no metrics API, metrics.k8s.io, or has not sampled its pod yet) */
+      unknown?: string | null;
     };
     Frame: {
       function: string;

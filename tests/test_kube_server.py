@@ -26,7 +26,7 @@ from kube_support import (COMMIT, CONFIGURED_IMAGE, SETTINGS, cached, chief_spec
 from kubernetes import client
 
 from jupyter_distrain import storage
-from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podspec
+from jupyter_distrain.backends.kubernetes import KubeBackend, naming, podmetrics, podspec
 from jupyter_distrain.backends.kubernetes.watch import Cache, KubeError, listers
 from jupyter_distrain.errors import JobNotFound
 from jupyter_distrain.owners import current_owner
@@ -87,6 +87,11 @@ def test_rest_api_and_cli_on_the_kubernetes_backend(control_plane, kube_server, 
     assert worker["usage"]["wall_seconds"] == pytest.approx(
         time.time() - datetime.fromisoformat(worker["started"]).timestamp(), abs=5)
     assert worker["usage"]["cpu_seconds"] is None  # known once its container ended (its log tee's account)
+    running = [m for m in requests.get(f"{api}/jobs/via-rest/metrics", headers=headers).json()
+               if m["phase"] == "Running"]  # this cluster serves no metrics API: said, not guessed
+    assert {"chief-0", "worker-0"} <= {m["replica"] for m in running} and all(
+        (m["cpu_percent"], m["memory_bytes"], m["unknown"]) == (None, None, podmetrics.NOT_SERVED) for m in running)
+    assert f"Not known: {podmetrics.NOT_SERVED}" in cli("top", "via-rest").stdout
     end(admin, "via-rest", "chief-0", 0)
     job = wait(lambda: (j := cli.json("get", "via-rest"))["phase"] == "Succeeded" and j, "the job succeeds")
     assert {r["name"]: r["phase"] for r in job["replicas"]} == {"chief-0": "Succeeded", "ps-0": "Stopped",

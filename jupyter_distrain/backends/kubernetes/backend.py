@@ -56,7 +56,7 @@ from ...incluster.tensorboard import SECRET_HEADER
 from ...logs import LogLine
 from ...policy import FINISHED, STOP_REQUESTED, Decision, Event, run_ended
 from ...records import ClusterTensorBoard, JobRecord, JobSummary, run_record
-from . import naming, podspec, render
+from . import naming, podmetrics, podspec, render
 from .companions import Companions
 from .controller import NamespaceController
 from .credentials import CredentialStore
@@ -495,6 +495,4 @@ class KubeBackend:
             self.close()
 
     def metrics(self, name: str) -> builtins.list[dict]:
-        """Phases only: usage needs the cluster's metrics API, which this backend does not read yet."""
-        return [{"replica": r["name"], "phase": r["phase"], "cpu_percent": None, "memory_bytes": None,
-                 "gpu_memory_mib": None, "gpu_utilization": None} for r in self.get(name, events=0)["replicas"]]
+        return podmetrics.samples(self.objects, name, self.get(name, events=0)["replicas"])

@@ -420,7 +420,7 @@ class LocalBackend(CredentialStore):
         result = []
         for r in job["replicas"]:
             sample = {"replica": r["name"], "phase": r["phase"], "cpu_percent": None, "memory_bytes": None,
-                      "gpu_memory_mib": None, "gpu_utilization": None}
+                      "gpu_memory_mib": None, "gpu_utilization": None, "unknown": None}
             if r["name"] in running:
                 cpu = 0.0
                 for p in trees[r["name"]]:
