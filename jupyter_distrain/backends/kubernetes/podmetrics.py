@@ -28,10 +28,13 @@ def samples(objects: NamespaceObjects, name: str, replicas: list[ReplicaRecord])
     """Each replica's phase, and while it runs its CPU (percent of a core) and memory (bytes) or why not known."""
     running = [r["name"] for r in replicas if r["phase"] == Phase.RUNNING]
     used, unknown = used_now(objects, name) if running else ({}, None)
-    return [{"replica": r["name"], "phase": r["phase"], "cpu_percent": used.get(r["name"], (None, None))[0],
-             "memory_bytes": used.get(r["name"], (None, None))[1], "gpu_memory_mib": None, "gpu_utilization": None,
-             "unknown": (unknown or NOT_SAMPLED) if r["name"] in running and r["name"] not in used else None}
-            for r in replicas]
+    found = []
+    for r in replicas:
+        cpu, memory = used.get(r["name"], (None, None))
+        found.append({"replica": r["name"], "phase": r["phase"], "cpu_percent": cpu, "memory_bytes": memory,
+                      "gpu_memory_mib": None, "gpu_utilization": None,
+                      "unknown": (unknown or NOT_SAMPLED) if r["name"] in running and cpu is None else None})
+    return found
 
 
 def used_now(objects: NamespaceObjects, name: str) -> tuple[dict[str, tuple[float, int]], str | None]:
