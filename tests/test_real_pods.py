@@ -809,3 +809,34 @@ def test_a_colleagues_links_token_and_reads_reach_nothing_of_another_owners(real
         for owner in ("alice", "bob"):
             shutil.rmtree(claim / owner, ignore_errors=True)
     wait(lambda: none_left(admin), "nothing of the jobs left")
+
+
+HOLDS = """kept = bytearray(300 * 2**20)  # resident once written
+for i in range(0, len(kept), 4096):
+    kept[i] = 1
+while True:  # a core's worth, until stopped
+    pass
+"""
+
+
+def test_while_a_job_runs_top_shows_what_its_pod_uses_from_the_clusters_metrics_api(cli):
+    """The cluster's metrics-server samples the running replica's pod: `distrain top` shows its CPU (a busy loop's)
+    and its memory (the 300 MiB its process holds, and what the container's other processes and the kernel's page
+    cache of it hold) once sampled, and before that says why it shows none."""
+    submit(cli, {"name": "busy", "framework": "python", "replicas": {"worker": {}}, "command": python(HOLDS)})
+    try:
+        cli.wait("busy", until=lambda job: job["phase"] == "Running", timeout=240)
+        first = cli("top", "busy").stdout
+        assert "worker-0" in first and ("Not known: the cluster's metrics API has not sampled its pod yet" in first
+                                        or "Not known" not in first), first
+
+        def sampled() -> list[str] | None:
+            row = next(line.split() for line in cli("top", "busy").stdout.splitlines() if line.startswith("worker-0"))
+            return row if row[2] != "-" else None
+
+        _, phase, cpu, memory, *_ = wait(sampled, "the metrics API sampled the pod", 120)
+        print("distrain top, once sampled:", phase, cpu, memory)
+        assert phase == "Running" and float(cpu) > 10, (cpu, memory)
+        assert memory.endswith("MiB") and 300 <= float(memory.removesuffix("MiB")) < 450, memory
+    finally:
+        cli("delete", "busy")

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the test control plane from the pinned Go modules beside this script into ./bin, which git
 # ignores: etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok and the real node's kubelet
-# (kube/), the real node's CoreDNS (coredns/) and pause container (pause/), and the in-cluster training
-# engines with their CRDs: JobSet (jobset/), Kubeflow's Training Operator (kubeflow/) and the Kueue job
-# queue (kueue/). Each part is built once per machine and stamp (a hash of its pins, its sources and this
+# (kube/), the real node's CoreDNS (coredns/), pause container (pause/) and metrics-server (metrics/), and
+# the in-cluster training engines with their CRDs: JobSet (jobset/), Kubeflow's Training Operator
+# (kubeflow/) and the Kueue job queue (kueue/). Each part is built once per machine and stamp (a hash of its pins, its sources and this
 # script) into a cache outside the repository, from which a fresh checkout's bin/ takes it in seconds.
 set -euo pipefail
 shopt -s nullglob
@@ -55,6 +55,8 @@ coredns() { go build -trimpath -o "$out/coredns" .; }
 build coredns coredns
 pause() { go build -trimpath -o "$out/pause" .; }
 build pause pause
+metrics() { go build -trimpath -o "$out/metrics-server" .; }
+build metrics metrics
 
 # the JobSet controller (its webhooks are registered by cluster.py) and its CRD
 jobset() {

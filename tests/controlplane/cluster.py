@@ -17,7 +17,8 @@ token of its service account (the TokenRequest API, bound to the pod) in its kub
 these processes exits, its pod ends with its exit code.
 
 With `real_node`, a real node (realnode.py) replaces kwok: pods run as containers, and the whole cluster runs
-in that node's network namespace, its API server relayed to this machine's loopback at the same port.
+in that node's network namespace, its API server relayed to this machine's loopback at the same port; a
+metrics-server serves it the metrics API (metrics.k8s.io) from the kubelet's figures.
 """
 
 from __future__ import annotations
@@ -258,6 +259,7 @@ KUEUE_CA, KUEUE_SERVICE, KUEUE_SECRET = "kueue-ca", "kueue-webhook-service.kueue
 # Kueue's visibility API (group, version), aggregated by the API server, and the port Kueue serves it on.
 KUEUE_VISIBILITY, KUEUE_VISIBILITY_PORT = ("visibility.kueue.x-k8s.io", "v1beta1"), 8082
 PROXY_CLIENT = "front-proxy-client"  # the API server's name towards the APIs it aggregates
+METRICS_API = ("metrics.k8s.io", "v1beta1")  # the real node's metrics-server's, aggregated likewise
 # Kueue's visibility API checks its callers with a pod's credentials, at the paths a pod has them, and keeps its
 # certificate in /visibility: in a mount namespace of its own, these are directories of its own (an empty
 # /visibility is all this machine keeps). Arguments: the token file, the CA file, then Kueue's command.
@@ -506,6 +508,27 @@ class ControlPlane:
         self.wait_nodes_ready(1, process="kubelet")
         (self.dir / "Corefile").write_text(realnode.COREFILE.format(kubeconfig=self.kubeconfig(ADMIN)))
         self._spawn("coredns", "-conf", str(self.dir / "Corefile"))
+        self._start_metrics_server()
+
+    def _start_metrics_server(self) -> None:
+        """A metrics-server scraping the kubelet every 10 s, aggregated as the cluster's metrics API (metrics.k8s.io)
+        at its loopback port, as Kueue's visibility API is: what `kubectl top` and a running job's metrics read."""
+        port, admin = free_port(), str(self.kubeconfig(ADMIN))
+        self._spawn("metrics-server", "--kubeconfig", admin, "--authentication-kubeconfig", admin,
+                    "--authorization-kubeconfig", admin, "--bind-address=127.0.0.1", f"--secure-port={port}",
+                    "--cert-dir", str(self.dir / "metrics-server"), "--kubelet-insecure-tls",
+                    "--kubelet-preferred-address-types=InternalIP", "--metric-resolution=10s",
+                    "--kubelet-request-timeout=5s")
+        self.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics-server",
+                                                                         "namespace": "kube-system"},
+                     "spec": {"type": "ExternalName", "externalName": "localhost"}},
+                    {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+                     "metadata": {"name": f"{METRICS_API[1]}.{METRICS_API[0]}"},
+                     "spec": {"group": METRICS_API[0], "version": METRICS_API[1], "groupPriorityMinimum": 100,
+                              "versionPriority": 100, "insecureSkipTLSVerify": True,
+                              "service": {"name": "metrics-server", "namespace": "kube-system", "port": port}}})
+        self._wait("metrics-server", lambda: self._http_ok(f"{self.url}/apis/{'/'.join(METRICS_API)}",
+                                                           self.tokens[ADMIN], here=True))
 
     def _crd_established(self, name: str) -> bool:
         from kubernetes import client
