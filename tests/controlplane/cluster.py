@@ -519,16 +519,22 @@ class ControlPlane:
                     "--cert-dir", str(self.dir / "metrics-server"), "--kubelet-insecure-tls",
                     "--kubelet-preferred-address-types=InternalIP", "--metric-resolution=10s",
                     "--kubelet-request-timeout=5s")
-        self.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "metrics-server",
-                                                                         "namespace": "kube-system"},
+        self._aggregate("metrics-server", METRICS_API, "metrics-server", "kube-system", port)
+
+    def _aggregate(self, process: str, api: tuple[str, str], service: str, namespace: str, port: int) -> None:
+        """Serve `api` (group, version) through the API server from `process`'s loopback `port`, as an APIService
+        whose Service names this loopback (the API server resolves an ExternalName Service to its name and the
+        APIService's port); once it answers there."""
+        group, version = api
+        self.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": service, "namespace": namespace},
                      "spec": {"type": "ExternalName", "externalName": "localhost"}},
                     {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                     "metadata": {"name": f"{METRICS_API[1]}.{METRICS_API[0]}"},
-                     "spec": {"group": METRICS_API[0], "version": METRICS_API[1], "groupPriorityMinimum": 100,
+                     "metadata": {"name": f"{version}.{group}"},
+                     "spec": {"group": group, "version": version, "groupPriorityMinimum": 100,
                               "versionPriority": 100, "insecureSkipTLSVerify": True,
-                              "service": {"name": "metrics-server", "namespace": "kube-system", "port": port}}})
-        self._wait("metrics-server", lambda: self._http_ok(f"{self.url}/apis/{'/'.join(METRICS_API)}",
-                                                           self.tokens[ADMIN], here=True))
+                              "service": {"name": service, "namespace": namespace, "port": port}}})
+        self._wait(process, lambda: self._http_ok(f"{self.url}/apis/{group}/{version}", self.tokens[ADMIN],
+                                                  here=True))
 
     def _crd_established(self, name: str) -> bool:
         from kubernetes import client
@@ -638,19 +644,8 @@ class ControlPlane:
                 getattr(admission, f"create_{kind}_webhook_configuration")(body)
         probe = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
         self._wait("kueue", lambda: self._dry_run_accepted(probe))
-        # its visibility API, aggregated as Kueue's own manifest does, at the port Kueue serves it on: the Service
-        # names this loopback (the API server resolves an ExternalName Service to its name and the APIService's port)
-        self.create({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "kueue-visibility-server",
-                                                                         "namespace": "kueue-system"},
-                     "spec": {"type": "ExternalName", "externalName": "localhost"}},
-                    {"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-                     "metadata": {"name": f"{KUEUE_VISIBILITY[1]}.{KUEUE_VISIBILITY[0]}"},
-                     "spec": {"group": KUEUE_VISIBILITY[0], "version": KUEUE_VISIBILITY[1], "groupPriorityMinimum": 100,
-                              "versionPriority": 100, "insecureSkipTLSVerify": True,
-                              "service": {"name": "kueue-visibility-server", "namespace": "kueue-system",
-                                          "port": KUEUE_VISIBILITY_PORT}}})
-        self._wait("kueue", lambda: self._http_ok(f"{self.url}/apis/{'/'.join(KUEUE_VISIBILITY)}",
-                                                  self.tokens[ADMIN], here=True))
+        # its visibility API, aggregated as Kueue's own manifest does, at the port Kueue serves it on
+        self._aggregate("kueue", KUEUE_VISIBILITY, "kueue-visibility-server", "kueue-system", KUEUE_VISIBILITY_PORT)
 
     def _register_webhooks(self, name: str, url: str, hooks: list[tuple]) -> None:
         """Admission webhooks at `url`: (mutating|validating, name, path, API group, resource, operations,
