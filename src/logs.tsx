@@ -181,7 +181,9 @@ function LogLines(props: {
     }
   }, [wrapping]);
 
-  // a hit is shown once its line came, in the middle, and the end no longer followed
+  // a hit is shown once its line came, in the middle, and the end no longer
+  // followed; the lines are brought into view where their page scrolls (a
+  // job's view, whose log may be below the fold)
   const shownHit = React.useRef<LogBuffer>();
   React.useLayoutEffect(() => {
     if (
@@ -193,6 +195,7 @@ function LogLines(props: {
       shownHit.current = held;
       following.current = false;
       list.current?.scrollToItem(hit - held.first, 'center');
+      outer.current?.scrollIntoView({ block: 'nearest' });
     }
   });
 

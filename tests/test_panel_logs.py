@@ -107,7 +107,10 @@ def test_a_job_of_64_replicas_logging_100000_lines_each_opens_at_once_and_is_sea
             logs.get_by_label("Search the log").press("Enter")
             hits = logs.get_by_role("region", name="Hits in the whole log")
             expect(hits.get_by_role("status")).to_have_text("64 lines of the whole log hold “step 77777 ”")
-            hits.get_by_role("button", name=f"[worker-17] ").filter(has_text="step 77777 ").click()
+            # the hit at the foot of the job's view, its log's lines below the fold
+            chosen = hits.get_by_role("button", name=f"[worker-17] ").filter(has_text="step 77777 ")
+            chosen.evaluate("button => button.scrollIntoView({block: 'end'})")
+            chosen.click()
             expect(logs.get_by_label("Replica")).to_have_value("worker-17")
             hit = logs.locator(".jp-distrain-logline-hit")
             expect(hit).to_contain_text("worker-17 step 77777 loss")
