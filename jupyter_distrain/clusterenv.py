@@ -22,8 +22,10 @@ TF_FRAMEWORKS = ("tensorflow", "keras")
 # of their TensorBoard writers, which would otherwise import it wherever it is installed beside PyTorch, and crash
 # the process once torch loads Triton (see there).
 REPLICA_SITE = Path(__file__).parent / "replica_site"
-# What distrain sets that a job's env may change: Paddle's gloo switch (a program whose barriers need gloo)
-DEFAULTS = frozenset({"PADDLE_WITH_GLOO"})
+# What distrain sets that a job's env may change: Paddle's gloo switch (a program whose barriers need gloo), Rich's
+# terminal (TTY_COMPATIBLE=1: Rich draws its progress bars, Lightning's among them, into the replica's log, which keeps
+# a bar redrawn in place as last drawn each second; without it Rich writes a bar once, when it is done)
+DEFAULTS = frozenset({"PADDLE_WITH_GLOO", "TTY_COMPATIBLE"})
 AWAIT_PSERVERS = str(incluster.path("await_pservers"))  # the program's file here, which local replicas run
 
 
@@ -77,6 +79,7 @@ def distrain_env(spec: dict, addresses: dict[str, list[str]], role: str, index: 
     env = {
         **hyperparameter_env(spec),
         "PYTHONUNBUFFERED": "1",
+        "TTY_COMPATIBLE": "1",
         "DISTRAIN_JOB": spec["name"],
         "DISTRAIN_ROLE": role,
         "DISTRAIN_INDEX": str(index),

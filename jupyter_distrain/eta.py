@@ -1,12 +1,12 @@
 """How far a running job is and when it will be done, read from what its code prints as it is (no change to it):
 the progress lines of Keras (`Epoch 3/10`, then its bar's `15/63`), tqdm (`45%|████ | 45/100 [...]`), PyTorch
-Lightning (tqdm's bar after `Epoch 2:`, counted from 0) and Paddle (`Epoch 1/10`, `step 10/938 - loss`) in each
-replica's log. A total the lines do not say (Lightning's epochs) is the job's hyperparameter of that name. Each log
-is read from where its last read stopped, so a long run costs only its new lines (a flood, only its end). The
-fraction done never goes back within a run (an evaluation's bar after training does not undo it). The time it ends
-is, once an epoch was seen whole after the first, the epochs' pace carried on to the last (what each pays at its
-start is in it), else its pace since its first line that said a step: the time before that line (imports, data
-loading, the first step's tracing) is left out.
+Lightning (Rich's bar, `Epoch 2/9 ━━━╺━━ 45/100`, or tqdm's after `Epoch 2:`, epochs counted from 0) and Paddle
+(`Epoch 1/10`, `step 10/938 - loss`) in each replica's log. A total the lines do not say (the epochs of Lightning's
+tqdm bar) is the job's hyperparameter of that name. Each log is read from where its last read stopped, so a long
+run costs only its new lines (a flood, only its end). The fraction done never goes back within a run (an
+evaluation's bar after training does not undo it). The time it ends is, once an epoch was seen whole after the
+first, the epochs' pace carried on to the last (what each pays at its start is in it), else its pace since its first
+line that said a step: the time before that line (imports, data loading, the first step's tracing) is left out.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ PROGRESS_LINE = re.compile(
     rb"Epoch (?P<epoch>\d+)/(?P<epochs>\d+)[ \t]*$"  # Keras, Paddle: an epoch begins
     rb"| *(?:step )?(?P<step>\d+)/(?P<steps>\d+)" + ESCAPE + rb" +" + ESCAPE + rb"(?:\xe2\x94\x81|\[|- )"  # a bar
     rb"|(?:.*?Epoch (?P<epoch0>\d+):)?[^\n|]*?\d+%\|[^\n|]*\| *(?P<done>\d+)/(?P<total>\d+) "  # tqdm, Lightning
+    rb"|Epoch (?P<epoch_of>\d+)(?:/(?P<last_epoch>\d+)|/-\d+)? +" + ESCAPE  # Lightning's Rich bar: epochs from 0
+    + rb"(?:\xe2\x94\x81|\xe2\x95[\xb8\xba])[^\n]*? (?P<drawn>\d+)/(?P<to_draw>\d+) "
     rb")", re.MULTILINE)
 EPOCHS = ("epochs", "max_epochs", "num_epochs", "n_epochs")  # hyperparameters that say a Lightning job's epochs
 MAX_UNREAD = 1024 * 1024  # bytes of a log read at most at once: past them, only the newest lines
@@ -79,12 +81,16 @@ class LogProgress:
         number = lambda group: int(line[group]) if line[group] is not None else None  # noqa: E731
         if line["epochs"]:
             self.epoch, self.epochs, self.step, self.steps = number("epoch"), number("epochs"), None, None
-        elif line["steps"] or line["total"]:
-            self.step, self.steps = number("step") or number("done"), number("steps") or number("total")
-            if line["epoch0"] is not None:  # Lightning's epochs count from 0, and it does not say how many
+        elif line["steps"] or line["total"] or line["to_draw"]:
+            self.step = number("step") or number("done") or number("drawn")
+            self.steps = number("steps") or number("total") or number("to_draw")
+            lightning = line["epoch0"] or line["epoch_of"]  # Lightning's epochs count from 0
+            if line["last_epoch"]:  # ...and its Rich bar says the last
+                self.epoch, self.epochs = int(lightning) + 1, int(line["last_epoch"]) + 1
+            elif lightning:  # its tqdm bar does not say how many
                 if not self.asked:
                     self.hinted, self.asked = epochs_of(spec()), True
-                self.epoch, self.epochs = int(line["epoch0"]) + 1, self.hinted
+                self.epoch, self.epochs = int(lightning) + 1, self.hinted
         self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
         if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
             if self.epoch_began is not None and self.second_epoch is None:

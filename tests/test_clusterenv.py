@@ -48,7 +48,9 @@ def test_tf_config_golden():
     chief = json.loads(replica_env(spec, addresses(spec, 2222), "chief", 0, DIRS)["TF_CONFIG"])
     assert chief["task"] == {"type": "chief", "index": 0}
     assert env["DISTRAIN_ROLE"] == "worker" and env["DISTRAIN_INDEX"] == "1" and env["DISTRAIN_REPLICA"] == "worker-1"
-    assert env["PYTHONUNBUFFERED"] == "1"
+    assert env["PYTHONUNBUFFERED"] == "1" and env["TTY_COMPATIBLE"] == "1"  # Rich draws its bars into the log
+    plain = {**spec, "env": {"TTY_COMPATIBLE": 0}}  # ...unless the job says not to
+    assert replica_env(plain, addresses(plain, 2222), "worker", 1, DIRS)["TTY_COMPATIBLE"] == "0"
     assert env["OUTPUT_DIR"] == env["DISTRAIN_OUTPUT_DIR"] == "/output"
     assert env["DISTRAIN_INPUT_DIR"] == "/input"
     assert env["DISTRAIN_LOG_DIR"] == "/output/training_logs"

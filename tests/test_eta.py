@@ -1,6 +1,6 @@
-"""Progress and when a job will be done, from what its code prints as it is: real Keras training and a tqdm loop on
-the local backend, their progress read by `distrain get` and `list` as they run, the ends foretold measured against
-the real ends."""
+"""Progress and when a job will be done, from what its code prints as it is: real Keras and Lightning training and a
+tqdm loop on the local backend, their progress read by `distrain get` and `list` as they run, the ends foretold
+measured against the real ends."""
 
 import statistics
 import subprocess
@@ -33,6 +33,36 @@ from tqdm import tqdm
 
 for step in tqdm(range(200)):
     time.sleep(0.12)
+print("trained", time.time())
+"""
+
+LIGHTNING = """import sys, time
+import lightning
+import torch
+
+torch.set_num_threads(1)
+
+
+class Sum(lightning.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(8, 1)
+
+    def training_step(self, batch, _):
+        time.sleep(0.02)  # a steady pace, set mostly by the sleep
+        return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+    def validation_step(self, batch, _):
+        self.log("val_loss", torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1]))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+x = torch.rand(4000, 8)
+data = torch.utils.data.TensorDataset(x, x.sum(dim=1, keepdim=True))
+trainer = lightning.Trainer(max_epochs=int(sys.argv[1]), logger=False, enable_checkpointing=False)
+trainer.fit(Sum(), torch.utils.data.DataLoader(data, batch_size=16), torch.utils.data.DataLoader(data, batch_size=400))
 print("trained", time.time())
 """
 
@@ -71,10 +101,11 @@ def trained_at(cli, name: str) -> float:
     return float(line.split()[-1])
 
 
-def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, tmp_path):
-    """Keras `fit` (10 epochs) and a tqdm loop run side by side as they are: their progress shows in `get` and
-    `list` as they run, and once 10% done, each end foretold (looked at by `list`) is within 15% of the job's time
-    from the real end (the training's: the line printed after it) for the loop, whose pace its sleep sets. Keras's
+def test_keras_tqdm_and_lightning_progress_and_their_ends_with_no_change_to_the_code(cli, tmp_path):
+    """Keras `fit` (10 epochs), a tqdm loop and a Lightning trainer (3 epochs, its Rich bar saying so) run side by
+    side as they are: their progress shows in `get` and `list` as they run, and once 10% done, each end foretold
+    (looked at by `list`) is within 15% of the job's time from the real end (the training's: the line printed after
+    it) for the loop and the trainer, whose paces their sleeps set. Keras's
     pace on this machine's 2 CPUs, shared with the test's looks (and in `make test` with the real node's lane),
     drifts by a fifth from run to run, and `fit` may return long after its last step (a pass of Python's garbage
     collector, up to 20 s here, which no line foretells): its worst error is printed, not bounded (bench/eta.py
@@ -84,17 +115,22 @@ def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, 
     code.mkdir()
     (code / "keras_fit.py").write_text(KERAS)
     (code / "loop.py").write_text(TQDM)
+    (code / "lightning_fit.py").write_text(LIGHTNING)
     boards = tmp_path / "boards"
     cli("submit", "--name", "keras-fit", "--code", str(code), "-p", "epochs=10", "--", "python", "keras_fit.py",
         "{{ epochs }}", str(boards))
     cli("submit", "--name", "loop", "--code", str(code), "--", "python", "loop.py")
+    cli("submit", "--name", "lightning-fit", "--code", str(code), "--", "python", "lightning_fit.py", "3")
     listed = cli.wait("loop", until=lambda job: (job.get("progress") or {}).get("ends"), timeout=120)
     assert listed["progress"]["steps"] == 200 and listed["progress"]["epoch"] is None
     assert listed["replicas"][0]["progress"] == listed["progress"]  # a single replica's is the job's
     assert "% (step " in cli("list", "loop").stdout
-    started = {name: datetime_of(cli.json("get", name)["started"]) for name in ("keras-fit", "loop")}
+    lightning = cli.wait("lightning-fit", until=lambda job: (job.get("progress") or {}).get("ends"), timeout=120)
+    assert (lightning["progress"]["epochs"], lightning["progress"]["steps"]) == (3, 250)  # from its bar alone
+    jobs = ("keras-fit", "loop", "lightning-fit")
+    started = {name: datetime_of(cli.json("get", name)["started"]) for name in jobs}
     errors, over_left = {}, {}
-    for name, seen in ends_foretold(cli, ["keras-fit", "loop"]).items():
+    for name, seen in ends_foretold(cli, list(jobs)).items():
         end = trained_at(cli, name)
         steady = [(asked, ends) for asked, done, ends in seen if 0.1 <= done <= 0.9]
         assert len(steady) >= 5, seen
@@ -104,7 +140,7 @@ def test_keras_and_tqdm_progress_and_their_ends_with_no_change_to_the_code(cli, 
               [(round(end - asked, 1), round(done, 2), round(ends - end, 2)) for asked, done, ends in seen])
     print("the worst error of an end foretold over the job's time:", errors, "; over the time left then, median "
           "and worst:", {name: (statistics.median(e), e[-1]) for name, e in over_left.items()})
-    assert errors["loop"] <= 0.15, errors
+    assert errors["loop"] <= 0.15 and errors["lightning-fit"] <= 0.15, errors
     warned = [e["message"] for e in cli.json("get", "keras-fit")["events"] if e["reason"] == "EventFilesOutside"]
     assert warned == [f"TensorBoard event files written outside the job's output directory, where its TensorBoard "
                       f"and metrics do not look: in {boards / 'train'}; write them under $DISTRAIN_LOG_DIR, or keep "
@@ -150,3 +186,19 @@ def test_the_pace_leaves_out_what_ran_before_the_first_step(tmp_path):
     assert progress["ends"] == t0 + 40 + 0.75 * 10 / (0.25 - 0.01 / 4)  # 10 s an epoch: about 30 s left
     progress = foretold((40, "Epoch 2/4"), (52, bar.format(100)), (52, "Epoch 3/4"), (53, bar.format(10)))
     assert progress["ends"] == t0 + 52 + 12 * 2  # the second epoch took 12 s: two more such
+
+
+def test_lightnings_rich_bar_says_its_last_epoch_else_the_hyperparameter_does(tmp_path):
+    """Rich's bar, as drawn into a log (its cursor's moves before it): `Epoch 1/2` is the second of three epochs;
+    with no last epoch (a trainer bounded by steps: `/-2`), the job's `epochs` says how many, else none is guessed."""
+    bar = "\x1b[2K\x1b[1A\x1b[2KEpoch {}  \x1b[35m\u2501\u2501\u2501\x1b[0m\x1b[90m\u257a\u2501\x1b[0m 30/40 \x1b[2m0:00:01\x1b[0m"
+    log = tmp_path / "worker-0.log"
+
+    def progress(epoch: str, hyperparameters: dict) -> tuple:
+        log.write_text(f"2026-01-01T00:00:00.000000Z {bar.format(epoch)}\n")
+        [read] = ProgressReader().of({"worker-0": log}, lambda: {"hyperparameters": hyperparameters}).values()
+        return read["epoch"], read["epochs"], read["step"], read["steps"], read["fraction"]
+
+    assert progress("1/2", {"epochs": 9}) == (2, 3, 30, 40, 1.75 / 3)
+    assert progress("1/-2", {"epochs": 4}) == (2, 4, 30, 40, 1.75 / 4)
+    assert progress("1/-2", {}) == (2, None, 30, 40, None)
