@@ -16,13 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, Callable, Generator, Iterable, Iterator
 
 from .errors import ReplicaNotFound, RunNotFound
+from .incluster import logtee
 from .repo import strip_credentials
 
 if TYPE_CHECKING:
     import asyncio
 
-MAX_LINE = 64 * 1024  # longer lines are split, so one endless line cannot grow memory
 READ_CHUNK = 64 * 1024
+MAX_LINE = logtee.MAX_LINE  # longer lines are split, so one endless line cannot grow memory
 STAMP_LEN = len("2026-01-01T00:00:00.000000Z")
 STDOUT, STDERR = b" ", b"!"  # between a line's stamp and its text: which of its outputs the replica wrote it to
 STAMP = rb"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z"  # a log file line's time (UTC, microseconds)
@@ -41,7 +42,6 @@ ENDED = ".ended"  # in a run's log directory once the run's end is recorded: it 
 SEARCH_BLOCK = 4 * 1024 * 1024  # read at a time by a search
 KEPT_ROOM = 64 * 1024  # in a search's buffer for the lines a block keeps for the next (more if they need it)
 SEARCH_CONTEXT = 20  # lines shown before a search's hit
-REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
 IDLE_CHECK_SECONDS = 1.0  # how often a watching follower with nothing new asks whether its run ended anyway
 
 
@@ -109,47 +109,25 @@ class LogWriter:
     def __init__(self, path: Path, stderr: bool = False):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.file: BinaryIO = open(path, "ab", buffering=0)
-        self.partial = b""
         self.separator = STDERR if stderr else STDOUT
-        self.drawn = 0.0  # when (time.monotonic) a line being redrawn was last written
+        self.lines = logtee.TerminalLines()  # as a terminal shows them: redrawn lines as last drawn (the pod's tee's too)
 
     def feed(self, data: bytes) -> None:
-        """Take raw output; complete lines are written now (as last drawn), a trailing partial line waits, but one
-        being redrawn in place (a progress bar) is written as it stands, at most every REDRAW_SECONDS."""
-        data = self.partial + data
-        *lines, self.partial = data.split(b"\n")
-        if b"\r" in data:
-            lines = [last_drawn(line) for line in lines if line != b"\r"]  # not what a drawing written left
-            if b"\r" in self.partial:
-                self.partial = b"\r" + last_drawn(self.partial)
-                if len(self.partial) > 1 and time.monotonic() - self.drawn >= REDRAW_SECONDS:
-                    lines.append(self.partial[1:])
-                    self.partial, self.drawn = b"\r", time.monotonic()
-        while len(self.partial) > MAX_LINE:
-            lines.append(self.partial[:MAX_LINE])
-            self.partial = self.partial[MAX_LINE:]
-        self._write(lines)
+        """Take raw output: the lines it completes are written now, a line being redrawn in place as it stands at
+        most every second (TerminalLines)."""
+        self._write(self.lines.take(data))
 
     def line(self, text: str) -> None:
         self._write([text.encode()])
 
     def close(self) -> None:
-        if self.partial.strip(b"\r"):
-            self._write([last_drawn(self.partial)])
-            self.partial = b""
+        self._write(self.lines.end())
         self.file.close()
 
     def _write(self, lines: list[bytes]) -> None:
         if lines:
             stamp = timestamp().encode() + self.separator
             self.file.write(b"".join(stamp + line + b"\n" for line in lines))
-
-
-def last_drawn(line: bytes) -> bytes:
-    """What a terminal shows of a line its program redrew in place (carriage returns, backspaces: progress bars
-    do): its last drawing that is not empty."""
-    drawings = line.split(b"\r")
-    return next((d.rstrip(b"\x08") for d in reversed(drawings) if d.rstrip(b"\x08")), b"")
 
 
 async def pump(stream: asyncio.StreamReader, writer: LogWriter, failed: Callable[[OSError], None]) -> None:

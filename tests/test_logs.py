@@ -45,7 +45,7 @@ def test_an_endless_line_is_cut_into_bounded_pieces(tmp_path):
     writer = logs.LogWriter(path)
     for _ in range(40):
         writer.feed(b"x" * 10_000)
-        assert len(writer.partial) <= logs.MAX_LINE
+        assert len(writer.lines.partial) <= logs.MAX_LINE
     writer.close()
     pieces = [line.text for line in logs.read({"a": path})]
     assert "".join(pieces) == "x" * 400_000 and max(map(len, pieces)) == logs.MAX_LINE
@@ -231,6 +231,46 @@ def test_the_pods_log_tee_writes_the_same_stamped_lines_to_both_and_keeps_the_ex
     # the kubelet's answer once the container is gone is no line of it (seen on the real node)
     assert from_pods_log(b"unable to retrieve container logs for containerd://3f9a") is None
     assert from_volume(b"written by the job itself") is None
+
+
+RICH_BARS = """import time
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), auto_refresh=False) as bars:
+    training = bars.add_task("Epoch 0/0", total=100)
+    for step in range(100):
+        bars.update(training, advance=1, refresh=True)
+        if step == 49:  # a second bar under the first, as Lightning's validation: each drawing moves up first
+            checking = bars.add_task("Validation", total=400)
+            for _ in range(400):
+                bars.update(checking, advance=1, refresh=True)
+            bars.update(checking, visible=False, refresh=True)
+print("done")
+"""
+
+
+def test_rich_bars_drawn_into_a_log_keep_their_last_drawings_not_each(tmp_path):
+    """Rich draws its bars into a replica's log as into a terminal (TTY_COMPATIBLE=1): two bars at once redraw the
+    line above at each of 500 drawings; the server's writer and the pod's tee each write the latest at most once a
+    second (and the last), not a line a drawing."""
+    environment = {**os.environ, "TTY_COMPATIBLE": "1"}
+    local, pods = tmp_path / "local.log", tmp_path / "pod.log"
+    began = time.monotonic()
+    writer = logs.LogWriter(local)
+    with subprocess.Popen([sys.executable, "-c", RICH_BARS], stdout=subprocess.PIPE, env=environment) as process:
+        while chunk := os.read(process.stdout.fileno(), 4096):
+            writer.feed(chunk)
+    writer.close()
+    seconds = {local: time.monotonic() - began}
+    began = time.monotonic()
+    tee(pods, sys.executable, "-c", RICH_BARS, env=environment).communicate(timeout=60)
+    seconds[pods] = time.monotonic() - began
+    for log in (local, pods):
+        texts = [logs.ESCAPES.sub("", line.text) for line in logs.read({"worker-0": log})]  # as the view shows
+        assert texts[-2:] == ["Epoch 0/0 " + "━" * 40 + " 100/100", "done"], texts
+        # its first drawing, as the second bar came under it, its latest as that went, its last, "done", and one a
+        # second meanwhile; a line a drawing would be 400 more
+        assert len(texts) <= 5 + seconds[log], texts
 
 
 BURNS = """import resource, time

@@ -15,6 +15,7 @@ Standard library only: it runs in the job's image, not where this package is ins
 
 import json
 import os
+import re
 import resource
 import selectors
 import signal
@@ -24,8 +25,9 @@ import tempfile
 import time
 from collections import deque
 
-MAX_LINE = 64 * 1024  # longer lines are split, as the server's log files split them
+MAX_LINE = 64 * 1024  # longer lines are split (the server's log files' too)
 REDRAW_SECONDS = 1.0  # a line being redrawn in place is written as it stands at most this often
+REDRAWS_ABOVE = re.compile(rb"(?:\x1b\[[0-9;]*K)*\x1b\[[0-9]*A")  # a drawing that begins by moving up (Rich's bars)
 MAX_MESSAGE = 4096  # bytes of a termination message the kubelet keeps
 USED = b"distrain used "  # a termination message's first line: what the command used, as JSON (state.used_by)
 USED_ROOM = 128  # bytes of a termination message kept for that line
@@ -72,9 +74,56 @@ class Stamper:
 
 def last_drawn(line):
     """What a terminal shows of a line its program redrew in place (carriage returns, backspaces): its last
-    drawing that is not empty (logs.last_drawn, which this program cannot import)."""
+    drawing that is not empty."""
     drawings = line.split(b"\r")
     return next((d.rstrip(b"\x08") for d in reversed(drawings) if d.rstrip(b"\x08")), b"")
+
+
+class TerminalLines:
+    """A program's output cut into lines as a terminal shows them (this program's, and the server's log writer's
+    for local replicas): each line as last drawn, at most MAX_LINE bytes. A line redrawn in place (a progress bar) is
+    taken as it stands at most every REDRAW_SECONDS, and so is the latest of the lines drawn over lines taken
+    before (a drawing that first moves up: Rich's, drawing two bars at once), not each."""
+
+    def __init__(self):
+        self.partial = b""  # a line begun; b"\r" + its last drawing while it is redrawn
+        self.held = None  # the latest line drawn over lines taken, not taken yet
+        self.drawn = 0.0  # when (time.monotonic) a redrawn line was last taken
+
+    def take(self, data):
+        """The lines `data` completes, or that are due."""
+        data = self.partial + data
+        *lines, self.partial = data.split(b"\n")
+        if b"\r" in data or self.held:
+            lines = self.redrawn([last_drawn(line) for line in lines if line != b"\r"])
+        while len(self.partial) > MAX_LINE:
+            lines.append(self.partial[:MAX_LINE])
+            self.partial = self.partial[MAX_LINE:]
+        return [line[i:i + MAX_LINE] for line in lines for i in range(0, len(line) or 1, MAX_LINE)]
+
+    def redrawn(self, lines):
+        taken = []
+        for line in lines:
+            if REDRAWS_ABOVE.match(line):
+                self.held = line
+            else:
+                taken += [self.held, line] if self.held else [line]
+                self.held = None
+        if b"\r" in self.partial:
+            self.partial = b"\r" + last_drawn(self.partial)
+        due = [line for line in (self.held, self.partial[1:] if self.partial[:1] == b"\r" else b"") if line]
+        if due and time.monotonic() - self.drawn >= REDRAW_SECONDS:
+            taken += due
+            self.held, self.drawn = None, time.monotonic()
+            if self.partial[:1] == b"\r":
+                self.partial = b"\r"
+        return taken
+
+    def end(self):
+        """The lines left at the output's end."""
+        left = [line for line in (self.held, last_drawn(self.partial)) if line]
+        self.held, self.partial = None, b""
+        return [line[i:i + MAX_LINE] for line in left for i in range(0, len(line), MAX_LINE)]
 
 
 class Output:
@@ -83,32 +132,15 @@ class Output:
     def __init__(self, pipe, separator):
         self.pipe = pipe
         self.separator = separator
-        self.partial = b""
-        self.drawn = 0.0  # when (time.monotonic) a line being redrawn was last written
+        self.lines = TerminalLines()
         self.last = deque()  # stderr's last lines, at most MAX_MESSAGE - USED_ROOM bytes in all
         self.kept = 0
 
     def read(self, stamper):
         """Write the lines of what the pipe has now, or the last partial line at its end; False at its end."""
         chunk = os.read(self.pipe.fileno(), 64 * 1024)
-        if not chunk:
-            if self.partial.strip(b"\r"):
-                self.write(stamper, [last_drawn(self.partial)])
-            return False
-        data = self.partial + chunk
-        *lines, self.partial = data.split(b"\n")
-        if b"\r" in data:  # a line redrawn in place (a progress bar): as last drawn, at most every REDRAW_SECONDS
-            lines = [last_drawn(line) for line in lines if line != b"\r"]
-            if b"\r" in self.partial:
-                self.partial = b"\r" + last_drawn(self.partial)
-                if len(self.partial) > 1 and time.monotonic() - self.drawn >= REDRAW_SECONDS:
-                    lines.append(self.partial[1:])
-                    self.partial, self.drawn = b"\r", time.monotonic()
-        while len(self.partial) > MAX_LINE:
-            lines.append(self.partial[:MAX_LINE])
-            self.partial = self.partial[MAX_LINE:]
-        self.write(stamper, [line[i:i + MAX_LINE] for line in lines for i in range(0, len(line) or 1, MAX_LINE)])
-        return True
+        self.write(stamper, self.lines.take(chunk) if chunk else self.lines.end())
+        return bool(chunk)
 
     def write(self, stamper, lines):
         stamper.write(lines, self.separator)
