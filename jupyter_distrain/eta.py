@@ -2,25 +2,28 @@
 the progress lines of Keras (`Epoch 3/10`, then its bar's `15/63`), tqdm (`45%|████ | 45/100 [...]`), PyTorch
 Lightning (Rich's bar, `Epoch 2/9 ━━━╺━━ 45/100`, or tqdm's after `Epoch 2:`, epochs counted from 0) and Paddle
 (`Epoch 1/10`, `step 10/938 - loss`) in each replica's log. A total the lines do not say (the epochs of Lightning's
-tqdm bar) is the job's hyperparameter of that name. Each log is read from where its last read stopped, so a long
-run costs only its new lines (a flood, only its end). The fraction done never goes back within a run (an
-evaluation's bar after training does not undo it). The time it ends is, once an epoch was seen whole after the
-first, the epochs' pace carried on to the last (what each pays at its start is in it), else its pace since its first
-line that said a step: the time before that line (imports, data loading, the first step's tracing) is left out.
+tqdm bar) is the job's hyperparameter of that name. A replica whose lines say no total, in a job whose
+hyperparameters name its steps (`max_steps`...), shows the last step its event files reached instead. Each log is
+read from where its last read stopped, so a long run costs only its new lines (a flood, only its end). The fraction
+done never goes back within a run (an evaluation's bar after training does not undo it). The time it ends is, once
+an epoch was seen whole after the first, the epochs' pace carried on to the last (what each pays at its start is in
+it), else its pace since its first line that said a step: the time before that line (imports, data loading, the
+first step's tracing) is left out.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from .errors import DistrainError
-from .records import Progress
+from .records import JobRecord, Progress, metrics_window
 
 if TYPE_CHECKING:
     from .contract import Backend
@@ -35,6 +38,7 @@ PROGRESS_LINE = re.compile(
     + rb"(?:\xe2\x94\x81|\xe2\x95[\xb8\xba])[^\n]*? (?P<drawn>\d+)/(?P<to_draw>\d+) "
     rb")", re.MULTILINE)
 EPOCHS = ("epochs", "max_epochs", "num_epochs", "n_epochs")  # hyperparameters that say a Lightning job's epochs
+STEPS = ("max_steps", "steps", "num_steps", "train_steps", "total_steps")  # ...and a job's steps (its event files')
 MAX_UNREAD = 1024 * 1024  # bytes of a log read at most at once: past them, only the newest lines
 MAX_LOGS = 4096  # logs followed at once; the least recently read is forgotten (read again whole if asked)
 
@@ -44,8 +48,7 @@ class LogProgress:
     """One replica log's progress, as far as it was read."""
 
     offset: int = 0
-    hinted: int | None = None  # the epochs its job's hyperparameters name (epochs_of), once its lines need them
-    asked: bool = False
+    hints: dict[tuple[str, ...], int | None] = field(default_factory=dict)  # totals its job's hyperparameters name
     epoch: int | None = None
     epochs: int | None = None
     step: int | None = None
@@ -88,9 +91,7 @@ class LogProgress:
             if line["last_epoch"]:  # ...and its Rich bar says the last
                 self.epoch, self.epochs = int(lightning) + 1, int(line["last_epoch"]) + 1
             elif lightning:  # its tqdm bar does not say how many
-                if not self.asked:
-                    self.hinted, self.asked = epochs_of(spec()), True
-                self.epoch, self.epochs = int(lightning) + 1, self.hinted
+                self.epoch, self.epochs = int(lightning) + 1, self.hint(spec, EPOCHS)
         self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
         if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
             if self.epoch_began is not None and self.second_epoch is None:
@@ -104,6 +105,12 @@ class LogProgress:
         self.latest = (when, done)
         if self.first is None and self.step is not None:  # not an epoch's first line: warming up follows it
             self.first = self.latest
+
+    def hint(self, spec: Callable[[], dict], names: tuple[str, ...]) -> int | None:
+        """The total the job's hyperparameters of these `names` say (epochs_of), `spec()` asked once per log."""
+        if names not in self.hints:
+            self.hints[names] = epochs_of(spec(), names)
+        return self.hints[names]
 
     def fraction_done(self) -> float | None:
         in_epoch = self.step / self.steps if self.step is not None and self.steps else 0.0
@@ -134,13 +141,28 @@ class LogProgress:
                         epochs=self.epochs, step=self.step, steps=self.steps, updated=self.updated, replica=replica)
 
 
-def epochs_of(spec: dict) -> int | None:
-    """The epochs the job's hyperparameters say it runs, if one is named so."""
+def epochs_of(spec: dict, names: tuple[str, ...] = EPOCHS) -> int | None:
+    """The epochs (or steps: STEPS) the job's hyperparameters say it runs, if one is named so."""
     values = spec.get("hyperparameters") or {}
-    for name in EPOCHS:
+    for name in names:
         if isinstance(values.get(name), int) and not isinstance(values[name], bool) and values[name] > 0:
             return values[name]
     return None
+
+
+def stepped(scalars: dict, totals: dict[str, int]) -> dict[str, Progress]:
+    """Each replica's progress from the last step its event files reached (its run, named after it: its
+    DISTRAIN_LOG_DIR; `scalars` as Scalars.of answers, the job's loss by default) of the steps its job's
+    hyperparameters say (`totals`, by replica); its end at its steps' rate."""
+    found = {}
+    for replica, steps in totals.items():
+        if not (points := scalars["runs"].get(replica)):
+            continue
+        step, written, rate = int(points[-1][0]), scalars["written"][replica], scalars["rates"].get(replica)
+        ends = written if step >= steps else written + (steps - step) / rate if rate else None
+        found[replica] = Progress(fraction=min(1.0, step / steps), ends=ends, epoch=None, epochs=None, step=step,
+                                  steps=steps, updated=written, replica=replica)
+    return found
 
 
 class ProgressReader:
@@ -163,10 +185,22 @@ class ProgressReader:
                 found[replica] = log.shown(replica)
         return found
 
-    def of_job(self, backend: Backend, name: str, spec: Callable[[], dict]) -> dict[str, Progress]:
-        """Each replica's progress in the job's current run (`of` its log files); none for a job just gone."""
+    def of_job(self, backend: Backend, name: str, job: Callable[[], JobRecord],
+               scalars_of: Callable[..., dict]) -> dict[str, Progress]:
+        """Each replica's progress in the job's current run (`of` its log files), or where its lines say no total
+        and the job's hyperparameters name its steps, from its event files (`scalars_of`, JobManager's: stepped);
+        none for a job just gone. `job()`, the job, is asked only where the lines need it."""
+        record = functools.cache(job)
+        spec = lambda: record()["spec"]  # noqa: E731
         try:
-            return self.of(backend.log_files(name), spec)
+            files = backend.log_files(name)
+            found = self.of(files, spec)
+            steps = {replica: total for replica, path in files.items() if path in self.logs
+                     and (replica not in found or found[replica]["fraction"] is None)
+                     and (total := self.logs[path].hint(spec, STEPS))}
+            if steps:
+                found.update(stepped(scalars_of(backend.tensorboard(spec()), None, *metrics_window(record())), steps))
+            return found
         except DistrainError:
             return {}
 

@@ -256,7 +256,7 @@ class JobManager:
         """The job as its page and `distrain get` show it: `get`'s, with its replicas' progress while it runs."""
         job = self.get(name)
         if job["phase"] == Phase.RUNNING:
-            job["progress"] = self.progress.of_job(self.backends[job["backend"]], name, lambda: job["spec"])
+            job["progress"] = self.progress.of_job(self.backends[job["backend"]], name, lambda: job, self.scalars_of)
         job["cost"] = self.accounts.cost(job)
         return job
 
@@ -271,7 +271,7 @@ class JobManager:
             if job["phase"] == Phase.RUNNING:
                 backend, name = self.backends[job["backend"]], job["name"]
                 jobs[i] = cast(JobSummary, {**job, "progress": furthest_behind(
-                    self.progress.of_job(backend, name, lambda: backend.get(name, 0)["spec"]))})
+                    self.progress.of_job(backend, name, lambda: backend.get(name, 0), self.scalars_of))})
         return jobs
 
     def finished_before(self, moment: float, phases: Collection[str] = ()) -> builtins.list[JobSummary]:

@@ -233,10 +233,11 @@ def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], sin
     run started (`since`, None: all of them), and before it ended (`until`: an earlier run's end; those of later
     runs are left out), in `earlier` those written before, a list per earlier run of the job (a new one wherever
     the step does not advance: a replica that started again); in `rates`, each run's steps per second (step_rate)
-    in the run."""
+    in the run, in `written` when it wrote its last point in the run."""
     runs: dict[str, list[list[float | None]]] = {}
     earlier: dict[str, list[list[list[float | None]]]] = {}
     rates: dict[str, float] = {}
+    written: dict[str, float] = {}
     for run, found in points.items():
         found = sorted((point for point in found if until is None or point[0] < until),  # in the order written
                        key=lambda point: point[0])  # (several files of a directory)
@@ -244,13 +245,14 @@ def answer(tags: list[str], tag: str | None, points: dict[str, list[Point]], sin
         current = [point for point in found if since is None or point[0] >= since]
         if current:
             runs[run] = [[step, finite(value)] for _, step, value in current]
+            written[run] = current[-1][0]
         if (rate := step_rate(current)) is not None:
             rates[run] = rate
         for i, (step, value) in enumerate(before):
             if i == 0 or step <= before[i - 1][0]:
                 earlier.setdefault(run, []).append([])
             earlier[run][-1].append([step, value])
-    return {"tags": tags, "tag": tag, "runs": runs, "earlier": earlier, "rates": rates}
+    return {"tags": tags, "tag": tag, "runs": runs, "earlier": earlier, "rates": rates, "written": written}
 
 
 def finite(value: float) -> float | None:

@@ -218,7 +218,8 @@ async function overlaid(a: string, b: string, tag?: string): Promise<Scalars> {
     tag: first.tag ?? second.tag,
     runs: { ...named(a, first.runs), ...named(b, second.runs) },
     earlier: {},
-    rates: {}
+    rates: {},
+    written: {}
   };
 }
 

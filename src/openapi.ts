@@ -2136,6 +2136,10 @@ export interface operations {
             rates: {
               [key: string]: number;
             };
+            /** @description When each run wrote its last point of the tag in the job's current run (seconds since the epoch) */
+            written: {
+              [key: string]: number;
+            };
           };
         };
       };

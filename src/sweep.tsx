@@ -136,7 +136,8 @@ export function SweepTrials(props: {
             tag: metric.tag,
             runs,
             earlier: {},
-            rates: {}
+            rates: {},
+            written: {}
           }}
           onTag={() => undefined}
         />

@@ -1,4 +1,4 @@
-"""Progress and when a job will be done, from what its code prints as it is: real Keras and Lightning training and a
+"""Progress and when a job will be done, from what its code prints as it is: real Keras and Lightning training, a
 tqdm loop on the local backend, their progress read by `distrain get` and `list` as they run, the ends foretold
 measured against the real ends."""
 
@@ -66,6 +66,15 @@ trainer.fit(Sum(), torch.utils.data.DataLoader(data, batch_size=16), torch.utils
 print("trained", time.time())
 """
 
+EVENTS = """import os, sys, time
+from torch.utils.tensorboard import SummaryWriter
+
+board = SummaryWriter(os.environ["DISTRAIN_LOG_DIR"], flush_secs=1)  # by default every 2 minutes
+for step in range(int(sys.argv[1])):
+    time.sleep(0.05)
+    board.add_scalar("loss", 1 / (step + 1), step + 1)
+"""
+
 LIGHTNING_LIKE = """import sys, time
 from tqdm import tqdm
 
@@ -75,21 +84,23 @@ for epoch in range(3):
 """
 
 
-def ends_foretold(cli, names: list[str]) -> dict[str, list[tuple[float, float, float]]]:
+def ends_foretold(cli, names: list[str]) -> tuple[dict[str, list[tuple[float, float, float]]], dict[str, set]]:
     """Of each job, (when asked, the fraction done, the end foretold) from `distrain list` (one process a look: a
-    loaded machine starts each slowly) while they run."""
+    loaded machine starts each slowly) while they run, and the totals (epochs, steps) they said."""
     seen: dict[str, list] = {name: [] for name in names}
+    totals: dict[str, set] = {name: set() for name in names}
     while True:
         jobs = {job["name"]: job for job in cli.json("list") if job["name"] in names}
         for name, job in jobs.items():
             if (progress := job.get("progress")) and progress["ends"]:
                 seen[name].append((time.time(), progress["fraction"], datetime_of(progress["ends"])))
+                totals[name].add((progress["epochs"], progress["steps"]))
         if all(job["phase"] not in ("Pending", "Running") for job in jobs.values()):
             break
         time.sleep(0.5)
     for name, job in jobs.items():
         assert job["phase"] == "Succeeded", cli("logs", name).stdout
-    return seen
+    return seen, totals
 
 
 def datetime_of(iso: str) -> float:
@@ -125,15 +136,15 @@ def test_keras_tqdm_and_lightning_progress_and_their_ends_with_no_change_to_the_
     assert listed["progress"]["steps"] == 200 and listed["progress"]["epoch"] is None
     assert listed["replicas"][0]["progress"] == listed["progress"]  # a single replica's is the job's
     assert "% (step " in cli("list", "loop").stdout
-    lightning = cli.wait("lightning-fit", until=lambda job: (job.get("progress") or {}).get("ends"), timeout=120)
-    assert (lightning["progress"]["epochs"], lightning["progress"]["steps"]) == (3, 250)  # from its bar alone
     jobs = ("keras-fit", "loop", "lightning-fit")
+    foretold, totals = ends_foretold(cli, list(jobs))
+    assert totals["lightning-fit"] == {(3, 250)}  # from its bar alone
     started = {name: datetime_of(cli.json("get", name)["started"]) for name in jobs}
     errors, over_left = {}, {}
-    for name, seen in ends_foretold(cli, list(jobs)).items():
+    for name, seen in foretold.items():
         end = trained_at(cli, name)
         steady = [(asked, ends) for asked, done, ends in seen if 0.1 <= done <= 0.9]
-        assert len(steady) >= 5, seen
+        assert len(steady) >= 5, (name, seen)
         errors[name] = max(abs(ends - end) for _, ends in steady) / (end - started[name])
         over_left[name] = sorted(abs(ends - end) / (end - asked) for asked, ends in steady)
         print(name, "ends foretold (s before the end, fraction, error s):",
@@ -202,3 +213,26 @@ def test_lightnings_rich_bar_says_its_last_epoch_else_the_hyperparameter_does(tm
     assert progress("1/2", {"epochs": 9}) == (2, 3, 30, 40, 1.75 / 3)
     assert progress("1/-2", {"epochs": 4}) == (2, 4, 30, 40, 1.75 / 4)
     assert progress("1/-2", {}) == (2, None, 30, 40, None)
+
+
+def test_a_job_that_prints_nothing_shows_the_steps_of_its_event_files_of_its_max_steps(cli, tmp_path):
+    """A PyTorch loop writing its loss to event files under DISTRAIN_LOG_DIR, printing nothing, in a job whose
+    `max_steps` says how many steps it runs: its progress is the last step its event files reached, of those, its
+    end at their rate (a step's sleep is 50 ms, so what is left takes that long a step at least, and, on a loaded
+    machine, not three times that); the same loop with no such hyperparameter has no progress to show."""
+    (tmp_path / "events.py").write_text(EVENTS)
+    cli("submit", "--name", "stepped", "--code", str(tmp_path), "-p", "max_steps=100000", "--", "python",
+        "events.py", "{{ max_steps }}")
+    cli("submit", "--name", "silent", "--code", str(tmp_path), "--", "python", "events.py", "100000")
+    job = cli.wait("stepped", until=lambda job: (job.get("progress") or {}).get("step", 0) >= 40, timeout=120)
+    progress = job["progress"]
+    assert (progress["steps"], progress["epochs"], progress["replica"]) == (100_000, None, "worker-0")
+    assert progress["fraction"] == progress["step"] / 100_000
+    left = datetime_of(progress["ends"]) - datetime_of(progress["updated"])
+    expected = 0.05 * (100_000 - progress["step"])
+    assert 0.9 * expected <= left <= 3 * expected, (left, expected)
+    assert "% (step " in cli("get", "stepped").stdout
+    assert not cli.json("get", "silent").get("progress")
+    for name in ("stepped", "silent"):
+        cli("delete", name)
+    assert_nothing_left(cli.root, timeout=10)

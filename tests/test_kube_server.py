@@ -368,7 +368,8 @@ def test_a_jobs_tensorboard_runs_in_the_cluster_behind_the_api_servers_proxy(con
             assert [value for _, _, value in scalars] == [2.0, 1.0]
             # the same numbers in the job's own scalars, asked of its TensorBoard
             answer = requests.get(f"{api}/jobs/tb-job/scalars", headers=headers).json()
-            assert {key: value for key, value in answer.items() if key != "rates"} == {
+            assert answer["written"].keys() == answer["runs"].keys()
+            assert {key: value for key, value in answer.items() if key not in ("rates", "written")} == {
                 "tags": ["loss"], "tag": "loss", "earlier": {}, "runs": {"chief-0": [[0, 1.0], [1, 0.5], [2, 0.25]],
                                                           "somewhere/log": [[0, 3.0]],
                                                           "worker-0": [[0, 2.0], [1, 1.0]]}}

@@ -47,6 +47,8 @@ def test_runs_tags_and_both_kinds_of_scalar(tmp_path):
 
     found = scalars.Scalars().of(tmp_path)
     found.pop("rates")  # of points written microseconds apart: see test_each_runs_pace_is_its_steps_per_second
+    written = found.pop("written")  # when each run wrote its last point
+    assert written.keys() == {"worker-0/train", "worker-1"} and max(written.values()) <= time.time()
     assert found == {"tags": ["accuracy", "epoch_loss"], "tag": "epoch_loss",
                      "runs": {"worker-0/train": [[0, 0.75], [1, 0.5], [2, 0.25]], "worker-1": [[0, 0.5], [1, 0.375]]},
                      "earlier": {}}
@@ -54,7 +56,7 @@ def test_runs_tags_and_both_kinds_of_scalar(tmp_path):
     assert list(accuracy["runs"]) == ["worker-0/train"]
     assert accuracy["runs"]["worker-0/train"] == [[0, 0.25], [1, 0.5], [2, 0.75]]
     assert scalars.Scalars().of(tmp_path / "nothing") == {"tags": [], "tag": None, "runs": {}, "earlier": {},
-                                                          "rates": {}}
+                                                          "rates": {}, "written": {}}
 
 
 def test_a_diverging_loss_is_answered_as_null_where_it_is_not_a_number(tmp_path):
