@@ -2,13 +2,13 @@
 the progress lines of Keras (`Epoch 3/10`, then its bar's `15/63`), tqdm (`45%|████ | 45/100 [...]`), PyTorch
 Lightning (Rich's bar, `Epoch 2/9 ━━━╺━━ 45/100`, or tqdm's after `Epoch 2:`, epochs counted from 0) and Paddle
 (`Epoch 1/10`, `step 10/938 - loss`) in each replica's log. A total the lines do not say (the epochs of Lightning's
-tqdm bar) is the job's hyperparameter of that name. A replica whose lines say no total, in a job whose
-hyperparameters name its steps (`max_steps`...), shows the last step its event files reached instead. Each log is
-read from where its last read stopped, so a long run costs only its new lines (a flood, only its end). The fraction
-done never goes back within a run (an evaluation's bar after training does not undo it). The time it ends is, once
-an epoch was seen whole after the first, the epochs' pace carried on to the last (what each pays at its start is in
-it), else its pace since its first line that said a step: the time before that line (imports, data loading, the
-first step's tracing) is left out.
+tqdm bar) is the job's hyperparameter of that name (or the one its spec's `progress` names). A replica whose lines
+say no total, in a job whose hyperparameters name its steps (`max_steps`...), shows the last step its event files
+reached instead. Each log is read from where its last read stopped, so a long run costs only its new lines (a flood,
+only its end). The fraction done never goes back within a run (an evaluation's bar after training does not undo it).
+The time it ends is, once an epoch was seen whole after the first, the epochs' pace carried on to the last (what
+each pays at its start is in it), else its pace since its first line that said a step: the time before that line
+(imports, data loading, the first step's tracing) is left out.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ PROGRESS_LINE = re.compile(
     rb"|Epoch (?P<epoch_of>\d+)(?:/(?P<last_epoch>\d+)|/-\d+)? +" + ESCAPE  # Lightning's Rich bar: epochs from 0
     + rb"(?:\xe2\x94\x81|\xe2\x95[\xb8\xba])[^\n]*? (?P<drawn>\d+)/(?P<to_draw>\d+) "
     rb")", re.MULTILINE)
-EPOCHS = ("epochs", "max_epochs", "num_epochs", "n_epochs")  # hyperparameters that say a Lightning job's epochs
-STEPS = ("max_steps", "steps", "num_steps", "train_steps", "total_steps")  # ...and a job's steps (its event files')
+# the hyperparameters that say how many epochs (a Lightning tqdm bar's) and steps (its event files') a job runs,
+# unless its spec's progress names others
+TOTALS = {"epochs": ("epochs", "max_epochs", "num_epochs", "n_epochs"),
+          "steps": ("max_steps", "steps", "num_steps", "train_steps", "total_steps")}
 MAX_UNREAD = 1024 * 1024  # bytes of a log read at most at once: past them, only the newest lines
 MAX_LOGS = 4096  # logs followed at once; the least recently read is forgotten (read again whole if asked)
 
@@ -48,7 +50,7 @@ class LogProgress:
     """One replica log's progress, as far as it was read."""
 
     offset: int = 0
-    hints: dict[tuple[str, ...], int | None] = field(default_factory=dict)  # totals its job's hyperparameters name
+    hints: dict[str, int | None] = field(default_factory=dict)  # the totals its job's hyperparameters say (total_of)
     epoch: int | None = None
     epochs: int | None = None
     step: int | None = None
@@ -91,7 +93,7 @@ class LogProgress:
             if line["last_epoch"]:  # ...and its Rich bar says the last
                 self.epoch, self.epochs = int(lightning) + 1, int(line["last_epoch"]) + 1
             elif lightning:  # its tqdm bar does not say how many
-                self.epoch, self.epochs = int(lightning) + 1, self.hint(spec, EPOCHS)
+                self.epoch, self.epochs = int(lightning) + 1, self.hint(spec, "epochs")
         self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
         if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
             if self.epoch_began is not None and self.second_epoch is None:
@@ -106,11 +108,11 @@ class LogProgress:
         if self.first is None and self.step is not None:  # not an epoch's first line: warming up follows it
             self.first = self.latest
 
-    def hint(self, spec: Callable[[], dict], names: tuple[str, ...]) -> int | None:
-        """The total the job's hyperparameters of these `names` say (epochs_of), `spec()` asked once per log."""
-        if names not in self.hints:
-            self.hints[names] = epochs_of(spec(), names)
-        return self.hints[names]
+    def hint(self, spec: Callable[[], dict], total: str) -> int | None:
+        """How many epochs or steps (`total`) the job's hyperparameters say (total_of), `spec()` asked once a log."""
+        if total not in self.hints:
+            self.hints[total] = total_of(spec(), total)
+        return self.hints[total]
 
     def fraction_done(self) -> float | None:
         in_epoch = self.step / self.steps if self.step is not None and self.steps else 0.0
@@ -141,10 +143,11 @@ class LogProgress:
                         epochs=self.epochs, step=self.step, steps=self.steps, updated=self.updated, replica=replica)
 
 
-def epochs_of(spec: dict, names: tuple[str, ...] = EPOCHS) -> int | None:
-    """The epochs (or steps: STEPS) the job's hyperparameters say it runs, if one is named so."""
-    values = spec.get("hyperparameters") or {}
-    for name in names:
+def total_of(spec: dict, total: str) -> int | None:
+    """How many epochs (or steps: `total`) the job's hyperparameters say it runs: the one its spec's progress names,
+    else the first of TOTALS there."""
+    values, named = spec.get("hyperparameters") or {}, spec.get("progress", {}).get(total)
+    for name in (named,) if named else TOTALS[total]:
         if isinstance(values.get(name), int) and not isinstance(values[name], bool) and values[name] > 0:
             return values[name]
     return None
@@ -197,7 +200,7 @@ class ProgressReader:
             found = self.of(files, spec)
             steps = {replica: total for replica, path in files.items() if path in self.logs
                      and (replica not in found or found[replica]["fraction"] is None)
-                     and (total := self.logs[path].hint(spec, STEPS))}
+                     and (total := self.logs[path].hint(spec, "steps"))}
             if steps:
                 found.update(stepped(scalars_of(backend.tensorboard(spec()), None, *metrics_window(record())), steps))
             return found

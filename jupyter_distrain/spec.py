@@ -361,6 +361,13 @@ def _semantic_errors(spec: dict) -> Iterator[FieldError]:
     for name in sorted(set(hyper) & set(BUILTIN_PLACEHOLDERS)):
         yield FieldError(f"hyperparameters.{name}", f"{name!r} is reserved for the command's built-in placeholders")
     known = sorted(set(hyper) | set(spec.get("sweep", {}).get("parameters", {})) | set(BUILTIN_PLACEHOLDERS))
+    for total, name in spec.get("progress", {}).items():
+        if name not in known or name in BUILTIN_PLACEHOLDERS:
+            named = sorted(set(known) - set(BUILTIN_PLACEHOLDERS))
+            yield FieldError(f"progress.{total}", f"names no hyperparameter: {name!r}; the job's: "
+                                                  f"{', '.join(named) or 'none'}")
+        elif name in hyper and (not isinstance(hyper[name], int) or isinstance(hyper[name], bool) or hyper[name] < 1):
+            yield FieldError(f"progress.{total}", f"names {name!r}, whose value is not a whole number of at least 1")
     for name in PLACEHOLDER.findall(spec["command"]):
         if name not in known:
             yield FieldError("command", f"unknown placeholder {{{{ {name} }}}}; known: {', '.join(known)}")

@@ -1377,6 +1377,22 @@ export interface components {
        */
       resume_from?: string;
       /**
+       * Progress
+       * @description which hyperparameters say how many epochs and steps the job runs, where its progress lines do not; by default the first of epochs, max_epochs, num_epochs, n_epochs, and of max_steps, steps, num_steps, train_steps, total_steps
+       */
+      progress?: {
+        /**
+         * Epochs from
+         * @description the hyperparameter whose value is how many epochs the job runs
+         */
+        epochs?: string;
+        /**
+         * Steps from
+         * @description the hyperparameter whose value is how many steps the job runs, which its event files count
+         */
+        steps?: string;
+      };
+      /**
        * Queue
        * @description Kubernetes with Kueue: the namespace's LocalQueue the job waits in until its quota admits it
        */

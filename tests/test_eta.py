@@ -8,8 +8,8 @@ import sys
 import time
 from datetime import datetime, timezone
 
-from conftest import assert_nothing_left
-from jupyter_distrain.eta import ProgressReader
+from conftest import assert_nothing_left, write_spec
+from jupyter_distrain.eta import ProgressReader, total_of
 from jupyter_distrain.logs import LogWriter
 
 KERAS = """import sys, time
@@ -215,14 +215,16 @@ def test_lightnings_rich_bar_says_its_last_epoch_else_the_hyperparameter_does(tm
     assert progress("1/-2", {}) == (2, None, 30, 40, None)
 
 
-def test_a_job_that_prints_nothing_shows_the_steps_of_its_event_files_of_its_max_steps(cli, tmp_path):
+def test_a_job_that_prints_nothing_shows_the_steps_of_its_event_files_of_the_steps_its_spec_names(cli, tmp_path):
     """A PyTorch loop writing its loss to event files under DISTRAIN_LOG_DIR, printing nothing, in a job whose
-    `max_steps` says how many steps it runs: its progress is the last step its event files reached, of those, its
+    hyperparameter `iterations` says how many steps it runs (its spec's progress names it: `max_steps` and the like
+    need not be named): its progress is the last step its event files reached, of those, its
     end at their rate (a step's sleep is 50 ms, so what is left takes that long a step at least, and, on a loaded
     machine, not three times that); the same loop with no such hyperparameter has no progress to show."""
     (tmp_path / "events.py").write_text(EVENTS)
-    cli("submit", "--name", "stepped", "--code", str(tmp_path), "-p", "max_steps=100000", "--", "python",
-        "events.py", "{{ max_steps }}")
+    cli("submit", "-f", str(write_spec(tmp_path, {
+        "name": "stepped", "code": {"path": str(tmp_path)}, "command": "python events.py {{ iterations }}",
+        "hyperparameters": {"iterations": 100_000, "max_steps": 7}, "progress": {"steps": "iterations"}})))
     cli("submit", "--name", "silent", "--code", str(tmp_path), "--", "python", "events.py", "100000")
     job = cli.wait("stepped", until=lambda job: (job.get("progress") or {}).get("step", 0) >= 40, timeout=120)
     progress = job["progress"]
@@ -236,3 +238,12 @@ def test_a_job_that_prints_nothing_shows_the_steps_of_its_event_files_of_its_max
     for name in ("stepped", "silent"):
         cli("delete", name)
     assert_nothing_left(cli.root, timeout=10)
+
+
+def test_the_totals_are_the_hyperparameters_the_spec_names_else_the_first_of_the_usual_names():
+    hyperparameters = {"max_epochs": 4, "epochs": 3, "steps": 900, "passes": 2, "iterations": True}
+    assert (total_of({"hyperparameters": hyperparameters}, "epochs"), total_of({"hyperparameters": hyperparameters},
+                                                                               "steps")) == (3, 900)
+    named = {"hyperparameters": hyperparameters, "progress": {"epochs": "passes"}}
+    assert (total_of(named, "epochs"), total_of(named, "steps")) == (2, 900)
+    assert total_of({"hyperparameters": hyperparameters, "progress": {"steps": "iterations"}}, "steps") is None

@@ -75,6 +75,13 @@ def test_the_form_remembers_offers_the_frameworks_roles_and_the_gpus_there_are_a
     assert roles() == ["master", "worker"]
     expect(form.get_by_label("worker count")).to_have_value("2")
     field("command").locator("textarea").fill("python train.py")
+    # which hyperparameter says its steps, under "more": one the job has not is refused under the field
+    form.locator("summary", has_text="and more").click()
+    steps = field("progress.steps").locator("input")
+    steps.fill("iterations")
+    expect(field("progress.steps").get_by_role("alert")).to_have_text(
+        "names no hyperparameter: 'iterations'; the job's: none", timeout=15_000)
+    steps.fill("")
     expect(form.get_by_text("The server accepts this job.")).to_be_visible(timeout=15_000)
     form.get_by_role("button", name="Submit").click()
     expect(page.locator(".jp-distrain-job-view h2")).to_have_text("explore", timeout=30_000)

@@ -111,6 +111,21 @@ def test_placeholders_stand_where_the_shell_expands_them():
     assert "unknown placeholder {{ nope }}" in errors_of({"name": "a", "command": "t {{ nope }}"})["command"]
 
 
+def test_progress_names_a_hyperparameter_holding_a_whole_number():
+    """The spec may say which hyperparameters hold its epochs and steps (eta.py reads them); one it does not have, or
+    one that is no whole number, is refused naming the field."""
+    job = {"name": "a", "command": "t", "hyperparameters": {"iterations": 5000, "lr": 0.1, "n": 0}}
+    assert spec_.validate({**job, "progress": {"steps": "iterations"}})["progress"] == {"steps": "iterations"}
+    assert "progress" not in spec_.validate(job)  # none unless given
+    assert errors_of({**job, "progress": {"steps": "iters", "epochs": "lr"}}) == {
+        "progress.steps": "names no hyperparameter: 'iters'; the job's: iterations, lr, n",
+        "progress.epochs": "names 'lr', whose value is not a whole number of at least 1"}
+    assert errors_of({**job, "progress": {"epochs": "n"}}) == {
+        "progress.epochs": "names 'n', whose value is not a whole number of at least 1"}
+    assert errors_of({**job, "progress": {"batches": "n"}}) == {
+        "progress": "unknown field(s) batches; allowed: epochs, steps"}
+
+
 def test_yaml_errors_are_spec_errors():
     with pytest.raises(spec_.SpecError, match="not valid YAML"):
         spec_.load("name: [unclosed")

@@ -291,7 +291,7 @@ function firstField(form: HTMLFormElement | null): HTMLElement | null {
  */
 function shownFields(schema: Schema, draft: Draft, roles: string[]): string[] {
   const fields = Object.keys(schema.properties);
-  for (const parent of ['tensorboard', 'policy']) {
+  for (const parent of ['tensorboard', 'policy', 'progress']) {
     for (const key of Object.keys(schemaAt(schema, parent)?.properties ?? {})) {
       fields.push(`${parent}.${key}`);
     }

@@ -1,7 +1,7 @@
 import * as React from 'react';
 
 import { Schema, schemaAt } from '../spec';
-import { Field } from './fields';
+import { Field, Section } from './fields';
 
 /** Top-level fields with a place in the layout; any other is drawn under "more". */
 const PLACED = [
@@ -17,7 +17,8 @@ const PLACED = [
   'data',
   'output',
   'tensorboard',
-  'policy'
+  'policy',
+  'progress'
 ];
 
 /** Each field of the object at `parent` ("tensorboard", "policy"), as its schema lists them. */
@@ -37,8 +38,9 @@ export function ObjectFields(props: {
 }
 
 /**
- * The restart policy, then every top-level field without a place of its own
- * (nor one given to it: `placed`), folded.
+ * The restart policy, which hyperparameters say the job's length (progress),
+ * then every top-level field without a place of its own (nor one given to it:
+ * `placed`), folded.
  */
 export function MoreFields(props: {
   schema: Schema;
@@ -53,6 +55,9 @@ export function MoreFields(props: {
     <details className="jp-distrain-section">
       <summary>{schemaAt(schema, 'policy')?.title} and more</summary>
       <ObjectFields schema={schema} parent="policy" field={field} />
+      <Section title={schemaAt(schema, 'progress')?.title}>
+        <ObjectFields schema={schema} parent="progress" field={field} />
+      </Section>
       {others.map(key => field(key))}
     </details>
   );
