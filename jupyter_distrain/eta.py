@@ -2,13 +2,14 @@
 the progress lines of Keras (`Epoch 3/10`, then its bar's `15/63`), tqdm (`45%|████ | 45/100 [...]`), PyTorch
 Lightning (Rich's bar, `Epoch 2/9 ━━━╺━━ 45/100`, or tqdm's after `Epoch 2:`, epochs counted from 0) and Paddle
 (`Epoch 1/10`, `step 10/938 - loss`) in each replica's log. A total the lines do not say (the epochs of Lightning's
-tqdm bar) is the job's hyperparameter of that name (or the one its spec's `progress` names). A replica whose lines
-say no total, in a job whose hyperparameters name its steps (`max_steps`...), shows the last step its event files
-reached instead. Each log is read from where its last read stopped, so a long run costs only its new lines (a flood,
-only its end). The fraction done never goes back within a run (an evaluation's bar after training does not undo it).
-The time it ends is, once an epoch was seen whole after the first, the epochs' pace carried on to the last (what
-each pays at its start is in it), else its pace since its first line that said a step: the time before that line
-(imports, data loading, the first step's tracing) is left out.
+tqdm bar, the steps of tqdm's `45it [...]` and Keras's `45/Unknown`) is the job's hyperparameter of that name (or
+the one its spec's `progress` names). A replica whose lines say no total, in a job whose hyperparameters name its
+steps (`max_steps`...), shows the last step its event files reached instead. Each log is read from where its last
+read stopped, so a long run costs only its new lines (a flood, only its end). The fraction done never goes back
+within a run (an evaluation's bar after training does not undo it). The time it ends is, once an epoch was seen
+whole after the first, the epochs' pace carried on to the last (what each pays at its start is in it), else its pace
+since its first line that said a step: the time before that line (imports, data loading, the first step's tracing)
+is left out.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ PROGRESS_LINE = re.compile(
     rb"|(?:.*?Epoch (?P<epoch0>\d+):)?[^\n|]*?\d+%\|[^\n|]*\| *(?P<done>\d+)/(?P<total>\d+) "  # tqdm, Lightning
     rb"|Epoch (?P<epoch_of>\d+)(?:/(?P<last_epoch>\d+)|/-\d+)? +" + ESCAPE  # Lightning's Rich bar: epochs from 0
     + rb"(?:\xe2\x94\x81|\xe2\x95[\xb8\xba])[^\n]*? (?P<drawn>\d+)/(?P<to_draw>\d+) "
+    rb"|(?:[^\n|]*?: | *)(?P<counted>\d+)(?:it \[|/Unknown)"  # steps counted without a total: tqdm's, Keras's
     rb")", re.MULTILINE)
 # the hyperparameters that say how many epochs (a Lightning tqdm bar's) and steps (its event files') a job runs,
 # unless its spec's progress names others
@@ -94,6 +96,8 @@ class LogProgress:
                 self.epoch, self.epochs = int(lightning) + 1, int(line["last_epoch"]) + 1
             elif lightning:  # its tqdm bar does not say how many
                 self.epoch, self.epochs = int(lightning) + 1, self.hint(spec, "epochs")
+        elif line["counted"]:  # the job's steps hyperparameter says how many, unless they are an epoch's
+            self.step, self.steps = int(line["counted"]), None if self.epochs else self.hint(spec, "steps")
         self.updated = when = datetime.fromisoformat(line["stamp"].decode()).replace(tzinfo=timezone.utc).timestamp()
         if self.epoch is not None and (self.epoch_began is None or self.epoch_began[0] != self.epoch):
             if self.epoch_began is not None and self.second_epoch is None:

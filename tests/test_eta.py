@@ -240,6 +240,25 @@ def test_a_job_that_prints_nothing_shows_the_steps_of_its_event_files_of_the_ste
     assert_nothing_left(cli.root, timeout=10)
 
 
+def test_steps_counted_without_a_total_are_of_the_steps_the_job_says(tmp_path):
+    """A tqdm loop over an iterator with no length counts its steps without a total (`train: 45it [...]`), as
+    Keras's bar of a dataset of unknown length does (`45/Unknown`): the job's steps hyperparameter is the total;
+    without one, the steps are shown, the fraction unknown."""
+    log = tmp_path / "worker-0.log"
+    writer = LogWriter(log)
+    loop = "import sys\nfrom tqdm import tqdm\nfor _ in tqdm(iter(range(30)), desc='train', file=sys.stdout): pass\n"
+    writer.feed(subprocess.run([sys.executable, "-c", loop], capture_output=True, check=True).stdout)
+    writer.close()
+    [known] = ProgressReader().of({"worker-0": log}, lambda: {"hyperparameters": {"max_steps": 120}}).values()
+    assert (known["step"], known["steps"], known["fraction"], known["epoch"]) == (30, 120, 0.25, None)
+    [unknown] = ProgressReader().of({"worker-0": log}, dict).values()
+    assert (unknown["step"], unknown["steps"], unknown["fraction"]) == (30, None, None)
+    with log.open("a") as more:
+        more.write("2030-01-01T00:00:00.000000Z \x1b[1m 60/Unknown\x1b[0m \x1b[32m15s\x1b[0m 4ms/step - loss: 0.1\n")
+    [keras] = ProgressReader().of({"worker-0": log}, lambda: {"hyperparameters": {"steps": 120}}).values()
+    assert (keras["step"], keras["fraction"]) == (60, 0.5)
+
+
 def test_the_totals_are_the_hyperparameters_the_spec_names_else_the_first_of_the_usual_names():
     hyperparameters = {"max_epochs": 4, "epochs": 3, "steps": 900, "passes": 2, "iterations": True}
     assert (total_of({"hyperparameters": hyperparameters}, "epochs"), total_of({"hyperparameters": hyperparameters},
