@@ -202,7 +202,8 @@ def test_the_pace_leaves_out_what_ran_before_the_first_step(tmp_path):
 def test_lightnings_rich_bar_says_its_last_epoch_else_the_hyperparameter_does(tmp_path):
     """Rich's bar, as drawn into a log (its cursor's moves before it): `Epoch 1/2` is the second of three epochs;
     with no last epoch (a trainer bounded by steps: `/-2`), the job's `epochs` says how many, else none is guessed."""
-    bar = "\x1b[2K\x1b[1A\x1b[2KEpoch {}  \x1b[35m\u2501\u2501\u2501\x1b[0m\x1b[90m\u257a\u2501\x1b[0m 30/40 \x1b[2m0:00:01\x1b[0m"
+    bar = ("\x1b[2K\x1b[1A\x1b[2KEpoch {}  \x1b[35m\u2501\u2501\u2501\x1b[0m\x1b[90m\u257a\u2501\x1b[0m 30/40 "
+           "\x1b[2m0:00:01\x1b[0m")
     log = tmp_path / "worker-0.log"
 
     def progress(epoch: str, hyperparameters: dict) -> tuple:
