@@ -24,7 +24,7 @@ data = tf.data.Dataset.from_tensor_slices((x, x.sum(axis=1, keepdims=True))).bat
 model = keras.Sequential([keras.Input((32,)), keras.layers.Dense(256, activation="relu"), keras.layers.Dense(1)])
 model.compile("adam", "mse")
 board = keras.callbacks.TensorBoard(sys.argv[2])  # outside the job's output: its TensorBoard does not see it
-model.fit(data, epochs=int(sys.argv[1]), steps_per_epoch=600, callbacks=[board])  # one dataset: a steady pace
+model.fit(data, epochs=int(sys.argv[1]), steps_per_epoch=1200, callbacks=[board])  # one dataset: a steady pace
 print("trained", time.time())
 """
 
@@ -113,7 +113,7 @@ def trained_at(cli, name: str) -> float:
 
 
 def test_keras_tqdm_and_lightning_progress_and_their_ends_with_no_change_to_the_code(cli, tmp_path):
-    """Keras `fit` (10 epochs), a tqdm loop and a Lightning trainer (3 epochs, its Rich bar saying so) run side by
+    """Keras `fit` (10 epochs), a tqdm loop and a Lightning trainer (5 epochs, its Rich bar saying so) run side by
     side as they are: their progress shows in `get` and `list` as they run, and once 10% done, each end foretold
     (looked at by `list`) is within 15% of the job's time from the real end (the training's: the line printed after
     it) for the loop and the trainer, whose paces their sleeps set. Keras's
@@ -131,14 +131,14 @@ def test_keras_tqdm_and_lightning_progress_and_their_ends_with_no_change_to_the_
     cli("submit", "--name", "keras-fit", "--code", str(code), "-p", "epochs=10", "--", "python", "keras_fit.py",
         "{{ epochs }}", str(boards))
     cli("submit", "--name", "loop", "--code", str(code), "--", "python", "loop.py")
-    cli("submit", "--name", "lightning-fit", "--code", str(code), "--", "python", "lightning_fit.py", "3")
+    cli("submit", "--name", "lightning-fit", "--code", str(code), "--", "python", "lightning_fit.py", "5")
     listed = cli.wait("loop", until=lambda job: (job.get("progress") or {}).get("ends"), timeout=120)
     assert listed["progress"]["steps"] == 200 and listed["progress"]["epoch"] is None
     assert listed["replicas"][0]["progress"] == listed["progress"]  # a single replica's is the job's
     assert "% (step " in cli("list", "loop").stdout
     jobs = ("keras-fit", "loop", "lightning-fit")
     foretold, totals = ends_foretold(cli, list(jobs))
-    assert totals["lightning-fit"] == {(3, 250)}  # from its bar alone
+    assert totals["lightning-fit"] == {(5, 250)}  # from its bar alone
     started = {name: datetime_of(cli.json("get", name)["started"]) for name in jobs}
     errors, over_left = {}, {}
     for name, seen in foretold.items():

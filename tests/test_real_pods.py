@@ -840,3 +840,36 @@ def test_while_a_job_runs_top_shows_what_its_pod_uses_from_the_clusters_metrics_
         assert memory.endswith("MiB") and 300 <= float(memory.removesuffix("MiB")) < 450, memory
     finally:
         cli("delete", "busy")
+
+
+def test_a_replica_holds_its_gpu_for_its_pods_lifetime_and_a_budget_refuses_a_job_beyond_it(admin, cli):
+    """The node advertises two GPUs (an extended resource in its status, as a device plugin's would be; its
+    containers see no device): a replica of one runs, its GPU-hours one GPU for its pod's lifetime (the replica's
+    start to its end), its cost at the admin's price, in its view and, once deleted, in the ledger. A job of both for
+    its deadline of an hour is beyond the month's budget of one GPU-hour: refused with the numbers, nothing made."""
+    node, gpu = admin.list_node().items[0].metadata.name, "nvidia.com/gpu"
+    admin.patch_node_status(node, {"status": {"capacity": {gpu: "2"}, "allocatable": {gpu: "2"}}})
+    configure(cli, prices={"gpu_hour": {"*": 3.0}, "currency": "EUR"}, budgets={"*": 1}, budget_action="refuse")
+    held = {"name": "held", "framework": "python", "replicas": {"worker": {"resources": {"gpus": 1}}},
+            "command": python("import time; time.sleep(6)"), "policy": {"deadline_seconds": 600}}
+    try:
+        submit(cli, held)
+        job = cli.wait("held", timeout=240)
+        assert job["phase"] == "Succeeded", job
+        used = job["replicas"][0]["usage"]
+        assert used["wall_seconds"] >= 6 and used["gpu_hours"] == pytest.approx(used["wall_seconds"] / 3600, abs=1e-6)
+        assert job["usage"]["cost"] == pytest.approx(3.0 * used["gpu_hours"], abs=1e-4)
+        greedy = cli.cwd / "greedy.yaml"
+        greedy.write_text(yaml.safe_dump({**held, "name": "greedy", "replicas": {"worker": {"resources": {"gpus": 2}}},
+                                          "policy": {"deadline_seconds": 3600}}))
+        refused = cli("submit", "-f", str(greedy), check=False)
+        assert refused.returncode != 0 and ("the job may use 2.00 GPU-hours (2 GPUs for its deadline of 1 h), more "
+                                            "than is left") in refused.stderr, refused.stderr
+        assert [j["name"] for j in cli.json("list")] == ["held"]
+        cli("delete", "held")
+        [run] = [row for row in cli.json("usage")["runs"] if row["job"] == "held"]
+        assert (run["gpu_hours"], run["cost"]) == (used["gpu_hours"], pytest.approx(3.0 * used["gpu_hours"], abs=1e-4))
+    finally:
+        cli("delete", "held", check=False)
+        admin.patch_node_status(node, {"status": {"capacity": {gpu: None}, "allocatable": {gpu: None}}})
+    wait(lambda: none_left(admin), "nothing of the job left")
