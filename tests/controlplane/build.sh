@@ -11,6 +11,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 bin=$here/bin
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/jupyter-distrain/controlplane
 export CGO_ENABLED=0 GOFLAGS='-mod=readonly -buildvcs=false'  # the same binary from any checkout
+# go build as each part builds: without a symbol table and DWARF (nothing here reads them; a panic's trace is still
+# named), which halve the kube part's link; $ldflags, the part's own link flags
+gobuild() { go build -trimpath -ldflags "-s -w ${ldflags:-}" "$@"; }
 mkdir -p "$bin" "$cache"
 
 # build PART COMMAND: unless bin/ has PART at its stamp, links it in from the cache, where COMMAND, run in
@@ -32,15 +35,15 @@ build() {
   echo "$stamp" > "$bin/.stamp-$part"
 }
 
-etcd() { go build -trimpath -o "$out/etcd" .; }
+etcd() { gobuild -o "$out/etcd" .; }
 build etcd etcd
 
 kube() {
   local version minor kwok
   version=$(awk '$1 == "k8s.io/kubernetes" {print $2}' go.mod)
   minor=$(echo "$version" | cut -d. -f2)
-  go build -trimpath -o "$out/" -ldflags "-X k8s.io/component-base/version.gitVersion=$version \
-    -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor" \
+  ldflags="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1 \
+    -X k8s.io/component-base/version.gitMinor=$minor" gobuild -o "$out/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubelet sigs.k8s.io/kwok/cmd/kwok
   # kwok's own node stages (Ready, heartbeat) and the Logs resource, from the pinned module
@@ -51,16 +54,16 @@ kube() {
   cp "$kwok/kustomize/crd/bases/kwok.x-k8s.io_logs.yaml" "$out/"
 }
 build kube kube
-coredns() { go build -trimpath -o "$out/coredns" .; }
+coredns() { gobuild -o "$out/coredns" .; }
 build coredns coredns
-pause() { go build -trimpath -o "$out/pause" .; }
+pause() { gobuild -o "$out/pause" .; }
 build pause pause
-metrics() { go build -trimpath -o "$out/metrics-server" .; }
+metrics() { gobuild -o "$out/metrics-server" .; }
 build metrics metrics
 
 # the JobSet controller (its webhooks are registered by cluster.py) and its CRD
 jobset() {
-  go build -trimpath -o "$out/jobset" sigs.k8s.io/jobset
+  gobuild -o "$out/jobset" sigs.k8s.io/jobset
   mkdir -p "$out/crds"
   cp "$(go list -m -f '{{.Dir}}' sigs.k8s.io/jobset)/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml" "$out/crds/"
 }
@@ -68,7 +71,7 @@ build jobset jobset
 
 # Kubeflow's Training Operator (TFJob, PyTorchJob, PaddleJob controllers and webhooks; kubeflow/main.go) and its CRDs
 kubeflow() {
-  go build -trimpath -o "$out/training-operator" .
+  gobuild -o "$out/training-operator" .
   mkdir -p "$out/crds"
   local crds
   crds=$(go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator)/manifests/base/crds
@@ -78,7 +81,7 @@ build kubeflow kubeflow
 
 # Kueue (its webhooks are registered by cluster.py, from its own manifest) and its CRDs
 kueue() {
-  go build -trimpath -o "$out/kueue" sigs.k8s.io/kueue/cmd/kueue
+  gobuild -o "$out/kueue" sigs.k8s.io/kueue/cmd/kueue
   mkdir -p "$out/crds"
   local config
   config=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kueue)/config/components
