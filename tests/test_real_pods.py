@@ -167,10 +167,10 @@ def publish(directory, git_host) -> str:
     return f"{url}/{directory.name}.git"
 
 
-def submit(cli: CLI, spec: dict) -> None:
+def submit(cli: CLI, spec: dict, check: bool = True) -> subprocess.CompletedProcess:
     path = cli.cwd / f"{spec['name']}.yaml"
     path.write_text(yaml.safe_dump(spec))
-    cli("submit", "-f", str(path))
+    return cli("submit", "-f", str(path), check=check)
 
 
 def python(program: str) -> str:
@@ -859,10 +859,8 @@ def test_a_replica_holds_its_gpu_for_its_pods_lifetime_and_a_budget_refuses_a_jo
         used = job["replicas"][0]["usage"]
         assert used["wall_seconds"] >= 6 and used["gpu_hours"] == pytest.approx(used["wall_seconds"] / 3600, abs=1e-6)
         assert job["usage"]["cost"] == pytest.approx(3.0 * used["gpu_hours"], abs=1e-4)
-        greedy = cli.cwd / "greedy.yaml"
-        greedy.write_text(yaml.safe_dump({**held, "name": "greedy", "replicas": {"worker": {"resources": {"gpus": 2}}},
-                                          "policy": {"deadline_seconds": 3600}}))
-        refused = cli("submit", "-f", str(greedy), check=False)
+        refused = submit(cli, {**held, "name": "greedy", "replicas": {"worker": {"resources": {"gpus": 2}}},
+                               "policy": {"deadline_seconds": 3600}}, check=False)
         assert refused.returncode != 0 and ("the job may use 2.00 GPU-hours (2 GPUs for its deadline of 1 h), more "
                                             "than is left") in refused.stderr, refused.stderr
         assert [j["name"] for j in cli.json("list")] == ["held"]
