@@ -17,6 +17,8 @@ from conftest import EXAMPLES, assert_nothing_left, kill, processes_of, write_sc
 
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 
+pytestmark = pytest.mark.beside  # its 1 minute in make test's second lane (see the Makefile)
+
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
 IDLE_TIMEOUT = 6

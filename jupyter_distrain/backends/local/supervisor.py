@@ -292,10 +292,12 @@ class Supervisor:
                                         self.backend.stack_locks())
         message = hung_message(self.spec)
         processstacks.keep(self.log_dir, {**taken, "reason": reasons.NO_PROGRESS, "message": message})
+        fails = self.spec["policy"]["on_hang"] == "fail"
+        if not fails:  # the job's reason before its warning: whoever reads the warning finds the job hung
+            self.store.update_job(self.name, reason=reasons.NO_PROGRESS, message=message)
         self.event(reasons.NO_PROGRESS, message, type="Warning")
-        if self.spec["policy"]["on_hang"] == "fail":
+        if fails:
             return Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True), time.monotonic() + wait
-        self.store.update_job(self.name, reason=reasons.NO_PROGRESS, message=message)
         return None, time.monotonic() + wait
 
     async def check_pace(self) -> None:
