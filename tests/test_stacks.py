@@ -26,18 +26,13 @@ from jupyter_distrain.stacks import compare
 pytestmark = pytest.mark.beside  # its 1.5 minutes in make test's second lane (see the Makefile)
 
 LATE_TO_ALL_REDUCE = """
-import threading
+import subprocess
+import sys
 import time
 
-ready = threading.Event()
-
-
-def say_starting():  # a line a second while torch loads: the job is quiet only once it waits in step()
-    while not ready.wait(1):
-        print("starting", flush=True)
-
-
-threading.Thread(target=say_starting, daemon=True).start()
+# a line a second while torch loads, from a process of its own (torch's import may hold the GIL for seconds on a
+# loaded machine): the job is quiet only once it waits in step()
+starting = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: print('starting', flush=True); time.sleep(1)"])
 
 import torch
 import torch.distributed as dist
@@ -54,7 +49,8 @@ def step():
 
 
 dist.init_process_group("gloo")
-ready.set()
+starting.kill()
+starting.wait()
 print("ready", flush=True)  # the last line: then the job is quiet
 step()
 """
