@@ -126,11 +126,12 @@ def hung(backend: KubeBackend, job: JobRecord) -> Event:
     except DistrainError as e:  # none running (they ended meanwhile), or too many to keep: the warning says so
         message = hung_message(job["spec"], not_kept=str(e))
     warning = Event(reasons.NO_PROGRESS, message, type="Warning")
+    fails = job["spec"]["policy"]["on_hang"] == "fail"
+    if not fails:  # the job's reason while it lasts (state.unfinished), before its warning, as on the local backend
+        backend.update_status(name, hung=message)
     backend.record(name, warning)
     print(message, flush=True)
-    if job["spec"]["policy"]["on_hang"] != "fail":
-        backend.update_status(name, hung=message)  # the job's reason while it lasts (state.unfinished)
-    else:
+    if fails:
         backend.stop(name, Decision(Phase.FAILED, reasons.HUNG, message, stop_others=True))
     return warning
 
