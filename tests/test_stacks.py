@@ -32,7 +32,8 @@ import time
 
 # a line a second while torch loads, from a process of its own (torch's import may hold the GIL for seconds on a
 # loaded machine): the job is quiet only once it waits in step()
-starting = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: print('starting', flush=True); time.sleep(1)"])
+starting = subprocess.Popen([sys.executable, "-c",
+                             "import time\\nwhile True: print('starting', flush=True); time.sleep(1)"])
 
 import torch
 import torch.distributed as dist
