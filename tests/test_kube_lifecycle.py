@@ -393,8 +393,10 @@ def test_a_quiet_job_is_no_progress_while_its_monitor_finds_it_hung(control_plan
     job = wait_job(backend, "quiet", lambda j: j["reason"] == "NoProgress", "the monitor finds it hung", 30)
     assert job["phase"] == "Running" and job["message"].startswith("no replica wrote a log line or a TensorBoard "
                                                                    "step for 5s; their stacks then are kept")
-    # its owner is told of it: the job's notice, in the list too (which the panel notifies from)
-    hung = next(e for e in backend.get("quiet")["events"] if e["reason"] == "NoProgress")
+    # its owner is told of it (the warning follows the reason): the job's notice, in the list too (which the panel
+    # notifies from)
+    hung = wait(lambda: next((e for e in backend.get("quiet")["events"] if e["reason"] == "NoProgress"), None),
+                "the monitor's warning")
     notice = {"reason": "NoProgress", "message": job["message"], "replica": "", "time": hung["time"]}
     assert backend.get("quiet")["notice"] == notice
     wait(lambda: [j["notice"] for j in backend.list()] == [notice], "the list has the notice")

@@ -63,45 +63,51 @@ def test_lines_outlive_their_pod_on_the_output_volume(control_plane, admin, tmp_
     first = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
     first.start(logging.getLogger("first"))
     first.submit(spec)
-    chief = pod_name(admin, "outlived", "chief-0")
-    wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
-    process = play_kubelet(control_plane, admin, chief, workspace(tmp_path))
-    process.stdin.write(b"epoch 1\nepoch 2\n")
-    process.stdin.flush()
-    texts = lambda backend: [line.text for line in backend.logs("outlived", replica="chief-0")]  # noqa: E731
-    wait(lambda: texts(first) == ["epoch 1", "epoch 2"], "the server copies the chief's first lines")
-    first.close()
-
-    process.stdin.write(b"epoch 3\n\xff done\n")  # not even UTF-8
-    process.stdin.close()
-    assert process.wait(30) == 0
-    end(admin, "outlived", "chief-0", 0)
     observer = KubeBackend(settings(tmp_path / "observer", engine=engine), control_plane.client(RESTRICTED))
-    wait_job(observer, "outlived", lambda j: j["phase"] == "Succeeded", "the cluster ends the job")
-    admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
-    wait(lambda: not pods_of(admin, "outlived"), "the chief's pod is gone, its pods/log with it")
-
-    uid = admin.read_namespaced_config_map("outlived", NAMESPACE).metadata.uid
-    volume = own_outputs(control_plane) / "outlived" / ".distrain" / "logs" / uid / "1"
-    written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
-               (volume / "chief-0.log").read_bytes().splitlines()]
-    (_, report), *written = written  # first what the replica's Python has, which the server keeps apart
-    assert report.startswith("distrain-provenance ")
-    assert [text for _, text in written] == ["epoch 1", "epoch 2", "epoch 3", "\ufffd done"]
-    second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
-    second.start(logging.getLogger("second"))
+    process = None
     try:
-        wait(lambda: [(line.time, line.text) for line in second.logs("outlived", replica="chief-0")] == written,
-             "the new server reads the lines the chief wrote while no server ran", 60)
-        wait(lambda: (second.log_dir("outlived") / ".complete").exists(), "the run's logs are marked complete")
-        cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
-        assert [(line.time, line.text) for line in cli.logs("outlived")] == written
-        readers = f"{naming.COMPONENT}=log-reader"
-        wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=readers).items, "no reader is left")
-    finally:
-        second.delete("outlived")
-        second.close()
-        shutil.rmtree(volume.parents[3])
+        chief = pod_name(admin, "outlived", "chief-0")
+        wait(lambda: admin.read_namespaced_pod(chief, NAMESPACE).status.phase == "Running", "the chief runs")
+        process = play_kubelet(control_plane, admin, chief, workspace(tmp_path))
+        process.stdin.write(b"epoch 1\nepoch 2\n")
+        process.stdin.flush()
+        texts = lambda backend: [line.text for line in backend.logs("outlived", replica="chief-0")]  # noqa: E731
+        wait(lambda: texts(first) == ["epoch 1", "epoch 2"], "the server copies the chief's first lines")
+        first.close()
+
+        process.stdin.write(b"epoch 3\n\xff done\n")  # not even UTF-8
+        process.stdin.close()
+        assert process.wait(30) == 0
+        end(admin, "outlived", "chief-0", 0)
+        wait_job(observer, "outlived", lambda j: j["phase"] == "Succeeded", "the cluster ends the job")
+        admin.delete_namespaced_pod(chief, NAMESPACE, grace_period_seconds=0)
+        wait(lambda: not pods_of(admin, "outlived"), "the chief's pod is gone, its pods/log with it")
+
+        uid = admin.read_namespaced_config_map("outlived", NAMESPACE).metadata.uid
+        volume = own_outputs(control_plane) / "outlived" / ".distrain" / "logs" / uid / "1"
+        written = [tuple(line.decode(errors="replace").split(" ", 1)) for line in
+                   (volume / "chief-0.log").read_bytes().splitlines()]
+        (_, report), *written = written  # first what the replica's Python has, which the server keeps apart
+        assert report.startswith("distrain-provenance ")
+        assert [text for _, text in written] == ["epoch 1", "epoch 2", "epoch 3", "\ufffd done"]
+        second = KubeBackend(settings(tmp_path / "home", engine=engine), control_plane.client(RESTRICTED))
+        second.start(logging.getLogger("second"))
+        try:
+            wait(lambda: [(line.time, line.text) for line in second.logs("outlived", replica="chief-0")] == written,
+                 "the new server reads the lines the chief wrote while no server ran", 60)
+            wait(lambda: (second.log_dir("outlived") / ".complete").exists(), "the run's logs are marked complete")
+            cli = KubeBackend(settings(tmp_path / "cli", engine=engine), control_plane.client(RESTRICTED))
+            assert [(line.time, line.text) for line in cli.logs("outlived")] == written
+            readers = f"{naming.COMPONENT}=log-reader"
+            wait(lambda: not admin.list_namespaced_pod(NAMESPACE, label_selector=readers).items, "no reader is left")
+        finally:
+            second.close()
+    finally:  # nothing of it left for the next engine's run, whatever failed
+        first.close()
+        if process and process.poll() is None:
+            process.kill()
+        observer.delete("outlived")
+        shutil.rmtree(own_outputs(control_plane) / "outlived", ignore_errors=True)
 
 
 @pytest.mark.parametrize("engine", ["jobset", "kubeflow"])

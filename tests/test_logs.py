@@ -187,10 +187,14 @@ def mounted(program: str) -> str:
     return str(path)
 
 
-def tee(log, *command, termination="no-termination-log", **options):
-    """The program a Kubernetes replica's container runs its command under, run here as the pod runs it."""
+def tee(log, *command, termination="no-termination-log", env=None, **options):
+    """The program a Kubernetes replica's container runs its command under, run here as the pod runs it: with `env`
+    (else this process's), and a $TMPDIR of its own unless `env` names one, as a container has its own /tmp."""
+    scratch = tempfile.mkdtemp(prefix="distrain-tee-tmp-")
+    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    env = {"TMPDIR": scratch, **(env or os.environ)}
     return subprocess.Popen([sys.executable, mounted("logtee"), str(log), str(termination), *command],
-                            stdout=subprocess.PIPE, **options)
+                            stdout=subprocess.PIPE, env=env, **options)
 
 
 def whole(out: bytes) -> bytes:
@@ -268,9 +272,9 @@ def test_rich_bars_drawn_into_a_log_keep_their_last_drawings_not_each(tmp_path):
     for log in (local, pods):
         texts = [logs.ESCAPES.sub("", line.text) for line in logs.read({"worker-0": log})]  # as the view shows
         assert texts[-2:] == ["Epoch 0/0 " + "━" * 40 + " 100/100", "done"], texts
-        # its first drawing, as the second bar came under it, its latest as that went, its last, "done", and one a
-        # second meanwhile; a line a drawing would be 400 more
-        assert len(texts) <= 5 + seconds[log], texts
+        # its first drawing, as the second bar came under it, its latest as that went, its last, "done", and the two
+        # bars' latest once a second meanwhile (a slow machine's seconds); a line a drawing would be 400 more
+        assert len(texts) <= 5 + 2 * seconds[log], texts
 
 
 BURNS = """import resource, time

@@ -837,8 +837,9 @@ class ControlPlane:
         """Run the pod's first container's command on this machine, as a kubelet would: with the container's
         environment (its values, and its Secrets' keys), $(VAR) expanded in the values and the command
         (kubelet_expanded), `python` being this interpreter, /output being its volume's
-        directory here (a hostPath, or the hostPath of the PersistentVolume bound to its claim) and each ConfigMap it
-        mounts a directory here of its files (the product's programs). `popen` goes to subprocess.Popen."""
+        directory here (a hostPath, or the hostPath of the PersistentVolume bound to its claim), each ConfigMap it
+        mounts a directory here of its files (the product's programs) and $TMPDIR one of its own, as a container's
+        /tmp. `popen` goes to subprocess.Popen."""
         container = pod.spec.containers[0]
         own: dict[str, str] = {}
         for e in container.env or []:  # a value expanded with the variables before it
@@ -848,8 +849,10 @@ class ControlPlane:
         python, *args = [functools.reduce(lambda text, mount: text.replace(*mount), mounted.items(),
                                           kubelet_expanded(part, own)) for part in container.command]
         assert python == "python"
+        scratch = self.dir / "tmp" / pod.metadata.name  # the container's own /tmp (the log tee looks through it)
+        scratch.mkdir(parents=True, exist_ok=True)
         env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",  # the image's
-               **own, **popen.pop("env", {})}
+               "TMPDIR": str(scratch), **own, **popen.pop("env", {})}
         env.pop("KUBERNETES_SERVICE_HOST", None)  # this machine is no pod
         return subprocess.Popen([sys.executable, *args], env=env, **popen)
 
