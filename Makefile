@@ -36,9 +36,11 @@ run: install
 test: install $(CHROMIUM) real-node-packages
 	tests/controlplane/build.sh  # the Kubernetes control plane the backend's tests run against
 	$(BIN)/mypy  # the package's types ([tool.mypy] in pyproject.toml)
-	@# two pytest processes: the real node's tests and its hub's (mostly waiting on pods) and those marked beside
-	@# (long, on the local backend), run beside the rest;
-	@# their report, kept in test-artifacts/real-node.log, follows the rest's
-	mkdir -p test-artifacts; $(BIN)/pytest -m "real_pods or beside" > test-artifacts/real-node.log 2>&1 & \
-	beside=$$!; $(BIN)/pytest -m "not (real_pods or beside)"; rest=$$?; wait $$beside; other=$$?; \
-	cat test-artifacts/real-node.log; exit $$(( rest || other ))
+	@# three pytest processes side by side, each overlapping the others' waiting (tests/conftest.py, lane_of): the
+	@# real node's tests and its hub's, those on the kwok control plane, and the rest; the first two's reports, kept
+	@# in test-artifacts/, follow the rest's
+	mkdir -p test-artifacts; \
+	$(BIN)/pytest --lane node > test-artifacts/node.log 2>&1 & node=$$!; \
+	$(BIN)/pytest --lane kwok > test-artifacts/kwok.log 2>&1 & kwok=$$!; \
+	$(BIN)/pytest --lane rest; rest=$$?; wait $$node; node=$$?; wait $$kwok; kwok=$$?; \
+	cat test-artifacts/node.log test-artifacts/kwok.log; exit $$(( rest || node || kwok ))

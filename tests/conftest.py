@@ -26,10 +26,36 @@ pytest_plugins = ["kube_support"]  # the Kubernetes tests' fixtures: admin, engi
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked `last` run at the end of their process, once the other process's tests, which share the
-    machine's CPUs, have mostly ended: the 1,000 trials' sweep, bound by the API server's CPU, took 15 minutes
-    beside them and 7 alone."""
+LANES = ("node", "kwok", "rest")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--lane", choices=LANES, help="run this lane's tests alone (lane_of); make test runs each "
+                                                   "lane in a pytest process of its own, side by side")
+
+
+def lane_of(item: pytest.Item) -> str:
+    """The pytest process make test runs a test in: the real node's (marked real_pods), the kwok control plane's
+    (a test using it: one such cluster at a time, as its Kueue serves on a fixed port), or the rest's. The three
+    overlap each other's waiting; a long test of the rest marked `lane(name)` runs in that lane, to even them."""
+    if item.get_closest_marker("real_pods"):
+        return "node"
+    if "control_plane" in item.fixturenames:
+        return "kwok"
+    marked = item.get_closest_marker("lane")
+    lane = marked.args[0] if marked else "rest"
+    if lane not in LANES:
+        raise pytest.UsageError(f"{item.nodeid}: lane {lane!r} is none of {', '.join(LANES)}")
+    return lane
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With --lane, that lane's tests alone. Tests marked `last` run at the end of their process, when the
+    others' tests, which share the machine's CPUs, have mostly ended: the 1,000 trials' sweep, bound by the API
+    server's CPU, took 15 minutes beside them and 7 alone."""
+    if lane := config.getoption("lane"):
+        config.hook.pytest_deselected(items=[item for item in items if lane_of(item) != lane])
+        items[:] = [item for item in items if lane_of(item) == lane]
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 

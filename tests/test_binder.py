@@ -19,7 +19,7 @@ from conftest import REPO, JupyterServer, assert_nothing_left, own_outputs
 DEMO = REPO / "examples" / "demo.ipynb"
 
 
-@pytest.mark.beside  # its 3.5 minutes in the second lane, where the real node's tests mostly wait
+@pytest.mark.lane("node")  # its 3.5 minutes beside the real node's tests, which mostly wait on pods
 @pytest.mark.timeout(600)  # it installs JupyterLab and TensorFlow in a fresh environment, as Binder does
 def test_the_binder_demo_trains_a_distributed_tensorflow_job(tmp_path):
     env_dir = tmp_path / "binder-env"

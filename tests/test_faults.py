@@ -23,7 +23,7 @@ from jupyter_distrain.errors import StorageFull
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 from jupyter_distrain.backends.local.store import RunStore, Store
 
-pytestmark = pytest.mark.beside  # its 2 minutes in make test's second lane (see the Makefile)
+pytestmark = pytest.mark.lane("kwok")  # its 2 minutes beside the kwok tests (conftest.lane_of)
 
 FINISHED = {"Succeeded", "Failed", "Stopped"}
 

@@ -23,8 +23,6 @@ from jupyter_distrain.incluster import source, stackdump
 from jupyter_distrain.backends.local.processstacks import py_spy
 from jupyter_distrain.stacks import compare
 
-pytestmark = pytest.mark.beside  # its 1.5 minutes in make test's second lane (see the Makefile)
-
 LATE_TO_ALL_REDUCE = """
 import subprocess
 import sys

@@ -22,8 +22,6 @@ from jupyter_distrain.errors import SpecError
 from jupyter_distrain.manager import JobManager
 from test_server import wait_phase
 
-pytestmark = pytest.mark.beside  # its 1 minute in make test's second lane (see the Makefile)
-
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 api = test_server.api  # the REST API of a real Jupyter server, as its tests call it
 
