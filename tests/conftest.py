@@ -26,7 +26,7 @@ pytest_plugins = ["kube_support"]  # the Kubernetes tests' fixtures: admin, engi
 signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-LANES = ("node", "kwok", "rest")
+LANES = ("node", "rest")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -35,13 +35,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def lane_of(item: pytest.Item) -> str:
-    """The pytest process make test runs a test in: the real node's (marked real_pods), the kwok control plane's
-    (a test using it: one such cluster at a time, as its Kueue serves on a fixed port), or the rest's. The three
-    overlap each other's waiting; a long test of the rest marked `lane(name)` runs in that lane, to even them."""
+    """The pytest process make test runs a test in: the real node's (marked real_pods), mostly waiting on pods, or
+    the rest's, with every test of the kwok control plane (one such cluster at a time: its Kueue serves on a fixed
+    port). A long test on the local backend marked `lane("node")` runs beside the real node's, to even the two.
+    (A third process, for the kwok tests, was no faster: with two the CPUs are busy four fifths of the time.)"""
     if item.get_closest_marker("real_pods"):
         return "node"
     if "control_plane" in item.fixturenames:
-        return "kwok"
+        return "rest"
     marked = item.get_closest_marker("lane")
     lane = marked.args[0] if marked else "rest"
     if lane not in LANES:

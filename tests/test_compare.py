@@ -16,7 +16,7 @@ from test_panel import assert_accessible, lab_page, open_panel, screenshot
 
 from jupyter_distrain import Client
 
-pytestmark = pytest.mark.lane("kwok")  # its minute beside the kwok tests (conftest.lane_of)
+pytestmark = pytest.mark.lane("node")  # its minute beside the real node's tests (conftest.lane_of)
 
 
 def test_a_job_and_its_clone_with_a_hyperparameter_and_a_file_changed_differ_in_exactly_those(tmp_path):

@@ -11,7 +11,7 @@ from conftest import EXAMPLES, assert_nothing_left, copy_example
 from jupyter_distrain.scalars import Scalars
 
 
-@pytest.mark.lane("kwok")  # its 40 s beside the kwok tests
+@pytest.mark.lane("node")  # its 40 s beside the real node's tests (conftest.lane_of)
 def test_tensorflow_parameter_server_training_and_resume(cli, tmp_path):
     code = copy_example("tf-ps", tmp_path)
     cli("submit", "-f", str(code / "distrain.yaml"), "-p", "steps=100")
@@ -72,7 +72,7 @@ def test_tensorflow_multi_worker_mirrored_with_an_evaluator(cli, tmp_path):
     assert_nothing_left(cli.root, timeout=0)
 
 
-@pytest.mark.lane("kwok")  # its 45 s beside the kwok tests
+@pytest.mark.lane("node")  # its 45 s beside the real node's tests (conftest.lane_of)
 def test_paddle_parameter_servers(cli, tmp_path):
     """PaddlePaddle fleet's parameter servers (its Paddle from the job's requirements.txt): 2 pservers, 2
     trainers, each reading its shard files; the loss goes down, the model and TensorBoard scalars are
@@ -133,7 +133,7 @@ else:
 """
 
 
-@pytest.mark.lane("kwok")  # its 1.5 minutes beside the kwok tests
+@pytest.mark.lane("node")  # its 1.5 minutes beside the real node's tests (conftest.lane_of)
 def test_a_paddle_program_written_for_paddles_launcher_trains_five_runs_in_a_row(cli, tmp_path):
     """Started as Paddle's launcher starts parameter servers (gloo off), the trainers after the servers listen:
     5 runs of 2 pservers and 2 trainers, each Succeeded, every trainer through its steps (started with the
@@ -178,7 +178,7 @@ def test_pytorch_ddp(cli, tmp_path):
     assert_nothing_left(cli.root, timeout=0)
 
 
-@pytest.mark.lane("kwok")  # its 30 s beside the kwok tests
+@pytest.mark.lane("node")  # its 30 s beside the real node's tests (conftest.lane_of)
 def test_pytorch_torchrun(cli, tmp_path):
     """The DDP example under torchrun: a c10d rendezvous across three replicas, then one replica of two
     processes started by torchrun --standalone."""

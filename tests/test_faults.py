@@ -23,7 +23,7 @@ from jupyter_distrain.errors import StorageFull
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 from jupyter_distrain.backends.local.store import RunStore, Store
 
-pytestmark = pytest.mark.lane("kwok")  # its 2 minutes beside the kwok tests (conftest.lane_of)
+pytestmark = pytest.mark.lane("node")  # its 2 minutes beside the real node's tests (conftest.lane_of)
 
 FINISHED = {"Succeeded", "Failed", "Stopped"}
 

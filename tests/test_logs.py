@@ -189,12 +189,14 @@ def mounted(program: str) -> str:
 
 def tee(log, *command, termination="no-termination-log", env=None, **options):
     """The program a Kubernetes replica's container runs its command under, run here as the pod runs it: with `env`
-    (else this process's), and a $TMPDIR of its own unless `env` names one, as a container has its own /tmp."""
-    scratch = tempfile.mkdtemp(prefix="distrain-tee-tmp-")
-    atexit.register(shutil.rmtree, scratch, ignore_errors=True)
+    (else this process's), and, unless `env` and `options` name them, a $TMPDIR and a working directory of its own,
+    as a container has (the tee names what the command wrote in either: not what other tests write meanwhile)."""
+    scratch, workspace = (tempfile.mkdtemp(prefix=f"distrain-tee-{part}-") for part in ("tmp", "workspace"))
+    for directory in (scratch, workspace):
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
     env = {"TMPDIR": scratch, **(env or os.environ)}
     return subprocess.Popen([sys.executable, mounted("logtee"), str(log), str(termination), *command],
-                            stdout=subprocess.PIPE, env=env, **options)
+                            stdout=subprocess.PIPE, env=env, **{"cwd": workspace, **options})
 
 
 def whole(out: bytes) -> bytes:

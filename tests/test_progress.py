@@ -36,6 +36,7 @@ def test_a_straggler_is_named_once_per_slow_spell():
     assert Stragglers().update({"worker-0": 4.0, "worker-1": 2.9}, 0.0) == []
 
 
+@pytest.mark.lane("node")  # its 80 s, mostly waiting, beside the real node's tests (conftest.lane_of)
 def test_a_replica_far_slower_than_the_others_is_named_a_straggler(cli, tmp_path):
     """Workers 0 and 1 write a step every 0.25 s, worker 2 every second: after a minute below 0.7x the others'
     median, a Straggler warning names worker 2 with the paces; `distrain get` shows each replica's pace."""

@@ -23,6 +23,8 @@ from jupyter_distrain.incluster import source, stackdump
 from jupyter_distrain.backends.local.processstacks import py_spy
 from jupyter_distrain.stacks import compare
 
+pytestmark = pytest.mark.lane("node")  # its 1.5 minutes beside the real node's tests (conftest.lane_of)
+
 LATE_TO_ALL_REDUCE = """
 import subprocess
 import sys

@@ -22,6 +22,8 @@ from jupyter_distrain.errors import SpecError
 from jupyter_distrain.manager import JobManager
 from test_server import wait_phase
 
+pytestmark = pytest.mark.lane("node")  # its minute beside the real node's tests (conftest.lane_of)
+
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 api = test_server.api  # the REST API of a real Jupyter server, as its tests call it
 
@@ -203,7 +205,8 @@ async def test_a_sweep_runs_its_trials_two_at_a_time_ranks_them_and_fine_tunes_t
     assert f"{by_loss[0]} *  Succeeded" in text and "LEARNING_RATE  BATCH_SIZE  LOSS (min)  STEP" in text
 
     # one TensorBoard over every trial, their hyperparameters in its HParams dashboard
-    runs = json.loads((await jp_fetch("distrain", "tensorboard", "lr", "all", "data", "runs")).body)
+    runs = json.loads((await jp_fetch("distrain", "tensorboard", "lr", "all", "data", "runs",  # it starts: TensorFlow's
+                                      request_timeout=120)).body)  # import, slow on a loaded machine
     assert {f"lr/{name}/master-0" for name in trials} <= set(runs), runs
     experiment = await hparams(jp_fetch, "lr", "experiment")
     assert {h["name"] for h in experiment["hparamInfos"]} == {"learning_rate", "batch_size"}, experiment

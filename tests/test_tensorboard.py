@@ -17,7 +17,7 @@ from conftest import EXAMPLES, assert_nothing_left, kill, processes_of, write_sc
 
 from jupyter_distrain.server.tensorboard import BOARD_PROGRAM
 
-pytestmark = pytest.mark.lane("kwok")  # its minute beside the kwok tests (conftest.lane_of)
+pytestmark = pytest.mark.lane("node")  # its minute beside the real node's tests (conftest.lane_of)
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 

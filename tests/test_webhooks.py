@@ -18,6 +18,8 @@ from jupyter_distrain import notify
 from jupyter_distrain.backends.local.processes import free_ports
 from jupyter_distrain.backends.local.store import Store
 
+pytestmark = pytest.mark.lane("node")  # its minute beside the real node's tests (conftest.lane_of)
+
 TOKEN_PATH = "/hooks/T0KEN-abc123"  # a webhook URL's secret part, as chat services make them
 
 
