@@ -55,8 +55,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     others' tests, which share the machine's CPUs, have mostly ended: the 1,000 trials' sweep, bound by the API
     server's CPU, took 15 minutes beside them and 7 alone."""
     if lane := config.getoption("lane"):
-        config.hook.pytest_deselected(items=[item for item in items if lane_of(item) != lane])
-        items[:] = [item for item in items if lane_of(item) == lane]
+        kept, others = [], []
+        for item in items:
+            (kept if lane_of(item) == lane else others).append(item)
+        config.hook.pytest_deselected(items=others)
+        items[:] = kept
     items.sort(key=lambda item: item.get_closest_marker("last") is not None)
 
 
