@@ -495,12 +495,11 @@ class ControlPlane:
                     "--tls-private-key-file", str(self.dir / "serving.key"), "--node-lease-duration-seconds=40")
 
     def _start_node(self) -> None:
-        """containerd with the tests' images, the kubelet (Ready), and CoreDNS on the node's address."""
+        """containerd with the tests' images (realnode.furnish), the kubelet (Ready), and CoreDNS on the node's
+        address."""
         self._spawn("containerd", "--config", str(realnode.RUN / "containerd.toml"), program="containerd")
         self._wait("containerd", realnode.SOCKET.exists)
         realnode.route_kubernetes_service(self.port)
-        for name in images.IMAGES:
-            realnode.ctr("images", "import", "--base-name", name.rpartition(":")[0], str(images.image(name)))
         self._write_kubeconfig(NODE, path=self.dir / "node.kubeconfig")
         self._spawn("kubelet", "--config", str(realnode.RUN / "kubelet.yaml"),
                     "--kubeconfig", str(self.dir / "node.kubeconfig"), "--root-dir", str(realnode.RUN / "kubelet"),

@@ -1,9 +1,10 @@
 """A real node for the test control plane (ControlPlane(real_node=True)): containerd, runc and the CNI plugins
 (Debian packages), a kubelet and CoreDNS (built by build.sh from pinned Go modules) and images built here
-without a registry (images.py). The whole cluster, control plane included, runs in the network namespace
-NETNS, which this module makes and which has no interface to the outside: a bridge for the pods, no
-masquerading, CoreDNS answering cluster names only; the host's forwarding is left as it is. Tests reach the
-API server through a relay from this machine's loopback over a Unix socket (socat), at the same port.
+without a registry (images.py), imported once into a store each run's containerd starts from (image_store). The
+whole cluster, control plane included, runs in the network namespace NETNS, which this module makes and which has
+no interface to the outside: a bridge for the pods, no masquerading, CoreDNS answering cluster names only; the
+host's forwarding is left as it is. Tests reach the API server through a relay from this machine's loopback over
+a Unix socket (socat), at the same port.
 
 Needs root (namespaces, mounts, cgroups). `clean()` removes what a run made, and runs first too, for what a
 killed earlier run left: the node's pods' processes, containerd's shims, mounts under RUN, the cgroups under
@@ -11,18 +12,22 @@ CGROUP, the namespace."""
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
+import time
 from contextlib import suppress
 from pathlib import Path
 
 import psutil
 import yaml
 
-from .images import PAUSE_IMAGE
+from . import images
 
 NETNS = "distrain-node"
 IN_NETNS = ["nsenter", f"--net=/run/netns/{NETNS}"]
@@ -33,6 +38,7 @@ RUN = Path("/var/lib/distrain-node")  # containerd's root and state, the kubelet
 CGROUP = "distrain-node"  # in every cgroup v1 hierarchy: the kubelet's cgroupRoot
 CGROUPS = Path("/sys/fs/cgroup")
 SOCKET = RUN / "containerd" / "containerd.sock"
+ROOT = RUN / "containerd" / "root"  # its content store, snapshots and metadata: a copy of the store (image_store)
 GONE = (OSError, psutil.Error)  # what a process, file or cgroup that went meanwhile raises
 
 
@@ -97,7 +103,8 @@ def traces() -> list[str]:
     cgroups = [str(h / CGROUP) for h in CGROUPS.iterdir() if (h / CGROUP).exists()]
     processes = [str(p.pid) for p in psutil.process_iter() if str(RUN) in " ".join(_cmdline(p)) or _in_our_netns(p.pid)]
     netns = [NETNS] if Path(f"/run/netns/{NETNS}").exists() else []
-    return [*map(str, outside_run()), *cgroups, *processes, *netns, *([str(RUN)] if RUN.exists() else [])]
+    return [*map(str, outside_run()), *cgroups, *processes, *netns, *([str(RUN)] if RUN.exists() else []),
+            *written_in_stores()]
 
 
 def _cmdline(process: psutil.Process) -> list[str]:
@@ -147,17 +154,20 @@ def make_cgroups() -> None:
         (cpuset / CGROUP / name).write_text((cpuset / name).read_text())
 
 
-def containerd_config() -> str:
+UNUSED_SNAPSHOTTERS = [f"io.containerd.snapshotter.v1.{name}" for name in ("btrfs", "zfs", "devmapper", "aufs")]
+
+
+def containerd_config(root: Path = ROOT, state: Path = RUN / "containerd" / "state", socket: Path = SOCKET,
+                      disabled: tuple[str, ...] = ()) -> str:
     return f"""
 version = 2
-root = "{RUN}/containerd/root"
-state = "{RUN}/containerd/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.zfs",
-                    "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.aufs"]
+root = "{root}"
+state = "{state}"
+disabled_plugins = {json.dumps([*UNUSED_SNAPSHOTTERS, *disabled])}
 [grpc]
-  address = "{SOCKET}"
+  address = "{socket}"
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "{PAUSE_IMAGE}"
+  sandbox_image = "{images.PAUSE_IMAGE}"
   restrict_oom_score_adj = true  # root here lacks CAP_SYS_RESOURCE
   disable_apparmor = true
   netns_mounts_under_state_dir = true  # pods' network namespaces under RUN, which every run cleans
@@ -215,11 +225,75 @@ def prepare() -> None:
     make_cgroups()
     for directory in ("containerd", "cni", "kubelet", "pod-logs"):
         (RUN / directory).mkdir(parents=True)
+    furnish(image_store())
     (RUN / "containerd.toml").write_text(containerd_config())
     (RUN / "cni" / "10-pods.conflist").write_text(json.dumps(CNI))
     (RUN / "kubelet.yaml").write_text(yaml.safe_dump(kubelet_config()))
 
 
-def ctr(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["ctr", "--address", str(SOCKET), "--namespace", "k8s.io", *args], check=True,
+def ctr(*args: str, socket: Path = SOCKET) -> subprocess.CompletedProcess:
+    return subprocess.run(["ctr", "--address", str(socket), "--namespace", "k8s.io", *args], check=True,
                           capture_output=True, text=True)
+
+
+# what containerd writes in place in its root (bolt databases): copied, where the rest of the store is linked
+MADE = "made"  # the last file of an image store, the rest being older
+WRITTEN_IN_PLACE = ("io.containerd.metadata.v1.bolt/meta.db", "io.containerd.snapshotter.v1.overlayfs/metadata.db")
+
+
+def image_store() -> Path:
+    """A containerd root holding every test image (images.IMAGES), imported and unpacked, as containerd left it
+    when stopped: made once per machine, containerd and set of images (their tars' names carry their inputs'
+    hashes) in the images' cache, from which each run's root is furnished in seconds (`furnish`), where importing
+    the images took minutes."""
+    tars = {name: images.image(name) for name in images.IMAGES}
+    version = subprocess.run(["containerd", "--version"], check=True, capture_output=True, text=True).stdout
+    made_from = [version, inspect.getsource(image_store), inspect.getsource(containerd_config),
+                 *(tar.name for tar in tars.values())]
+    store = images.CACHE / f"containerd-{hashlib.sha256(repr(made_from).encode()).hexdigest()[:16]}"
+    if store.is_dir():
+        store.touch()  # used
+        return store
+    for stale in images.CACHE.glob("containerd-*"):  # other images' store, unused for a week (other checkouts')
+        if time.time() - stale.stat().st_mtime > images.STALE_AFTER:
+            shutil.rmtree(stale)
+    with tempfile.TemporaryDirectory(dir=images.CACHE) as work:
+        root, socket, config = Path(work) / "root", Path(work) / "state" / "containerd.sock", Path(work) / "config"
+        # the CRI plugin off: nothing but the store's own plugins run, on this machine's network
+        config.write_text(containerd_config(root, socket.parent, socket, disabled=("io.containerd.grpc.v1.cri",)))
+        with open(Path(work) / "log", "wb") as log:
+            containerd = subprocess.Popen(["containerd", "--config", str(config)], stdout=log, stderr=log,
+                                          stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            deadline = time.monotonic() + 60
+            while not socket.exists():
+                if containerd.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"containerd did not start:\n{(Path(work) / 'log').read_text()[-3000:]}")
+                time.sleep(0.2)
+            for name, tar in tars.items():
+                ctr("images", "import", "--base-name", name.rpartition(":")[0], str(tar), socket=socket)
+        finally:
+            containerd.terminate()
+            containerd.wait(60)
+        (root / MADE).touch()
+        root.rename(store)
+    return store
+
+
+def written_in_stores() -> list[str]:
+    """The files of an image store written since it was made: none, unless a run's containerd wrote in place in a
+    file `furnish` linked."""
+    return [path for made in images.CACHE.glob(f"containerd-*/{MADE}") for path in subprocess.run(
+        ["find", str(made.parent), "-type", "f", "-newer", str(made)], check=True, capture_output=True,
+        text=True).stdout.splitlines()]
+
+
+def furnish(store: Path) -> None:
+    """ROOT made from `store`: its files linked (copied where RUN is on another file system), but the databases
+    containerd writes in place, copied. containerd only adds files to the rest and removes them: the store stays
+    as it was."""
+    same = store.stat().st_dev == RUN.stat().st_dev
+    subprocess.run(["cp", "-a", "--link" if same else "--reflink=auto", str(store), str(ROOT)], check=True)
+    for written in WRITTEN_IN_PLACE:
+        (ROOT / written).unlink()
+        shutil.copy2(store / written, ROOT / written)
