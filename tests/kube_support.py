@@ -28,7 +28,8 @@ COMMIT = "0123456789abcdef0123456789abcdef01234567"
 SETTINGS = Distrain(namespace=NAMESPACE)
 
 
-ENGINES = pytest.mark.parametrize("engine", ["jobset", "kubeflow", "pods"])
+ENGINE_NAMES = ["jobset", "kubeflow", "pods"]
+ENGINES = pytest.mark.parametrize("engine", ENGINE_NAMES)
 
 
 # their own events of the job's end (the Training Operator's TFJobSucceeded may never come: it reports each exited

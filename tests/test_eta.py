@@ -8,9 +8,12 @@ import sys
 import time
 from datetime import datetime, timezone
 
+import pytest
 from conftest import assert_nothing_left, write_spec
 from jupyter_distrain.eta import ProgressReader, total_of
 from jupyter_distrain.logs import LogWriter
+
+pytestmark = pytest.mark.lane("node")  # its 70 s beside the real node's tests (conftest.lane_of)
 
 KERAS = """import sys, time
 import numpy as np

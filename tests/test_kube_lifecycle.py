@@ -18,8 +18,8 @@ from urllib.parse import urlparse
 import pytest
 from conftest import CLI, at_once, distrain_command, wait
 from controlplane.cluster import NAMESPACE, RESTRICTED, image_id
-from kube_support import (COMMIT, ENGINE_DONE, ENGINES, SETTINGS, end, names, pod_name, pods_of, replica,
-                          running, settings, tf_spec, wait_job)
+from kube_support import (COMMIT, ENGINE_DONE, ENGINE_NAMES, ENGINES, SETTINGS, end, names, pod_name, pods_of,
+                          replica, running, settings, tf_spec, wait_job)
 from kubernetes import client
 from webhooks import Receiver
 
@@ -294,47 +294,59 @@ def test_a_claim_made_a_moment_ago_is_found_where_a_recent_answer_lacks_it(backe
     finally:
         admin.delete_namespaced_persistent_volume_claim("made-late", NAMESPACE)
 
-@ENGINES
 def test_a_runs_monitor_and_the_servers_controller_ask_next_to_nothing_while_the_job_does_not_change(
-        control_plane, backend, admin, engine, tmp_path):
+        control_plane, backend, admin, tmp_path):
     """A run's monitor watches its job's objects (a cache of them alone, as the Jupyter server's, with no policy
     applied and no logs copied): while the job runs unchanged it sends no request, and it sees the run's end as the
     watch brings it. The server's controller beside it asks for nothing but the pods' logs: kwok's pods have none,
     so each follow ends at once (as when a kubelet cannot be reached) and is asked again later and later
     (FOLLOW_AGAIN), not twice a second (40 a pod in 20 s before); as the job ends, each pod that ended has its log
-    read once more, not again at each of the many changes an ending job makes."""
+    read once more, not again at each of the many changes an ending job makes. A job on each engine, side by side
+    (the server's engine set anew before each submit): they are idle together."""
     backend.settings.controller_image = "registry.example.com/notebook:1"
     receiver = Receiver()
-    hooks = {"urls": [receiver.url("/idle")], "link": None, "allow_private": True}
-    backend.submit(tf_spec("idle", workers=1), hooks=hooks)
-    wait_job(backend, "idle", lambda j: j["phase"] == "Running", "the job runs")
-    (tmp_path / "logs").mkdir()
-    (tmp_path / "output").mkdir()
-    alone = monitor_backend(control_plane, tmp_path, engine)
-    sent, served = counted(alone.objects.api), counted(backend.objects.api)
-    watching = threading.Thread(target=monitor.watch, args=(alone, "idle", 1, tmp_path / "logs", tmp_path / "output",
-                                                            hooks), daemon=True)
-    watching.start()
-    time.sleep(5)  # its watches begin
-    began, server_began = len(sent), len(served)
+    jobs = {engine: f"idle-{engine}" for engine in ENGINE_NAMES}
+    hooks = {name: {"urls": [receiver.url(f"/{name}")], "link": None, "allow_private": True} for name in jobs.values()}
+    for engine, name in jobs.items():
+        backend.settings.kubernetes_engine = engine
+        backend.submit(tf_spec(name, workers=1), hooks=hooks[name])
+    served = counted(backend.objects.api)
+    monitors, watching, sent = {}, {}, {}
+    for engine, name in jobs.items():
+        wait_job(backend, name, lambda j: j["phase"] == "Running", f"{name} runs")
+        for directory in ("logs", "output"):
+            (tmp_path / name / directory).mkdir(parents=True)
+        monitors[name] = alone = monitor_backend(control_plane, tmp_path / name, engine)
+        sent[name] = counted(alone.objects.api)
+        watching[name] = threading.Thread(target=monitor.watch, daemon=True, args=(
+            alone, name, 1, tmp_path / name / "logs", tmp_path / name / "output", hooks[name]))
+        watching[name].start()
+    time.sleep(5)  # their watches begin
+    began, server_began = {name: len(sent[name]) for name in jobs.values()}, len(served)
     time.sleep(20)
-    idle, server_idle = sent[began:], served[server_began:]
-    print(f"REQUESTS at start {began}, in 20 s idle {len(idle)}: {sorted(set(idle))}; the server's: {server_idle}")
-    assert not idle, idle
+    server_idle = served[server_began:]
+    for name in jobs.values():
+        idle = sent[name][began[name]:]
+        print(f"REQUESTS of {name}'s monitor at start {began[name]}, in 20 s idle {len(idle)}: {sorted(set(idle))}")
+        assert not idle, idle
+    print(f"REQUESTS of the server in 20 s idle: {server_idle}")
     followed = Counter(r for r in server_idle if r.endswith("/log"))
     assert sum(followed.values()) == len(server_idle) and max(followed.values(), default=0) <= 7, server_idle
     ending = len(served)
-    for name in ("worker-0", "chief-0"):
-        end(admin, "idle", name, 0)
-    watching.join(60)
-    assert not watching.is_alive(), "the monitor ends with the run"
-    alone.notifier.wait()
-    assert receiver.events("idle") == [("ended", "Succeeded", backend.get("idle")["reason"], None)]
+    for name in jobs.values():
+        for replica_ in ("worker-0", "chief-0"):
+            end(admin, name, replica_, 0)
+    for name, alone in monitors.items():
+        watching[name].join(60)
+        assert not watching[name].is_alive(), f"{name}'s monitor ends with the run"
+        alone.notifier.wait()
+        assert receiver.events(name) == [("ended", "Succeeded", backend.get(name)["reason"], None)]
+        alone.objects.api.close()
     receiver.close()
-    alone.objects.api.close()
-    wait(lambda: backend.copier.logs_complete("idle", 1), "the run's lines all copied")
-    # the ps, deleted as the job succeeds while it runs, is read at each change until it is gone (it may log on)
-    read = Counter(r for r in served[ending:] if r.endswith("/log") and "/pods/idle-ps-" not in r)
+    for name in jobs.values():
+        wait(lambda: backend.copier.logs_complete(name, 1), f"{name}'s lines all copied")
+    # each ps, deleted as its job succeeds while it runs, is read at each change until it is gone (it may log on)
+    read = Counter(r for r in served[ending:] if r.endswith("/log") and "-ps-" not in r.rpartition("/pods/")[2])
     assert max(read.values()) <= 4, read  # a follow's last try, its end's read, the controller's
 
 
